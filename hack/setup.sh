@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs and starts what the tests and the local cluster need:
+#   - Debian packages: etcd-server, docker.io, containernetworking-plugins,
+#     iproute2, iptables, curl (only the missing ones; apt-get update once)
+#   - dockerd running in the background (skipped when `docker info` works)
+#   - the Python venv .venv with `pip install -e '.[test]'` (re-run only when
+#     pyproject.toml changed since the last install)
+# Idempotent: run it as often as you like; it says what it did and skipped.
+set -euo pipefail
+
+MINIK8S_LOG_PREFIX="${MINIK8S_LOG_PREFIX:-setup}"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+take_setup_lock
+
+ensure_apt_packages "${MINIK8S_APT_PACKAGES[@]}"
+ensure_dockerd
+ensure_venv
+
+for f in /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback; do
+  [[ -x "${f}" ]] || die "CNI plugin ${f} missing (package containernetworking-plugins)"
+done
+log "ready: $(etcd --version 2>/dev/null | head -n1), docker $(docker info --format '{{.ServerVersion}}' 2>/dev/null), $("${MINIK8S_VENV}/bin/python" --version 2>&1)"
