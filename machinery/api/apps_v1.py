@@ -1,0 +1,99 @@
+"""apps/v1: Deployment and ReplicaSet, as in upstream's k8s.io/api/apps/v1/types.go."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from machinery.api.base import ApiModel, merge_key
+from machinery.api.core_v1 import IntOrString, PodTemplateSpec
+from machinery.api.meta import LabelSelector, ObjectMeta, Time
+
+# --- Deployment --------------------------------------------------------------------------------
+
+
+class RollingUpdateDeployment(ApiModel):
+    max_unavailable: IntOrString | None = None  # default 25%
+    max_surge: IntOrString | None = None  # default 25%
+
+
+class DeploymentStrategy(ApiModel):
+    type: str | None = None  # Recreate | RollingUpdate
+    rolling_update: RollingUpdateDeployment | None = None
+
+
+class DeploymentSpec(ApiModel):
+    replicas: int | None = None
+    selector: LabelSelector
+    template: PodTemplateSpec
+    strategy: DeploymentStrategy | None = None
+    min_ready_seconds: int | None = None
+    revision_history_limit: int | None = None
+    paused: bool | None = None
+    progress_deadline_seconds: int | None = None
+
+
+class DeploymentCondition(ApiModel):
+    type: str  # Available | Progressing | ReplicaFailure
+    status: str
+    last_update_time: Time | None = None
+    last_transition_time: Time | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class DeploymentStatus(ApiModel):
+    observed_generation: int | None = None
+    replicas: int | None = None
+    updated_replicas: int | None = None
+    ready_replicas: int | None = None
+    available_replicas: int | None = None
+    unavailable_replicas: int | None = None
+    terminating_replicas: int | None = None
+    conditions: list[DeploymentCondition] | None = Field(None, json_schema_extra=merge_key("type"))
+    collision_count: int | None = None
+
+
+class Deployment(ApiModel):
+    api_version: Literal["apps/v1"] = "apps/v1"
+    kind: Literal["Deployment"] = "Deployment"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: DeploymentSpec | None = None
+    status: DeploymentStatus | None = None
+
+
+# --- ReplicaSet --------------------------------------------------------------------------------
+
+
+class ReplicaSetSpec(ApiModel):
+    replicas: int | None = None
+    min_ready_seconds: int | None = None
+    selector: LabelSelector
+    template: PodTemplateSpec | None = None
+
+
+class ReplicaSetCondition(ApiModel):
+    type: str  # ReplicaFailure
+    status: str
+    last_transition_time: Time | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class ReplicaSetStatus(ApiModel):
+    replicas: int
+    fully_labeled_replicas: int | None = None
+    ready_replicas: int | None = None
+    available_replicas: int | None = None
+    terminating_replicas: int | None = None
+    observed_generation: int | None = None
+    conditions: list[ReplicaSetCondition] | None = Field(None, json_schema_extra=merge_key("type"))
+
+
+class ReplicaSet(ApiModel):
+    api_version: Literal["apps/v1"] = "apps/v1"
+    kind: Literal["ReplicaSet"] = "ReplicaSet"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ReplicaSetSpec | None = None
+    status: ReplicaSetStatus | None = None

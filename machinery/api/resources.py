@@ -1,0 +1,103 @@
+"""The API's resource table: one declarative entry per resource, read by the apiserver (routes,
+discovery, OpenAPI), the API client (URLs) and mkubectl (short names).
+
+Adding a resource is one `ResourceInfo` here, a model in machinery.api, and a strategy in
+apiserver.registry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from machinery.api import apps_v1, coordination_v1, core_v1
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+@dataclass(frozen=True)
+class ResourceInfo:
+    group: str  # "" for the core group
+    version: str
+    kind: str
+    plural: str
+    singular: str
+    namespaced: bool
+    model: type[BaseModel]
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    # subresource name -> the kind it speaks (status speaks the parent kind)
+    subresources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_resource(self) -> str:
+        """`pods`, `deployments.apps`: how upstream names a resource in messages."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def prefix(self) -> str:
+        """URL prefix of the group-version: /api/v1 or /apis/apps/v1."""
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+    def collection_path(self, namespace: str | None = None) -> str:
+        if self.namespaced and namespace:
+            return f"{self.prefix}/namespaces/{namespace}/{self.plural}"
+        return f"{self.prefix}/{self.plural}"
+
+    def object_path(self, name: str, namespace: str | None = None, subresource: str | None = None) -> str:
+        path = f"{self.collection_path(namespace)}/{name}"
+        return f"{path}/{subresource}" if subresource else path
+
+
+RESOURCES: tuple[ResourceInfo, ...] = (
+    ResourceInfo("", "v1", "Namespace", "namespaces", "namespace", False, core_v1.Namespace,
+                 short_names=("ns",), subresources={"status": "Namespace"},
+                 verbs=("create", "delete", "get", "list", "patch", "update", "watch")),
+    ResourceInfo("", "v1", "Node", "nodes", "node", False, core_v1.Node,
+                 short_names=("no",), subresources={"status": "Node"}),
+    ResourceInfo("", "v1", "Pod", "pods", "pod", True, core_v1.Pod,
+                 short_names=("po",), categories=("all",),
+                 subresources={"status": "Pod", "binding": "Binding", "log": "", "exec": ""}),
+    ResourceInfo("", "v1", "Event", "events", "event", True, core_v1.Event, short_names=("ev",)),
+    ResourceInfo("apps", "v1", "Deployment", "deployments", "deployment", True, apps_v1.Deployment,
+                 short_names=("deploy",), categories=("all",),
+                 subresources={"status": "Deployment", "scale": "Scale"}),
+    ResourceInfo("apps", "v1", "ReplicaSet", "replicasets", "replicaset", True, apps_v1.ReplicaSet,
+                 short_names=("rs",), categories=("all",),
+                 subresources={"status": "ReplicaSet", "scale": "Scale"}),
+    ResourceInfo("coordination.k8s.io", "v1", "Lease", "leases", "lease", True, coordination_v1.Lease),
+)
+
+_BY_PLURAL = {(r.group, r.plural): r for r in RESOURCES}
+_BY_KIND = {(r.group, r.kind): r for r in RESOURCES}
+
+
+def resource_for(group: str, plural: str) -> ResourceInfo | None:
+    return _BY_PLURAL.get((group, plural))
+
+
+def resource_for_kind(api_version: str, kind: str) -> ResourceInfo | None:
+    group = api_version.rpartition("/")[0] if "/" in api_version else ""
+    info = _BY_KIND.get((group, kind))
+    return info if info is not None and info.api_version == api_version else None
+
+
+def resource_for_model(model: type[BaseModel]) -> ResourceInfo:
+    for info in RESOURCES:
+        if info.model is model:
+            return info
+    raise KeyError(model.__name__)
+
+
+def group_versions() -> dict[str, list[ResourceInfo]]:
+    """Resources grouped by apiVersion ("v1", "apps/v1", ...), in table order."""
+    out: dict[str, list[ResourceInfo]] = {}
+    for info in RESOURCES:
+        out.setdefault(info.api_version, []).append(info)
+    return out
