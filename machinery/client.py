@@ -1,0 +1,729 @@
+"""The async API client every minik8s process talks to the apiserver through (client-go's role).
+
+One `httpx.AsyncClient` per process component (HTTP/1.1 keep-alive, TLS and credentials from a
+`ClientConfig`, a User-Agent naming the component so the audit log says who called). Typed
+methods take and return the pydantic models of machinery.api; `*_raw` twins speak plain dicts
+for callers that handle arbitrary kinds (mkubectl). Both go through one URL builder
+(`ResourceInfo` paths) and one error decoder, `ApiClient.request`:
+
+- a non-2xx answer raises `ApiError` carrying the apiserver's `Status` (is_not_found,
+  is_conflict, is_already_exists, is_gone/is_expired ...);
+- no answer at all (refused, reset, timed out) raises `ApiUnavailable`, which callers treat as
+  "retry later" rather than as a verdict on their request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import random
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
+
+import httpx
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from machinery.api.autoscaling_v1 import Scale
+from machinery.api.core_v1 import Binding, ObjectReference, Pod
+from machinery.api.meta import ObjectMeta, Preconditions, Status
+from machinery.api.resources import ResourceInfo, resource_for_model
+from machinery.kubeconfig import ClientConfig, load_kubeconfig
+
+KUBE_VERSION = "v1.30.0"
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+Resource = ResourceInfo | type[BaseModel]
+Selector = str | Mapping[str, str] | None
+PatchType = Literal["merge", "strategic", "json", "apply"]
+
+PATCH_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",  # JSON is YAML, so the body is sent as JSON
+}
+
+# Reasons client-go assumes when an error body is not a Status (apierrors.NewGenericServerResponse).
+_REASON_FOR_CODE: dict[int, str] = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    409: "Conflict",
+    410: "Gone",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+def default_user_agent(component: str) -> str:
+    """The User-Agent of a minik8s component, e.g. `kube-scheduler/v1.30.0 (minik8s)`."""
+    return f"{component}/{KUBE_VERSION} (minik8s)"
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+
+class ClientError(Exception):
+    """Base of everything the API client raises on purpose."""
+
+
+class ApiUnavailable(ClientError):
+    """The apiserver gave no answer (connection refused/reset, timeout): retry later."""
+
+
+class WatchDecodeError(ClientError):
+    """A watch stream carried a line that is not a watch event: the stream cannot be trusted."""
+
+
+class ApiError(ClientError):
+    """The apiserver answered with a non-2xx status; `status` is its Status object."""
+
+    def __init__(self, status: Status, code: int, method: str = "", url: str = "") -> None:
+        self.status = status
+        self.code = code
+        self.method = method
+        self.url = url
+        where = f"{method} {url}: " if method else ""
+        super().__init__(f"{where}{code} {status.reason or ''}: {status.message or ''}".rstrip(": "))
+
+    @property
+    def reason(self) -> str:
+        return self.status.reason or ""
+
+    @property
+    def message(self) -> str:
+        return self.status.message or ""
+
+    @property
+    def is_not_found(self) -> bool:
+        return self.reason == "NotFound" or (not self.reason and self.code == 404)
+
+    @property
+    def is_already_exists(self) -> bool:
+        return self.reason == "AlreadyExists"
+
+    @property
+    def is_conflict(self) -> bool:
+        """A stale resourceVersion (optimistic concurrency), not AlreadyExists, though both are 409."""
+        return self.reason == "Conflict" or (not self.reason and self.code == 409)
+
+    @property
+    def is_gone(self) -> bool:
+        """410: the resourceVersion asked for is compacted away (reason Expired or Gone): relist."""
+        return self.code == 410 or self.reason in ("Expired", "Gone")
+
+    @property
+    def is_expired(self) -> bool:
+        return self.reason == "Expired"
+
+    @property
+    def is_invalid(self) -> bool:
+        return self.reason == "Invalid" or (not self.reason and self.code == 422)
+
+    @property
+    def is_bad_request(self) -> bool:
+        return self.reason == "BadRequest" or (not self.reason and self.code == 400)
+
+    @property
+    def is_unauthorized(self) -> bool:
+        return self.code == 401
+
+    @property
+    def is_forbidden(self) -> bool:
+        return self.code == 403
+
+    @property
+    def is_too_many_requests(self) -> bool:
+        return self.code == 429
+
+    @property
+    def is_server_error(self) -> bool:
+        return self.code >= 500
+
+
+def is_not_found(err: BaseException) -> bool:
+    """apierrors.IsNotFound: usable on any exception (False for non-API errors)."""
+    return isinstance(err, ApiError) and err.is_not_found
+
+
+def is_conflict(err: BaseException) -> bool:
+    return isinstance(err, ApiError) and err.is_conflict
+
+
+def is_already_exists(err: BaseException) -> bool:
+    return isinstance(err, ApiError) and err.is_already_exists
+
+
+def is_gone(err: BaseException) -> bool:
+    return isinstance(err, ApiError) and err.is_gone
+
+
+def status_from_body(code: int, body: bytes) -> Status:
+    """The Status inside an error body, or one made up from the code when the body is not a Status."""
+    data: Any = None
+    with contextlib.suppress(orjson.JSONDecodeError):
+        data = orjson.loads(body) if body else None
+    if isinstance(data, dict) and data.get("kind") == "Status":
+        status = _to_status(data)
+        if status.code is None:
+            status = status.model_copy(update={"code": code})
+        return status
+    text = body.decode("utf-8", "replace").strip()[:1024]
+    return Status(
+        status="Failure",
+        code=code,
+        reason=_REASON_FOR_CODE.get(code, "Unknown" if code >= 400 else ""),
+        message=text or f"the server responded with status {code}",
+    )
+
+
+def _to_status(data: dict[str, Any]) -> Status:
+    """Validate a Status leniently: a malformed one still yields code/reason/message."""
+    try:
+        return Status.model_validate(data)
+    except ValidationError:
+        code = data.get("code")
+        return Status(
+            status=str(data.get("status") or "Failure"),
+            code=code if isinstance(code, int) else None,
+            reason=str(data.get("reason") or "") or None,
+            message=str(data.get("message") or "") or None,
+        )
+
+
+# -- watch events -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WatchEvent(Generic[T]):
+    """One line of a watch stream. `object` is the model (or a dict for raw watches); for ERROR
+    it is a `Status`. `raw` keeps the decoded JSON of the object."""
+
+    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
+    object: T | Status
+    raw: dict[str, Any]
+
+    @property
+    def resource_version(self) -> str | None:
+        meta = self.raw.get("metadata")
+        rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        return rv if isinstance(rv, str) and rv else None
+
+
+WATCH_EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
+
+
+def decode_watch_line(line: str | bytes, model: type[M] | None = None) -> WatchEvent[Any] | None:
+    """Decode one newline-delimited watch event; None for a blank keep-alive line.
+
+    BOOKMARK objects carry little more than metadata.resourceVersion; if the model refuses such
+    a stub it is built without validation, since only its resourceVersion may be read.
+    """
+    if not line.strip():
+        return None
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError as e:
+        raise WatchDecodeError(f"watch line is not JSON: {line[:200]!r}") from e
+    if not isinstance(data, dict):
+        raise WatchDecodeError(f"watch line is not an object: {line[:200]!r}")
+    etype = data.get("type")
+    raw = data.get("object")
+    if etype not in WATCH_EVENT_TYPES or not isinstance(raw, dict):
+        raise WatchDecodeError(f"not a watch event: {line[:200]!r}")
+    if etype == "ERROR":
+        return WatchEvent(etype, _to_status(raw), raw)
+    if model is None:
+        return WatchEvent(etype, raw, raw)
+    try:
+        obj: Any = model.model_validate(raw)
+    except ValidationError as e:
+        if etype != "BOOKMARK":
+            raise WatchDecodeError(f"{etype} object is not a valid {model.__name__}: {e}") from e
+        rv = (raw.get("metadata") or {}).get("resourceVersion")
+        obj = model.model_construct(metadata=ObjectMeta(resource_version=rv))
+    return WatchEvent(etype, obj, raw)
+
+
+# -- the client -------------------------------------------------------------------------------
+
+
+class ListResult(NamedTuple, Generic[M]):
+    items: builtins.list[M]
+    resource_version: str
+    continue_: str
+
+
+def _info(resource: Resource) -> ResourceInfo:
+    if isinstance(resource, ResourceInfo):
+        return resource
+    try:
+        return resource_for_model(resource)
+    except KeyError:
+        raise ValueError(f"{resource.__name__} is not a resource served by the apiserver") from None
+
+
+def format_selector(value: Selector) -> str | None:
+    """Label/field selectors as the wire wants them; a mapping means equality on every pair."""
+    if value is None or isinstance(value, str):
+        return value or None
+    return ",".join(f"{k}={v}" for k, v in value.items()) or None
+
+
+def _dump(obj: BaseModel | Mapping[str, Any] | builtins.list[Any]) -> bytes:
+    if isinstance(obj, BaseModel):
+        return orjson.dumps(obj.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return orjson.dumps(obj)
+
+
+def _meta(obj: BaseModel) -> ObjectMeta:
+    meta = getattr(obj, "metadata", None)
+    if not isinstance(meta, ObjectMeta):
+        raise ValueError(f"{type(obj).__name__} has no metadata")
+    return meta
+
+
+def _ssl_context(config: ClientConfig) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=config.ca_file)
+    if config.insecure:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if config.cert_file and config.key_file:
+        ctx.load_cert_chain(config.cert_file, config.key_file)
+    return ctx
+
+
+class ApiClient:
+    """Typed and raw access to the apiserver over one pooled HTTP/1.1 connection set."""
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        *,
+        user_agent: str | None = None,
+        timeout: float = 30.0,
+        connect_timeout: float = 5.0,
+        max_connections: int = 256,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.config = config
+        self.user_agent = user_agent or config.user_agent or default_user_agent("minik8s-client")
+        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
+        headers = {"User-Agent": self.user_agent, "Accept": "application/json"}
+        if config.token:
+            headers["Authorization"] = f"Bearer {config.token}"
+        verify: ssl.SSLContext | bool = (
+            _ssl_context(config) if config.server.startswith("https://") and transport is None else True
+        )
+        self._http = httpx.AsyncClient(
+            base_url=config.server,
+            headers=headers,
+            verify=verify,
+            http1=True,
+            http2=False,
+            timeout=self._timeout,
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=32, keepalive_expiry=60.0
+            ),
+            transport=transport,
+            trust_env=False,  # a proxy from the environment must not sit between components and apiserver
+        )
+
+    @classmethod
+    def from_kubeconfig(
+        cls, path: str | None = None, *, context: str | None = None, user_agent: str | None = None
+    ) -> ApiClient:
+        return cls(load_kubeconfig(path, context=context, user_agent=user_agent))
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> ApiClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- the one place requests are made and errors decoded ---------------------------------
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: BaseModel | Mapping[str, Any] | builtins.list[Any] | None = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+    ) -> Any:
+        """Send one request; the decoded JSON answer, or ApiError/ApiUnavailable."""
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        headers = {"Content-Type": content_type} if body is not None else None
+        content = _dump(body) if body is not None else None
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        try:
+            response = await self._http.request(
+                method, path, params=query, content=content, headers=headers, **extra
+            )
+        except httpx.TransportError as e:
+            raise ApiUnavailable(f"{method} {path}: {type(e).__name__}: {e}") from e
+        if not 200 <= response.status_code < 300:
+            raise ApiError(status_from_body(response.status_code, response.content), response.status_code,
+                           method, str(response.url))
+        if not response.content:
+            return None
+        try:
+            return orjson.loads(response.content)
+        except orjson.JSONDecodeError as e:
+            raise ClientError(f"{method} {path}: answer is not JSON: {response.content[:200]!r}") from e
+
+    # -- raw (dict) API ---------------------------------------------------------------------
+
+    async def get_raw(
+        self, resource: Resource, name: str, namespace: str | None = None, *, subresource: str | None = None
+    ) -> dict[str, Any]:
+        return await self.request("GET", _info(resource).object_path(name, namespace, subresource))
+
+    async def list_raw(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: Selector = None,
+        field_selector: Selector = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]:
+        params = {
+            "labelSelector": format_selector(label_selector),
+            "fieldSelector": format_selector(field_selector),
+            "limit": limit,
+            "continue": continue_ or None,
+            "resourceVersion": resource_version,
+        }
+        return await self.request("GET", _info(resource).collection_path(namespace), params=params)
+
+    async def create_raw(
+        self,
+        resource: Resource,
+        body: BaseModel | Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        field_manager: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        params = {"fieldManager": field_manager, "dryRun": "All" if dry_run else None}
+        path = _info(resource).collection_path(namespace)
+        return await self.request("POST", path, params=params, body=body)
+
+    async def update_raw(
+        self,
+        resource: Resource,
+        name: str,
+        body: BaseModel | Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        path = _info(resource).object_path(name, namespace, subresource)
+        return await self.request("PUT", path, params={"fieldManager": field_manager}, body=body)
+
+    async def patch_raw(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Mapping[str, Any] | builtins.list[Any],
+        patch_type: PatchType = "merge",
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+        field_manager: str | None = None,
+        force: bool | None = None,
+    ) -> dict[str, Any]:
+        """PATCH; "apply" (server-side apply) needs a field_manager, as upstream insists."""
+        if patch_type not in PATCH_CONTENT_TYPES:
+            raise ValueError(f"unknown patch type {patch_type!r}")
+        if patch_type == "json" and not isinstance(patch, builtins.list):
+            raise ValueError("a JSON patch is a list of operations")
+        if patch_type != "json" and not isinstance(patch, Mapping):
+            raise ValueError(f"a {patch_type} patch is an object")
+        if patch_type == "apply" and not field_manager:
+            raise ValueError("server-side apply needs a field_manager")
+        params = {"fieldManager": field_manager, "force": None if force is None else str(force).lower()}
+        return await self.request(
+            "PATCH",
+            _info(resource).object_path(name, namespace, subresource),
+            params=params,
+            body=patch,
+            content_type=PATCH_CONTENT_TYPES[patch_type],
+        )
+
+    async def delete_raw(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation_policy: Literal["Orphan", "Background", "Foreground"] | None = None,
+        grace_period_seconds: int | None = None,
+        preconditions: Preconditions | Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """DELETE with DeleteOptions in the body; the answer is the object (still terminating) or a Status."""
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if propagation_policy is not None:
+            options["propagationPolicy"] = propagation_policy
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if isinstance(preconditions, Preconditions):
+            options["preconditions"] = preconditions.model_dump(mode="json", by_alias=True, exclude_none=True)
+        elif preconditions:
+            options["preconditions"] = dict(preconditions)
+        return await self.request("DELETE", _info(resource).object_path(name, namespace), body=options)
+
+    async def delete_collection_raw(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: Selector = None,
+        field_selector: Selector = None,
+        propagation_policy: Literal["Orphan", "Background", "Foreground"] | None = None,
+    ) -> dict[str, Any]:
+        params = {
+            "labelSelector": format_selector(label_selector),
+            "fieldSelector": format_selector(field_selector),
+        }
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if propagation_policy is not None:
+            body["propagationPolicy"] = propagation_policy
+        path = _info(resource).collection_path(namespace)
+        return await self.request("DELETE", path, params=params, body=body)
+
+    def watch_raw(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        label_selector: Selector = None,
+        field_selector: Selector = None,
+        allow_bookmarks: bool = True,
+        timeout_seconds: int | None = None,
+    ) -> AsyncIterator[WatchEvent[dict[str, Any]]]:
+        """Watch events with dict objects (ERROR events carry a Status)."""
+        return self._watch(
+            None, _info(resource), namespace, resource_version, label_selector, field_selector,
+            allow_bookmarks, timeout_seconds,
+        )
+
+    async def _watch(
+        self,
+        model: type[M] | None,
+        info: ResourceInfo,
+        namespace: str | None,
+        resource_version: str | None,
+        label_selector: Selector,
+        field_selector: Selector,
+        allow_bookmarks: bool,
+        timeout_seconds: int | None,
+    ) -> AsyncIterator[WatchEvent[Any]]:
+        """The streaming GET ?watch=true: a non-2xx answer (e.g. 410 Expired) raises ApiError before
+        the first event; a broken stream raises ApiUnavailable; a server-side timeout just ends."""
+        path = info.collection_path(namespace)
+        params = {
+            "watch": "true",
+            "resourceVersion": resource_version or None,
+            "labelSelector": format_selector(label_selector),
+            "fieldSelector": format_selector(field_selector),
+            "allowWatchBookmarks": "true" if allow_bookmarks else None,
+            "timeoutSeconds": timeout_seconds,
+        }
+        query = {k: v for k, v in params.items() if v is not None}
+        # No read timeout unless the server promised to end the stream: a quiet watch is normal.
+        read_timeout = None if timeout_seconds is None else timeout_seconds + 30.0
+        base = self._timeout
+        timeout = httpx.Timeout(connect=base.connect, read=read_timeout, write=base.write, pool=base.pool)
+        try:
+            async with self._http.stream("GET", path, params=query, timeout=timeout) as response:
+                if not 200 <= response.status_code < 300:
+                    body = await response.aread()
+                    raise ApiError(status_from_body(response.status_code, body), response.status_code,
+                                   "GET", str(response.url))
+                async for line in response.aiter_lines():
+                    event = decode_watch_line(line, model)
+                    if event is not None:
+                        yield event
+        except httpx.TransportError as e:
+            raise ApiUnavailable(f"watch {path}: {type(e).__name__}: {e}") from e
+
+    # -- typed API --------------------------------------------------------------------------
+
+    async def get(self, model: type[M], name: str, namespace: str | None = None) -> M:
+        return model.model_validate(await self.get_raw(model, name, namespace))
+
+    async def list(
+        self,
+        model: type[M],
+        namespace: str | None = None,
+        *,
+        label_selector: Selector = None,
+        field_selector: Selector = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+        resource_version: str | None = None,
+    ) -> ListResult[M]:
+        """One list call: (items, the list's resourceVersion to watch from, continue token or "")."""
+        data = await self.list_raw(
+            model, namespace, label_selector=label_selector, field_selector=field_selector,
+            limit=limit, continue_=continue_, resource_version=resource_version,
+        )
+        meta = data.get("metadata") or {}
+        items = [model.model_validate(item) for item in data.get("items") or []]
+        return ListResult(items, meta.get("resourceVersion") or "", meta.get("continue") or "")
+
+    async def create(
+        self, obj: M, *, namespace: str | None = None, field_manager: str | None = None, dry_run: bool = False
+    ) -> M:
+        info = _info(type(obj))
+        ns = self._namespace_for(info, obj, namespace)
+        data = await self.create_raw(info, obj, ns, field_manager=field_manager, dry_run=dry_run)
+        return type(obj).model_validate(data)
+
+    async def update(self, obj: M, *, field_manager: str | None = None) -> M:
+        """PUT the whole object; its metadata.resourceVersion makes it a compare-and-swap (409 if stale)."""
+        return await self._put(obj, None, field_manager)
+
+    async def update_status(self, obj: M, *, field_manager: str | None = None) -> M:
+        """PUT to /status: only the status is written, the spec in `obj` is ignored by the server."""
+        return await self._put(obj, "status", field_manager)
+
+    async def _put(self, obj: M, subresource: str | None, field_manager: str | None) -> M:
+        info = _info(type(obj))
+        name = _meta(obj).name
+        if not name:
+            raise ValueError(f"cannot update a {info.kind} without metadata.name")
+        ns = self._namespace_for(info, obj, None)
+        data = await self.update_raw(
+            info, name, obj, ns, subresource=subresource, field_manager=field_manager
+        )
+        return type(obj).model_validate(data)
+
+    async def patch(
+        self,
+        model: type[M],
+        name: str,
+        patch: Mapping[str, Any] | builtins.list[Any],
+        patch_type: PatchType = "merge",
+        namespace: str | None = None,
+        *,
+        subresource: Literal["status"] | None = None,
+        field_manager: str | None = None,
+        force: bool | None = None,
+    ) -> M:
+        """PATCH the object or its status (other subresources speak other kinds: use patch_raw)."""
+        if subresource not in (None, "status"):
+            raise ValueError(f"subresource {subresource!r} does not return a {model.__name__}; use patch_raw")
+        data = await self.patch_raw(
+            model, name, patch, patch_type, namespace,
+            subresource=subresource, field_manager=field_manager, force=force,
+        )
+        return model.model_validate(data)
+
+    async def delete(
+        self,
+        model: type[M],
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation_policy: Literal["Orphan", "Background", "Foreground"] | None = None,
+        grace_period_seconds: int | None = None,
+        preconditions: Preconditions | Mapping[str, str] | None = None,
+    ) -> M | Status:
+        """The object if deletion is pending (finalizers, grace period), else the success Status."""
+        data = await self.delete_raw(
+            model, name, namespace, propagation_policy=propagation_policy,
+            grace_period_seconds=grace_period_seconds, preconditions=preconditions,
+        )
+        if isinstance(data, dict) and data.get("kind") == "Status":
+            return _to_status(data)
+        return model.model_validate(data)
+
+    async def bind(
+        self, pod_name: str, namespace: str, node_name: str, *, pod_uid: str | None = None
+    ) -> None:
+        """POST pods/{name}/binding: the scheduler's decision; pod_uid guards against a recreated pod."""
+        binding = Binding(
+            metadata=ObjectMeta(name=pod_name, namespace=namespace, uid=pod_uid),
+            target=ObjectReference(api_version="v1", kind="Node", name=node_name),
+        )
+        await self.request("POST", _info(Pod).object_path(pod_name, namespace, "binding"), body=binding)
+
+    async def get_scale(self, model: type[BaseModel], name: str, namespace: str | None = None) -> Scale:
+        return Scale.model_validate(await self.get_raw(model, name, namespace, subresource="scale"))
+
+    async def update_scale(self, model: type[BaseModel], scale: Scale) -> Scale:
+        name = scale.metadata.name
+        if not name:
+            raise ValueError("scale needs metadata.name")
+        data = await self.update_raw(model, name, scale, scale.metadata.namespace, subresource="scale")
+        return Scale.model_validate(data)
+
+    def watch(
+        self,
+        model: type[M],
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        label_selector: Selector = None,
+        field_selector: Selector = None,
+        allow_bookmarks: bool = True,
+        timeout_seconds: int | None = None,
+    ) -> AsyncIterator[WatchEvent[M]]:
+        """Typed watch events, as an async generator: the request is sent on first iteration. Close it
+        when leaving early (`async with contextlib.aclosing(client.watch(...)) as events:`) so the
+        connection is released at once rather than at garbage collection."""
+        return self._watch(
+            model, _info(model), namespace, resource_version, label_selector, field_selector,
+            allow_bookmarks, timeout_seconds,
+        )
+
+    @staticmethod
+    def _namespace_for(info: ResourceInfo, obj: BaseModel, namespace: str | None) -> str | None:
+        if not info.namespaced:
+            return None
+        ns = namespace or _meta(obj).namespace
+        if not ns:
+            raise ValueError(f"{info.kind} is namespaced: set metadata.namespace or pass namespace=")
+        return ns
+
+
+async def retry_on_conflict(
+    fn: Callable[[], Awaitable[T]], attempts: int = 5, delay: float = 0.01, jitter: float = 0.1
+) -> T:
+    """client-go's RetryOnConflict: rerun `fn` (which must re-read what it updates) on 409 Conflict.
+
+    `fn` takes no arguments; anything but a Conflict, and the last Conflict, propagates.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return await fn()
+        except ApiError as e:
+            if not e.is_conflict or attempt == attempts:
+                raise
+        await asyncio.sleep(delay * (1 + jitter * random.random()))
+    raise AssertionError("unreachable")
