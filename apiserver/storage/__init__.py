@@ -1,0 +1,1 @@
+"""Storage for the apiserver: etcd access (etcd.py) and the watch cache (cacher.py)."""

@@ -1,0 +1,282 @@
+"""The watch cache (upstream: staging/.../apiserver/pkg/storage/cacher): one etcd watch per
+resource feeds a store of current objects and a window of recent events, and fans every event out
+to all HTTP watchers of that resource. A watcher that falls too far behind is closed rather than
+allowed to hold the others back; it resumes from its last resourceVersion like any client.
+
+A watch from a resourceVersion older than the window (say, after an apiserver restart) is served
+by its own etcd watch from that revision; if etcd has compacted it away the answer is 410 Expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from apiserver.storage import codec
+from apiserver.storage.etcd import KV, Compacted, EtcdEvent, EtcdStorage, StorageError
+from apiserver.storage.predicate import Attrs, Predicate
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class CachedObject:
+    key: str
+    rv: int
+    raw: bytes  # the wire JSON, resourceVersion included
+    attrs: Attrs
+
+    def obj(self) -> dict[str, Any]:
+        return orjson.loads(self.raw)
+
+
+@dataclass(slots=True)
+class CacheEvent:
+    type: str  # ADDED, MODIFIED, DELETED
+    rv: int
+    obj: CachedObject  # for DELETED: the last state, with the deletion's resourceVersion
+    prev: CachedObject | None
+
+
+# What a watcher's queue carries: (type, object) for an event, ("BOOKMARK", rv), or None at the end.
+WatchItem = tuple[str, CachedObject] | tuple[str, int] | None
+
+
+class TooOld(Exception):
+    """The resourceVersion asked for is older than the window and than etcd's history."""
+
+
+class Watcher:
+    """One HTTP watch: a bounded queue the cache (or a private etcd watch) fills in order."""
+
+    def __init__(self, predicate: Predicate, start_rv: int, bookmarks: bool, capacity: int):
+        self.predicate = predicate
+        self.start_rv = start_rv
+        self.bookmarks = bookmarks
+        self.queue: asyncio.Queue[WatchItem] = asyncio.Queue(maxsize=capacity)
+        self.closed = False
+        self._pump: asyncio.Task[None] | None = None
+        self._on_close: Callable[[Watcher], None] | None = None
+
+    def deliver(self, event: CacheEvent) -> None:
+        """Turn a store event into what this watcher sees: an object that stops matching its
+        selectors is DELETED for it, one that starts matching is ADDED."""
+        if self.closed or event.rv <= self.start_rv:
+            return
+        p = self.predicate
+        now = event.type != "DELETED" and p.matches(event.obj.attrs)
+        before = event.prev is not None and p.matches(event.prev.attrs)
+        if event.type == "DELETED":
+            kind = "DELETED" if p.matches(event.obj.attrs) else None
+        elif now and before:
+            kind = "MODIFIED"
+        elif now:
+            kind = "ADDED"
+        elif before:
+            kind = "DELETED"
+        else:
+            kind = None
+        if kind is not None:
+            self._put((kind, event.obj))
+
+    def bookmark(self, rv: int) -> None:
+        if self.bookmarks and not self.closed:
+            self._put(("BOOKMARK", max(rv, self.start_rv)))
+
+    def _put(self, item: WatchItem) -> None:
+        try:
+            self.queue.put_nowait(item)
+        except asyncio.QueueFull:
+            log.info("closing a watcher that fell %d events behind", self.queue.qsize())
+            self.stop()
+
+    def stop(self) -> None:
+        """End the stream: the consumer sees None after what it has already been given."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.queue.full():  # too slow: drop its backlog, it resumes from its last resourceVersion
+            while not self.queue.empty():
+                self.queue.get_nowait()
+        self.queue.put_nowait(None)
+        if self._pump is not None:
+            self._pump.cancel()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    async def items(self) -> AsyncIterator[list[WatchItem]]:
+        """Batches of items (everything queued at once), ending after None."""
+        try:
+            while True:
+                batch = [await self.queue.get()]
+                while not self.queue.empty():
+                    batch.append(self.queue.get_nowait())
+                yield batch
+                if batch[-1] is None:
+                    return
+        finally:
+            self.stop()
+
+
+class Cacher:
+    def __init__(self, storage: EtcdStorage, prefix: str, attrs_of: Callable[[dict[str, Any]], Attrs],
+                 window: int = 4096, watcher_capacity: int = 2048):
+        self.storage = storage
+        self.prefix = prefix
+        self.attrs_of = attrs_of
+        self.window: deque[CacheEvent] = deque(maxlen=window)
+        self.watcher_capacity = watcher_capacity
+        self.store: dict[str, CachedObject] = {}
+        self.rv = 0  # every event up to rv is in the store
+        self.window_start = 0  # every event after window_start is in the window
+        self.watchers: set[Watcher] = set()
+        self.ready = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def cached(self, kv: KV, rv: int | None = None) -> CachedObject:
+        obj = codec.decode(kv.value, rv or kv.mod_revision)
+        return CachedObject(kv.key, rv or kv.mod_revision, orjson.dumps(obj), self.attrs_of(obj))
+
+    def to_event(self, ev: EtcdEvent) -> CacheEvent | None:
+        if ev.type == "DELETE":
+            if ev.prev is None:
+                return None
+            return CacheEvent("DELETED", ev.kv.mod_revision, self.cached(ev.prev, ev.kv.mod_revision), None)
+        prev = self.cached(ev.prev) if ev.prev is not None else None
+        return CacheEvent("MODIFIED" if prev else "ADDED", ev.kv.mod_revision, self.cached(ev.kv), prev)
+
+    # -- feeding the cache -------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"cacher {self.prefix}")
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for w in list(self.watchers):
+            w.stop()
+
+    async def _relist(self) -> None:
+        kvs, revision, _ = await self.storage.list(self.prefix)
+        self.store = {kv.key: self.cached(kv) for kv in kvs}
+        self.window.clear()
+        self.rv = self.window_start = revision
+        for w in list(self.watchers):  # their history is gone from the window: let them resume
+            w.stop()
+        self.ready.set()
+
+    async def _run(self) -> None:
+        delay = 0.1
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._relist()
+                    need_list = False
+                async for batch, progress in self.storage.watch(self.prefix, self.rv + 1):
+                    delay = 0.1
+                    for ev in batch:
+                        self._apply(ev)
+                    if not batch and progress > self.rv:
+                        self.rv = progress
+            except asyncio.CancelledError:
+                raise
+            except Compacted:
+                log.warning("watch cache %s: history compacted, relisting", self.prefix)
+                need_list = True
+            except StorageError as e:
+                log.warning("watch cache %s: %s; retrying in %.1fs", self.prefix, e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            except Exception:
+                log.exception("watch cache %s failed; relisting", self.prefix)
+                await asyncio.sleep(delay)
+                need_list = True
+
+    def _apply(self, ev: EtcdEvent) -> None:
+        event = self.to_event(ev)
+        self.rv = ev.kv.mod_revision
+        if event is None:
+            return
+        if event.type == "DELETED":
+            self.store.pop(event.obj.key, None)
+        else:
+            self.store[event.obj.key] = event.obj
+        if len(self.window) == self.window.maxlen:
+            self.window_start = self.window[0].rv
+        self.window.append(event)
+        for w in list(self.watchers):
+            w.deliver(event)
+
+    def send_bookmarks(self) -> None:
+        for w in list(self.watchers):
+            w.bookmark(self.rv)
+
+    # -- serving -----------------------------------------------------------------------------
+
+    def snapshot(self, predicate: Predicate) -> tuple[list[CachedObject], int]:
+        """Current objects matching predicate, sorted by key, and the revision they are at."""
+        name = predicate.name
+        if name is not None and predicate.namespace is not None:
+            key = f"{self.prefix}{predicate.namespace}/{name}"
+            objs = [o for o in (self.store.get(key),) if o is not None]
+        else:
+            objs = list(self.store.values())
+        matching = [o for o in objs if predicate.matches(o.attrs)]
+        matching.sort(key=lambda o: o.key)
+        return matching, self.rv
+
+    async def watch(self, predicate: Predicate, rv: int | None, bookmarks: bool) -> Watcher:
+        """A watcher from rv on; None (or 0) first replays the current state as ADDED events."""
+        await self.ready.wait()
+        if rv is None or rv == 0:
+            objs, at = self.snapshot(predicate)
+            w = Watcher(predicate, at, bookmarks, max(self.watcher_capacity, len(objs) + 64))
+            for obj in objs:
+                w.queue.put_nowait(("ADDED", obj))
+            self._register(w)
+            return w
+        if rv >= self.window_start:
+            w = Watcher(predicate, rv, bookmarks, self.watcher_capacity)
+            for event in self.window:
+                if event.rv > rv:
+                    w.deliver(event)
+            self._register(w)
+            return w
+        return await self._watch_etcd(predicate, rv, bookmarks)
+
+    def _register(self, w: Watcher) -> None:
+        self.watchers.add(w)
+        w._on_close = self.watchers.discard
+
+    async def _watch_etcd(self, predicate: Predicate, rv: int, bookmarks: bool) -> Watcher:
+        """A private etcd watch for a resourceVersion older than the window."""
+        w = Watcher(predicate, rv, bookmarks, self.watcher_capacity)
+        try:  # does etcd still have that history? (a watch would only say so in a later message)
+            await self.storage.list(self.prefix, revision=rv, limit=1)
+        except Compacted as e:
+            raise TooOld(str(e)) from e
+
+        async def pump() -> None:
+            try:
+                async for batch, _ in self.storage.watch(self.prefix, rv + 1):
+                    for ev in batch:
+                        event = self.to_event(ev)
+                        if event is not None:
+                            w.deliver(event)
+            except StorageError:
+                pass
+            finally:
+                w.stop()
+
+        w._pump = asyncio.create_task(pump())
+        return w
