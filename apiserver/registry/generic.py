@@ -1,0 +1,529 @@
+"""The generic store every resource is served by (upstream: pkg/registry/generic/registry/store.go).
+
+It owns the rules common to all kinds — system metadata, generateName, generation, compare-and-swap
+updates, graceful and finalizer-held deletion, lists with selectors and pages, watches through the
+cache — and calls the resource's Strategy for what differs (defaults, validation, selectable fields).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import datetime as dt
+import secrets
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from apiserver import errors
+from apiserver.patch import PatchError, UnsupportedPatchType, apply_patch
+from apiserver.registry.meta import validate_object_meta, validate_object_meta_update
+from apiserver.registry.strategy import Strategy
+from apiserver.storage import codec
+from apiserver.storage.cacher import CachedObject, Cacher, TooOld, Watcher
+from apiserver.storage.etcd import Compacted, EtcdStorage, KeyExists, KeyNotFound, RevisionConflict
+from apiserver.storage.predicate import Attrs, Predicate
+from apiserver.validation import FieldError, invalid, required
+from machinery.api.resources import ResourceInfo
+
+Obj = dict[str, Any]
+
+# upstream's utilrand alphabet: no vowels (no words), no 0/1/3 (look like letters)
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_GENERATE_NAME_ATTEMPTS = 8
+_MAX_CAS_RETRIES = 16
+
+
+def now_rfc3339(offset_seconds: int = 0) -> str:
+    t = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=offset_seconds)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def loc_to_path(loc: tuple[Any, ...]) -> str:
+    """('spec', 'containers', 0, 'image') → 'spec.containers[0].image'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _delete_path(obj: Any, loc: tuple[Any, ...]) -> None:
+    for part in loc[:-1]:
+        obj = obj[part]
+    if isinstance(obj, dict):
+        obj.pop(loc[-1], None)
+
+
+# pydantic names union members and validators inside a loc; they are not fields of the object
+def _field_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    out = []
+    for part in loc:
+        if isinstance(part, str) and (part in {"int", "str", "float", "bool", "list", "dict", "none"}
+                                      or "[" in part or part.startswith("function-")):
+            break
+        out.append(part)
+    return tuple(out)
+
+
+@dataclass
+class WriteOptions:
+    dry_run: bool = False
+    field_validation: str = "Warn"  # Strict | Warn | Ignore, as the query parameter says
+    field_manager: str | None = None
+    force: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DeleteOptions:
+    grace_period_seconds: int | None = None
+    propagation_policy: str | None = None  # Orphan | Background | Foreground
+    orphan_dependents: bool | None = None
+    precondition_uid: str | None = None
+    precondition_rv: str | None = None
+    dry_run: bool = False
+
+
+@dataclass
+class ListResult:
+    items: list[Obj]
+    resource_version: str
+    continue_token: str = ""
+
+
+class Store:
+    def __init__(self, info: ResourceInfo, strategy: Strategy, storage: EtcdStorage,
+                 namespace_state: Callable[[str], Awaitable[str | None]] | None = None,
+                 watch_window: int = 4096):
+        self.info = info
+        self.strategy = strategy
+        self.storage = storage
+        self.root = f"/registry/{info.plural}/"
+        self.cacher = Cacher(storage, self.root, self.attrs_of, window=watch_window)
+        # the field selector may test exactly what the strategy exposes (upstream GetAttrs)
+        self.selectable_fields = frozenset(strategy.field_values({"metadata": {}}))
+        # "Active", "Terminating" or None (missing): lets creates honour namespace lifecycle
+        self.namespace_state = namespace_state
+
+    # -- keys and attributes -----------------------------------------------------------------
+
+    def key(self, namespace: str | None, name: str) -> str:
+        if self.info.namespaced:
+            return f"{self.root}{namespace}/{name}"
+        return f"{self.root}{name}"
+
+    def prefix(self, namespace: str | None) -> str:
+        return f"{self.root}{namespace}/" if self.info.namespaced and namespace else self.root
+
+    def attrs_of(self, obj: Obj) -> Attrs:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        return Attrs(labels, self.strategy.field_values(obj))
+
+    # -- schema: the pydantic model is the schema --------------------------------------------
+
+    def check_schema(self, body: Obj, opts: WriteOptions) -> Obj:
+        """Types and unknown fields, per fieldValidation; returns the object in canonical wire form."""
+        name = (body.get("metadata") or {}).get("name") or ""
+        try:
+            return self.info.model.from_dict(body).to_dict()  # type: ignore[attr-defined]
+        except ValidationError as e:
+            problems = e.errors()
+        unknown = [p for p in problems if p["type"] == "extra_forbidden"]
+        wrong: dict[str, FieldError] = {}
+        for p in problems:
+            if p["type"] == "extra_forbidden":
+                continue
+            path = loc_to_path(_field_loc(p["loc"]))
+            if p["type"] == "missing":
+                wrong.setdefault(path, required(path))
+            else:
+                wrong.setdefault(path, invalid(path, p.get("input"), p["msg"][0].lower() + p["msg"][1:]))
+        if wrong:
+            raise errors.invalid(self.info, name, list(wrong.values()))
+        paths = [loc_to_path(p["loc"]) for p in unknown]
+        if opts.field_validation == "Strict":
+            raise errors.invalid(self.info, name, [
+                FieldError("FieldValueInvalid", path, f'unknown field "{path}"') for path in paths])
+        if opts.field_validation != "Ignore":
+            opts.warnings.extend(f'unknown field "{path}"' for path in paths)
+        pruned = copy.deepcopy(body)
+        for p in sorted(unknown, key=lambda p: len(p["loc"]), reverse=True):
+            _delete_path(pruned, p["loc"])
+        return self.check_schema(pruned, WriteOptions(field_validation="Ignore"))
+
+    def _check_type_meta(self, body: Obj) -> None:
+        api_version, kind = body.get("apiVersion"), body.get("kind")
+        if api_version and api_version != self.info.api_version:
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({self.info.api_version})")
+        if kind and kind != self.info.kind:
+            raise errors.bad_request(f"the kind in the data ({kind}) does not match the expected kind "
+                                     f"({self.info.kind})")
+        body["apiVersion"], body["kind"] = self.info.api_version, self.info.kind
+
+    def _check_namespace(self, body: Obj, namespace: str | None) -> None:
+        meta = body.setdefault("metadata", {})
+        if not self.info.namespaced:
+            meta.pop("namespace", None)
+            return
+        if meta.get("namespace") and meta["namespace"] != namespace:
+            raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
+                                     "on the request")
+        meta["namespace"] = namespace
+
+    def _validate(self, obj: Obj, old: Obj | None, subresource: str | None = None) -> None:
+        meta = obj["metadata"]
+        errs = validate_object_meta(meta, self.info.namespaced, self.info.kind)
+        if old is not None:
+            errs += validate_object_meta_update(meta, old["metadata"])
+        errs += self.strategy.validate(obj)
+        if old is not None and subresource != "binding":  # binding is the one way to set spec.nodeName
+            errs += self.strategy.validate_update(obj, old)
+        if errs:
+            raise errors.invalid(self.info, meta.get("name") or meta.get("generateName") or "", errs)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    async def _read(self, namespace: str | None, name: str) -> tuple[Obj, int]:
+        kv = await self.storage.get(self.key(namespace, name))
+        if kv is None:
+            raise errors.not_found(self.info, name)
+        return codec.decode(kv.value, kv.mod_revision), kv.mod_revision
+
+    async def get(self, namespace: str | None, name: str) -> Obj:
+        return (await self._read(namespace, name))[0]
+
+    async def list(self, namespace: str | None, predicate: Predicate, *, limit: int = 0,
+                   continue_token: str = "", resource_version: str = "") -> ListResult:
+        if resource_version and resource_version != "0" and not continue_token and not limit:
+            pass  # served consistently from etcd below: at least as new as asked for
+        if resource_version == "0" and not continue_token:
+            await self.cacher.ready.wait()
+            objs, rv = self.cacher.snapshot(predicate)
+            return ListResult([o.obj() for o in objs], str(rv))
+        revision, start = 0, None
+        prefix = self.prefix(namespace)
+        if continue_token:
+            revision, start = _decode_continue(continue_token, prefix)
+        items: list[Obj] = []
+        name = predicate.name
+        if name is not None and (namespace or not self.info.namespaced) and not continue_token:
+            kv = await self.storage.get(self.key(namespace, name))
+            rv = await self.storage.current_revision() if kv is None else 0
+            if kv is not None:
+                obj = codec.decode(kv.value, kv.mod_revision)
+                if predicate.matches(self.attrs_of(obj)):
+                    items.append(obj)
+                rv = max(rv, await self.storage.current_revision())
+            return ListResult(items, str(rv))
+        next_key = ""
+        while True:
+            want = max(limit - len(items), 100) if limit else 0
+            try:
+                kvs, at, more = await self.storage.list(prefix, revision=revision, limit=want, start_key=start)
+            except Compacted as e:
+                raise errors.gone("The provided continue parameter is too old to display a consistent list "
+                                  "result. You can start a new list without the continue parameter.") from e
+            revision = revision or at  # etcd's header says "now"; later pages read the first page's revision
+            for kv in kvs:
+                obj = codec.decode(kv.value, kv.mod_revision)
+                if predicate.matches(self.attrs_of(obj)):
+                    items.append(obj)
+                    if limit and len(items) == limit:
+                        next_key = kv.key
+                        break
+            if next_key or not more or not kvs:
+                break
+            start = kvs[-1].key + "\0"
+        token = ""
+        if next_key:
+            # only a real "more" is worth a token: look whether anything follows
+            rest, _, _ = await self.storage.list(prefix, revision=revision, limit=1, start_key=next_key + "\0")
+            if rest:
+                token = _encode_continue(revision, next_key[len(prefix):] + "\0")
+        return ListResult(items, str(revision), token)
+
+    async def watch(self, namespace: str | None, predicate: Predicate, resource_version: str,
+                    bookmarks: bool) -> Watcher:
+        rv = _parse_rv(resource_version)
+        if rv and rv > self.cacher.rv and rv > await self.storage.current_revision():
+            raise errors.timeout(f"Too large resource version: {rv}, current: {self.cacher.rv}")
+        try:
+            return await self.cacher.watch(predicate, rv, bookmarks)
+        except TooOld as e:
+            raise errors.gone(f"too old resource version: {rv} ({e})") from e
+
+    # -- writes ------------------------------------------------------------------------------
+
+    async def create(self, namespace: str | None, body: Obj, opts: WriteOptions) -> Obj:
+        self._check_type_meta(body)
+        self._check_namespace(body, namespace)
+        obj = self.check_schema(body, opts)
+        meta = obj["metadata"]
+        for system_field in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds",
+                             "selfLink", "managedFields"):
+            meta.pop(system_field, None)
+        meta["creationTimestamp"] = now_rfc3339()
+        meta["uid"] = str(uuid.uuid4())
+        meta["generation"] = 1
+        generate = not meta.get("name") and meta.get("generateName")
+        if generate:
+            meta["name"] = _generated_name(meta["generateName"])
+        self.strategy.prepare_for_create(obj)
+        self._validate(obj, None)
+        if self.info.namespaced:
+            await self._require_namespace(namespace or "", meta["name"])
+        if opts.dry_run:
+            return obj
+        for attempt in range(_GENERATE_NAME_ATTEMPTS):
+            try:
+                revision = await self.storage.create(self.key(namespace, meta["name"]), codec.encode(obj))
+                break
+            except KeyExists:
+                if not generate or attempt == _GENERATE_NAME_ATTEMPTS - 1:
+                    raise errors.already_exists(self.info, meta["name"]) from None
+                meta["name"] = _generated_name(meta["generateName"])
+        meta["resourceVersion"] = str(revision)
+        return obj
+
+    async def _require_namespace(self, namespace: str, name: str) -> None:
+        if self.namespace_state is None:
+            return
+        state = await self.namespace_state(namespace)
+        if state is None:
+            raise errors.ApiError(404, "NotFound", f'namespaces "{namespace}" not found',
+                                  {"name": namespace, "kind": "namespaces"})
+        if state == "Terminating":
+            raise errors.forbidden(self.info, name, f"unable to create new content in namespace {namespace} "
+                                   "because it is being terminated")
+
+    async def update(self, namespace: str | None, name: str, body: Obj, opts: WriteOptions,
+                     subresource: str | None = None) -> Obj:
+        """PUT: replace the object (or its status) — compare-and-swap on the resourceVersion given."""
+        self._check_type_meta(body)
+        self._check_namespace(body, namespace)
+        body_name = (body.get("metadata") or {}).get("name")
+        if body_name and body_name != name:
+            raise errors.bad_request(f"the name of the object ({body_name}) does not match the name on the URL "
+                                     f"({name})")
+        body["metadata"]["name"] = name
+        new = self.check_schema(body, opts)
+
+        async def transform(old: Obj) -> Obj:
+            return new
+
+        return await self.guaranteed_update(namespace, name, transform, opts, subresource,
+                                             expected_rv=new["metadata"].get("resourceVersion") or None)
+
+    async def patch(self, namespace: str | None, name: str, patch_type: str, body: bytes, opts: WriteOptions,
+                    subresource: str | None = None) -> tuple[Obj, bool]:
+        """PATCH; returns (object, created) — an apply patch creates what is missing."""
+        model = self.info.model
+
+        async def transform(old: Obj) -> Obj:
+            try:
+                patched = apply_patch(old, patch_type, body, model)
+            except UnsupportedPatchType as e:
+                raise errors.unsupported_media_type(patch_type) from e
+            except PatchError as e:
+                raise errors.ApiError(422 if patch_type.startswith("application/json-patch") else 400,
+                                      "Invalid" if patch_type.startswith("application/json-patch") else "BadRequest",
+                                      str(e)) from e
+            if not isinstance(patched, dict):
+                raise errors.bad_request("the patch did not produce an object")
+            self._check_type_meta(patched)
+            self._check_namespace(patched, namespace)
+            if (patched.get("metadata") or {}).get("name") != name:
+                raise errors.bad_request("metadata.name: the name of a patched object may not change")
+            return self.check_schema(patched, opts)
+
+        try:
+            return await self.guaranteed_update(namespace, name, transform, opts, subresource), False
+        except errors.ApiError as e:
+            if e.code != 404 or not patch_type.startswith("application/apply-patch") or subresource:
+                raise
+        try:
+            applied = apply_patch(None, patch_type, body, model)
+        except PatchError as e:
+            raise errors.bad_request(str(e)) from e
+        applied.setdefault("metadata", {})["name"] = name
+        return await self.create(namespace, applied, opts), True
+
+    async def guaranteed_update(self, namespace: str | None, name: str,
+                                 transform: Callable[[Obj], Awaitable[Obj]], opts: WriteOptions,
+                                 subresource: str | None, expected_rv: str | None = None) -> Obj:
+        """Read, transform, write with compare-and-swap; retry when someone wrote in between,
+        unless the client pinned a resourceVersion (then that is a 409 Conflict)."""
+        for _ in range(_MAX_CAS_RETRIES):
+            old, mod_revision = await self._read(namespace, name)
+            new = await transform(copy.deepcopy(old))
+            pinned = expected_rv or (new.get("metadata") or {}).get("resourceVersion") or None
+            if subresource is None and expected_rv is None:
+                # a patch that names a resourceVersion is a precondition too
+                pinned = (new.get("metadata") or {}).get("resourceVersion") or None
+                if pinned == old["metadata"]["resourceVersion"]:
+                    pinned = None if transform.__name__ != "transform" else pinned
+            if pinned is not None and pinned != str(mod_revision):
+                raise errors.conflict(self.info, name)
+            new = self._prepare_update(new, old, subresource)
+            if new == old:
+                return old  # no-op writes are skipped, as upstream does
+            if opts.dry_run:
+                return new
+            meta = new["metadata"]
+            try:
+                if meta.get("deletionTimestamp") and not meta.get("finalizers") \
+                        and not meta.get("deletionGracePeriodSeconds"):
+                    revision = await self.storage.delete(self.key(namespace, name), mod_revision)
+                else:
+                    revision = await self.storage.update(self.key(namespace, name), codec.encode(new), mod_revision)
+            except RevisionConflict:
+                if pinned is not None:
+                    raise errors.conflict(self.info, name) from None
+                continue
+            except KeyNotFound:
+                raise errors.not_found(self.info, name) from None
+            meta["resourceVersion"] = str(revision)
+            return new
+        raise errors.conflict(self.info, name, "too many concurrent writers; try again")
+
+    def _prepare_update(self, new: Obj, old: Obj, subresource: str | None) -> Obj:
+        if subresource == "status":
+            self.strategy.prepare_for_status_update(new, old)
+        meta, old_meta = new.setdefault("metadata", {}), old["metadata"]
+        # system fields an update never changes (upstream BeforeUpdate)
+        for system_field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                             "generation"):
+            if system_field in old_meta:
+                meta[system_field] = old_meta[system_field]
+            else:
+                meta.pop(system_field, None)
+        meta.pop("selfLink", None)
+        meta["resourceVersion"] = old_meta["resourceVersion"]
+        if subresource is None:
+            self.strategy.prepare_for_update(new, old)
+        self._validate(new, old, subresource)
+        if _spec_of(new) != _spec_of(old):
+            meta["generation"] = old_meta.get("generation", 1) + 1
+        return new
+
+    # -- deletes -----------------------------------------------------------------------------
+
+    async def delete(self, namespace: str | None, name: str, options: DeleteOptions) -> tuple[Obj, bool]:
+        """DELETE; returns (object, gone) — gone is False while a grace period or finalizers hold it."""
+        for _ in range(_MAX_CAS_RETRIES):
+            obj, mod_revision = await self._read(namespace, name)
+            meta = obj["metadata"]
+            if options.precondition_uid and options.precondition_uid != meta.get("uid"):
+                raise errors.conflict(self.info, name, f"Precondition failed: UID in precondition: "
+                                      f"{options.precondition_uid}, UID in object meta: {meta.get('uid')}")
+            if options.precondition_rv and options.precondition_rv != meta.get("resourceVersion"):
+                raise errors.conflict(self.info, name, f"Precondition failed: ResourceVersion in precondition: "
+                                      f"{options.precondition_rv}, ResourceVersion in object meta: "
+                                      f"{meta.get('resourceVersion')}")
+            updated = copy.deepcopy(obj)
+            umeta = updated["metadata"]
+            finalizers: list[str] = list(umeta.get("finalizers") or [])
+            policy = options.propagation_policy or ("Orphan" if options.orphan_dependents else None)
+            if policy == "Orphan" and "orphan" not in finalizers:
+                finalizers.append("orphan")
+            if policy == "Foreground" and "foregroundDeletion" not in finalizers:
+                finalizers.append("foregroundDeletion")
+            grace = self.strategy.deletion_grace_period(obj, options.grace_period_seconds)
+            if umeta.get("deletionTimestamp") and umeta.get("deletionGracePeriodSeconds") is not None:
+                grace = min(grace, umeta["deletionGracePeriodSeconds"])  # a second delete may only shorten it
+            if finalizers or grace > 0:
+                if finalizers:
+                    umeta["finalizers"] = finalizers
+                if not umeta.get("deletionTimestamp") or grace < (umeta.get("deletionGracePeriodSeconds") or 0):
+                    umeta["deletionTimestamp"] = now_rfc3339(grace)
+                umeta["deletionGracePeriodSeconds"] = grace
+                if grace == 0 and not finalizers:
+                    pass  # falls through to the real delete below
+                else:
+                    if updated == obj or options.dry_run:
+                        return updated, False
+                    try:
+                        revision = await self.storage.update(self.key(namespace, name), codec.encode(updated),
+                                                             mod_revision)
+                    except RevisionConflict:
+                        continue
+                    umeta["resourceVersion"] = str(revision)
+                    return updated, False
+            if options.dry_run:
+                return obj, True
+            try:
+                await self.storage.delete(self.key(namespace, name), mod_revision)
+            except RevisionConflict:
+                continue
+            except KeyNotFound:
+                raise errors.not_found(self.info, name) from None
+            return obj, True
+        raise errors.conflict(self.info, name, "too many concurrent writers; try again")
+
+    async def delete_collection(self, namespace: str | None, predicate: Predicate,
+                                options: DeleteOptions) -> list[Obj]:
+        listed = await self.list(namespace, predicate)
+        out = []
+        for item in listed.items:
+            meta = item["metadata"]
+            try:
+                obj, _ = await self.delete(meta.get("namespace"), meta["name"], options)
+            except errors.ApiError as e:
+                if e.code == 404:
+                    continue
+                raise
+            out.append(obj)
+        return out
+
+    # -- cached reads for other stores -------------------------------------------------------
+
+    def cached(self, namespace: str | None, name: str) -> CachedObject | None:
+        return self.cacher.store.get(self.key(namespace, name))
+
+
+def _spec_of(obj: Obj) -> Obj:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def _generated_name(base: str) -> str:
+    base = base[: 63 - 5]
+    return base + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+
+
+def _parse_rv(resource_version: str) -> int | None:
+    if not resource_version:
+        return None
+    try:
+        rv = int(resource_version)
+    except ValueError:
+        raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
+    if rv < 0:
+        raise errors.bad_request(f'invalid resource version "{resource_version}"')
+    return rv
+
+
+def _encode_continue(revision: int, start: str) -> str:
+    raw = orjson.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": start})
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_continue(token: str, prefix: str) -> tuple[int, str]:
+    try:
+        data = orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        revision, start = int(data["rv"]), str(data["start"])
+    except (ValueError, KeyError, TypeError, binascii.Error, orjson.JSONDecodeError):
+        raise errors.bad_request("continue key is not valid: malformed token") from None
+    if data.get("v") != "meta.k8s.io/v1" or revision <= 0 or ".." in start or start.startswith("/"):
+        raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion (version "
+                                 "meta.k8s.io/v1)")
+    return revision, prefix + start

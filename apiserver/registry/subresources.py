@@ -1,0 +1,178 @@
+"""Subresources: status (the object's .status alone), scale (autoscaling/v1 Scale over
+spec.replicas) and binding (the scheduler's way to set a pod's node)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from apiserver import errors
+from apiserver.patch import PatchError, UnsupportedPatchType, apply_patch
+from apiserver.registry.generic import Obj, Store, WriteOptions, loc_to_path, now_rfc3339
+from apiserver.request import check_duplicates, decode_object, read_body, write_options
+from apiserver.validation import invalid, required
+from machinery.api.autoscaling_v1 import Scale
+from machinery.api.core_v1 import Binding
+from machinery.selectors import label_selector_to_string
+
+if TYPE_CHECKING:
+    from apiserver.handlers import ResourceHandlers
+
+Endpoint = Callable[..., Any]
+
+
+def _json(obj: Any, code: int = 200, warnings: list[str] | None = None) -> Response:
+    from apiserver.handlers import json_response
+
+    return json_response(obj, code, warnings)
+
+
+# -- status ------------------------------------------------------------------------------------
+
+def status_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
+    async def get(request: Request, name: str, namespace: str | None = None) -> Response:
+        return _json(await h.store.get(namespace, name))
+
+    async def put(request: Request, name: str, namespace: str | None = None) -> Response:
+        return await h.update(request, name, namespace, subresource="status")
+
+    async def patch(request: Request, name: str, namespace: str | None = None) -> Response:
+        return await h.patch(request, name, namespace, subresource="status")
+
+    return {"GET": get, "PUT": put, "PATCH": patch}
+
+
+# -- scale -------------------------------------------------------------------------------------
+
+def scale_of(obj: Obj) -> Obj:
+    meta = obj["metadata"]
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                     if k in meta},
+        "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 0)},
+        "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
+                   "selector": label_selector_to_string((obj.get("spec") or {}).get("selector") or {})},
+    }
+
+
+def _checked_scale(store: Store, name: str, scale: Obj) -> Obj:
+    try:
+        scale = Scale.from_dict(scale).to_dict()
+    except ValidationError as e:
+        p = e.errors()[0]
+        path = loc_to_path(p["loc"])
+        raise errors.ApiError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: {path}: {p["msg"]}',
+                              {"name": name, "group": "autoscaling", "kind": "Scale",
+                               "causes": [{"reason": "FieldValueInvalid", "message": p["msg"], "field": path}]}) from e
+    replicas = (scale.get("spec") or {}).get("replicas")
+    if replicas is None:
+        err = required("spec.replicas")
+    elif replicas < 0:
+        err = invalid("spec.replicas", replicas, "must be greater than or equal to 0")
+    else:
+        return scale
+    raise errors.ApiError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: {err.full()}',
+                          {"name": name, "group": "autoscaling", "kind": "Scale",
+                           "causes": [{"reason": err.reason, "message": err.message(), "field": err.field}]})
+
+
+async def _write_scale(store: Store, namespace: str | None, name: str, opts: WriteOptions,
+                       make_scale: Callable[[Obj], Obj]) -> Obj:
+    async def transform(old: Obj) -> Obj:
+        scale = _checked_scale(store, name, make_scale(old))
+        pinned = scale["metadata"].get("resourceVersion")
+        if pinned and pinned != old["metadata"]["resourceVersion"]:
+            raise errors.conflict(store.info, name)
+        new = copy.deepcopy(old)
+        new.setdefault("spec", {})["replicas"] = scale["spec"]["replicas"]
+        return new
+
+    return scale_of(await store.guaranteed_update(namespace, name, transform, opts, None))
+
+
+def scale_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
+    async def get(request: Request, name: str, namespace: str | None = None) -> Response:
+        return _json(scale_of(await h.store.get(namespace, name)))
+
+    async def put(request: Request, name: str, namespace: str | None = None) -> Response:
+        opts = write_options(request)
+        body, dups = decode_object(await read_body(request), request.headers.get("content-type", "application/json"))
+        check_duplicates(dups, opts, "Scale")
+        return _json(await _write_scale(h.store, namespace, name, opts, lambda old: body))
+
+    async def patch(request: Request, name: str, namespace: str | None = None) -> Response:
+        opts = write_options(request)
+        content_type = request.headers.get("content-type", "").split(";")[0].strip()
+        body = await read_body(request)
+
+        def patched(old: Obj) -> Obj:
+            try:
+                return apply_patch(scale_of(old), content_type, body, Scale)
+            except UnsupportedPatchType as e:
+                raise errors.unsupported_media_type(content_type) from e
+            except PatchError as e:
+                raise errors.bad_request(str(e)) from e
+
+        return _json(await _write_scale(h.store, namespace, name, opts, patched))
+
+    return {"GET": get, "PUT": put, "PATCH": patch}
+
+
+# -- binding -----------------------------------------------------------------------------------
+
+def binding_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
+    async def post(request: Request, name: str, namespace: str | None = None) -> Response:
+        opts = write_options(request)
+        body, _ = decode_object(await read_body(request), request.headers.get("content-type", "application/json"))
+        try:
+            binding = Binding.from_dict(body)
+        except ValidationError as e:
+            raise errors.bad_request(f"invalid Binding: {e.errors()[0]['msg']} at "
+                                     f"{loc_to_path(e.errors()[0]['loc'])}") from e
+        node = binding.target.name if binding.target else None
+        if not node:
+            raise errors.ApiError(422, "Invalid", f'Binding "{name}" is invalid: target.name: Required value',
+                                  {"name": name, "kind": "Binding",
+                                   "causes": [{"reason": "FieldValueRequired", "message": "Required value",
+                                               "field": "target.name"}]})
+        if binding.metadata.name and binding.metadata.name != name:
+            raise errors.bad_request(f"the name of the binding ({binding.metadata.name}) does not match the pod "
+                                     f"({name})")
+
+        async def assign(pod: Obj) -> Obj:
+            spec = pod.setdefault("spec", {})
+            if pod["metadata"].get("deletionTimestamp"):
+                raise errors.conflict(h.info, name, f"pod {name} is being deleted, cannot be assigned to a host")
+            if spec.get("nodeName"):
+                raise errors.ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": '
+                                      f'pod {name} is already assigned to node "{spec["nodeName"]}"',
+                                      {"name": name, "kind": "pods/binding"})
+            spec["nodeName"] = node
+            annotations = binding.metadata.annotations or {}
+            if annotations:
+                pod["metadata"].setdefault("annotations", {}).update(annotations)
+            status = pod.setdefault("status", {})
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                               "lastTransitionTime": now_rfc3339()})
+            status["conditions"] = [{k: v for k, v in c.items() if v is not None} for c in conditions]
+            return pod
+
+        await h.store.guaranteed_update(namespace, name, assign, opts, "binding")
+        return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
+
+    return {"POST": post}
+
+
+SUBRESOURCE_HANDLERS: dict[str, Callable[[ResourceHandlers], dict[str, Endpoint]]] = {
+    "status": status_endpoints,
+    "scale": scale_endpoints,
+    "binding": binding_endpoints,
+}
