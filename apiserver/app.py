@@ -1,0 +1,240 @@
+"""The apiserver application: one Store per resource on one etcd connection, one router per
+group-version, discovery, OpenAPI, health, and errors rendered as Status objects."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import orjson
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from apiserver import discovery, errors, openapi
+from apiserver.handlers import build_router, json_response
+from apiserver.registry import STRATEGIES
+from apiserver.registry.generic import Store, WriteOptions
+from apiserver.storage.etcd import EtcdStorage, StorageError
+from machinery.api.resources import RESOURCES, group_versions
+
+log = logging.getLogger(__name__)
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+@dataclass
+class ApiServerConfig:
+    etcd_servers: list[str] = field(default_factory=lambda: ["http://127.0.0.1:2379"])
+    advertise_address: str = "127.0.0.1:8080"
+    compaction_interval: float = 300.0  # upstream --etcd-compaction-interval (5m); 0 disables
+    bookmark_interval: float = 10.0
+    watch_window: int = 4096
+
+
+class ApiServer:
+    """Everything the routes need, built once per process."""
+
+    def __init__(self, config: ApiServerConfig):
+        self.config = config
+        self.storage = EtcdStorage(config.etcd_servers)
+        self.stores: dict[tuple[str, str], Store] = {}
+        for info in RESOURCES:
+            strategy = STRATEGIES[f"{info.group}/{info.plural}"]
+            self.stores[(info.group, info.plural)] = Store(info, strategy, self.storage, self.namespace_state,
+                                                           watch_window=config.watch_window)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def namespaces(self) -> Store:
+        return self.stores[("", "namespaces")]
+
+    async def namespace_state(self, namespace: str) -> str | None:
+        """"Active", "Terminating" or None, from the watch cache with etcd behind it."""
+        cached = self.namespaces.cached(None, namespace)
+        if cached is not None:
+            obj = cached.obj()
+        else:
+            try:
+                obj = await self.namespaces.get(None, namespace)
+            except errors.ApiError:
+                return None
+        if obj["metadata"].get("deletionTimestamp"):
+            return "Terminating"
+        return (obj.get("status") or {}).get("phase") or "Active"
+
+    async def start(self) -> None:
+        for store in self.stores.values():
+            store.cacher.start()
+        self._tasks.append(asyncio.create_task(self._ensure_system_namespaces()))
+        self._tasks.append(asyncio.create_task(self._bookmarks()))
+        if self.config.compaction_interval > 0:
+            self._tasks.append(asyncio.create_task(self._compactor()))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for store in self.stores.values():
+            await store.cacher.stop()
+        await self.storage.close()
+
+    async def ready(self) -> bool:
+        return all(s.cacher.ready.is_set() for s in self.stores.values()) and await self.storage.ready()
+
+    async def _ensure_system_namespaces(self) -> None:
+        """The bootstrap controller's job upstream: the namespaces every cluster has."""
+        delay = 0.2
+        pending = list(SYSTEM_NAMESPACES)
+        while pending:
+            name = pending[0]
+            try:
+                await self.namespaces.create(None, {"apiVersion": "v1", "kind": "Namespace",
+                                                    "metadata": {"name": name}}, WriteOptions())
+                pending.pop(0)
+            except errors.ApiError as e:
+                if e.code == 409:
+                    pending.pop(0)
+                    continue
+                raise
+            except StorageError as e:
+                log.warning("creating namespace %s: %s; retrying", name, e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5)
+
+    async def _bookmarks(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.bookmark_interval)
+            for store in self.stores.values():
+                store.cacher.send_bookmarks()
+
+    async def _compactor(self) -> None:
+        """Compact etcd to the revision seen one interval ago, as upstream's apiserver does."""
+        last = 0
+        while True:
+            await asyncio.sleep(self.config.compaction_interval)
+            try:
+                if last:
+                    await self.storage.compact(last)
+                last = await self.storage.current_revision()
+            except StorageError as e:
+                log.warning("compaction: %s", e)
+
+
+def _status_response(e: errors.ApiError) -> Response:
+    return json_response(e.status(), e.code)
+
+
+def create_app(config: ApiServerConfig) -> FastAPI:
+    server = ApiServer(config)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await server.start()
+        try:
+            yield
+        finally:
+            await server.stop()
+
+    app = FastAPI(title="minik8s apiserver", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.server = server
+
+    @app.exception_handler(errors.ApiError)
+    async def api_error(request: Request, e: errors.ApiError) -> Response:
+        return _status_response(e)
+
+    @app.exception_handler(StorageError)
+    async def storage_error(request: Request, e: StorageError) -> Response:
+        return _status_response(errors.unavailable(f"storage is unavailable: {e}"))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, e: HTTPException) -> Response:
+        if e.status_code == 404:
+            return _status_response(errors.page_not_found())
+        if e.status_code == 405:
+            return _status_response(errors.ApiError(405, "MethodNotAllowed",
+                                                    f"the server does not allow this method on the requested "
+                                                    f"resource ({request.method} {request.url.path})"))
+        return _status_response(errors.ApiError(e.status_code, "BadRequest", str(e.detail)))
+
+    @app.exception_handler(RequestValidationError)
+    async def request_invalid(request: Request, e: RequestValidationError) -> Response:
+        return _status_response(errors.bad_request(f"invalid request: {e.errors()[0].get('msg', e)}"))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, e: Exception) -> Response:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return _status_response(errors.internal(f"{type(e).__name__}: {e}"))
+
+    # -- discovery, version, health, OpenAPI -----------------------------------------------
+
+    @app.get("/api", include_in_schema=False)
+    async def get_api() -> Response:
+        return json_response(discovery.api_versions(config.advertise_address))
+
+    @app.get("/apis", include_in_schema=False)
+    async def get_apis() -> Response:
+        return json_response(discovery.api_group_list())
+
+    @app.get("/api/{version}", include_in_schema=False)
+    async def get_core_version(version: str) -> Response:
+        found = discovery.api_resource_list(version)
+        if found is None:
+            raise errors.page_not_found()
+        return json_response(found)
+
+    @app.get("/apis/{group}", include_in_schema=False)
+    async def get_group(group: str) -> Response:
+        found = discovery.api_group(group)
+        if found is None:
+            raise errors.page_not_found()
+        return json_response(found)
+
+    @app.get("/apis/{group}/{version}", include_in_schema=False)
+    async def get_group_version(group: str, version: str) -> Response:
+        found = discovery.api_resource_list(f"{group}/{version}")
+        if found is None:
+            raise errors.page_not_found()
+        return json_response(found)
+
+    @app.get("/version", include_in_schema=False)
+    async def get_version() -> Response:
+        return json_response(discovery.VERSION_INFO)
+
+    @app.get("/healthz", include_in_schema=False)
+    @app.get("/livez", include_in_schema=False)
+    async def healthz() -> Response:
+        return PlainTextResponse("ok")
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> Response:
+        if await server.ready():
+            return PlainTextResponse("ok")
+        return PlainTextResponse("[-]etcd or watch caches not ready\nreadyz check failed", status_code=503)
+
+    @app.get("/openapi/v2", include_in_schema=False)
+    async def openapi_v2(request: Request) -> Response:
+        if "protobuf" in request.headers.get("accept", ""):
+            return Response(openapi.openapi_v2_protobuf(), media_type=openapi.V2_PROTOBUF_CONTENT_TYPE)
+        return Response(orjson.dumps(openapi.openapi_v2_json()), media_type="application/json")
+
+    @app.get("/openapi/v3", include_in_schema=False)
+    async def openapi_v3_root() -> Response:
+        return json_response(openapi.openapi_v3_root())
+
+    @app.get("/openapi/v3/{path:path}", include_in_schema=False)
+    async def openapi_v3_group(path: str) -> Response:
+        doc = openapi.openapi_v3_group(path)
+        if doc is None:
+            raise errors.page_not_found()
+        return json_response(doc)
+
+    for group_version in group_versions():
+        stores = [server.stores[(i.group, i.plural)] for i in group_versions()[group_version]]
+        app.include_router(build_router(stores))
+
+    return app

@@ -1,0 +1,235 @@
+"""REST endpoints for one resource (upstream: staging/.../apiserver/pkg/endpoints/handlers): the
+routes are built from the resource table, one APIRouter per group-version, and every handler is a
+thin translation between HTTP and the generic Store."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from apiserver import errors
+from apiserver.printers import table_for
+from apiserver.registry.generic import Store, WriteOptions
+from apiserver.registry.subresources import SUBRESOURCE_HANDLERS
+from apiserver.request import (
+    check_duplicates,
+    decode_object,
+    delete_options,
+    int_param,
+    read_body,
+    wants_table,
+    write_options,
+)
+from apiserver.storage.cacher import CachedObject, Watcher
+from apiserver.storage.predicate import Predicate
+from machinery.api.resources import ResourceInfo
+from machinery.selectors import SelectorError
+
+JSON = "application/json"
+MIN_WATCH_TIMEOUT = 1800  # upstream's --min-request-timeout: a watch lasts 30-60 minutes by default
+
+
+def json_response(obj: Any, code: int = 200, warnings: list[str] | None = None) -> Response:
+    response = Response(orjson.dumps(obj), status_code=code, media_type=JSON)
+    for warning in warnings or ():
+        escaped = warning.replace("\\", "\\\\").replace('"', '\\"')
+        response.raw_headers.append((b"warning", f'299 - "{escaped}"'.encode()))
+    return response
+
+
+def _predicate(request: Request, namespace: str | None, store: Store) -> Predicate:
+    q = request.query_params
+    try:
+        predicate = Predicate.parse(namespace, q.get("labelSelector"), q.get("fieldSelector"))
+        if predicate.field is not None:
+            predicate.field.validate(store.selectable_fields)
+        return predicate
+    except SelectorError as e:
+        raise errors.bad_request(f"unable to parse requirement: {e}" if "unable" not in str(e) else str(e)) from e
+
+
+def _include_object(request: Request) -> str:
+    value = request.query_params.get("includeObject") or "Metadata"
+    if value not in ("None", "Metadata", "Object"):
+        raise errors.bad_request(f'includeObject must be one of "None", "Metadata" or "Object", got "{value}"')
+    return value
+
+
+class ResourceHandlers:
+    """The endpoints of one resource, bound to its Store."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.info: ResourceInfo = store.info
+
+    # -- collection --------------------------------------------------------------------------
+
+    async def list_or_watch(self, request: Request, namespace: str | None = None) -> Response:
+        q = request.query_params
+        predicate = _predicate(request, namespace, self.store)
+        if q.get("watch") in ("true", "1"):
+            return await self.watch(request, namespace, predicate)
+        result = await self.store.list(namespace, predicate, limit=int_param(request, "limit"),
+                                       continue_token=q.get("continue", ""),
+                                       resource_version=q.get("resourceVersion", ""))
+        if wants_table(request):
+            return json_response(table_for(self.info.plural, result.items, include_object=_include_object(request),
+                                           resource_version=result.resource_version,
+                                           continue_token=result.continue_token))
+        meta: dict[str, Any] = {"resourceVersion": result.resource_version}
+        if result.continue_token:
+            meta["continue"] = result.continue_token
+        return json_response({"kind": f"{self.info.kind}List", "apiVersion": self.info.api_version,
+                              "metadata": meta, "items": result.items})
+
+    async def create(self, request: Request, namespace: str | None = None) -> Response:
+        opts = write_options(request)
+        body = await self._object_body(request, opts)
+        obj = await self.store.create(namespace, body, opts)
+        return json_response(obj, 201, opts.warnings)
+
+    async def delete_collection(self, request: Request, namespace: str | None = None) -> Response:
+        options = delete_options(request, await read_body(request))
+        items = await self.store.delete_collection(namespace, _predicate(request, namespace, self.store), options)
+        return json_response({"kind": f"{self.info.kind}List", "apiVersion": self.info.api_version,
+                              "metadata": {}, "items": items})
+
+    # -- one object --------------------------------------------------------------------------
+
+    async def get(self, request: Request, name: str, namespace: str | None = None) -> Response:
+        obj = await self.store.get(namespace, name)
+        if wants_table(request):
+            return json_response(table_for(self.info.plural, [obj], include_object=_include_object(request),
+                                           resource_version=obj["metadata"].get("resourceVersion", "")))
+        return json_response(obj)
+
+    async def update(self, request: Request, name: str, namespace: str | None = None,
+                     subresource: str | None = None) -> Response:
+        opts = write_options(request)
+        body = await self._object_body(request, opts)
+        obj = await self.store.update(namespace, name, body, opts, subresource)
+        return json_response(obj, 200, opts.warnings)
+
+    async def patch(self, request: Request, name: str, namespace: str | None = None,
+                    subresource: str | None = None) -> Response:
+        opts = write_options(request)
+        content_type = request.headers.get("content-type", "").split(";")[0].strip()
+        if content_type.startswith("application/apply-patch") and not opts.field_manager:
+            raise errors.ApiError(422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: "
+                                  "Required value: is required for apply patch")
+        body = await read_body(request)
+        obj, created = await self.store.patch(namespace, name, content_type, body, opts, subresource)
+        return json_response(obj, 201 if created else 200, opts.warnings)
+
+    async def delete(self, request: Request, name: str, namespace: str | None = None) -> Response:
+        options = delete_options(request, await read_body(request))
+        obj, gone = await self.store.delete(namespace, name, options)
+        return json_response(obj, 200 if gone or not options.dry_run else 202)
+
+    async def _object_body(self, request: Request, opts: WriteOptions) -> dict[str, Any]:
+        body, duplicates = decode_object(await read_body(request), request.headers.get("content-type", JSON))
+        check_duplicates(duplicates, opts, self.info.kind)
+        return body
+
+    # -- watch -------------------------------------------------------------------------------
+
+    async def watch(self, request: Request, namespace: str | None, predicate: Predicate) -> Response:
+        q = request.query_params
+        timeout = int_param(request, "timeoutSeconds") or int(MIN_WATCH_TIMEOUT * (1 + random.random()))
+        table = wants_table(request)
+        include = _include_object(request) if table else "Object"
+        bookmarks = q.get("allowWatchBookmarks") == "true"
+        try:
+            watcher = await self.store.watch(namespace, predicate, q.get("resourceVersion", ""), bookmarks)
+        except errors.ApiError as e:
+            if e.code != 410:
+                raise
+            # a watch answers "too old" in-stream, as upstream's cacher does
+            line = orjson.dumps({"type": "ERROR", "object": e.status()}) + b"\n"
+            return StreamingResponse(iter([line]), media_type=JSON)
+        initial_end = q.get("sendInitialEvents") == "true" and bookmarks
+        return StreamingResponse(self._stream(watcher, timeout, table, include, initial_end), media_type=JSON)
+
+    def _event_line(self, kind: str, obj: CachedObject, table: bool, include: str, first: bool) -> bytes:
+        if not table:
+            return b'{"type":"' + kind.encode() + b'","object":' + obj.raw + b"}\n"
+        rendered = table_for(self.info.plural, [obj.obj()], include_object=include,
+                             resource_version=str(obj.rv))
+        if not first:
+            rendered["columnDefinitions"] = []
+        return orjson.dumps({"type": kind, "object": rendered}) + b"\n"
+
+    def _bookmark_line(self, rv: int, initial_end: bool = False) -> bytes:
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return orjson.dumps({"type": "BOOKMARK", "object": {"kind": self.info.kind,
+                                                             "apiVersion": self.info.api_version,
+                                                             "metadata": meta}}) + b"\n"
+
+    async def _stream(self, watcher: Watcher, timeout: int, table: bool, include: str,
+                      initial_end: bool) -> AsyncIterator[bytes]:
+        first = True
+        initial = watcher.queue.qsize() if initial_end else -1
+        try:
+            async with asyncio.timeout(timeout):
+                async for batch in watcher.items():
+                    out = []
+                    for item in batch:
+                        if item is None:
+                            break
+                        kind, payload = item
+                        if kind == "BOOKMARK":
+                            assert isinstance(payload, int)
+                            out.append(self._bookmark_line(payload))
+                        else:
+                            assert isinstance(payload, CachedObject)
+                            out.append(self._event_line(kind, payload, table, include, first))
+                            first = False
+                        if initial > 0:
+                            initial -= 1
+                            if initial == 0:
+                                out.append(self._bookmark_line(watcher.start_rv, True))
+                    if initial == 0 and not out:
+                        out.append(self._bookmark_line(watcher.start_rv, True))
+                    if initial == 0:
+                        initial = -1
+                    if out:
+                        yield b"".join(out)
+        except TimeoutError:
+            return
+        finally:
+            watcher.stop()
+
+
+def build_router(stores: list[Store]) -> APIRouter:
+    """One router for a group-version: every resource's collection, object and subresource routes."""
+    router = APIRouter()
+    for store in stores:
+        h = ResourceHandlers(store)
+        info = store.info
+        collection = info.collection_path("{namespace}") if info.namespaced else info.collection_path()
+        item = collection + "/{name}"
+        router.add_api_route(collection, h.list_or_watch, methods=["GET"], include_in_schema=False)
+        router.add_api_route(collection, h.create, methods=["POST"], include_in_schema=False)
+        router.add_api_route(collection, h.delete_collection, methods=["DELETE"], include_in_schema=False)
+        if info.namespaced:  # across all namespaces
+            router.add_api_route(info.collection_path(), h.list_or_watch, methods=["GET"], include_in_schema=False)
+        router.add_api_route(item, h.get, methods=["GET"], include_in_schema=False)
+        router.add_api_route(item, h.update, methods=["PUT"], include_in_schema=False)
+        router.add_api_route(item, h.patch, methods=["PATCH"], include_in_schema=False)
+        router.add_api_route(item, h.delete, methods=["DELETE"], include_in_schema=False)
+        for sub in info.subresources:
+            handlers = SUBRESOURCE_HANDLERS.get(sub)
+            if handlers is None:
+                continue
+            for method, endpoint in handlers(h).items():
+                router.add_api_route(f"{item}/{sub}", endpoint, methods=[method], include_in_schema=False)
+    return router

@@ -1,0 +1,911 @@
+"""Server-side Table printers: the meta.k8s.io/v1 Table `kubectl get` asks for.
+
+`kubectl get` sends `Accept: application/json;as=Table;v=v1;g=meta.k8s.io` and prints the rows it
+gets back, so the columns and cells here are upstream's, from
+k8s.io/kubernetes/pkg/printers/internalversion/printers.go: same column names, types and
+priorities (priority 1 = shown only with `-o wide`), same cell computation (a pod's STATUS is
+the same walk over init containers, container states and deletion as upstream's printPod).
+
+Like upstream's apiserver (which prints with `GenerateOptions{Wide: true}`), every row carries
+the wide cells too; kubectl hides the priority-1 columns unless asked for `-o wide`.
+
+Objects are wire-form dicts (camelCase JSON). Each resource's printer is one small pure
+function registered with `@_printer(resource, columns)`: adding a resource is one function.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+__all__ = ["column_definitions", "human_duration", "table_for"]
+
+Obj = dict[str, Any]
+Cell = str | int | bool
+CellsFn = Callable[[Obj, datetime], list[Cell]]
+RowConditionsFn = Callable[[Obj], list[dict[str, str]]]
+
+INCLUDE_NONE = "None"
+INCLUDE_METADATA = "Metadata"
+INCLUDE_OBJECT = "Object"
+
+_NS = 1_000_000_000
+_MINUTE = 60 * _NS
+_HOUR = 60 * _MINUTE
+
+
+# ---------------------------------------------------------------------------------------------
+# Durations and timestamps
+# ---------------------------------------------------------------------------------------------
+
+
+def _trunc_div(a: int, b: int) -> int:
+    """Go's integer division (truncates toward zero)."""
+    q = abs(a) // b
+    return q if a >= 0 else -q
+
+
+def _human_duration_ns(d: int) -> str:
+    """k8s.io/apimachinery/pkg/util/duration.HumanDuration on a duration in nanoseconds."""
+    # Allow deviation no more than 2 seconds (excluded) to tolerate machine time inconsistence.
+    seconds = _trunc_div(d, _NS)
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 0:
+        return "0s"
+    if seconds < 60 * 2:
+        return f"{seconds}s"
+    minutes = d // _MINUTE
+    if minutes < 10:
+        s = (d // _NS) % 60
+        return f"{minutes}m" if s == 0 else f"{minutes}m{s}s"
+    if minutes < 60 * 3:
+        return f"{minutes}m"
+    hours = d // _HOUR
+    if hours < 8:
+        m = (d // _MINUTE) % 60
+        return f"{hours}h" if m == 0 else f"{hours}h{m}m"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        h = hours % 24
+        return f"{hours // 24}d" if h == 0 else f"{hours // 24}d{h}h"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        dy = (hours // 24) % 365
+        return f"{hours // 24 // 365}y" if dy == 0 else f"{hours // 24 // 365}y{dy}d"
+    return f"{hours // 24 // 365}y"
+
+
+def human_duration(seconds: float) -> str:
+    """A succinct duration with ~2-3 significant figures, exactly like upstream's
+    duration.HumanDuration: "5s", "119s", "3m20s", "15m", "5h3m", "2d3h", "400d", "3y20d"."""
+    return _human_duration_ns(int(seconds * _NS))
+
+
+_FRACTION = re.compile(r"\.(\d+)")
+_GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
+
+
+def _parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 metav1.Time / MicroTime (any number of fraction digits); None when it is
+    missing, unparsable or Go's zero time (what upstream's IsZero() catches)."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    m = _FRACTION.search(text)
+    if m:  # fromisoformat wants exactly microseconds; Go emits up to nanoseconds
+        text = f"{text[: m.start()]}.{m.group(1)[:6].ljust(6, '0')}{text[m.end() :]}"
+    if text[-1] in "Zz":
+        text = text[:-1] + "+00:00"
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    if t == _GO_ZERO_TIME:
+        return None
+    return t
+
+
+def _since_time(t: datetime | None, now: datetime) -> str:
+    """upstream translateTimestampSince: "<unknown>" for a zero time."""
+    if t is None:
+        return "<unknown>"
+    delta = now - t
+    micros = delta // timedelta(microseconds=1)
+    return _human_duration_ns(micros * 1000)
+
+
+def _since(value: Any, now: datetime) -> str:
+    return _since_time(_parse_time(value), now)
+
+
+def _later(current: datetime | None, candidate: datetime | None) -> datetime | None:
+    """`if current.Before(&candidate) { current = candidate }` with zero times as None."""
+    if candidate is None:
+        return current
+    if current is None or current < candidate:
+        return candidate
+    return current
+
+
+# ---------------------------------------------------------------------------------------------
+# Small accessors
+# ---------------------------------------------------------------------------------------------
+
+
+def _d(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def _l(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _s(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _i(value: Any, default: int = 0) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    return default
+
+
+def _name(obj: Obj) -> str:
+    return _s(_d(obj.get("metadata")).get("name"))
+
+
+def _age(obj: Obj, now: datetime) -> str:
+    return _since(_d(obj.get("metadata")).get("creationTimestamp"), now)
+
+
+def _layout_container_cells(containers: list[Any]) -> tuple[str, str]:
+    """upstream layoutContainerCells: names and images, comma-joined."""
+    cs = [_d(c) for c in containers]
+    return ",".join(_s(c.get("name")) for c in cs), ",".join(_s(c.get("image")) for c in cs)
+
+
+def _template_containers(obj: Obj) -> list[Any]:
+    return _l(_d(_d(_d(obj.get("spec")).get("template")).get("spec")).get("containers"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Label selectors (metav1.LabelSelectorAsSelector(...).String() and metav1.FormatLabelSelector)
+# ---------------------------------------------------------------------------------------------
+
+_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _valid_label_key(key: str) -> bool:
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return False
+    return 0 < len(name) <= 63 and bool(_NAME_PART.match(name))
+
+
+def _valid_label_value(value: str) -> bool:
+    return value == "" or (len(value) <= 63 and bool(_NAME_PART.match(value)))
+
+
+_SELECTOR_OPS = {"In": " in ", "NotIn": " notin ", "Exists": "", "DoesNotExist": ""}
+
+
+def _selector_string(selector: Any) -> str | None:
+    """labels.Selector.String() of metav1.LabelSelectorAsSelector(selector); None when upstream
+    would return an error. A missing selector selects nothing and an empty one everything:
+    both print as ""."""
+    if not isinstance(selector, dict):
+        return ""
+    match_labels = _d(selector.get("matchLabels"))
+    expressions = _l(selector.get("matchExpressions"))
+    if not match_labels and not expressions:
+        return ""
+    requirements: list[tuple[str, str]] = []
+    for key, value in match_labels.items():
+        if not _valid_label_key(key) or not _valid_label_value(_s(value)):
+            return None
+        requirements.append((key, f"{key}={value}"))
+    for raw in expressions:
+        expr = _d(raw)
+        key, op = _s(expr.get("key")), _s(expr.get("operator"))
+        values = [_s(v) for v in _l(expr.get("values"))]
+        if op not in _SELECTOR_OPS or not _valid_label_key(key):
+            return None
+        if op in ("In", "NotIn"):
+            if not values or not all(_valid_label_value(v) for v in values):
+                return None
+            requirements.append((key, f"{key}{_SELECTOR_OPS[op]}({','.join(sorted(values))})"))
+        else:
+            if values:
+                return None
+            requirements.append((key, key if op == "Exists" else f"!{key}"))
+    requirements.sort(key=lambda r: r[0])
+    return ",".join(text for _, text in requirements)
+
+
+def _format_label_selector(selector: Any) -> str:
+    """metav1.FormatLabelSelector: "<none>" when it selects by nothing, "<error>" when invalid."""
+    text = _selector_string(selector)
+    if text is None:
+        return "<error>"
+    return text or "<none>"
+
+
+# ---------------------------------------------------------------------------------------------
+# Column definitions
+# ---------------------------------------------------------------------------------------------
+
+
+def _col(name: str, type_: str, description: str, *, priority: int = 0, fmt: str = "") -> dict[str, Any]:
+    return {"name": name, "type": type_, "format": fmt, "description": description, "priority": priority}
+
+
+_NAME_DOC = (
+    "Name must be unique within a namespace. Is required when creating resources, although some "
+    "resources may allow a client to request the generation of an appropriate name automatically. "
+    "Name is primarily intended for creation idempotence and configuration definition. Cannot be "
+    "updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
+)
+_CREATION_DOC = (
+    "CreationTimestamp is a timestamp representing the server time when this object was created. "
+    "It is not guaranteed to be set in happens-before order across separate operations. Clients "
+    "may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the "
+    "system. Read-only. Null for lists. More info: "
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"
+)
+_CONTAINERS_DOC = "Names of each container in the template."
+_IMAGES_DOC = "Images referenced by each container in the template."
+_SELECTOR_DOC = (
+    "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones "
+    "affected by this deployment. It must match the pod template's labels."
+)
+
+NAME_COLUMN = _col("Name", "string", _NAME_DOC, fmt="name")
+AGE_COLUMN = _col("Age", "string", _CREATION_DOC)
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Printer:
+    columns: tuple[dict[str, Any], ...]
+    cells: CellsFn
+    row_conditions: RowConditionsFn | None = None
+
+
+_PRINTERS: dict[str, _Printer] = {}
+
+
+def _printer(
+    resource: str, columns: list[dict[str, Any]], *, row_conditions: RowConditionsFn | None = None
+) -> Callable[[CellsFn], CellsFn]:
+    """Register `fn(obj, now) -> cells` as the printer of `resource` (a plural, e.g. "pods")."""
+
+    def register(fn: CellsFn) -> CellsFn:
+        _PRINTERS[resource] = _Printer(tuple(columns), fn, row_conditions)
+        return fn
+
+    return register
+
+
+def _default_cells(obj: Obj, now: datetime) -> list[Cell]:
+    return [_name(obj), _age(obj, now)]
+
+
+_DEFAULT_PRINTER = _Printer((NAME_COLUMN, AGE_COLUMN), _default_cells)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pods
+# ---------------------------------------------------------------------------------------------
+
+_POD_COLUMNS = [
+    NAME_COLUMN,
+    _col("Ready", "string", "The aggregate readiness state of this pod for accepting traffic."),
+    _col("Status", "string", "The aggregate status of the containers in this pod."),
+    _col(
+        "Restarts",
+        "string",
+        "The number of times the containers in this pod have been restarted and when the last "
+        "container in this pod has restarted.",
+    ),
+    AGE_COLUMN,
+    _col(
+        "IP",
+        "string",
+        "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet "
+        "allocated.",
+        priority=1,
+    ),
+    _col(
+        "Node",
+        "string",
+        "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate "
+        "for scheduling by the scheduler defined in schedulerName.",
+        priority=1,
+    ),
+    _col(
+        "Nominated Node",
+        "string",
+        "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot "
+        "be scheduled right away as preemption victims receive their graceful termination periods.",
+        priority=1,
+    ),
+    _col(
+        "Readiness Gates",
+        "string",
+        "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when "
+        "all its containers are ready AND all conditions specified in the readiness gates have status "
+        'equal to "True" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates',
+        priority=1,
+    ),
+]
+
+# node.NodeUnreachablePodReason: the reason the node lifecycle controller sets on pods of a lost node.
+_NODE_UNREACHABLE_POD_REASON = "NodeLost"
+
+
+def _pod_row_conditions(pod: Obj) -> list[dict[str, str]]:
+    phase = _d(pod.get("status")).get("phase")
+    if phase == "Succeeded":
+        return [
+            {
+                "type": "Completed",
+                "status": "True",
+                "reason": "Succeeded",
+                "message": "The pod has completed successfully.",
+            }
+        ]
+    if phase == "Failed":
+        return [{"type": "Completed", "status": "True", "reason": "Failed", "message": "The pod failed."}]
+    return []
+
+
+def _is_restartable_init_container(container: Any) -> bool:
+    """A sidecar: an init container with restartPolicy Always."""
+    return isinstance(container, dict) and container.get("restartPolicy") == "Always"
+
+
+def _has_pod_ready_condition(conditions: list[Any]) -> bool:
+    return any(_d(c).get("type") == "Ready" and _d(c).get("status") == "True" for c in conditions)
+
+
+def _is_pod_initialized_condition_true(conditions: list[Any]) -> bool:
+    for c in conditions:
+        if _d(c).get("type") == "Initialized":
+            return _d(c).get("status") == "True"
+    return False
+
+
+def _last_terminated_at(container_status: Obj) -> datetime | None:
+    terminated = _d(container_status.get("lastState")).get("terminated")
+    if terminated is None:
+        return None
+    return _parse_time(_d(terminated).get("finishedAt"))
+
+
+def _terminated_without_reason(terminated: Obj, prefix: str) -> str:
+    signal = _i(terminated.get("signal"))
+    if signal != 0:
+        return f"{prefix}Signal:{signal}"
+    return f"{prefix}ExitCode:{_i(terminated.get('exitCode'))}"
+
+
+def _readiness_gates(spec: Obj, conditions: list[Any]) -> str:
+    gates = _l(spec.get("readinessGates"))
+    if not gates:
+        return "<none>"
+    true_conditions = 0
+    for gate in gates:
+        condition_type = _d(gate).get("conditionType")
+        for c in conditions:
+            if _d(c).get("type") == condition_type:
+                if _d(c).get("status") == "True":
+                    true_conditions += 1
+                break
+    return f"{true_conditions}/{len(gates)}"
+
+
+def _pod_ip(status: Obj) -> str:
+    # v1 -> internal conversion: podIP is authoritative, podIPs[0] otherwise.
+    ip = _s(status.get("podIP"))
+    if not ip:
+        pod_ips = _l(status.get("podIPs"))
+        if pod_ips:
+            ip = _s(_d(pod_ips[0]).get("ip"))
+    return ip or "<none>"
+
+
+@_printer("pods", _POD_COLUMNS, row_conditions=_pod_row_conditions)
+def _print_pod(pod: Obj, now: datetime) -> list[Cell]:
+    meta, spec, status = _d(pod.get("metadata")), _d(pod.get("spec")), _d(pod.get("status"))
+    conditions = _l(status.get("conditions"))
+    init_specs = _l(spec.get("initContainers"))
+
+    restarts = 0
+    restartable_init_restarts = 0
+    total_containers = len(_l(spec.get("containers")))
+    ready_containers = 0
+    last_restart: datetime | None = None
+    last_restartable_init_restart: datetime | None = None
+
+    phase = _s(status.get("phase"))
+    reason = _s(status.get("reason")) or phase
+
+    # {type: PodScheduled, reason: SchedulingGated} shows as SchedulingGated.
+    for c in conditions:
+        if _d(c).get("type") == "PodScheduled" and _d(c).get("reason") == "SchedulingGated":
+            reason = "SchedulingGated"
+
+    init_containers: dict[str, Obj] = {}
+    for c in init_specs:
+        init_containers[_s(_d(c).get("name"))] = _d(c)
+        if _is_restartable_init_container(c):
+            total_containers += 1
+
+    initializing = False
+    for i, raw in enumerate(_l(status.get("initContainerStatuses"))):
+        cs = _d(raw)
+        restarts += _i(cs.get("restartCount"))
+        last_restart = _later(last_restart, _last_terminated_at(cs))
+        sidecar = _is_restartable_init_container(init_containers.get(_s(cs.get("name"))))
+        if sidecar:
+            restartable_init_restarts += _i(cs.get("restartCount"))
+            last_restartable_init_restart = _later(last_restartable_init_restart, _last_terminated_at(cs))
+        state = _d(cs.get("state"))
+        terminated, waiting = state.get("terminated"), state.get("waiting")
+        if terminated is not None and _i(_d(terminated).get("exitCode")) == 0:
+            continue
+        if sidecar and cs.get("started") is True:
+            if cs.get("ready") is True:
+                ready_containers += 1
+            continue
+        if terminated is not None:
+            # initialization failed
+            term_reason = _s(_d(terminated).get("reason"))
+            if term_reason:
+                reason = f"Init:{term_reason}"
+            else:
+                reason = _terminated_without_reason(_d(terminated), "Init:")
+        elif waiting is not None and _s(_d(waiting).get("reason")) not in ("", "PodInitializing"):
+            reason = "Init:" + _s(_d(waiting).get("reason"))
+        else:
+            reason = f"Init:{i}/{len(init_specs)}"
+        initializing = True
+        break
+
+    if not initializing or _is_pod_initialized_condition_true(conditions):
+        restarts = restartable_init_restarts
+        last_restart = last_restartable_init_restart
+        has_running = False
+        for raw in reversed(_l(status.get("containerStatuses"))):
+            cs = _d(raw)
+            restarts += _i(cs.get("restartCount"))
+            last_restart = _later(last_restart, _last_terminated_at(cs))
+            state = _d(cs.get("state"))
+            terminated, waiting = state.get("terminated"), state.get("waiting")
+            if waiting is not None and _s(_d(waiting).get("reason")):
+                reason = _s(_d(waiting).get("reason"))
+            elif terminated is not None and _s(_d(terminated).get("reason")):
+                reason = _s(_d(terminated).get("reason"))
+            elif terminated is not None:
+                reason = _terminated_without_reason(_d(terminated), "")
+            elif cs.get("ready") is True and state.get("running") is not None:
+                has_running = True
+                ready_containers += 1
+
+        # back to "Running" if at least one container is still reporting as running
+        if reason == "Completed" and has_running:
+            reason = "Running" if _has_pod_ready_condition(conditions) else "NotReady"
+
+    deleting = meta.get("deletionTimestamp") is not None
+    if deleting and status.get("reason") == _NODE_UNREACHABLE_POD_REASON:
+        reason = "Unknown"
+    elif deleting and phase not in ("Succeeded", "Failed"):
+        reason = "Terminating"
+
+    restarts_cell = str(restarts)
+    if restarts != 0 and last_restart is not None:
+        restarts_cell = f"{restarts} ({_since_time(last_restart, now)} ago)"
+
+    return [
+        _name(pod),
+        f"{ready_containers}/{total_containers}",
+        reason,
+        restarts_cell,
+        _age(pod, now),
+        _pod_ip(status),
+        _s(spec.get("nodeName")) or "<none>",
+        _s(status.get("nominatedNodeName")) or "<none>",
+        _readiness_gates(spec, conditions),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Workloads
+# ---------------------------------------------------------------------------------------------
+
+
+@_printer(
+    "deployments",
+    [
+        NAME_COLUMN,
+        _col("Ready", "string", "Number of the pod with ready state"),
+        _col(
+            "Up-to-date",
+            "string",
+            "Total number of non-terminated pods targeted by this deployment that have the desired "
+            "template spec.",
+        ),
+        _col(
+            "Available",
+            "string",
+            "Total number of available pods (ready for at least minReadySeconds) targeted by this "
+            "deployment.",
+        ),
+        AGE_COLUMN,
+        _col("Containers", "string", _CONTAINERS_DOC, priority=1),
+        _col("Images", "string", _IMAGES_DOC, priority=1),
+        _col("Selector", "string", _SELECTOR_DOC, priority=1),
+    ],
+)
+def _print_deployment(obj: Obj, now: datetime) -> list[Cell]:
+    spec, status = _d(obj.get("spec")), _d(obj.get("status"))
+    desired = _i(spec.get("replicas"), 1)  # defaulted to 1 by apps/v1
+    selector = _selector_string(spec.get("selector"))
+    names, images = _layout_container_cells(_template_containers(obj))
+    return [
+        _name(obj),
+        f"{_i(status.get('readyReplicas'))}/{desired}",
+        _i(status.get("updatedReplicas")),
+        _i(status.get("availableReplicas")),
+        _age(obj, now),
+        names,
+        images,
+        "<invalid>" if selector is None else selector,
+    ]
+
+
+@_printer(
+    "replicasets",
+    [
+        NAME_COLUMN,
+        _col("Desired", "integer", "Replicas is the number of desired replicas."),
+        _col("Current", "integer", "Replicas is the most recently observed number of replicas."),
+        _col("Ready", "integer", "The number of ready replicas for this replica set."),
+        AGE_COLUMN,
+        _col("Containers", "string", _CONTAINERS_DOC, priority=1),
+        _col("Images", "string", _IMAGES_DOC, priority=1),
+        _col(
+            "Selector",
+            "string",
+            "Selector is a label query over pods that should match the replica count.",
+            priority=1,
+        ),
+    ],
+)
+def _print_replicaset(obj: Obj, now: datetime) -> list[Cell]:
+    spec, status = _d(obj.get("spec")), _d(obj.get("status"))
+    names, images = _layout_container_cells(_template_containers(obj))
+    return [
+        _name(obj),
+        _i(spec.get("replicas"), 1),
+        _i(status.get("replicas")),
+        _i(status.get("readyReplicas")),
+        _age(obj, now),
+        names,
+        images,
+        _format_label_selector(spec.get("selector")),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Cluster objects
+# ---------------------------------------------------------------------------------------------
+
+_NODE_ROLE_PREFIX = "node-role.kubernetes.io/"
+_NODE_ROLE_LABEL = "kubernetes.io/role"
+_NODE_ADDRESSES_DOC = "List of addresses reachable to the node."
+
+
+def _node_roles(labels: Obj) -> list[str]:
+    roles: set[str] = set()
+    for key, value in labels.items():
+        if key.startswith(_NODE_ROLE_PREFIX):
+            role = key[len(_NODE_ROLE_PREFIX) :]
+            if role:
+                roles.add(role)
+        elif key == _NODE_ROLE_LABEL and value:
+            roles.add(_s(value))
+    return sorted(roles)
+
+
+def _node_address(status: Obj, address_type: str) -> str:
+    for address in _l(status.get("addresses")):
+        if _d(address).get("type") == address_type:
+            return _s(_d(address).get("address"))
+    return "<none>"
+
+
+@_printer(
+    "nodes",
+    [
+        NAME_COLUMN,
+        _col("Status", "string", "The status of the node"),
+        _col("Roles", "string", "The roles of the node"),
+        AGE_COLUMN,
+        _col("Version", "string", "Kubelet Version reported by the node."),
+        _col("Internal-IP", "string", _NODE_ADDRESSES_DOC, priority=1),
+        _col("External-IP", "string", _NODE_ADDRESSES_DOC, priority=1),
+        _col(
+            "OS-Image",
+            "string",
+            "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
+            priority=1,
+        ),
+        _col(
+            "Kernel-Version",
+            "string",
+            "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+            priority=1,
+        ),
+        _col(
+            "Container-Runtime",
+            "string",
+            "ContainerRuntime Version reported by the node through runtime remote API (e.g. "
+            "containerd://1.4.2).",
+            priority=1,
+        ),
+    ],
+)
+def _print_node(obj: Obj, now: datetime) -> list[Cell]:
+    meta, spec, status = _d(obj.get("metadata")), _d(obj.get("spec")), _d(obj.get("status"))
+    conditions = {_d(c).get("type"): _d(c) for c in _l(status.get("conditions"))}
+    states: list[str] = []
+    for condition_type in ("Ready",):  # upstream's NodeAllConditions
+        if condition_type in conditions:
+            is_true = conditions[condition_type].get("status") == "True"
+            states.append(condition_type if is_true else "Not" + condition_type)
+    if not states:
+        states.append("Unknown")
+    if spec.get("unschedulable") is True:
+        states.append("SchedulingDisabled")
+    info = _d(status.get("nodeInfo"))
+    return [
+        _name(obj),
+        ",".join(states),
+        ",".join(_node_roles(_d(meta.get("labels")))) or "<none>",
+        _age(obj, now),
+        _s(info.get("kubeletVersion")),
+        _node_address(status, "InternalIP"),
+        _node_address(status, "ExternalIP"),
+        _s(info.get("osImage")) or "<unknown>",
+        _s(info.get("kernelVersion")) or "<unknown>",
+        _s(info.get("containerRuntimeVersion")) or "<unknown>",
+    ]
+
+
+@_printer(
+    "namespaces",
+    [NAME_COLUMN, _col("Status", "string", "The status of the namespace"), AGE_COLUMN],
+)
+def _print_namespace(obj: Obj, now: datetime) -> list[Cell]:
+    return [_name(obj), _s(_d(obj.get("status")).get("phase")), _age(obj, now)]
+
+
+@_printer(
+    "leases",
+    [
+        NAME_COLUMN,
+        _col("Holder", "string", "holderIdentity contains the identity of the holder of a current lease."),
+        AGE_COLUMN,
+    ],
+)
+def _print_lease(obj: Obj, now: datetime) -> list[Cell]:
+    return [_name(obj), _s(_d(obj.get("spec")).get("holderIdentity")), _age(obj, now)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Events
+# ---------------------------------------------------------------------------------------------
+
+# events.k8s.io/v1 field -> core/v1 field (what upstream's conversion to the internal Event does)
+_EVENTS_V1_FIELDS = {
+    "regarding": "involvedObject",
+    "note": "message",
+    "deprecatedSource": "source",
+    "deprecatedFirstTimestamp": "firstTimestamp",
+    "deprecatedLastTimestamp": "lastTimestamp",
+    "deprecatedCount": "count",
+    "reportingController": "reportingComponent",
+}
+
+
+def _core_event(ev: Obj) -> Obj:
+    if "regarding" not in ev and "note" not in ev and "deprecatedSource" not in ev:
+        return ev
+    out = dict(ev)
+    for new, old in _EVENTS_V1_FIELDS.items():
+        if new in ev and old not in ev:
+            out[old] = ev[new]
+    return out
+
+
+def _event_source(ev: Obj) -> str:
+    """upstream formatEventSource: component (or reportingController), then ", host" (or
+    reportingInstance) when there is one."""
+    source = _d(ev.get("source"))
+    component = _s(source.get("component")) or _s(ev.get("reportingComponent"))
+    instance = _s(source.get("host")) or _s(ev.get("reportingInstance"))
+    return component if not instance else f"{component}, {instance}"
+
+
+@_printer(
+    "events",
+    [
+        _col(
+            "Last Seen",
+            "string",
+            "The time at which the most recent occurrence of this event was recorded.",
+        ),
+        _col(
+            "Type",
+            "string",
+            "Type of this event (Normal, Warning), new types could be added in the future",
+        ),
+        _col(
+            "Reason",
+            "string",
+            "This should be a short, machine understandable string that gives the reason for the "
+            "transition into the object's current status.",
+        ),
+        _col("Object", "string", "The object that this event is about."),
+        _col(
+            "Subobject",
+            "string",
+            "If referring to a piece of an object instead of an entire object, this string should "
+            "contain a valid JSON/Go field access statement, such as "
+            "desiredState.manifest.containers[2].",
+            priority=1,
+        ),
+        _col(
+            "Source",
+            "string",
+            "The component reporting this event. Should be a short machine understandable string.",
+            priority=1,
+        ),
+        _col("Message", "string", "A human-readable description of the status of this operation."),
+        _col(
+            "First Seen",
+            "string",
+            "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)",
+            priority=1,
+        ),
+        _col("Count", "string", "The number of times this event has occurred.", priority=1),
+        _col("Name", "string", _NAME_DOC, priority=1, fmt="name"),
+    ],
+)
+def _print_event(raw: Obj, now: datetime) -> list[Cell]:
+    ev = _core_event(raw)
+    first_time = _parse_time(ev.get("firstTimestamp"))
+    first_seen = _since_time(first_time, now) if first_time else _since(ev.get("eventTime"), now)
+    last_time = _parse_time(ev.get("lastTimestamp"))
+    last_seen = _since_time(last_time, now) if last_time else first_seen
+
+    count = _i(ev.get("count"))
+    series = ev.get("series")
+    if isinstance(series, dict):
+        last_seen = _since(series.get("lastObservedTime"), now)
+        count = _i(series.get("count"))
+    elif count == 0:
+        count = 1  # singleton events don't have a count set in the new API
+
+    involved = _d(ev.get("involvedObject"))
+    kind, name = _s(involved.get("kind")).lower(), _s(involved.get("name"))
+    target = f"{kind}/{name}" if name else kind
+    return [
+        last_seen,
+        _s(ev.get("type")),
+        _s(ev.get("reason")),
+        target,
+        _s(involved.get("fieldPath")),
+        _event_source(ev),
+        _s(ev.get("message")).strip(),
+        first_seen,
+        count,
+        _name(ev),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------------------------
+
+
+def _printer_for(resource: str) -> _Printer:
+    return _PRINTERS.get(resource.lower(), _DEFAULT_PRINTER)
+
+
+def column_definitions(resource: str) -> list[dict[str, Any]]:
+    """The meta.k8s.io/v1 TableColumnDefinitions for `resource` (a plural: "pods"); NAME, AGE
+    for resources without a printer of their own."""
+    return [dict(c) for c in _printer_for(resource).columns]
+
+
+def _row_object(obj: Obj, include_object: str) -> Obj | None:
+    if include_object == INCLUDE_NONE:
+        return None
+    if include_object == INCLUDE_OBJECT:
+        return copy.deepcopy(obj)
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": copy.deepcopy(_d(obj.get("metadata"))),
+    }
+
+
+def table_for(
+    resource: str,
+    objects: list[dict[str, Any]],
+    *,
+    include_object: str = INCLUDE_METADATA,
+    resource_version: str = "",
+    continue_token: str = "",
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """The meta.k8s.io/v1 Table for `objects` of `resource` (a plural: "pods").
+
+    include_object is the request's `includeObject`: "None" (rows carry no object),
+    "Metadata" (the default: a PartialObjectMetadata) or "Object" (the full object).
+    """
+    include = include_object or INCLUDE_METADATA
+    if include not in (INCLUDE_NONE, INCLUDE_METADATA, INCLUDE_OBJECT):
+        raise ValueError(
+            f"includeObject: unsupported value {include_object!r}: supported values: None, Metadata, Object"
+        )
+    if now is None:
+        now = datetime.now(UTC)
+    elif now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+
+    printer = _printer_for(resource)
+    rows: list[dict[str, Any]] = []
+    for obj in objects:
+        row: dict[str, Any] = {"cells": printer.cells(obj, now)}
+        if printer.row_conditions is not None:
+            conditions = printer.row_conditions(obj)
+            if conditions:
+                row["conditions"] = conditions
+        embedded = _row_object(obj, include)
+        if embedded is not None:
+            row["object"] = embedded
+        rows.append(row)
+
+    metadata: dict[str, Any] = {}
+    if resource_version:
+        metadata["resourceVersion"] = resource_version
+    if continue_token:
+        metadata["continue"] = continue_token
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": column_definitions(resource),
+        "rows": rows,
+    }

@@ -1,0 +1,165 @@
+"""Reading a request: body size limit, JSON/YAML decoding with duplicate-field detection, content
+negotiation (plain JSON or a meta.k8s.io Table), and the write options in the query string."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+from starlette.requests import Request
+
+from apiserver import errors
+from apiserver.registry.generic import DeleteOptions, WriteOptions
+
+MAX_REQUEST_BYTES = 3 * 1024 * 1024  # upstream's limit on a request body
+
+
+async def read_body(request: Request, limit: int = MAX_REQUEST_BYTES) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise errors.too_large(limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise errors.too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class _Dups(dict):  # type: ignore[type-arg]
+    """A decoded JSON object that remembers keys it saw twice."""
+
+    dups: list[str]
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = _Dups()
+    dups = []
+    for k, v in pairs:
+        if k in out:
+            dups.append(k)
+        out[k] = v
+    out.dups = dups
+    return out
+
+
+def _duplicate_paths(value: Any, path: str = "") -> list[str]:
+    found: list[str] = []
+    if isinstance(value, dict):
+        found += [f"{path}.{k}" if path else k for k in getattr(value, "dups", ())]
+        for k, v in value.items():
+            found += _duplicate_paths(v, f"{path}.{k}" if path else k)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found += _duplicate_paths(v, f"{path}[{i}]")
+    return found
+
+
+class _DupYamlLoader(yaml.SafeLoader):
+    pass
+
+
+def _yaml_mapping(loader: _DupYamlLoader, node: yaml.MappingNode) -> dict[str, Any]:
+    pairs = [(loader.construct_object(k, deep=True), loader.construct_object(v, deep=True)) for k, v in node.value]
+    return _pairs(pairs)
+
+
+_DupYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _yaml_mapping)
+
+
+def decode_object(body: bytes, content_type: str) -> tuple[dict[str, Any], list[str]]:
+    """The request's object and the paths of fields it gave twice."""
+    media = content_type.split(";")[0].strip().lower()
+    if not body.strip():
+        raise errors.bad_request("the body of the request is empty; an object is required")
+    try:
+        if media in ("application/yaml", "application/x-yaml", "text/yaml"):
+            value = yaml.load(body, Loader=_DupYamlLoader)
+        elif media in ("application/json", "", "*/*"):
+            value = json.loads(body, object_pairs_hook=_pairs)
+        else:
+            raise errors.unsupported_media_type(content_type)
+    except (ValueError, yaml.YAMLError) as e:
+        raise errors.bad_request(f"the body of the request could not be decoded: {e}") from None
+    if not isinstance(value, dict):
+        raise errors.bad_request("the body of the request must be an object (a JSON or YAML mapping)")
+    return value, _duplicate_paths(value)
+
+
+def write_options(request: Request) -> WriteOptions:
+    q = request.query_params
+    validation = q.get("fieldValidation") or "Warn"
+    if validation not in ("Strict", "Warn", "Ignore"):
+        raise errors.bad_request(f'fieldValidation must be one of "Ignore", "Warn" or "Strict", got "{validation}"')
+    dry_run = q.getlist("dryRun")
+    if any(d != "All" for d in dry_run):
+        raise errors.bad_request(f'unsupported dryRun value: {dry_run}; only "All" is supported')
+    return WriteOptions(dry_run=bool(dry_run), field_validation=validation, field_manager=q.get("fieldManager"),
+                        force=q.get("force") == "true")
+
+
+def check_duplicates(duplicates: list[str], opts: WriteOptions, kind: str) -> None:
+    """Duplicate fields: refused under Strict, a warning under Warn (upstream's strict decoding)."""
+    if not duplicates or opts.field_validation == "Ignore":
+        return
+    messages = [f'duplicate field "{path}"' for path in duplicates]
+    if opts.field_validation == "Strict":
+        causes = [{"reason": "FieldValueDuplicate", "message": m, "field": p} for m, p in zip(messages, duplicates,
+                                                                                               strict=True)]
+        raise errors.ApiError(422, "Invalid", f"{kind} in version cannot be handled: strict decoding error: "
+                              + ", ".join(messages), {"kind": kind, "causes": causes})
+    opts.warnings.extend(messages)
+
+
+def delete_options(request: Request, body: bytes) -> DeleteOptions:
+    q = request.query_params
+    data: dict[str, Any] = {}
+    if body.strip():
+        data, _ = decode_object(body, request.headers.get("content-type", "application/json"))
+    opts = DeleteOptions()
+    grace = q.get("gracePeriodSeconds", data.get("gracePeriodSeconds"))
+    if grace is not None:
+        try:
+            opts.grace_period_seconds = max(int(grace), 0)
+        except (TypeError, ValueError):
+            raise errors.bad_request(f'gracePeriodSeconds must be an integer, got "{grace}"') from None
+    policy = q.get("propagationPolicy", data.get("propagationPolicy"))
+    if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
+        raise errors.bad_request(f'propagationPolicy must be one of "Orphan", "Background" or "Foreground", '
+                                 f'got "{policy}"')
+    opts.propagation_policy = policy
+    orphan = q.get("orphanDependents", data.get("orphanDependents"))
+    if orphan is not None:
+        opts.orphan_dependents = orphan in (True, "true")
+    pre = data.get("preconditions") or {}
+    if not isinstance(pre, dict):
+        raise errors.bad_request("preconditions must be an object")
+    opts.precondition_uid = pre.get("uid")
+    opts.precondition_rv = pre.get("resourceVersion")
+    opts.dry_run = bool(q.getlist("dryRun") or data.get("dryRun"))
+    return opts
+
+
+def wants_table(request: Request) -> bool:
+    """kubectl get asks for `application/json;as=Table;v=v1;g=meta.k8s.io` first."""
+    for media_range in request.headers.get("accept", "").split(","):
+        params = {p.split("=", 1)[0].strip(): p.split("=", 1)[1].strip()
+                  for p in media_range.split(";")[1:] if "=" in p}
+        if params.get("as") == "Table" and params.get("g") == "meta.k8s.io":
+            return True
+    return False
+
+
+def int_param(request: Request, name: str, default: int = 0) -> int:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise errors.bad_request(f'{name} must be an integer, got "{raw}"') from None
+    if value < 0:
+        raise errors.bad_request(f"{name} must not be negative")
+    return value
