@@ -12,6 +12,7 @@ _SUBRESOURCE_VERBS = {
     "status": ["get", "patch", "update"],
     "scale": ["get", "patch", "update"],
     "binding": ["create"],
+    "finalize": ["update"],
     "log": ["get"],
     "exec": ["create", "get"],
 }

@@ -382,7 +382,7 @@ class Store:
             meta = new["metadata"]
             try:
                 if meta.get("deletionTimestamp") and not meta.get("finalizers") \
-                        and not meta.get("deletionGracePeriodSeconds"):
+                        and not meta.get("deletionGracePeriodSeconds") and not self.strategy.holds_deletion(new):
                     revision = await self.storage.delete(self.key(namespace, name), mod_revision)
                 else:
                     revision = await self.storage.update(self.key(namespace, name), codec.encode(new), mod_revision)
@@ -397,8 +397,8 @@ class Store:
         raise errors.conflict(self.info, name, "too many concurrent writers; try again")
 
     def _prepare_update(self, new: Obj, old: Obj, subresource: str | None) -> Obj:
-        if subresource == "status":
-            self.strategy.prepare_for_status_update(new, old)
+        if subresource in ("status", "finalize"):
+            self.strategy.prepare_for_subresource_update(subresource, new, old)
         meta, old_meta = new.setdefault("metadata", {}), old["metadata"]
         # system fields an update never changes (upstream BeforeUpdate)
         for system_field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
@@ -441,13 +441,16 @@ class Store:
             grace = self.strategy.deletion_grace_period(obj, options.grace_period_seconds)
             if umeta.get("deletionTimestamp") and umeta.get("deletionGracePeriodSeconds") is not None:
                 grace = min(grace, umeta["deletionGracePeriodSeconds"])  # a second delete may only shorten it
-            if finalizers or grace > 0:
+            held = self.strategy.holds_deletion(obj)
+            if finalizers or grace > 0 or held:
                 if finalizers:
                     umeta["finalizers"] = finalizers
+                if held:
+                    self.strategy.prepare_for_delete(updated)
                 if not umeta.get("deletionTimestamp") or grace < (umeta.get("deletionGracePeriodSeconds") or 0):
                     umeta["deletionTimestamp"] = now_rfc3339(grace)
                 umeta["deletionGracePeriodSeconds"] = grace
-                if grace == 0 and not finalizers:
+                if grace == 0 and not finalizers and not held:
                     pass  # falls through to the real delete below
                 else:
                     if updated == obj or options.dry_run:

@@ -74,6 +74,18 @@ class NamespaceStrategy(Strategy):
             return [invalid("status.Phase", phase, "may only be 'Terminating' if `deletionTimestamp` is not empty")]
         return []
 
+    def holds_deletion(self, obj: Obj) -> bool:
+        return bool((obj.get("spec") or {}).get("finalizers"))
+
+    def prepare_for_delete(self, obj: Obj) -> None:
+        obj.setdefault("status", {})["phase"] = "Terminating"
+
+    def prepare_for_subresource_update(self, subresource: str, new: Obj, old: Obj) -> None:
+        if subresource == "finalize":
+            self.prepare_for_finalize(new, old)
+        else:
+            super().prepare_for_subresource_update(subresource, new, old)
+
     def prepare_for_finalize(self, new: Obj, old: Obj) -> None:
         """A write through /finalize changes only spec.finalizers (upstream namespaceFinalizeStrategy)."""
         finalizers = (new.get("spec") or {}).get("finalizers")

@@ -47,6 +47,20 @@ class Strategy:
         if status is not None:
             new["status"] = status
 
+    def holds_deletion(self, obj: Obj) -> bool:
+        """Besides metadata.finalizers, does something keep a deleted object (namespaces: their
+        spec.finalizers, emptied by the namespace controller through /finalize)?"""
+        return False
+
+    def prepare_for_delete(self, obj: Obj) -> None:
+        """Mark an object whose deletion is held (namespaces: status.phase Terminating)."""
+
+    def prepare_for_subresource_update(self, subresource: str, new: Obj, old: Obj) -> None:
+        """A write through a subresource changes only its part of the object."""
+        if subresource != "status":
+            raise ValueError(f"no update through subresource {subresource!r}")
+        self.prepare_for_status_update(new, old)
+
     def deletion_grace_period(self, obj: Obj, requested: int | None) -> int:
         """Seconds a DELETE waits before the object goes (upstream RESTGracefulDeleteStrategy);
         0 removes it at once. Only pods are graceful."""

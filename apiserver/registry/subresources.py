@@ -47,6 +47,15 @@ def status_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
     return {"GET": get, "PUT": put, "PATCH": patch}
 
 
+def finalize_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
+    """namespaces/{name}/finalize: the namespace controller empties spec.finalizers here."""
+
+    async def put(request: Request, name: str, namespace: str | None = None) -> Response:
+        return await h.update(request, name, namespace, subresource="finalize")
+
+    return {"PUT": put}
+
+
 # -- scale -------------------------------------------------------------------------------------
 
 def scale_of(obj: Obj) -> Obj:
@@ -173,6 +182,7 @@ def binding_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
 
 SUBRESOURCE_HANDLERS: dict[str, Callable[[ResourceHandlers], dict[str, Endpoint]]] = {
     "status": status_endpoints,
+    "finalize": finalize_endpoints,
     "scale": scale_endpoints,
     "binding": binding_endpoints,
 }

@@ -57,7 +57,7 @@ class ResourceInfo:
 
 RESOURCES: tuple[ResourceInfo, ...] = (
     ResourceInfo("", "v1", "Namespace", "namespaces", "namespace", False, core_v1.Namespace,
-                 short_names=("ns",), subresources={"status": "Namespace"},
+                 short_names=("ns",), subresources={"status": "Namespace", "finalize": "Namespace"},
                  verbs=("create", "delete", "get", "list", "patch", "update", "watch")),
     ResourceInfo("", "v1", "Node", "nodes", "node", False, core_v1.Node,
                  short_names=("no",), subresources={"status": "Node"}),

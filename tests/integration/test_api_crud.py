@@ -316,3 +316,22 @@ def test_dry_run_writes_nothing(api: httpx.Client, namespace: str, etcd) -> None
     r = api.post(f"/api/v1/namespaces/{namespace}/pods", params={"dryRun": "All"}, json=pod("dry"))
     assert r.status_code == 201 and r.json()["metadata"]["name"] == "dry"
     assert etcd_keys(etcd, f"/registry/pods/{namespace}/") == {}
+
+
+def test_namespace_deletion_waits_for_finalize(api: httpx.Client) -> None:
+    """DELETE leaves the namespace Terminating until its spec.finalizers are emptied via /finalize
+    (the namespace controller's job), and new content is refused meanwhile."""
+    api.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}})
+    r = api.delete("/api/v1/namespaces/doomed")
+    assert r.status_code == 200, r.text
+    ns = api.get("/api/v1/namespaces/doomed").json()
+    assert ns["status"]["phase"] == "Terminating" and ns["metadata"]["deletionTimestamp"]
+    assert ns["spec"]["finalizers"] == ["kubernetes"]
+    r = api.post("/api/v1/namespaces/doomed/pods", json=pod("late"))
+    assert r.status_code == 403 and "being terminated" in r.json()["message"]
+    # an ordinary update may not drop spec.finalizers
+    ns["spec"]["finalizers"] = []
+    assert api.put("/api/v1/namespaces/doomed", json=ns).json()["spec"]["finalizers"] == ["kubernetes"]
+    r = api.put("/api/v1/namespaces/doomed/finalize", json=ns)
+    assert r.status_code == 200, r.text
+    assert api.get("/api/v1/namespaces/doomed").status_code == 404
