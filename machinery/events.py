@@ -1,0 +1,96 @@
+"""Recording core/v1 Events (client-go's record.EventRecorder): `recorder.event(obj, "Normal",
+"ScalingReplicaSet", "Scaled up ...")`. Repeats of the same event on the same object bump
+`count` and `lastTimestamp` on the existing Event instead of creating a new one. Recording never
+blocks or fails the caller: it runs in the background and a failure is only logged."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from collections import OrderedDict
+from typing import Any
+
+from pydantic import BaseModel
+
+from machinery.api.core_v1 import Event, EventSource, ObjectReference
+from machinery.api.meta import ObjectMeta
+from machinery.api.resources import resource_for_model
+from machinery.client import ApiClient, ApiError
+
+log = logging.getLogger(__name__)
+
+_CACHE_SIZE = 4096
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def object_reference(obj: BaseModel) -> ObjectReference:
+    info = resource_for_model(type(obj))
+    meta: ObjectMeta = obj.metadata  # type: ignore[attr-defined]
+    return ObjectReference(api_version=info.api_version, kind=info.kind, namespace=meta.namespace,
+                           name=meta.name, uid=meta.uid, resource_version=meta.resource_version)
+
+
+class EventRecorder:
+    def __init__(self, client: ApiClient, component: str, host: str | None = None):
+        self.client = client
+        self.component = component
+        self.host = host
+        # (uid, type, reason, message) → (event name, namespace, count)
+        self._seen: OrderedDict[tuple[str, str, str, str], tuple[str, str, int]] = OrderedDict()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def event(self, obj: BaseModel, type_: str, reason: str, message: str) -> None:
+        """Record in the background; see the module docstring."""
+        task = asyncio.get_running_loop().create_task(self._record(object_reference(obj), type_, reason, message))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def flush(self) -> None:
+        """Wait for events being recorded (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def _record(self, ref: ObjectReference, type_: str, reason: str, message: str) -> None:
+        namespace = ref.namespace or "default"
+        key = (ref.uid or "", type_, reason, message)
+        now = _now()
+        try:
+            seen = self._seen.get(key)
+            if seen is not None:
+                name, ns, count = seen
+                try:
+                    await self.client.patch(Event, name, {"count": count + 1, "lastTimestamp": now}, "merge", ns)
+                    self._remember(key, (name, ns, count + 1))
+                    return
+                except ApiError as e:
+                    if not e.is_not_found:
+                        raise
+            event = Event(
+                metadata=ObjectMeta(name=f"{ref.name}.{time.time_ns():x}", namespace=namespace),
+                involved_object=ref, reason=reason, message=message, type=type_, count=1,
+                first_timestamp=now, last_timestamp=now,
+                source=EventSource(component=self.component, host=self.host),
+                reporting_component=self.component, reporting_instance=self.host or self.component,
+            )
+            created = await self.client.create(event)
+            self._remember(key, (created.metadata.name or "", namespace, 1))
+        except Exception as e:  # an event is never worth failing the caller for
+            log.warning("could not record event %s %s on %s/%s: %s", type_, reason, namespace, ref.name, e)
+
+    def _remember(self, key: tuple[str, str, str, str], value: tuple[str, str, int]) -> None:
+        self._seen[key] = value
+        self._seen.move_to_end(key)
+        while len(self._seen) > _CACHE_SIZE:
+            self._seen.popitem(last=False)
+
+
+def events_for(items: list[dict[str, Any]], kind: str, name: str) -> list[dict[str, Any]]:
+    """Events about one object, oldest first (tests and mkubectl describe)."""
+    out = [e for e in items if e.get("involvedObject", {}).get("kind") == kind
+           and e.get("involvedObject", {}).get("name") == name]
+    return sorted(out, key=lambda e: e.get("lastTimestamp") or "")
