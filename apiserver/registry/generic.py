@@ -366,12 +366,9 @@ class Store:
         for _ in range(_MAX_CAS_RETRIES):
             old, mod_revision = await self._read(namespace, name)
             new = await transform(copy.deepcopy(old))
-            pinned = expected_rv or (new.get("metadata") or {}).get("resourceVersion") or None
-            if subresource is None and expected_rv is None:
-                # a patch that names a resourceVersion is a precondition too
-                pinned = (new.get("metadata") or {}).get("resourceVersion") or None
-                if pinned == old["metadata"]["resourceVersion"]:
-                    pinned = None if transform.__name__ != "transform" else pinned
+            # a resourceVersion the client wrote (in a PUT body, or one a patch changed) is a precondition
+            written = (new.get("metadata") or {}).get("resourceVersion") or None
+            pinned = expected_rv or (written if written != old["metadata"]["resourceVersion"] else None)
             if pinned is not None and pinned != str(mod_revision):
                 raise errors.conflict(self.info, name)
             new = self._prepare_update(new, old, subresource)

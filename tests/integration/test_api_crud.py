@@ -335,3 +335,13 @@ def test_namespace_deletion_waits_for_finalize(api: httpx.Client) -> None:
     r = api.put("/api/v1/namespaces/doomed/finalize", json=ns)
     assert r.status_code == 200, r.text
     assert api.get("/api/v1/namespaces/doomed").status_code == 404
+
+
+def test_patch_naming_a_stale_resource_version_is_a_conflict(api: httpx.Client, namespace: str) -> None:
+    base = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    stale = api.post(base, json=deployment("pinned")).json()["metadata"]["resourceVersion"]
+    api.patch(f"{base}/pinned", content=b'{"spec":{"replicas":3}}', headers={"content-type": "application/merge-patch+json"})
+    patch = b'{"metadata":{"resourceVersion":"%s"},"spec":{"replicas":4}}' % stale.encode()
+    r = api.patch(f"{base}/pinned", content=patch, headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 409 and r.json()["reason"] == "Conflict"
+    assert api.get(f"{base}/pinned").json()["spec"]["replicas"] == 3
