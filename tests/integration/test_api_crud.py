@@ -340,8 +340,9 @@ def test_namespace_deletion_waits_for_finalize(api: httpx.Client) -> None:
 def test_patch_naming_a_stale_resource_version_is_a_conflict(api: httpx.Client, namespace: str) -> None:
     base = f"/apis/apps/v1/namespaces/{namespace}/deployments"
     stale = api.post(base, json=deployment("pinned")).json()["metadata"]["resourceVersion"]
-    api.patch(f"{base}/pinned", content=b'{"spec":{"replicas":3}}', headers={"content-type": "application/merge-patch+json"})
+    merge = {"content-type": "application/merge-patch+json"}
+    api.patch(f"{base}/pinned", content=b'{"spec":{"replicas":3}}', headers=merge)
     patch = b'{"metadata":{"resourceVersion":"%s"},"spec":{"replicas":4}}' % stale.encode()
-    r = api.patch(f"{base}/pinned", content=patch, headers={"content-type": "application/merge-patch+json"})
+    r = api.patch(f"{base}/pinned", content=patch, headers=merge)
     assert r.status_code == 409 and r.json()["reason"] == "Conflict"
     assert api.get(f"{base}/pinned").json()["spec"]["replicas"] == 3
