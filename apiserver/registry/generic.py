@@ -397,8 +397,11 @@ class Store:
         if subresource in ("status", "finalize"):
             self.strategy.prepare_for_subresource_update(subresource, new, old)
         meta, old_meta = new.setdefault("metadata", {}), old["metadata"]
-        # system fields an update never changes (upstream BeforeUpdate)
-        for system_field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+        # system fields an update never changes (upstream BeforeUpdate); a uid given must be the
+        # stored one (validation says "field is immutable"), a missing one is filled in
+        if not meta.get("uid") and "uid" in old_meta:
+            meta["uid"] = old_meta["uid"]
+        for system_field in ("creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                              "generation"):
             if system_field in old_meta:
                 meta[system_field] = old_meta[system_field]

@@ -346,3 +346,16 @@ def test_patch_naming_a_stale_resource_version_is_a_conflict(api: httpx.Client, 
     r = api.patch(f"{base}/pinned", content=patch, headers=merge)
     assert r.status_code == 409 and r.json()["reason"] == "Conflict"
     assert api.get(f"{base}/pinned").json()["spec"]["replicas"] == 3
+
+
+def test_uid_is_immutable(api: httpx.Client, namespace: str) -> None:
+    base = f"/api/v1/namespaces/{namespace}/pods"
+    created = api.post(base, json=pod("uid")).json()
+    created["metadata"]["uid"] = "00000000-0000-0000-0000-000000000000"
+    r = api.put(f"{base}/uid", json=created)
+    assert r.status_code == 422 and "metadata.uid" in r.json()["message"]
+    r = api.patch(f"{base}/uid", content=b'{"metadata":{"uid":"x"}}',
+                  headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 422 and "field is immutable" in r.json()["message"]
+    del created["metadata"]["uid"]
+    assert api.put(f"{base}/uid", json=created).status_code == 200  # a missing uid means "unchanged"
