@@ -32,6 +32,7 @@ from machinery.api.core_v1 import Binding, ObjectReference, Pod
 from machinery.api.meta import ObjectMeta, Preconditions, Status
 from machinery.api.resources import ResourceInfo, resource_for_model
 from machinery.kubeconfig import ClientConfig, load_kubeconfig
+from machinery.selectors import escape_field_value
 
 KUBE_VERSION = "v1.30.0"
 
@@ -277,10 +278,12 @@ def _info(resource: Resource) -> ResourceInfo:
 
 
 def format_selector(value: Selector) -> str | None:
-    """Label/field selectors as the wire wants them; a mapping means equality on every pair."""
+    """Label/field selectors as the wire wants them; a mapping means equality on every pair (values
+    escaped as field selectors need: a `,` or `=` inside a value is not a separator; valid label
+    values contain neither, so the escaping changes nothing for them)."""
     if value is None or isinstance(value, str):
         return value or None
-    return ",".join(f"{k}={v}" for k, v in value.items()) or None
+    return ",".join(f"{k}={escape_field_value(v)}" for k, v in value.items()) or None
 
 
 def _dump(obj: BaseModel | Mapping[str, Any] | builtins.list[Any]) -> bytes:
@@ -713,17 +716,30 @@ class ApiClient:
 
 
 async def retry_on_conflict(
-    fn: Callable[[], Awaitable[T]], attempts: int = 5, delay: float = 0.01, jitter: float = 0.1
+    fn: Callable[[], Awaitable[T]],
+    attempts: int = 10,
+    delay: float = 0.01,
+    jitter: float = 1.0,
+    *,
+    factor: float = 2.0,
+    max_delay: float = 0.5,
 ) -> T:
     """client-go's RetryOnConflict: rerun `fn` (which must re-read what it updates) on 409 Conflict.
 
-    `fn` takes no arguments; anything but a Conflict, and the last Conflict, propagates.
+    `fn` takes no arguments; anything but a Conflict, and the last Conflict, propagates. The n-th
+    retry waits delay * factor**(n-1) (at most max_delay), stretched by up to `jitter` times at
+    random: writers that collided must not all come back at the same instant, or they collide
+    again in lockstep and only one of them wins per round (with client-go's flat 10 ms +-10%,
+    20 concurrent writers on one object need up to 9 rounds, so 5 attempts lose updates).
     """
+    if attempts < 1:
+        raise ValueError("attempts must be at least 1")
     for attempt in range(1, attempts + 1):
         try:
             return await fn()
         except ApiError as e:
             if not e.is_conflict or attempt == attempts:
                 raise
-        await asyncio.sleep(delay * (1 + jitter * random.random()))
+        backoff = min(delay * factor ** (attempt - 1), max_delay)
+        await asyncio.sleep(backoff * (1 + jitter * random.random()))
     raise AssertionError("unreachable")

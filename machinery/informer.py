@@ -5,7 +5,8 @@ the cache (`Store`) instead of asking the apiserver, and their handlers only enq
 
 - list once, then watch from the list's resourceVersion; when a stream ends or breaks, watch
   again from the last resourceVersion seen (BOOKMARK events advance it too), backing off
-  (capped, jittered) while the apiserver is unreachable;
+  (capped, jittered) while the apiserver is unreachable, and from the minimum again once a watch
+  has worked;
 - when that resourceVersion is too old (410 Gone / ERROR event reason Expired), relist and hand
   the handlers the differences: adds, updates, and deletes for objects that vanished meanwhile
   (client-go delivers those as DeletedFinalStateUnknown; here on_delete gets the last known
@@ -31,7 +32,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from machinery.client import ApiClient, ApiError, ClientError, Selector, format_selector
+from machinery.client import ApiClient, ApiError, ApiUnavailable, ClientError, Selector, format_selector
+from machinery.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 log = logging.getLogger(__name__)
 
@@ -280,6 +282,7 @@ class Informer(Generic[M]):
         self.watch_timeout = watch_timeout  # each watch asks the server to end after 1-2x this many seconds
         self._listeners: list[_Listener] = []
         self._resource_version = ""
+        self._stream_served = False  # the current watch stream has applied at least one event
         self._synced = asyncio.Event()
         self._stop = asyncio.Event()
         self._running = False
@@ -380,6 +383,7 @@ class Informer(Generic[M]):
         delay = self.min_backoff
         need_list = True
         while True:
+            self._stream_served = False
             try:
                 if need_list:
                     await self._relist()
@@ -395,7 +399,13 @@ class Informer(Generic[M]):
                     need_list = True
                     continue
                 log.warning("%s: %s failed: %s", self.name, "list" if need_list else "watch", e)
-            except ClientError as e:  # ApiUnavailable, WatchDecodeError
+            except ApiUnavailable as e:
+                log.warning("%s: %s failed: %s", self.name, "list" if need_list else "watch", e)
+                if self._stream_served:
+                    # The watch worked until just now: a new outage backs off from the start, not from
+                    # where the previous outage left the delay (up to max_backoff of needless blindness).
+                    delay = self.min_backoff
+            except ClientError as e:  # WatchDecodeError: the same stream would break the same way
                 log.warning("%s: %s failed: %s", self.name, "list" if need_list else "watch", e)
             except asyncio.CancelledError:
                 raise
@@ -448,6 +458,7 @@ class Informer(Generic[M]):
             async for event in events:
                 delivered = True
                 self.handle_event(event.type, event.object, event.resource_version)
+                self._stream_served = True
         return delivered or loop.time() - started > 1.0
 
     def handle_event(self, event_type: str, obj: Any, resource_version: str | None) -> None:
@@ -492,6 +503,19 @@ def _rv(obj: Any) -> str | None:
 # -- sharing ----------------------------------------------------------------------------------
 
 
+def _canonical_selector(selector: Selector, parse: Callable[[str], object]) -> str | None:
+    """One spelling per selector ("b=2,a=1", "a=1,b=2" and {"a": "1", "b": "2"} are one view), so the
+    factory does not open a second list+watch for the same objects. A selector that does not parse
+    is kept as written: the apiserver's 400 will say what is wrong with it."""
+    text = format_selector(selector)
+    if not text:
+        return None
+    try:
+        return str(parse(text)) or None
+    except SelectorError:
+        return text
+
+
 class SharedInformerFactory:
     """One informer per (model, namespace, selectors) per process, so controllers share caches and watches."""
 
@@ -513,7 +537,8 @@ class SharedInformerFactory:
 
         The first caller's resync_period wins for a shared informer.
         """
-        key = (model, namespace, format_selector(label_selector), format_selector(field_selector))
+        key = (model, namespace, _canonical_selector(label_selector, parse_label_selector),
+               _canonical_selector(field_selector, parse_field_selector))
         informer = self._informers.get(key)
         if informer is None:
             informer = Informer(

@@ -159,6 +159,11 @@ def binding_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
             spec = pod.setdefault("spec", {})
             if pod["metadata"].get("deletionTimestamp"):
                 raise errors.conflict(h.info, name, f"pod {name} is being deleted, cannot be assigned to a host")
+            uid = binding.metadata.uid
+            if uid and uid != pod["metadata"].get("uid"):  # the pod the scheduler chose is gone
+                raise errors.ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": '
+                                      f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                                      f'{pod["metadata"].get("uid")}', {"name": name, "kind": "pods/binding"})
             if spec.get("nodeName"):
                 raise errors.ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": '
                                       f'pod {name} is already assigned to node "{spec["nodeName"]}"',
