@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> None:
         watch_window=args.watch_cache_window,
     )
     uvicorn.run(create_app(config), host=args.bind_address, port=args.port, log_level="warning",
-                access_log=False, timeout_graceful_shutdown=2)
+                access_log=False, timeout_graceful_shutdown=2,
+                timeout_keep_alive=90)  # longer than clients keep idle connections (60 s)
 
 
 if __name__ == "__main__":
