@@ -1,0 +1,315 @@
+"""The controller-manager process (kube-controller-manager): many controllers, one process.
+
+All controllers share one SharedInformerFactory, so a Pod is listed and watched once however many
+controllers look at Pods. Each controller writes through its own ApiClient whose User-Agent names
+its service account, as upstream's --use-service-account-credentials does:
+`kube-controller-manager/v1.30.0 (linux/amd64) minik8s/system:serviceaccount:kube-system:deployment-controller`.
+
+Adding a controller is one entry in CONTROLLERS: its `--controllers` name, the service account it
+writes as, and a factory that builds it from the ControllerContext (shared informers, a client
+under its identity, the parsed flags). Factories import their module lazily, so a controller that
+is disabled costs nothing, not even an import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import platform
+import re
+import signal
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from machinery.client import KUBE_VERSION, ApiClient
+from machinery.informer import SharedInformerFactory
+from machinery.kubeconfig import ClientConfig, KubeconfigError, load_kubeconfig
+
+log = logging.getLogger("controllers.manager")
+
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:kube-system:"
+
+
+class RunnableController(Protocol):
+    name: str
+
+    async def run(self) -> None: ...
+
+
+def _platform() -> str:
+    arch = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(
+        platform.machine().lower(), platform.machine().lower())
+    return f"{platform.system().lower()}/{arch}"
+
+
+def user_agent(identity: str) -> str:
+    """`kube-controller-manager/v1.30.0 (linux/amd64) minik8s/<identity>`."""
+    return f"kube-controller-manager/{KUBE_VERSION} ({_platform()}) minik8s/{identity}"
+
+
+@dataclass
+class ControllerContext:
+    """What a controller factory gets: the shared informers, the flags, and clients by identity."""
+
+    config: ClientConfig
+    informers: SharedInformerFactory
+    options: argparse.Namespace
+    clients: dict[str, ApiClient] = field(default_factory=dict)
+
+    def client_for(self, service_account: str) -> ApiClient:
+        """An ApiClient writing as system:serviceaccount:kube-system:<service_account> (one per account)."""
+        client = self.clients.get(service_account)
+        if client is None:
+            client = ApiClient(self.config, user_agent=user_agent(SERVICE_ACCOUNT_PREFIX + service_account))
+            self.clients[service_account] = client
+        return client
+
+    async def close(self) -> None:
+        for client in self.clients.values():
+            with contextlib.suppress(Exception):
+                await client.close()
+
+
+@dataclass(frozen=True)
+class ControllerSpec:
+    service_account: str
+    factory: Callable[[ControllerContext, str], RunnableController]  # (context, service account)
+    enabled_by_default: bool = True
+    aliases: tuple[str, ...] = ()
+
+
+# -- the controllers ------------------------------------------------------------------------------
+
+
+def _deployment(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.deployment import DeploymentController
+
+    return DeploymentController(ctx.client_for(account), ctx.informers, workers=ctx.options.concurrent_deployment_syncs)
+
+
+def _replicaset(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.replicaset import ReplicaSetController
+
+    return ReplicaSetController(ctx.client_for(account), ctx.informers,
+                                workers=ctx.options.concurrent_replicaset_syncs)
+
+
+def _garbagecollector(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.garbage_collector import GarbageCollector
+
+    return GarbageCollector(ctx.client_for(account), ctx.informers, workers=ctx.options.concurrent_gc_syncs)
+
+
+def _namespace(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.namespace import NamespaceController
+
+    return NamespaceController(ctx.client_for(account), ctx.informers,
+                               workers=ctx.options.concurrent_namespace_syncs)
+
+
+def _nodeipam(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.node_ipam import NodeIpamController
+
+    kwargs: dict[str, Any] = {"cluster_cidr": ctx.options.cluster_cidr}
+    if ctx.options.node_cidr_mask_size is not None:
+        kwargs["node_cidr_mask_size"] = ctx.options.node_cidr_mask_size
+    return NodeIpamController(ctx.client_for(account), ctx.informers, **kwargs)
+
+
+def _nodelifecycle(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.node_lifecycle import NodeLifecycleController
+
+    opts = ctx.options
+    return NodeLifecycleController(ctx.client_for(account), ctx.informers,
+                                   node_monitor_grace_period=opts.node_monitor_grace_period,
+                                   node_startup_grace_period=opts.node_startup_grace_period,
+                                   pod_eviction_timeout=opts.pod_eviction_timeout,
+                                   node_monitor_period=opts.node_monitor_period)
+
+
+# `--controllers` name -> spec. Upstream 1.30 accepts both the short names and the
+# `<name>-controller` forms, so those are aliases here.
+CONTROLLERS: dict[str, ControllerSpec] = {
+    "deployment": ControllerSpec("deployment-controller", _deployment, aliases=("deployment-controller",)),
+    "replicaset": ControllerSpec("replicaset-controller", _replicaset, aliases=("replicaset-controller",)),
+    "garbagecollector": ControllerSpec("generic-garbage-collector", _garbagecollector,
+                                       aliases=("garbage-collector-controller",)),
+    "namespace": ControllerSpec("namespace-controller", _namespace, aliases=("namespace-controller",)),
+    "nodeipam": ControllerSpec("node-controller", _nodeipam, aliases=("node-ipam-controller",)),
+    "nodelifecycle": ControllerSpec("node-controller", _nodelifecycle, aliases=("node-lifecycle-controller",)),
+}
+
+
+def canonical_name(name: str, registry: dict[str, ControllerSpec] | None = None) -> str | None:
+    """The registry key for a --controllers name or one of its aliases (None if unknown)."""
+    registry = CONTROLLERS if registry is None else registry
+    if name in registry:
+        return name
+    return next((key for key, spec in registry.items() if name in spec.aliases), None)
+
+
+def enabled_controllers(selection: Iterable[str], registry: dict[str, ControllerSpec] | None = None) -> list[str]:
+    """Upstream's --controllers: `*` is every controller on by default, `foo` turns foo on, `-foo`
+    turns it off (an explicit name wins over `*`). Unknown names are an error."""
+    registry = CONTROLLERS if registry is None else registry
+    on: set[str] = set()
+    off: set[str] = set()
+    star = False
+    for item in (s.strip() for s in selection):
+        if not item:
+            continue
+        if item == "*":
+            star = True
+            continue
+        negate = item.startswith("-")
+        raw = item[1:] if negate else item
+        name = canonical_name(raw, registry)
+        if name is None:
+            raise ValueError(f'"{raw}" is not in the list of known controllers')
+        (off if negate else on).add(name)
+    return [name for name, spec in registry.items()
+            if name not in off and (name in on or (star and spec.enabled_by_default))]
+
+
+# -- flags ----------------------------------------------------------------------------------------
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Go's time.ParseDuration ("40s", "5m0s", "1h30m", "250ms"), or plain seconds; in seconds."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(text):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+        pos = m.end()
+    if pos != len(text) or not text:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}")
+    return total
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes", "t"):
+        return True
+    if value in ("false", "0", "no", "f"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean {text!r}")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="controllers", description="minik8s kube-controller-manager")
+    p.add_argument("--kubeconfig", default=None, help="kubeconfig with the apiserver's address and credentials")
+    p.add_argument("--master", default=None, help="apiserver URL; overrides the kubeconfig's server")
+    p.add_argument("--controllers", default="*",
+                   help="comma-separated controllers to run: '*' all on by default, 'foo' on, '-foo' off "
+                        f"(known: {', '.join(CONTROLLERS)})")
+    p.add_argument("--concurrent-deployment-syncs", type=int, default=5)
+    p.add_argument("--concurrent-replicaset-syncs", type=int, default=5)
+    p.add_argument("--concurrent-gc-syncs", type=int, default=20)
+    p.add_argument("--concurrent-namespace-syncs", type=int, default=10)
+    p.add_argument("--node-monitor-grace-period", type=parse_duration, default=40.0,
+                   help="how long a silent node stays Ready before it is marked Unknown (default 40s)")
+    p.add_argument("--node-startup-grace-period", type=parse_duration, default=60.0)
+    p.add_argument("--node-monitor-period", type=parse_duration, default=5.0)
+    p.add_argument("--pod-eviction-timeout", type=parse_duration, default=300.0,
+                   help="grace before pods of an unreachable node are deleted (default 5m0s)")
+    p.add_argument("--cluster-cidr", default="10.244.0.0/16")
+    p.add_argument("--node-cidr-mask-size", type=int, default=None)
+    p.add_argument("--allocate-node-cidrs", type=_bool, nargs="?", const=True, default=True)
+    p.add_argument("--leader-elect", type=_bool, nargs="?", const=True, default=True,
+                   help="accepted for compatibility; this controller-manager always runs as the leader")
+    p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
+    args = p.parse_args(argv)
+    try:
+        args.enabled = enabled_controllers(args.controllers.split(","))
+    except ValueError as e:
+        p.error(str(e))
+    if not args.allocate_node_cidrs and "nodeipam" in args.enabled:
+        args.enabled.remove("nodeipam")
+    return args
+
+
+def client_config(args: argparse.Namespace) -> ClientConfig:
+    """The kubeconfig (when given or found) with --master overriding its server; --master alone works."""
+    config: ClientConfig | None = None
+    try:
+        config = load_kubeconfig(args.kubeconfig)
+    except KubeconfigError:
+        if args.kubeconfig is not None or args.master is None:
+            raise
+    if config is None:
+        return ClientConfig(server=args.master)
+    if args.master:
+        config = ClientConfig(server=args.master, ca_file=config.ca_file, cert_file=config.cert_file,
+                              key_file=config.key_file, token=config.token, insecure=config.insecure)
+    return config
+
+
+# -- running --------------------------------------------------------------------------------------
+
+
+async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
+    """Build the enabled controllers, start the informers, run until `stop` (or SIGTERM/SIGINT)."""
+    stop = stop or asyncio.Event()
+    config = client_config(args)
+    informer_client = ApiClient(config, user_agent=user_agent("shared-informers"))
+    factory = SharedInformerFactory(informer_client)
+    ctx = ControllerContext(config, factory, args)
+    controllers: list[tuple[str, RunnableController]] = []
+    for name in args.enabled:
+        spec = CONTROLLERS[name]
+        controllers.append((name, spec.factory(ctx, spec.service_account)))
+        log.info("started %s as %s%s", name, SERVICE_ACCOUNT_PREFIX, spec.service_account)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    factory.start()
+    tasks = {asyncio.create_task(c.run(), name=f"controller:{name}"): name for name, c in controllers}
+    stopper = asyncio.create_task(stop.wait())
+    code = 0
+    try:
+        done, _ = await asyncio.wait({*tasks, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is stopper:
+                continue
+            exc = task.exception()
+            log.error("controller %s stopped: %s", tasks[task], exc or "returned")
+            code = 1
+    finally:
+        stopper.cancel()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(stopper, *tasks, return_exceptions=True)
+        for _, c in controllers:
+            recorder = getattr(c, "recorder", None)
+            if recorder is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(recorder.flush(), 2.0)
+        await factory.shutdown()
+        await ctx.close()
+        await informer_client.close()
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        return asyncio.run(run(args))
+    except KubeconfigError as e:
+        log.error("%s", e)
+        return 2
