@@ -339,7 +339,7 @@ class ApiClient:
             http2=False,
             timeout=self._timeout,
             limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=32, keepalive_expiry=60.0
+                max_connections=max_connections, max_keepalive_connections=max_connections, keepalive_expiry=60.0
             ),
             transport=transport,
             trust_env=False,  # a proxy from the environment must not sit between components and apiserver

@@ -1,7 +1,9 @@
 """Recording core/v1 Events (client-go's record.EventRecorder): `recorder.event(obj, "Normal",
 "ScalingReplicaSet", "Scaled up ...")`. Repeats of the same event on the same object bump
 `count` and `lastTimestamp` on the existing Event instead of creating a new one. Recording never
-blocks or fails the caller: it runs in the background and a failure is only logged."""
+blocks or fails the caller: a few background workers write from a bounded queue (as upstream's
+broadcaster does), so a burst of a thousand events is a few concurrent writes, not a thousand;
+past `max_pending` queued events new ones are dropped with a log line, and a failure is only logged."""
 
 from __future__ import annotations
 
@@ -36,24 +38,42 @@ def object_reference(obj: BaseModel) -> ObjectReference:
 
 
 class EventRecorder:
-    def __init__(self, client: ApiClient, component: str, host: str | None = None):
+    def __init__(self, client: ApiClient, component: str, host: str | None = None, *,
+                 workers: int = 4, max_pending: int = 10_000):
         self.client = client
         self.component = component
         self.host = host
         # (uid, type, reason, message) → (event name, namespace, count)
         self._seen: OrderedDict[tuple[str, str, str, str], tuple[str, str, int]] = OrderedDict()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._pending: asyncio.Queue[tuple[ObjectReference, str, str, str]] = asyncio.Queue()
+        self._worker_count = workers
+        self._max_pending = max_pending
+        self._workers: list[asyncio.Task[None]] = []
+        self.dropped = 0
 
     def event(self, obj: BaseModel, type_: str, reason: str, message: str) -> None:
-        """Record in the background; see the module docstring."""
-        task = asyncio.get_running_loop().create_task(self._record(object_reference(obj), type_, reason, message))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        """Queue an event for the background writers; see the module docstring."""
+        if self._pending.qsize() >= self._max_pending:
+            self.dropped += 1
+            log.warning("event queue full, dropping %s %s: %s", type_, reason, message)
+            return
+        self._pending.put_nowait((object_reference(obj), type_, reason, message))
+        if not self._workers:
+            loop = asyncio.get_running_loop()
+            self._workers = [loop.create_task(self._work(), name=f"events-{self.component}-{i}")
+                             for i in range(self._worker_count)]
+
+    async def _work(self) -> None:
+        while True:
+            ref, type_, reason, message = await self._pending.get()
+            try:
+                await self._record(ref, type_, reason, message)
+            finally:
+                self._pending.task_done()
 
     async def flush(self) -> None:
-        """Wait for events being recorded (tests, shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        """Wait until every queued event is written (tests, shutdown)."""
+        await self._pending.join()
 
     async def _record(self, ref: ObjectReference, type_: str, reason: str, message: str) -> None:
         namespace = ref.namespace or "default"
