@@ -1,0 +1,105 @@
+"""`python -m scheduler`: the kube-scheduler of minik8s, with upstream's flag names.
+
+    python -m scheduler --kubeconfig /etc/minik8s/scheduler.conf
+    python -m scheduler --master http://127.0.0.1:8080
+
+`--master` overrides the kubeconfig's server (or stands alone). Calls carry the identity
+system:kube-scheduler in the User-Agent. SIGTERM/SIGINT stop it gracefully: in-flight bindings
+get a few seconds to finish.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+
+from machinery.client import ApiClient
+from machinery.kubeconfig import ClientConfig, load_kubeconfig
+from scheduler.queue import DEFAULT_POD_INITIAL_BACKOFF, DEFAULT_POD_MAX_BACKOFF
+from scheduler.scheduler import DEFAULT_BIND_CONCURRENCY, DEFAULT_SCHEDULER_NAME, Scheduler, user_agent
+
+log = logging.getLogger("scheduler")
+
+
+def _bool(value: str) -> bool:
+    lowered = value.lower()
+    if lowered in ("true", "1", "yes", "t"):
+        return True
+    if lowered in ("false", "0", "no", "f"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean {value!r}")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="scheduler", description="minik8s scheduler (kube-scheduler)")
+    p.add_argument("--kubeconfig", default=None, help="kubeconfig with the apiserver and credentials")
+    p.add_argument("--master", default=None, help="apiserver URL; overrides the kubeconfig's server")
+    p.add_argument("--scheduler-name", default=DEFAULT_SCHEDULER_NAME,
+                   help="schedule pods whose spec.schedulerName is this (default %(default)s)")
+    p.add_argument("--leader-elect", type=_bool, nargs="?", const=True, default=True,
+                   help="accepted for compatibility; minik8s runs one scheduler and does not elect a leader")
+    p.add_argument("--pod-initial-backoff-seconds", type=float, default=DEFAULT_POD_INITIAL_BACKOFF,
+                   help="backoff of a pod after its first failed attempt (default %(default)s)")
+    p.add_argument("--pod-max-backoff-seconds", type=float, default=DEFAULT_POD_MAX_BACKOFF,
+                   help="cap of the doubling backoff (default %(default)s)")
+    p.add_argument("--bind-concurrency", type=int, default=DEFAULT_BIND_CONCURRENCY,
+                   help="bindings in flight at once (default %(default)s)")
+    p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
+    args = p.parse_args(argv)
+    if not args.kubeconfig and not args.master:
+        p.error("one of --kubeconfig or --master is required")
+    if args.pod_initial_backoff_seconds < 0 or args.pod_max_backoff_seconds < args.pod_initial_backoff_seconds:
+        p.error("need 0 <= --pod-initial-backoff-seconds <= --pod-max-backoff-seconds")
+    return args
+
+
+def client_config(args: argparse.Namespace) -> ClientConfig:
+    agent = user_agent()
+    if args.kubeconfig:
+        config = load_kubeconfig(args.kubeconfig, user_agent=agent)
+        if args.master:
+            config = dataclasses.replace(config, server=args.master)
+        return config
+    return ClientConfig(server=args.master, user_agent=agent)
+
+
+async def run(args: argparse.Namespace) -> None:
+    config = client_config(args)
+    client = ApiClient(config, user_agent=user_agent())
+    scheduler = Scheduler(
+        client,
+        scheduler_name=args.scheduler_name,
+        pod_initial_backoff=args.pod_initial_backoff_seconds,
+        pod_max_backoff=args.pod_max_backoff_seconds,
+        bind_concurrency=args.bind_concurrency,
+    )
+    if args.leader_elect:
+        log.info("--leader-elect: leader election is not implemented; running as the only scheduler")
+    log.info("scheduler %s starting against %s", args.scheduler_name, config.server)
+    task = asyncio.create_task(scheduler.run(), name="scheduler")
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    finally:
+        await client.close()
+        log.info("scheduler stopped: %d bound, %d unschedulable attempts, %d binding errors",
+                 scheduler.scheduled, scheduler.unschedulable, scheduler.bind_errors)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()

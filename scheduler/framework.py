@@ -1,0 +1,670 @@
+"""The scheduling framework (kube-scheduler's pkg/scheduler/framework), cut to what minik8s runs.
+
+A scheduling cycle for one pod: every node of the snapshot goes through the *filter* plugins in
+order (the first failure decides that node's Status); the nodes left are *scored* by every score
+plugin, each plugin's scores are normalized over those nodes to 0..100 (NormalizeScore), multiplied
+by the plugin's weight and summed; the highest total wins, ties broken at random. If no node is left,
+`FitError` explains why in upstream's words ("0/3 nodes are available: 1 Insufficient cpu, ...").
+
+The objects plugins see:
+
+- `PodInfo`: the pod plus what every plugin would otherwise recompute per node (resource
+  requests under upstream's init-container max rule, host ports, tolerations, controlling owner).
+  Upstream keeps the same in its PodInfo and in PreFilter's CycleState.
+- `NodeInfo`: one node and the pods bound (or assumed) to it, with running sums of what they
+  request, the host ports they hold and how many pods of each owner it runs. The scheduler's cache
+  keeps one per node, updated incrementally from informer events.
+- `Snapshot`: the nodes to consider in one cycle. A cycle never awaits between taking the snapshot
+  and assuming its pod, so on one event loop the cache cannot change under it: the snapshot shares
+  the cache's NodeInfos instead of copying them (upstream copies because its cache is concurrent).
+
+Plugins are small pure functions on these objects (see scheduler/plugins); `FilterPlugin` and
+`ScorePlugin` give them a name, and score plugins a weight and a NormalizeScore step.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import math
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from apiserver.validation import parse_quantity
+from machinery.api.core_v1 import Node, Pod, Taint, Toleration
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+
+# Requests assumed for scoring when a container states none (upstream's schedutil.DefaultMilliCPURequest
+# and DefaultMemoryRequest), so that best-effort pods still spread by count.
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+# Upstream's numFeasibleNodesToFind: below this many nodes every node is filtered and scored.
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+# Taints the node lifecycle controller (and the kubelet at registration) put on nodes.
+TAINT_NODE_NOT_READY = "node.kubernetes.io/not-ready"
+TAINT_NODE_UNREACHABLE = "node.kubernetes.io/unreachable"
+TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_REGION = "topology.kubernetes.io/region"
+
+
+# -- status -----------------------------------------------------------------------------------
+
+
+class Code(enum.IntEnum):
+    """framework.Code: what a plugin's verdict means for the pod."""
+
+    SUCCESS = 0
+    ERROR = 1  # something broke; the pod is retried with backoff
+    UNSCHEDULABLE = 2  # does not fit now; preemption could help
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3  # does not fit, and removing pods would not change that
+    SKIP = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A plugin's verdict: a code and the reasons, worded as upstream words them."""
+
+    code: Code = Code.SUCCESS
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+
+    @property
+    def is_success(self) -> bool:
+        return self.code == Code.SUCCESS
+
+    @property
+    def is_rejected(self) -> bool:
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    @classmethod
+    def unschedulable(cls, *reasons: str, unresolvable: bool = False) -> Status:
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+        return cls(code, tuple(reasons))
+
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+
+SUCCESS = Status()
+
+
+# -- resources --------------------------------------------------------------------------------
+
+
+# Pods of one workload repeat the same few quantity strings: parse each once.
+@functools.lru_cache(maxsize=4096)
+def _value(quantity: Any) -> int:
+    """Quantity.Value(): whole units, rounded up; a malformed quantity counts as 0."""
+    try:
+        return math.ceil(parse_quantity(quantity).value)
+    except (ValueError, TypeError):
+        return 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _milli_value(quantity: Any) -> int:
+    """Quantity.MilliValue(): thousandths, rounded up; a malformed quantity counts as 0."""
+    try:
+        return parse_quantity(quantity).milli_value()
+    except (ValueError, TypeError):
+        return 0
+
+
+def is_scalar_resource_name(name: str) -> bool:
+    """Extended resources (`example.com/foo`, not in kubernetes.io) and hugepages: counted by name."""
+    if name.startswith("hugepages-") or name.startswith("attachable-volumes-"):
+        return True
+    return "/" in name and not name.startswith(("kubernetes.io/", "requests."))
+
+
+@dataclass(slots=True)
+class Resource:
+    """framework.Resource: cpu in millicores, memory and ephemeral storage in bytes, pod count,
+    and scalar (extended) resources by name."""
+
+    milli_cpu: int = 0
+    memory: int = 0
+    ephemeral_storage: int = 0
+    allowed_pod_number: int = 0
+    scalar: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_list(cls, resources: Mapping[str, Any] | None) -> Resource:
+        r = cls()
+        for name, quantity in (resources or {}).items():
+            r.add_one(name, quantity)
+        return r
+
+    def add_one(self, name: str, quantity: Any) -> None:
+        if name == "cpu":
+            self.milli_cpu += _milli_value(quantity)
+        elif name == "memory":
+            self.memory += _value(quantity)
+        elif name == "ephemeral-storage":
+            self.ephemeral_storage += _value(quantity)
+        elif name == "pods":
+            self.allowed_pod_number += _value(quantity)
+        elif is_scalar_resource_name(name):
+            self.scalar[name] = self.scalar.get(name, 0) + _value(quantity)
+
+    def add(self, other: Resource, sign: int = 1) -> None:
+        self.milli_cpu += sign * other.milli_cpu
+        self.memory += sign * other.memory
+        self.ephemeral_storage += sign * other.ephemeral_storage
+        self.allowed_pod_number += sign * other.allowed_pod_number
+        for name, value in other.scalar.items():
+            self.scalar[name] = self.scalar.get(name, 0) + sign * value
+
+    def set_max(self, other: Resource) -> None:
+        self.milli_cpu = max(self.milli_cpu, other.milli_cpu)
+        self.memory = max(self.memory, other.memory)
+        self.ephemeral_storage = max(self.ephemeral_storage, other.ephemeral_storage)
+        self.allowed_pod_number = max(self.allowed_pod_number, other.allowed_pod_number)
+        for name, value in other.scalar.items():
+            self.scalar[name] = max(self.scalar.get(name, 0), value)
+
+    def copy(self) -> Resource:
+        return Resource(self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pod_number,
+                        dict(self.scalar))
+
+    def is_zero(self) -> bool:
+        return not (self.milli_cpu or self.memory or self.ephemeral_storage or any(self.scalar.values()))
+
+
+def _container_requests(container: Any, non_missing: bool) -> Resource:
+    requests = container.resources.requests if container.resources is not None else None
+    r = Resource.from_list(requests)
+    if non_missing:
+        # Upstream's NonMissingContainerRequests: only a request that is absent gets the default.
+        if not requests or "cpu" not in requests:
+            r.milli_cpu = DEFAULT_MILLI_CPU_REQUEST
+        if not requests or "memory" not in requests:
+            r.memory = DEFAULT_MEMORY_REQUEST
+    return r
+
+
+def pod_requests(pod: Pod, *, non_missing: bool = False) -> Resource:
+    """resource.PodRequests: what the pod needs on a node.
+
+    Regular containers add up; restartable init containers (sidecars, restartPolicy Always) run
+    alongside them and add too; each ordinary init container runs alone (with the sidecars started
+    before it), so the pod needs the larger of the sum and the biggest such init step; pod overhead
+    comes on top. With `non_missing`, containers without a cpu/memory request count upstream's
+    defaults (100m, 200Mi): the "non-zero" requests scoring uses.
+    """
+    spec = pod.spec
+    total = Resource()
+    if spec is None:
+        return total
+    for container in spec.containers:
+        total.add(_container_requests(container, non_missing))
+    init_max = Resource()
+    sidecars = Resource()
+    for container in spec.init_containers or ():
+        requests = _container_requests(container, non_missing)
+        if container.restart_policy == "Always":
+            total.add(requests)
+            sidecars.add(requests)
+            step = sidecars.copy()
+        else:
+            step = requests
+            step.add(sidecars)
+        init_max.set_max(step)
+    total.set_max(init_max)
+    if spec.overhead:
+        total.add(Resource.from_list(spec.overhead))
+    return total
+
+
+# -- host ports -------------------------------------------------------------------------------
+
+DEFAULT_BIND_ALL_HOST_IP = "0.0.0.0"
+
+HostPort = tuple[str, str, int]  # (host IP, protocol, port)
+
+
+def host_ports(pod: Pod) -> list[HostPort]:
+    """The (ip, protocol, port) triples a pod's containers claim on their node (hostPort > 0)."""
+    out: list[HostPort] = []
+    if pod.spec is None:
+        return out
+    for container in pod.spec.containers:
+        for port in container.ports or ():
+            if port.host_port and port.host_port > 0:
+                out.append((port.host_ip or DEFAULT_BIND_ALL_HOST_IP, port.protocol or "TCP", port.host_port))
+    return out
+
+
+class HostPortInfo:
+    """framework.HostPortInfo: host ports in use on a node, by IP; 0.0.0.0 clashes with every IP."""
+
+    __slots__ = ("_by_ip",)
+
+    def __init__(self) -> None:
+        self._by_ip: dict[str, Counter[tuple[str, int]]] = {}
+
+    def add(self, ip: str, protocol: str, port: int) -> None:
+        if port > 0:
+            self._by_ip.setdefault(ip or DEFAULT_BIND_ALL_HOST_IP, Counter())[(protocol or "TCP", port)] += 1
+
+    def remove(self, ip: str, protocol: str, port: int) -> None:
+        ip = ip or DEFAULT_BIND_ALL_HOST_IP
+        ports = self._by_ip.get(ip)
+        if ports is None:
+            return
+        key = (protocol or "TCP", port)
+        ports[key] -= 1
+        if ports[key] <= 0:
+            del ports[key]
+        if not ports:
+            del self._by_ip[ip]
+
+    def conflicts(self, ip: str, protocol: str, port: int) -> bool:
+        if port <= 0:
+            return False
+        ip = ip or DEFAULT_BIND_ALL_HOST_IP
+        key = (protocol or "TCP", port)
+        if ip == DEFAULT_BIND_ALL_HOST_IP:
+            return any(key in ports for ports in self._by_ip.values())
+        return any(key in self._by_ip.get(candidate, ()) for candidate in (DEFAULT_BIND_ALL_HOST_IP, ip))
+
+    def __len__(self) -> int:
+        return sum(sum(ports.values()) for ports in self._by_ip.values())
+
+
+# -- taints and tolerations -------------------------------------------------------------------
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """Toleration.ToleratesTaint: an empty effect or key matches any; Exists ignores the value."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    operator = toleration.operator or "Equal"
+    if operator == "Exists":
+        return True
+    if operator == "Equal":
+        return (toleration.value or "") == (taint.value or "")
+    return False
+
+
+def tolerates_taint(tolerations: Iterable[Toleration], taint: Taint) -> bool:
+    return any(tolerates(t, taint) for t in tolerations)
+
+
+# -- pods and nodes as plugins see them ------------------------------------------------------
+
+
+def controller_uid(pod: Pod) -> str | None:
+    for ref in pod.metadata.owner_references or ():
+        if ref.controller:
+            return ref.uid
+    return None
+
+
+def pod_key(pod: Pod) -> str:
+    """How the cache and queue know a pod: its uid (a recreated pod is another pod), else ns/name."""
+    return pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+
+class PodInfo:
+    """A pod with what plugins need from it computed once (upstream's framework.PodInfo)."""
+
+    __slots__ = ("host_ports", "key", "name", "namespace", "non_zero_requests", "owner_uid", "pod",
+                 "priority", "requests", "state", "tolerations")
+
+    def __init__(self, pod: Pod) -> None:
+        self.pod = pod
+        self.key = pod_key(pod)
+        self.namespace = pod.metadata.namespace or ""
+        self.name = pod.metadata.name or ""
+        spec = pod.spec
+        self.priority = (spec.priority if spec is not None else None) or 0
+        self.requests = pod_requests(pod)
+        self.non_zero_requests = pod_requests(pod, non_missing=True)
+        self.host_ports = host_ports(pod)
+        self.tolerations: list[Toleration] = list(spec.tolerations or ()) if spec is not None else []
+        self.owner_uid = controller_uid(pod)
+        # What plugins derive from the pod once and reuse on every node (upstream's CycleState).
+        self.state: dict[str, Any] = {}
+
+    @property
+    def node_name(self) -> str | None:
+        return self.pod.spec.node_name if self.pod.spec is not None else None
+
+    @property
+    def terminating(self) -> bool:
+        return self.pod.metadata.deletion_timestamp is not None
+
+    def __repr__(self) -> str:
+        return f"PodInfo({self.namespace}/{self.name})"
+
+
+def node_ready_status(node: Node) -> str | None:
+    """The status of the node's Ready condition ("True", "False", "Unknown"), None without one."""
+    for condition in (node.status.conditions if node.status is not None else None) or ():
+        if condition.type == "Ready":
+            return condition.status
+    return None
+
+
+class NodeInfo:
+    """One node, the pods on it (bound or assumed) and the running totals plugins read."""
+
+    __slots__ = ("allocatable", "generation", "labels", "name", "node", "non_zero_requested",
+                 "owner_counts", "pods", "ready", "requested", "taints", "unschedulable", "used_ports")
+
+    def __init__(self, name: str, node: Node | None = None) -> None:
+        self.name = name
+        self.node: Node | None = None
+        self.pods: dict[str, PodInfo] = {}
+        self.requested = Resource()
+        self.non_zero_requested = Resource()
+        self.used_ports = HostPortInfo()
+        self.owner_counts: Counter[tuple[str, str]] = Counter()  # (namespace, controller uid) -> pods
+        self.allocatable = Resource()
+        self.labels: dict[str, str] = {}
+        self.taints: list[Taint] = []
+        self.unschedulable = False
+        self.ready: str | None = None
+        self.generation = 0
+        if node is not None:
+            self.set_node(node)
+
+    @classmethod
+    def build(cls, node: Node, pods: Iterable[Pod | PodInfo] = ()) -> NodeInfo:
+        """A NodeInfo for `node` holding `pods` (tests and one-off callers)."""
+        info = cls(node.metadata.name or "", node)
+        for pod in pods:
+            info.add_pod(pod if isinstance(pod, PodInfo) else PodInfo(pod))
+        return info
+
+    def set_node(self, node: Node) -> None:
+        self.node = node
+        status = node.status
+        self.allocatable = Resource.from_list(status.allocatable if status is not None else None)
+        self.labels = dict(node.metadata.labels or {})
+        spec = node.spec
+        self.taints = list(spec.taints or ()) if spec is not None else []
+        self.unschedulable = bool(spec.unschedulable) if spec is not None else False
+        self.ready = node_ready_status(node)
+        self.generation += 1
+
+    def add_pod(self, pod: PodInfo) -> None:
+        if pod.key in self.pods:
+            self.remove_pod(self.pods[pod.key])
+        self.pods[pod.key] = pod
+        self._account(pod, 1)
+
+    def remove_pod(self, pod: PodInfo) -> bool:
+        current = self.pods.pop(pod.key, None)
+        if current is None:
+            return False
+        self._account(current, -1)
+        return True
+
+    def _account(self, pod: PodInfo, sign: int) -> None:
+        self.requested.add(pod.requests, sign)
+        self.non_zero_requested.milli_cpu += sign * pod.non_zero_requests.milli_cpu
+        self.non_zero_requested.memory += sign * pod.non_zero_requests.memory
+        for ip, protocol, port in pod.host_ports:
+            if sign > 0:
+                self.used_ports.add(ip, protocol, port)
+            else:
+                self.used_ports.remove(ip, protocol, port)
+        if pod.owner_uid and not pod.terminating:
+            owner = (pod.namespace, pod.owner_uid)
+            self.owner_counts[owner] += sign
+            if self.owner_counts[owner] <= 0:
+                del self.owner_counts[owner]
+        self.generation += 1
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name}, pods={len(self.pods)})"
+
+
+@dataclass
+class Snapshot:
+    """The nodes one scheduling cycle considers (those with a Node object), in a stable order."""
+
+    nodes: list[NodeInfo]
+
+    def get(self, name: str) -> NodeInfo | None:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        return None
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+
+# -- plugins ----------------------------------------------------------------------------------
+
+
+class FilterPlugin(Protocol):
+    """Filter(pod, node) -> Status: can the pod run on this node at all?"""
+
+    name: str
+
+    def filter(self, pod: PodInfo, node: NodeInfo) -> Status: ...
+
+
+class ScorePlugin(Protocol):
+    """Score(pod, node) -> 0..100 per feasible node, then NormalizeScore over all of them, times weight."""
+
+    name: str
+    weight: int
+
+    def score(self, pod: PodInfo, node: NodeInfo) -> int: ...
+
+    def normalize_score(self, pod: PodInfo, nodes: Sequence[NodeInfo], scores: list[int]) -> None: ...
+
+
+FilterFunc = Callable[[PodInfo, NodeInfo], Status]
+ScoreFunc = Callable[[PodInfo, NodeInfo], int]
+NormalizeFunc = Callable[[PodInfo, Sequence[NodeInfo], list[int]], None]
+
+
+@dataclass(frozen=True)
+class Filter:
+    """A filter function with its plugin name (what failure statuses are attributed to)."""
+
+    name: str
+    fn: FilterFunc
+
+    def filter(self, pod: PodInfo, node: NodeInfo) -> Status:
+        return self.fn(pod, node)
+
+
+@dataclass(frozen=True)
+class Score:
+    """A score function with its plugin name, weight and (optional) NormalizeScore."""
+
+    name: str
+    fn: ScoreFunc
+    weight: int = 1
+    normalize: NormalizeFunc | None = None
+
+    def score(self, pod: PodInfo, node: NodeInfo) -> int:
+        return self.fn(pod, node)
+
+    def normalize_score(self, pod: PodInfo, nodes: Sequence[NodeInfo], scores: list[int]) -> None:
+        if self.normalize is not None:
+            self.normalize(pod, nodes, scores)
+
+
+def default_normalize_score(scores: list[int], reverse: bool = False, max_priority: int = MAX_NODE_SCORE) -> None:
+    """helper.DefaultNormalizeScore: scale so the best is max_priority; `reverse` flips (fewer is better)."""
+    max_count = max(scores, default=0)
+    if max_count == 0:
+        if reverse:
+            scores[:] = [max_priority] * len(scores)
+        return
+    for i, score in enumerate(scores):
+        scaled = max_priority * score // max_count
+        scores[i] = max_priority - scaled if reverse else scaled
+
+
+# -- failure messages -------------------------------------------------------------------------
+
+NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
+NO_NODES_MSG = "no nodes available to schedule pods"
+PREEMPTION_NOT_HELPFUL = "Preemption is not helpful for scheduling"
+
+
+@dataclass(eq=False)
+class FitError(Exception):
+    """No node fits: the Status of every node that was tried, and the message upstream prints."""
+
+    pod: PodInfo
+    num_all_nodes: int
+    node_to_status: dict[str, Status]
+    post_filter_msg: str = ""
+
+    def __str__(self) -> str:
+        return self.message()
+
+    def reasons_histogram(self) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        for status in self.node_to_status.values():
+            counts.update(status.reasons)
+        return counts
+
+    def message(self) -> str:
+        """FitError.Error(): "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) ...." with the
+        reasons sorted as strings, then the PostFilter (preemption) verdict."""
+        if self.num_all_nodes == 0:
+            return NO_NODES_MSG
+        msg = NO_NODE_AVAILABLE_MSG.format(self.num_all_nodes) + ":"
+        reasons = sorted(f"{count} {reason}" for reason, count in self.reasons_histogram().items())
+        if reasons:
+            msg += f" {', '.join(reasons)}."
+        if self.post_filter_msg:
+            msg += f" {self.post_filter_msg}"
+        return msg
+
+
+def preemption_message(pod: PodInfo, num_nodes: int) -> str:
+    """What the DefaultPreemption PostFilter says. minik8s does not preempt, so every node is one where
+    preemption is "not helpful" (upstream would try evicting lower-priority pods where the failure
+    was Unschedulable rather than UnschedulableAndUnresolvable)."""
+    if pod.pod.spec is not None and pod.pod.spec.preemption_policy == "Never":
+        return "preemption: not eligible due to preemptionPolicy=Never."
+    return f"preemption: 0/{num_nodes} nodes are available: {num_nodes} {PREEMPTION_NOT_HELPFUL}."
+
+
+# -- one scheduling decision --------------------------------------------------------------------
+
+
+def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
+    """How many feasible nodes are enough (upstream's adaptive percentageOfNodesToScore)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    if percentage <= 0:
+        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+@dataclass
+class ScheduleResult:
+    node: str
+    evaluated_nodes: int
+    feasible_nodes: int
+    next_start_index: int
+
+
+class Framework:
+    """The filter and score plugins of one scheduler profile, and the cycle that runs them."""
+
+    def __init__(self, filters: Sequence[FilterPlugin], scores: Sequence[ScorePlugin],
+                 percentage_of_nodes_to_score: int = 0) -> None:
+        self.filters = list(filters)
+        self.scores = list(scores)
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+
+    def run_filter_plugins(self, pod: PodInfo, node: NodeInfo) -> Status:
+        """The first failing filter's Status (named after its plugin), or SUCCESS."""
+        for plugin in self.filters:
+            status = plugin.filter(pod, node)
+            if not status.is_success:
+                if not status.plugin:
+                    status = Status(status.code, status.reasons, plugin.name)
+                return status
+        return SUCCESS
+
+    def find_nodes_that_fit(self, pod: PodInfo, snapshot: Snapshot, start: int = 0
+                            ) -> tuple[list[NodeInfo], dict[str, Status], int]:
+        """Filter nodes round-robin from `start` until enough fit: (feasible, failed statuses, processed).
+
+        One node after another: the plugins are pure Python on one core (the GIL), so upstream's 16
+        filtering goroutines would only add overhead here. What upstream does to bound the work is
+        kept: stop once enough nodes fit (adaptive percentageOfNodesToScore, all nodes below 100) and
+        start the next pod where this one stopped, so every node gets its turn.
+        """
+        nodes = snapshot.nodes
+        total = len(nodes)
+        wanted = num_feasible_nodes_to_find(total, self.percentage_of_nodes_to_score)
+        feasible: list[NodeInfo] = []
+        statuses: dict[str, Status] = {}
+        processed = 0
+        run = self.run_filter_plugins
+        for i in range(total):
+            node = nodes[(start + i) % total]
+            processed += 1
+            status = run(pod, node)
+            if status.is_success:
+                feasible.append(node)
+                if len(feasible) >= wanted:
+                    break
+            else:
+                statuses[node.name] = status
+        return feasible, statuses, processed
+
+    def prioritize_nodes(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        """Weighted sum of every score plugin's normalized scores, per node (same order as `nodes`)."""
+        totals = [0] * len(nodes)
+        for plugin in self.scores:
+            scores = [plugin.score(pod, node) for node in nodes]
+            plugin.normalize_score(pod, nodes, scores)
+            weight = plugin.weight
+            for i, score in enumerate(scores):
+                if not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
+                    raise ValueError(f"plugin {plugin.name} scored node {nodes[i].name} {score}, out of 0..100")
+                totals[i] += score * weight
+        return totals
+
+    def schedule(self, pod: PodInfo, snapshot: Snapshot, start: int = 0,
+                 rng: random.Random | None = None) -> ScheduleResult:
+        """Pick a node for `pod`, or raise FitError saying why none fits."""
+        total = len(snapshot)
+        if total == 0:
+            raise FitError(pod, 0, {})
+        feasible, statuses, processed = self.find_nodes_that_fit(pod, snapshot, start)
+        next_start = (start + processed) % total
+        if not feasible:
+            raise FitError(pod, total, statuses, preemption_message(pod, total))
+        if len(feasible) == 1:
+            return ScheduleResult(feasible[0].name, processed, 1, next_start)
+        totals = self.prioritize_nodes(pod, feasible)
+        return ScheduleResult(select_host(feasible, totals, rng), processed, len(feasible), next_start)
+
+
+def select_host(nodes: Sequence[NodeInfo], totals: Sequence[int], rng: random.Random | None = None) -> str:
+    """The node with the highest total score; ties broken uniformly at random."""
+    best = max(totals)
+    candidates = [node.name for node, total in zip(nodes, totals, strict=True) if total == best]
+    if len(candidates) == 1:
+        return candidates[0]
+    return (rng or random).choice(candidates)
