@@ -1,6 +1,6 @@
 """The async API client every minik8s process talks to the apiserver through (client-go's role).
 
-One `httpx.AsyncClient` per process component (HTTP/1.1 keep-alive, TLS and credentials from a
+One aiohttp session per process component (HTTP/1.1 keep-alive, TLS and credentials from a
 `ClientConfig`, a User-Agent naming the component so the audit log says who called). Typed
 methods take and return the pydantic models of machinery.api; `*_raw` twins speak plain dicts
 for callers that handle arbitrary kinds (mkubectl). Both go through one URL builder
@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
-import httpx
+import aiohttp
 import orjson
 from pydantic import BaseModel, ValidationError
 
@@ -286,6 +286,16 @@ def format_selector(value: Selector) -> str | None:
     return ",".join(f"{k}={escape_field_value(v)}" for k, v in value.items()) or None
 
 
+def _query(params: Mapping[str, Any] | None) -> dict[str, str]:
+    """Query parameters as strings (booleans the way Kubernetes spells them), None left out."""
+    out = {}
+    for key, value in (params or {}).items():
+        if value is None:
+            continue
+        out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return out
+
+
 def _dump(obj: BaseModel | Mapping[str, Any] | builtins.list[Any]) -> bytes:
     if isinstance(obj, BaseModel):
         return orjson.dumps(obj.model_dump(mode="json", by_alias=True, exclude_none=True))
@@ -320,30 +330,32 @@ class ApiClient:
         timeout: float = 30.0,
         connect_timeout: float = 5.0,
         max_connections: int = 256,
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.config = config
         self.user_agent = user_agent or config.user_agent or default_user_agent("minik8s-client")
-        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
-        headers = {"User-Agent": self.user_agent, "Accept": "application/json"}
+        self._base = config.server.rstrip("/")
+        self._timeout = timeout
+        self._connect_timeout = connect_timeout
+        self._max_connections = max_connections
+        self._headers = {"User-Agent": self.user_agent, "Accept": "application/json"}
         if config.token:
-            headers["Authorization"] = f"Bearer {config.token}"
-        verify: ssl.SSLContext | bool = (
-            _ssl_context(config) if config.server.startswith("https://") and transport is None else True
-        )
-        self._http = httpx.AsyncClient(
-            base_url=config.server,
-            headers=headers,
-            verify=verify,
-            http1=True,
-            http2=False,
-            timeout=self._timeout,
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections, keepalive_expiry=60.0
-            ),
-            transport=transport,
-            trust_env=False,  # a proxy from the environment must not sit between components and apiserver
-        )
+            self._headers["Authorization"] = f"Bearer {config.token}"
+        self._ssl: ssl.SSLContext | None = _ssl_context(config) if self._base.startswith("https://") else None
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        """The session, opened on first use: aiohttp binds it to the running event loop. aiohttp,
+        not httpx: it costs about an eighth of the CPU per request, which is the scheduler's and the
+        controllers' budget under a burst."""
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=60.0,
+                                             ssl=self._ssl if self._ssl is not None else True)
+            self._session = aiohttp.ClientSession(
+                connector=connector, headers=self._headers, auto_decompress=True,
+                timeout=aiohttp.ClientTimeout(total=self._timeout, sock_connect=self._connect_timeout),
+                trust_env=False,  # a proxy from the environment must not sit between components and apiserver
+            )
+        return self._session
 
     @classmethod
     def from_kubeconfig(
@@ -352,7 +364,8 @@ class ApiClient:
         return cls(load_kubeconfig(path, context=context, user_agent=user_agent))
 
     async def close(self) -> None:
-        await self._http.aclose()
+        if self._session is not None:
+            await self._session.close()
 
     async def __aenter__(self) -> ApiClient:
         return self
@@ -373,25 +386,26 @@ class ApiClient:
         timeout: float | None = None,
     ) -> Any:
         """Send one request; the decoded JSON answer, or ApiError/ApiUnavailable."""
-        query = {k: v for k, v in (params or {}).items() if v is not None}
+        query = _query(params)
         headers = {"Content-Type": content_type} if body is not None else None
         content = _dump(body) if body is not None else None
-        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": aiohttp.ClientTimeout(total=timeout)}
+        url = self._base + path
         try:
-            response = await self._http.request(
-                method, path, params=query, content=content, headers=headers, **extra
-            )
-        except httpx.TransportError as e:
+            async with self._http().request(method, url, params=query, data=content, headers=headers,
+                                            **extra) as response:
+                payload = await response.read()
+                code = response.status
+        except (aiohttp.ClientError, TimeoutError) as e:
             raise ApiUnavailable(f"{method} {path}: {type(e).__name__}: {e}") from e
-        if not 200 <= response.status_code < 300:
-            raise ApiError(status_from_body(response.status_code, response.content), response.status_code,
-                           method, str(response.url))
-        if not response.content:
+        if not 200 <= code < 300:
+            raise ApiError(status_from_body(code, payload), code, method, url)
+        if not payload:
             return None
         try:
-            return orjson.loads(response.content)
+            return orjson.loads(payload)
         except orjson.JSONDecodeError as e:
-            raise ClientError(f"{method} {path}: answer is not JSON: {response.content[:200]!r}") from e
+            raise ClientError(f"{method} {path}: answer is not JSON: {payload[:200]!r}") from e
 
     # -- raw (dict) API ---------------------------------------------------------------------
 
@@ -556,22 +570,31 @@ class ApiClient:
             "allowWatchBookmarks": "true" if allow_bookmarks else None,
             "timeoutSeconds": timeout_seconds,
         }
-        query = {k: v for k, v in params.items() if v is not None}
+        query = _query(params)
         # No read timeout unless the server promised to end the stream: a quiet watch is normal.
         read_timeout = None if timeout_seconds is None else timeout_seconds + 30.0
-        base = self._timeout
-        timeout = httpx.Timeout(connect=base.connect, read=read_timeout, write=base.write, pool=base.pool)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout, sock_read=read_timeout)
+        url = self._base + path
         try:
-            async with self._http.stream("GET", path, params=query, timeout=timeout) as response:
-                if not 200 <= response.status_code < 300:
-                    body = await response.aread()
-                    raise ApiError(status_from_body(response.status_code, body), response.status_code,
-                                   "GET", str(response.url))
-                async for line in response.aiter_lines():
-                    event = decode_watch_line(line, model)
+            async with self._http().get(url, params=query, timeout=timeout) as response:
+                if not 200 <= response.status < 300:
+                    body = await response.read()
+                    raise ApiError(status_from_body(response.status, body), response.status, "GET", url)
+                pending = b""
+                # events are one JSON document per line, and a line may be far longer than aiohttp's
+                # readline limit (an object may be megabytes): split the chunks ourselves
+                async for chunk in response.content.iter_any():
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        event = decode_watch_line(line, model)
+                        if event is not None:
+                            yield event
+                if pending.strip():
+                    event = decode_watch_line(pending, model)
                     if event is not None:
                         yield event
-        except httpx.TransportError as e:
+        except (aiohttp.ClientError, TimeoutError) as e:
             raise ApiUnavailable(f"watch {path}: {type(e).__name__}: {e}") from e
 
     # -- typed API --------------------------------------------------------------------------
