@@ -13,11 +13,12 @@ import orjson
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.websockets import WebSocket
 
 from apiserver import errors
 from apiserver.printers import table_for
 from apiserver.registry.generic import Store, WriteOptions
-from apiserver.registry.subresources import SUBRESOURCE_HANDLERS
+from apiserver.registry.subresources import SUBRESOURCE_HANDLERS, Endpoint
 from apiserver.request import (
     check_duplicates,
     decode_object,
@@ -27,6 +28,7 @@ from apiserver.request import (
     wants_table,
     write_options,
 )
+from apiserver.requestinfo import resolve
 from apiserver.storage.cacher import CachedObject, Watcher
 from apiserver.storage.predicate import Predicate
 from machinery.api.resources import ResourceInfo
@@ -210,26 +212,48 @@ class ResourceHandlers:
 
 
 def build_router(stores: list[Store]) -> APIRouter:
-    """One router for a group-version: every resource's collection, object and subresource routes."""
-    router = APIRouter()
-    for store in stores:
-        h = ResourceHandlers(store)
-        info = store.info
-        collection = info.collection_path("{namespace}") if info.namespaced else info.collection_path()
-        item = collection + "/{name}"
-        router.add_api_route(collection, h.list_or_watch, methods=["GET"], include_in_schema=False)
-        router.add_api_route(collection, h.create, methods=["POST"], include_in_schema=False)
-        router.add_api_route(collection, h.delete_collection, methods=["DELETE"], include_in_schema=False)
-        if info.namespaced:  # across all namespaces
-            router.add_api_route(info.collection_path(), h.list_or_watch, methods=["GET"], include_in_schema=False)
-        router.add_api_route(item, h.get, methods=["GET"], include_in_schema=False)
-        router.add_api_route(item, h.update, methods=["PUT"], include_in_schema=False)
-        router.add_api_route(item, h.patch, methods=["PATCH"], include_in_schema=False)
-        router.add_api_route(item, h.delete, methods=["DELETE"], include_in_schema=False)
-        for sub in info.subresources:
-            handlers = SUBRESOURCE_HANDLERS.get(sub)
-            if handlers is None:
-                continue
-            for method, endpoint in handlers(h).items():
-                router.add_api_route(f"{item}/{sub}", endpoint, methods=[method], include_in_schema=False)
+    """One router for a group-version, with one route: the path after the prefix is resolved to a
+    resource, namespace, name and subresource as upstream's RequestInfo does, then dispatched by a
+    dictionary lookup (matching a regex per resource route cost 40-100 µs a request)."""
+    prefix = stores[0].info.prefix
+    handlers = {s.info.plural: ResourceHandlers(s) for s in stores}
+    namespaced = frozenset(p for p, h in handlers.items() if h.info.namespaced)
+    subresources = {(p, sub): make(h) for p, h in handlers.items()
+                    for sub in h.info.subresources if (make := SUBRESOURCE_HANDLERS.get(sub)) is not None}
+
+    def target(method: str, path: str, watch: bool) -> tuple[Endpoint, dict[str, Any]]:
+        info = resolve(method, path, namespaced, watch)
+        h = handlers.get(info.resource) if info else None
+        if info is None or h is None:
+            raise errors.page_not_found()
+        if h.info.namespaced and info.namespace is None and (info.name is not None or method != "GET"):
+            raise errors.page_not_found()  # objects of namespaced kinds live under namespaces/{ns}/
+        kwargs: dict[str, Any] = {"namespace": info.namespace} if h.info.namespaced else {}
+        if info.subresource is not None:
+            endpoint = subresources.get((info.resource, info.subresource), {}).get(method)
+            kwargs["name"] = info.name
+        elif info.name is not None:
+            endpoint = {"GET": h.get, "PUT": h.update, "PATCH": h.patch, "DELETE": h.delete}.get(method)
+            kwargs["name"] = info.name
+        else:
+            endpoint = {"GET": h.list_or_watch, "POST": h.create, "DELETE": h.delete_collection}.get(method)
+        if endpoint is None:
+            if info.subresource is not None and (info.resource, info.subresource) not in subresources:
+                raise errors.page_not_found()
+            raise errors.ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the "
+                                  f"requested resource ({method} {prefix}/{path})")
+        return endpoint, kwargs
+
+    async def dispatch(request: Request, path: str) -> Response:
+        endpoint, kwargs = target(request.method, path, request.query_params.get("watch") in ("true", "1"))
+        return await endpoint(request, **kwargs)
+
+    async def dispatch_websocket(websocket: WebSocket, path: str) -> None:
+        endpoint, kwargs = target("WEBSOCKET", path, False)
+        await endpoint(websocket, **kwargs)
+
+    router = APIRouter(prefix=prefix)
+    router.add_api_route("/{path:path}", dispatch, methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+                         include_in_schema=False)
+    router.add_api_websocket_route("/{path:path}", dispatch_websocket)
     return router
