@@ -1,0 +1,1 @@
+"""Benchmarks of minik8s components against real processes (see bench/README.md)."""
