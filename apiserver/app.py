@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -135,6 +136,11 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await server.start()
+        # What exists now (modules, the app, routes) lives as long as the process: keep the cyclic
+        # collector from walking it again and again, and let it run less often. Full collections
+        # were the long tail of list and create latency (84 ms median pauses, bench --gc-stats).
+        gc.freeze()
+        gc.set_threshold(50_000, 20, 100)
         try:
             yield
         finally:

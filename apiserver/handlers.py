@@ -82,12 +82,16 @@ class ResourceHandlers:
                                        continue_token=q.get("continue", ""),
                                        resource_version=q.get("resourceVersion", ""))
         if wants_table(request):
-            return json_response(table_for(self.info.plural, result.items, include_object=_include_object(request),
+            return json_response(table_for(self.info.plural, result.objects(), include_object=_include_object(request),
                                            resource_version=result.resource_version,
                                            continue_token=result.continue_token))
         meta: dict[str, Any] = {"resourceVersion": result.resource_version}
         if result.continue_token:
             meta["continue"] = result.continue_token
+        if result.raw is not None:  # splice the cached JSON rather than decode and encode it again
+            head = orjson.dumps({"kind": f"{self.info.kind}List", "apiVersion": self.info.api_version,
+                                 "metadata": meta})
+            return Response(head[:-1] + b',"items":[' + b",".join(result.raw) + b"]}", media_type=JSON)
         return json_response({"kind": f"{self.info.kind}List", "apiVersion": self.info.api_version,
                               "metadata": meta, "items": result.items})
 

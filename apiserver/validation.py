@@ -3,6 +3,7 @@ checks (DNS-1123 names, label keys and values, quantities) every strategy uses."
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import math
@@ -531,8 +532,10 @@ class Quantity:
         return f"{mantissa}e{exp}" if exp else str(mantissa)
 
 
+@functools.lru_cache(maxsize=4096, typed=True)  # typed: True must not answer for 1
 def parse_quantity(text: str | int | float) -> Quantity:
-    """resource.ParseQuantity; raises ValueError with upstream's message when malformed."""
+    """resource.ParseQuantity; raises ValueError with upstream's message when malformed. Cached:
+    manifests repeat the same few quantities, and exact Fraction arithmetic is slow."""
     if isinstance(text, bool):
         raise ValueError(QUANTITY_REGEX_ERROR)
     if isinstance(text, int):

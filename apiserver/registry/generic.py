@@ -97,6 +97,10 @@ class ListResult:
     items: list[Obj]
     resource_version: str
     continue_token: str = ""
+    raw: list[bytes] | None = None  # from the watch cache: each item's wire JSON, ready to splice
+
+    def objects(self) -> list[Obj]:
+        return [orjson.loads(r) for r in self.raw] if self.raw is not None else self.items
 
 
 class Store:
@@ -209,7 +213,7 @@ class Store:
         if resource_version == "0" and not continue_token:
             await self.cacher.ready.wait()
             objs, rv = self.cacher.snapshot(predicate)
-            return ListResult([o.obj() for o in objs], str(rv))
+            return ListResult([], str(rv), raw=[o.raw for o in objs])
         revision, start = 0, None
         prefix = self.prefix(namespace)
         if continue_token:

@@ -13,6 +13,7 @@ from starlette.responses import Response
 
 from apiserver import errors
 from apiserver.patch import PatchError, UnsupportedPatchType, apply_patch
+from apiserver.proxy import exec_endpoints, log_endpoints
 from apiserver.registry.generic import Obj, Store, WriteOptions, loc_to_path, now_rfc3339
 from apiserver.request import check_duplicates, decode_object, read_body, write_options
 from apiserver.validation import invalid, required
@@ -190,4 +191,6 @@ SUBRESOURCE_HANDLERS: dict[str, Callable[[ResourceHandlers], dict[str, Endpoint]
     "finalize": finalize_endpoints,
     "scale": scale_endpoints,
     "binding": binding_endpoints,
+    "log": log_endpoints,
+    "exec": exec_endpoints,
 }

@@ -6,6 +6,7 @@ import concurrent.futures
 
 import httpx
 
+from tests.cluster import wait_for
 from tests.conftest import etcd_keys
 from tests.manifests import deployment, node, pod
 
@@ -359,3 +360,21 @@ def test_uid_is_immutable(api: httpx.Client, namespace: str) -> None:
     assert r.status_code == 422 and "field is immutable" in r.json()["message"]
     del created["metadata"]["uid"]
     assert api.put(f"{base}/uid", json=created).status_code == 200  # a missing uid means "unchanged"
+
+
+def test_list_from_the_watch_cache_matches_etcd(api: httpx.Client, namespace: str) -> None:
+    base = f"/api/v1/namespaces/{namespace}/pods"
+    created = [api.post(base, json=pod(f"c{i}", labels={"app": "web" if i % 2 else "db"})).json() for i in range(4)]
+    last_rv = created[-1]["metadata"]["resourceVersion"]
+    consistent = api.get(base).json()
+
+    def cached() -> dict:
+        r = api.get(base, params={"resourceVersion": "0"})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+        return r.json()
+
+    wait_for(lambda: int(cached()["metadata"]["resourceVersion"]) >= int(last_rv), what="watch cache catching up")
+    listed = cached()
+    assert listed["kind"] == "PodList" and listed["items"] == consistent["items"]
+    selected = api.get(base, params={"resourceVersion": "0", "labelSelector": "app=web"}).json()
+    assert [p["metadata"]["name"] for p in selected["items"]] == ["c1", "c3"]

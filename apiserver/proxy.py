@@ -1,0 +1,298 @@
+"""pods/{name}/log and pods/{name}/exec: the apiserver relays them to the kubelet of the pod's node
+(upstream pkg/registry/core/pod/rest/log.go and subresources.go, via the node's kubelet endpoint).
+
+The kubelet is found through the Node: `status.addresses` (InternalIP, else Hostname) and
+`status.daemonEndpoints.kubeletEndpoint.Port`.
+
+- log: the request's options (container, follow, tailLines, previous, timestamps, sinceSeconds,
+  sinceTime, limitBytes) are checked, the container defaulted as upstream does, and the kubelet's
+  `/containerLogs/{namespace}/{pod}/{container}` answer streamed back as text/plain — for `follow`
+  until the container stops or the client goes away. A kubelet error (a Status) is passed on.
+- exec: a websocket (subprotocol v5.channel.k8s.io, as kubectl 1.30+ speaks, or v4/channel.k8s.io)
+  is bridged message for message to the kubelet's `/exec/...` websocket, so stdin, stdout, stderr,
+  resize and the final Status with the exit code travel unchanged. A plain (non-upgrade) request
+  gets 400 "Upgrade request required", as upstream answers it.
+
+`exec_endpoints` returns the websocket handler under the key "WEBSOCKET" (HTTP routes never see
+websocket requests): the router dispatches websocket requests to it, `handler(websocket, name=...,
+namespace=...)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+import httpx
+import orjson
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from apiserver import errors
+
+if TYPE_CHECKING:
+    from apiserver.handlers import ResourceHandlers
+
+log = logging.getLogger(__name__)
+
+Endpoint = Callable[..., Any]
+Obj = dict[str, Any]
+
+EXEC_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io")
+DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
+KUBELET_CONNECT_TIMEOUT = 10.0
+_BOOL_PARAMS = ("follow", "previous", "timestamps")
+_INT_PARAMS = ("tailLines", "sinceSeconds", "limitBytes")
+
+
+def _json(obj: Any, code: int = 200) -> Response:
+    from apiserver.handlers import json_response
+
+    return json_response(obj, code)
+
+
+# -- finding the pod, its container and its kubelet --------------------------------------------------
+
+
+def pick_container(pod: Obj, requested: str | None) -> str:
+    """The container a log/exec request means (upstream podutil defaulting)."""
+    name = pod["metadata"]["name"]
+    spec = pod.get("spec") or {}
+    names = [c["name"] for c in spec.get("containers") or []]
+    others = [c["name"] for c in (spec.get("initContainers") or []) + (spec.get("ephemeralContainers") or [])]
+    if requested:
+        if requested not in names and requested not in others:
+            raise errors.bad_request(f"container {requested} is not valid for pod {name}")
+        return requested
+    if len(names) == 1:
+        return names[0]
+    default = ((pod["metadata"].get("annotations") or {}).get(DEFAULT_CONTAINER_ANNOTATION))
+    if default in names:
+        return str(default)
+    listed = " ".join(names)
+    raise errors.bad_request(f"a container name must be specified for pod {name}, choose one of: [{listed}]")
+
+
+def kubelet_address(node: Obj) -> str:
+    """http://<InternalIP>:<kubelet port> of a Node, from its status."""
+    status = node.get("status") or {}
+    addresses = status.get("addresses") or []
+    by_type = {a.get("type"): a.get("address") for a in addresses if a.get("address")}
+    address = by_type.get("InternalIP") or by_type.get("Hostname") or by_type.get("ExternalIP")
+    port = (((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port"))
+    name = node["metadata"]["name"]
+    if not address:
+        raise errors.ApiError(500, "InternalError", f"node {name} has no address to reach its kubelet")
+    if not port:
+        raise errors.ApiError(500, "InternalError", f"node {name} reports no kubelet port")
+    host = f"[{address}]" if ":" in address else address
+    return f"http://{host}:{port}"
+
+
+async def _pod_and_kubelet(request: Request | WebSocket, h: ResourceHandlers, namespace: str | None,
+                           name: str) -> tuple[Obj, str]:
+    pod = await h.store.get(namespace, name)
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    if not node_name:
+        raise errors.bad_request(f"pod {name} does not have a host assigned")
+    nodes = request.app.state.server.stores[("", "nodes")]
+    try:
+        node = await nodes.get(None, node_name)
+    except errors.ApiError as e:
+        if e.code == 404:
+            raise errors.ApiError(500, "InternalError", f'nodes "{node_name}" not found') from e
+        raise
+    return pod, kubelet_address(node)
+
+
+def _kubelet_error(code: int, body: bytes) -> errors.ApiError:
+    """The kubelet's answer (a Status, or text) as the error the client gets."""
+    with contextlib.suppress(orjson.JSONDecodeError):
+        data = orjson.loads(body)
+        if isinstance(data, dict) and data.get("kind") == "Status":
+            return errors.ApiError(int(data.get("code") or code), str(data.get("reason") or "InternalError"),
+                                   str(data.get("message") or ""), data.get("details"))
+    text = body.decode(errors="replace").strip() or f"the kubelet answered {code}"
+    reason = {400: "BadRequest", 404: "NotFound"}.get(code, "InternalError")
+    return errors.ApiError(code, reason, text)
+
+
+# -- log ------------------------------------------------------------------------------------------------
+
+
+def _log_params(request: Request) -> dict[str, str]:
+    q = request.query_params
+    out: dict[str, str] = {}
+    for key in _BOOL_PARAMS:
+        value = q.get(key)
+        if value is not None:
+            if value.lower() not in ("true", "false", "1", "0", ""):
+                raise errors.bad_request(f'{key} must be a boolean, got "{value}"')
+            if value.lower() in ("true", "1", ""):
+                out[key] = "true"
+    for key in _INT_PARAMS:
+        value = q.get(key)
+        if value in (None, ""):
+            continue
+        try:
+            number = int(value)
+        except ValueError:
+            raise errors.bad_request(f'{key} must be an integer, got "{value}"') from None
+        if number < 0 or (key != "tailLines" and number == 0):
+            raise errors.ApiError(422, "Invalid", f'PodLogOptions "" is invalid: {key}: Invalid value: {number}: '
+                                  "must be greater than 0" if key != "tailLines" else
+                                  f'PodLogOptions "" is invalid: {key}: Invalid value: {number}: must be greater '
+                                  "than or equal to 0")
+        out[key] = str(number)
+    if q.get("sinceTime"):
+        if "sinceSeconds" in out:
+            raise errors.ApiError(422, "Invalid", 'PodLogOptions "" is invalid: sinceSeconds: Forbidden: '
+                                  "at most one of `sinceTime` or `sinceSeconds` may be specified")
+        out["sinceTime"] = q["sinceTime"]
+    return out
+
+
+def log_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
+    async def get(request: Request, name: str, namespace: str | None = None) -> Response:
+        params = _log_params(request)
+        pod, base = await _pod_and_kubelet(request, h, namespace, name)
+        container = pick_container(pod, request.query_params.get("container"))
+        url = f"{base}/containerLogs/{namespace}/{name}/{container}"
+        follow = params.get("follow") == "true"
+        client = httpx.AsyncClient(timeout=httpx.Timeout(None if follow else 60.0, connect=KUBELET_CONNECT_TIMEOUT),
+                                   trust_env=False)
+        try:
+            upstream = await client.send(client.build_request("GET", url, params=params), stream=True)
+        except httpx.HTTPError as e:
+            await client.aclose()
+            raise errors.ApiError(500, "InternalError", f"Get \"{url}\": {e}") from e
+        if upstream.status_code != 200:
+            body = await upstream.aread()
+            await upstream.aclose()
+            await client.aclose()
+            raise _kubelet_error(upstream.status_code, body)
+
+        async def relay() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in upstream.aiter_raw():
+                    yield chunk
+            except httpx.HTTPError as e:
+                log.info("log stream of %s/%s from %s ended: %s", namespace, name, base, e)
+
+        async def close() -> None:
+            await upstream.aclose()
+            await client.aclose()
+
+        return StreamingResponse(relay(), media_type="text/plain", background=BackgroundTask(close))
+
+    return {"GET": get}
+
+
+# -- exec -----------------------------------------------------------------------------------------------
+
+
+def exec_query(request: Request | WebSocket, container: str) -> str:
+    """The kubelet's exec query: the command words, the streams asked for, tty."""
+    q = request.query_params
+    command = q.getlist("command")
+    if not command:
+        raise errors.bad_request("you must specify at least one command for the container")
+    pairs: list[tuple[str, str]] = [("command", c) for c in command]
+    for key in ("stdin", "stdout", "stderr", "tty"):
+        value = (q.get(key) or "").lower()
+        if value in ("true", "1"):
+            pairs.append((key, "true"))
+    if not any(k in ("stdin", "stdout", "stderr") for k, _ in pairs):
+        raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
+    pairs.append(("container", container))
+    return urlencode(pairs)
+
+
+async def _deny(websocket: WebSocket, error: errors.ApiError) -> None:
+    try:
+        await websocket.send_denial_response(_json(error.status(), error.code))
+    except RuntimeError:
+        with contextlib.suppress(Exception):
+            await websocket.close(1008, error.message[:120])
+
+
+def exec_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
+    async def plain(request: Request, name: str, namespace: str | None = None) -> Response:
+        await h.store.get(namespace, name)
+        raise errors.bad_request("Upgrade request required")
+
+    async def websocket_exec(websocket: WebSocket, name: str, namespace: str | None = None) -> None:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidStatus, WebSocketException
+
+        offered = list(websocket.scope.get("subprotocols") or [])
+        protocols = [p for p in EXEC_PROTOCOLS if p in offered]
+        try:
+            if not protocols:
+                raise errors.bad_request(f"unable to upgrade connection: no supported subprotocol in {offered}")
+            pod, base = await _pod_and_kubelet(websocket, h, namespace, name)
+            phase = (pod.get("status") or {}).get("phase")
+            if phase in ("Succeeded", "Failed"):
+                raise errors.bad_request(f"cannot exec into a container in a completed pod; current phase is {phase}")
+            container = pick_container(pod, websocket.query_params.get("container"))
+            url = base.replace("http://", "ws://", 1) + f"/exec/{namespace}/{name}/{container}?" + \
+                exec_query(websocket, container)
+            try:
+                upstream = await connect(url, subprotocols=protocols, max_size=None, compression=None,  # type: ignore[arg-type]
+                                         open_timeout=KUBELET_CONNECT_TIMEOUT, ping_interval=None)
+            except InvalidStatus as e:
+                raise _kubelet_error(e.response.status_code, e.response.body or b"") from e
+            except (OSError, WebSocketException, TimeoutError) as e:
+                raise errors.ApiError(500, "InternalError", f"error dialing backend: {e}") from e
+        except errors.ApiError as e:
+            await _deny(websocket, e)
+            return
+        await websocket.accept(subprotocol=upstream.subprotocol)
+        await _bridge(websocket, upstream)
+
+    return {"GET": plain, "POST": plain, "WEBSOCKET": websocket_exec}
+
+
+async def _bridge(client: WebSocket, upstream: Any) -> None:
+    """Relay messages both ways until either side closes; the kubelet's close ends the client's."""
+
+    async def from_client() -> None:
+        while True:
+            message = await client.receive()
+            if message["type"] == "websocket.disconnect":
+                raise WebSocketDisconnect(message.get("code", 1000))
+            data = message.get("bytes")
+            if data is None and message.get("text") is not None:
+                data = message["text"].encode()
+            if data is not None:
+                await upstream.send(data)
+
+    async def from_kubelet() -> None:
+        async for message in upstream:
+            await client.send_bytes(message if isinstance(message, bytes) else message.encode())
+
+    up = asyncio.create_task(from_client())
+    down = asyncio.create_task(from_kubelet())
+    try:
+        await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        up.cancel()
+        with contextlib.suppress(BaseException):
+            await up
+        if down.done():
+            with contextlib.suppress(Exception):
+                down.result()
+            with contextlib.suppress(Exception):
+                await client.close(1000)
+        else:
+            down.cancel()
+            with contextlib.suppress(BaseException):
+                await down
+        with contextlib.suppress(Exception):
+            await upstream.close()
