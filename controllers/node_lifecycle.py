@@ -33,11 +33,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from machinery.api.coordination_v1 import Lease
-from machinery.api.core_v1 import Node, NodeCondition, NodeStatus, Pod, Taint, Toleration
+from machinery.api.core_v1 import Node, NodeCondition, NodeStatus, Pod, Taint
 from machinery.client import KUBE_VERSION, ApiClient, ApiError, retry_on_conflict
 from machinery.controller import Controller
 from machinery.events import EventRecorder
 from machinery.informer import NODE_NAME_INDEX, SharedInformerFactory, node_name_index
+from machinery.taints import tolerates
 
 log = logging.getLogger(__name__)
 
@@ -158,20 +159,6 @@ def reconcile_taints(taints: list[Taint], wanted: set[tuple[str, str]], now: str
     if not added and len(kept) == len(taints):
         return None
     return kept + added
-
-
-def tolerates(toleration: Toleration, taint: Taint) -> bool:
-    """upstream Toleration.ToleratesTaint."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    operator = toleration.operator or "Equal"
-    if operator == "Exists":
-        return True
-    if operator == "Equal":
-        return (toleration.value or "") == (taint.value or "")
-    return False
 
 
 def eviction_delay(pod: Pod, taint: Taint, default_seconds: float) -> float:

@@ -285,24 +285,6 @@ class HostPortInfo:
 # -- taints and tolerations -------------------------------------------------------------------
 
 
-def tolerates(toleration: Toleration, taint: Taint) -> bool:
-    """Toleration.ToleratesTaint: an empty effect or key matches any; Exists ignores the value."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    operator = toleration.operator or "Equal"
-    if operator == "Exists":
-        return True
-    if operator == "Equal":
-        return (toleration.value or "") == (taint.value or "")
-    return False
-
-
-def tolerates_taint(tolerations: Iterable[Toleration], taint: Taint) -> bool:
-    return any(tolerates(t, taint) for t in tolerations)
-
-
 # -- pods and nodes as plugins see them ------------------------------------------------------
 
 

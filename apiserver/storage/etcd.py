@@ -183,26 +183,21 @@ class EtcdStorage:
 
     async def update(self, key: str, value: bytes, mod_revision: int) -> int:
         """Replace a key only if its mod revision is still `mod_revision` (compare-and-swap)."""
-        k = key.encode()
-        txn = rpc.TxnRequest(
-            compare=[rpc.Compare(key=k, target=rpc.Compare.MOD, result=rpc.Compare.EQUAL, mod_revision=mod_revision)],
-            success=[rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=value))],
-            failure=[rpc.RequestOp(request_range=rpc.RangeRequest(key=k))],
-        )
-        resp = await self._call(self.kv.Txn, txn)
-        if not resp.succeeded:
-            kvs = resp.responses[0].response_range.kvs
-            if not kvs:
-                raise KeyNotFound(key)
-            raise RevisionConflict(_kv(kvs[0]))
-        return resp.header.revision
+        op = rpc.RequestOp(request_put=rpc.PutRequest(key=key.encode(), value=value))
+        return await self._if_unchanged(key, mod_revision, op)
 
     async def delete(self, key: str, mod_revision: int) -> int:
         """Delete a key only if its mod revision is still `mod_revision`. Returns the deletion revision."""
+        op = rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=key.encode()))
+        return await self._if_unchanged(key, mod_revision, op)
+
+    async def _if_unchanged(self, key: str, mod_revision: int, op: rpc.RequestOp) -> int:
+        """Run op in one transaction with the check that nobody wrote the key since mod_revision;
+        on a lost race, KeyNotFound or RevisionConflict with what is there now."""
         k = key.encode()
         txn = rpc.TxnRequest(
             compare=[rpc.Compare(key=k, target=rpc.Compare.MOD, result=rpc.Compare.EQUAL, mod_revision=mod_revision)],
-            success=[rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=k))],
+            success=[op],
             failure=[rpc.RequestOp(request_range=rpc.RangeRequest(key=k))],
         )
         resp = await self._call(self.kv.Txn, txn)

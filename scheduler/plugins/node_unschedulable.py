@@ -4,7 +4,8 @@ tolerates the `node.kubernetes.io/unschedulable:NoSchedule` taint (as DaemonSet 
 from __future__ import annotations
 
 from machinery.api.core_v1 import Taint
-from scheduler.framework import SUCCESS, TAINT_NODE_UNSCHEDULABLE, NodeInfo, PodInfo, Status, tolerates_taint
+from machinery.taints import tolerates_taint
+from scheduler.framework import SUCCESS, TAINT_NODE_UNSCHEDULABLE, NodeInfo, PodInfo, Status
 
 NAME = "NodeUnschedulable"
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"

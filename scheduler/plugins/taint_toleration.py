@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.framework import SUCCESS, NodeInfo, PodInfo, Status, default_normalize_score, tolerates_taint
+from machinery.taints import tolerates_taint
+from scheduler.framework import SUCCESS, NodeInfo, PodInfo, Status, default_normalize_score
 
 NAME = "TaintToleration"
 
