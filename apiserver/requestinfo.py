@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "GET": "get"}
+# a websocket upgrade (pods/exec as kubectl 1.30+ speaks it) is a GET, as upstream authorizes it
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "GET": "get", "WEBSOCKET": "get"}
 
 
 @dataclass(frozen=True, slots=True)
