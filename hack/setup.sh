@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs and starts what the tests and the local cluster need:
 #   - Debian packages: etcd-server, docker.io, containernetworking-plugins,
-#     iproute2, iptables, curl (only the missing ones; apt-get update once)
+#     iproute2, iptables, curl, docker-compose, debootstrap (only the missing
+#     ones; apt-get update once)
 #   - dockerd running in the background (skipped when `docker info` works)
 #   - the Python venv .venv with `pip install -e '.[test]'` (re-run only when
 #     pyproject.toml changed since the last install)
@@ -16,6 +17,7 @@ take_setup_lock
 
 ensure_apt_packages "${MINIK8S_APT_PACKAGES[@]}"
 ensure_dockerd
+"${MINIK8S_ROOT}/hack/images.sh"  # the pause, busybox and httpd images pods run (built locally: no registry)
 ensure_venv
 
 for f in /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback; do

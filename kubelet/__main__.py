@@ -1,0 +1,92 @@
+"""`python -m kubelet --node-name NAME --kubeconfig FILE ...`: the node agent, with upstream's flag names."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import socket
+from pathlib import Path
+
+from cni.config import DEFAULT_CLUSTER_CIDR, DEFAULT_CNI_BIN_DIRS
+from kubelet.kubelet import DEFAULT_PAUSE_IMAGE, KubeletConfig, run_kubelet
+
+
+def _labels(text: str) -> dict[str, str]:
+    out = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"--node-labels: {item!r} is not key=value")
+        out[key] = value
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="kubelet", description="minik8s kubelet: runs the node's pods on Docker")
+    p.add_argument("--node-name", default=socket.gethostname().lower(), help="the Node's name (default: hostname)")
+    p.add_argument("--kubeconfig", default=None, help="kubeconfig with the apiserver's address")
+    p.add_argument("--master", default=None, help="apiserver URL (overrides the kubeconfig's server)")
+    p.add_argument("--pod-cidr", default=None,
+                   help="this node's pod CIDR when the Node has no spec.podCIDR (normally set by node IPAM)")
+    p.add_argument("--port", type=int, default=10250, help="port of the kubelet's server (default %(default)s)")
+    p.add_argument("--address", default=None, help="address the server binds (default: the node IP)")
+    p.add_argument("--root-dir", default=None,
+                   help="state directory (default /var/lib/minik8s/kubelet/<node-name>)")
+    p.add_argument("--node-ip", default="", help="the node's InternalIP (default: the default route's address)")
+    p.add_argument("--node-labels", type=_labels, default={}, help="extra labels, k=v,k2=v2")
+    p.add_argument("--crashloop-backoff-base-seconds", type=float, default=10.0,
+                   help="first CrashLoopBackOff delay, doubled per restart (default %(default)s)")
+    p.add_argument("--crashloop-backoff-max-seconds", type=float, default=300.0,
+                   help="CrashLoopBackOff cap (default %(default)s)")
+    p.add_argument("--image-pull-backoff-base-seconds", type=float, default=None,
+                   help="first ImagePullBackOff delay (default: the crash loop base)")
+    p.add_argument("--cni-bin-dir", default=":".join(DEFAULT_CNI_BIN_DIRS),
+                   help="where CNI plugins are looked for, colon-separated (default %(default)s)")
+    p.add_argument("--cluster-cidr", default=DEFAULT_CLUSTER_CIDR,
+                   help="the cluster's pod network, forwarded and masqueraded on this host (default %(default)s)")
+    p.add_argument("--pod-infra-container-image", default=DEFAULT_PAUSE_IMAGE, help="the sandbox image")
+    p.add_argument("--docker-endpoint", default="unix:///var/run/docker.sock", help="Docker's socket")
+    p.add_argument("--node-lease-duration-seconds", type=int, default=40,
+                   help="Lease duration; renewed every quarter of it (default %(default)s)")
+    p.add_argument("--node-status-update-frequency", type=float, default=10.0,
+                   help="seconds between node status checks (default %(default)s)")
+    p.add_argument("--node-status-report-frequency", type=float, default=60.0,
+                   help="seconds after which an unchanged node status is written again (default %(default)s)")
+    p.add_argument("--cluster-dns", default="", help="nameservers for pods, comma-separated")
+    p.add_argument("--housekeeping-interval", type=float, default=10.0,
+                   help="seconds between clean-ups of orphaned containers and leases (default %(default)s)")
+    p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
+    return p.parse_args(argv)
+
+
+def config_from_args(args: argparse.Namespace) -> KubeletConfig:
+    root = Path(args.root_dir) if args.root_dir else Path("/var/lib/minik8s/kubelet") / args.node_name
+    socket_path = args.docker_endpoint.removeprefix("unix://")
+    image_base = args.image_pull_backoff_base_seconds or args.crashloop_backoff_base_seconds
+    return KubeletConfig(
+        node_name=args.node_name, kubeconfig=args.kubeconfig, master=args.master, pod_cidr=args.pod_cidr,
+        port=args.port, address=args.address, root_dir=root, node_ip=args.node_ip,
+        crashloop_backoff_base=args.crashloop_backoff_base_seconds,
+        crashloop_backoff_max=max(args.crashloop_backoff_max_seconds, args.crashloop_backoff_base_seconds),
+        image_backoff_base=image_base, image_backoff_max=max(300.0, image_base),
+        cni_bin_dirs=[d for d in args.cni_bin_dir.split(":") if d], cluster_cidr=args.cluster_cidr,
+        pause_image=args.pod_infra_container_image, docker_socket=socket_path, node_labels=args.node_labels,
+        lease_duration=args.node_lease_duration_seconds,
+        node_status_update_frequency=args.node_status_update_frequency,
+        node_status_report_frequency=args.node_status_report_frequency,
+        cluster_dns=[s.strip() for s in args.cluster_dns.split(",") if s.strip()],
+        housekeeping_interval=args.housekeeping_interval,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    asyncio.run(run_kubelet(config_from_args(args)))
+
+
+if __name__ == "__main__":
+    main()

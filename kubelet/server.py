@@ -1,0 +1,317 @@
+"""The kubelet's HTTP endpoint (upstream pkg/kubelet/server): what the apiserver proxies to.
+
+- `GET /healthz` → ok
+- `GET /pods` → the PodList of the pods this kubelet runs
+- `GET /containerLogs/{namespace}/{pod}/{container}?follow&tailLines&previous&timestamps&sinceSeconds
+  &sinceTime&limitBytes` → the container's log as text/plain, streamed while `follow` and the
+  container runs
+- `GET /exec/{namespace}/{pod}/{container}?command=...&stdin&stdout&stderr&tty` (websocket,
+  subprotocols v5.channel.k8s.io / v4.channel.k8s.io / channel.k8s.io) → the command run with
+  Docker exec: every binary message starts with its channel (0 stdin, 1 stdout, 2 stderr, 3 the
+  final Status, 4 terminal resize; in v5, 255 closes a stream, e.g. `[255, 0]` is stdin's EOF).
+  The exit code travels in the Status on channel 3 (reason NonZeroExitCode).
+
+Errors are `Status` objects with the HTTP code, which the apiserver passes on to kubectl.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from kubelet.docker_client import STDERR, DockerError, HijackedStream
+from kubelet.runtime import ContainerInfo
+from machinery.api.core_v1 import Pod
+
+if TYPE_CHECKING:
+    from kubelet.kubelet import Kubelet
+
+log = logging.getLogger(__name__)
+
+EXEC_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io")
+STDIN_CH, STDOUT_CH, STDERR_CH, ERROR_CH, RESIZE_CH, CLOSE_CH = 0, 1, 2, 3, 4, 255
+
+
+class KubeletError(Exception):
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        self.code = code
+        self.reason = reason
+        self.message = message
+        super().__init__(message)
+
+    def status(self) -> dict[str, Any]:
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": self.message,
+                "reason": self.reason, "code": self.code}
+
+    def response(self) -> Response:
+        return JSONResponse(self.status(), status_code=self.code)
+
+
+def _flag(request: Request | WebSocket, *names: str) -> bool:
+    for name in names:
+        value = request.query_params.get(name)
+        if value is not None:
+            return value.lower() in ("1", "true", "yes", "")
+    return False
+
+
+def _int(request: Request, name: str) -> int | None:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise KubeletError(400, "BadRequest", f'{name} must be an integer, got "{raw}"') from None
+    if value < 0:
+        raise KubeletError(400, "BadRequest", f"{name} must not be negative")
+    return value
+
+
+def exec_status(exit_code: int | None, command: list[str], error: str | None = None) -> dict[str, Any]:
+    """The Status sent on the error channel when the command ends (client-go reads exit codes from it)."""
+    if error:
+        return {"metadata": {}, "status": "Failure", "message": error, "reason": "InternalError", "code": 500}
+    if not exit_code:
+        return {"metadata": {}, "status": "Success"}
+    return {"metadata": {}, "status": "Failure",
+            "message": f"command terminated with non-zero exit code: error executing command {command}, "
+                       f"exit code {exit_code}",
+            "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": str(exit_code)}]}}
+
+
+class KubeletServer:
+    def __init__(self, kubelet: Kubelet) -> None:
+        self.k = kubelet
+        self.app = Starlette(routes=[
+            Route("/healthz", self.healthz),
+            Route("/pods", self.pods),
+            Route("/debug/pods", self.debug_pods),
+            Route("/containerLogs/{namespace}/{pod}/{container}", self.container_logs),
+            WebSocketRoute("/exec/{namespace}/{pod}/{container}", self.exec_ws),
+            Route("/exec/{namespace}/{pod}/{container}", self.exec_http, methods=["GET", "POST"]),
+        ])
+
+    async def healthz(self, request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def pods(self, request: Request) -> Response:
+        items = [p.to_dict() for p in self.k.pod_informer.list()] if self.k.pod_informer else []
+        return JSONResponse({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
+
+    async def debug_pods(self, request: Request) -> Response:
+        """The pod workers: completed syncs, waiting reasons, whether a deletion finished (tests wait on it)."""
+        workers = {
+            uid: {"name": w.name, "syncs": w.syncs, "failures": w.failures, "terminated": w.terminated,
+                  "waiting": {k: v[0] for k, v in w.waiting.items()}, "podIP": w.pod_ip}
+            for uid, w in self.k.workers.workers.items()
+        }
+        return JSONResponse({"ready": self.k.ready.is_set(), "workers": workers,
+                             "statusWrites": self.k.status_manager.writes})
+
+    # -- lookups --------------------------------------------------------------------------------
+
+    def _pod(self, namespace: str, name: str) -> Pod:
+        pod = self.k.pod_informer.get(name, namespace) if self.k.pod_informer else None
+        if pod is None:
+            raise KubeletError(404, "NotFound", f'pods "{name}" not found')
+        return pod
+
+    def _container(self, pod: Pod, name: str) -> None:
+        names = [c.name for c in pod.spec.containers] if pod.spec else []
+        if name not in names:
+            raise KubeletError(400, "BadRequest", f"container {name} is not valid for pod {pod.metadata.name}")
+
+    def _waiting_message(self, pod: Pod, container: str) -> str:
+        worker = self.k.workers.workers.get(pod.metadata.uid or "")
+        reason = "ContainerCreating"
+        if worker is not None and container in worker.waiting:
+            reason = worker.waiting[container][0]
+        return f'container "{container}" in pod "{pod.metadata.name}" is waiting to start: {reason}'
+
+    # -- logs -------------------------------------------------------------------------------------
+
+    async def container_logs(self, request: Request) -> Response:
+        try:
+            return await self._container_logs(request)
+        except KubeletError as e:
+            return e.response()
+
+    async def _container_logs(self, request: Request) -> Response:
+        p = request.path_params
+        pod = self._pod(p["namespace"], p["pod"])
+        self._container(pod, p["container"])
+        follow = _flag(request, "follow")
+        previous = _flag(request, "previous")
+        timestamps = _flag(request, "timestamps")
+        tail = _int(request, "tailLines")
+        limit = _int(request, "limitBytes")
+        since_seconds = _int(request, "sinceSeconds")
+        since: float | None = None
+        if since_seconds is not None:
+            since = dt.datetime.now(dt.UTC).timestamp() - since_seconds
+        elif request.query_params.get("sinceTime"):
+            try:
+                since = dt.datetime.fromisoformat(request.query_params["sinceTime"].replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                raise KubeletError(400, "BadRequest", "sinceTime must be RFC 3339") from None
+        instances = self.k.cache.instances(pod.metadata.uid or "", p["container"])
+        target: ContainerInfo | None
+        if previous:
+            target = instances[1] if len(instances) > 1 else None
+            if target is None:
+                raise KubeletError(400, "BadRequest", f'previous terminated container "{p["container"]}" in pod '
+                                                      f'"{pod.metadata.name}" not found')
+        else:
+            target = instances[0] if instances else None
+            if target is None or (target.state == "created" and not target.error):
+                raise KubeletError(400, "BadRequest", self._waiting_message(pod, p["container"]))
+        follow = follow and not previous
+        chunks = self.k.docker.logs(target.id, follow=follow, tail=tail, timestamps=timestamps, since=since,
+                                    tty=target.tty)
+
+        async def body() -> AsyncIterator[bytes]:
+            sent = 0
+            try:
+                async for _, data in chunks:
+                    if limit is not None:
+                        data = data[:max(limit - sent, 0)]
+                    if data:
+                        sent += len(data)
+                        yield data
+                    if limit is not None and sent >= limit:
+                        return
+            except DockerError as e:
+                log.warning("logs of %s: %s", target.id[:12], e)
+            finally:
+                with contextlib.suppress(Exception):
+                    await chunks.aclose()  # type: ignore[attr-defined]
+
+        return StreamingResponse(body(), media_type="text/plain")
+
+    # -- exec -------------------------------------------------------------------------------------
+
+    async def exec_http(self, request: Request) -> Response:
+        return KubeletError(400, "BadRequest", "Upgrade request required").response()
+
+    async def exec_ws(self, websocket: WebSocket) -> None:
+        offered = list(websocket.scope.get("subprotocols") or [])
+        protocol = next((p for p in EXEC_PROTOCOLS if p in offered), None)
+        p = websocket.path_params
+        command = websocket.query_params.getlist("command")
+        tty = _flag(websocket, "tty")
+        stdin = _flag(websocket, "stdin", "input")
+        stdout = _flag(websocket, "stdout", "output")
+        stderr = _flag(websocket, "stderr", "error") and not tty
+        try:
+            if protocol is None:
+                raise KubeletError(400, "BadRequest", f"no supported subprotocol among {offered}; "
+                                                      f"expected one of {list(EXEC_PROTOCOLS)}")
+            if not command:
+                raise KubeletError(400, "BadRequest", "you must specify at least one command for the container")
+            pod = self._pod(p["namespace"], p["pod"])
+            self._container(pod, p["container"])
+            instances = self.k.cache.instances(pod.metadata.uid or "", p["container"])
+            if not instances or not instances[0].running:
+                raise KubeletError(400, "BadRequest", f'container "{p["container"]}" in pod "{pod.metadata.name}" '
+                                                      "is not running")
+            target = instances[0]
+            exec_id = await self.k.docker.exec_create(target.id, command, stdin=stdin, stdout=stdout or tty,
+                                                      stderr=stderr, tty=tty)
+            stream = await self.k.docker.exec_start(exec_id, tty)
+        except KubeletError as e:
+            await _deny(websocket, e)
+            return
+        except DockerError as e:
+            await _deny(websocket, KubeletError(500, "InternalError", f"exec: {e.message}"))
+            return
+        await websocket.accept(subprotocol=protocol)
+        try:
+            await self._pump(websocket, protocol, stream, exec_id, command)
+        finally:
+            await stream.close()
+
+    async def _pump(self, websocket: WebSocket, protocol: str, stream: HijackedStream, exec_id: str,
+                    command: list[str]) -> None:
+        v5 = protocol.startswith("v5.")
+
+        async def outbound() -> None:
+            async for kind, data in stream.output():
+                channel = STDERR_CH if kind == STDERR else STDOUT_CH
+                await websocket.send_bytes(bytes([channel]) + data)
+
+        async def inbound() -> None:
+            while True:
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    raise WebSocketDisconnect(message.get("code", 1000))
+                data = message.get("bytes")
+                if data is None and message.get("text") is not None:
+                    data = message["text"].encode()
+                if not data:
+                    continue
+                channel, payload = data[0], data[1:]
+                if channel == STDIN_CH:
+                    if payload:
+                        await stream.write(payload)
+                elif channel == RESIZE_CH:
+                    with contextlib.suppress(ValueError, KeyError, TypeError):
+                        size = json.loads(payload)
+                        await self.k.docker.exec_resize(exec_id, int(size["Height"]), int(size["Width"]))
+                elif channel == CLOSE_CH and v5 and payload[:1] == bytes([STDIN_CH]):
+                    stream.close_stdin()
+
+        out_task = asyncio.create_task(outbound())
+        in_task = asyncio.create_task(inbound())
+        try:
+            done, _ = await asyncio.wait({out_task, in_task}, return_when=asyncio.FIRST_COMPLETED)
+            if in_task in done and in_task.exception() is not None:
+                return  # the client went away: nothing to report to
+            if out_task in done:
+                with contextlib.suppress(Exception):
+                    out_task.result()
+        finally:
+            in_task.cancel()
+            out_task.cancel()
+            await asyncio.gather(in_task, out_task, return_exceptions=True)
+        exit_code: int | None = None
+        error = None
+        try:
+            info = await self.k.docker.exec_inspect(exec_id)
+            for _ in range(100):
+                if not info.get("Running"):
+                    break
+                await asyncio.sleep(0.02)
+                info = await self.k.docker.exec_inspect(exec_id)
+            exit_code = info.get("ExitCode")
+        except DockerError as e:
+            error = f"exec: {e.message}"
+        status = exec_status(exit_code, command, error)
+        with contextlib.suppress(Exception):
+            if protocol == "channel.k8s.io":
+                if status["status"] != "Success":
+                    await websocket.send_bytes(bytes([ERROR_CH]) + status["message"].encode())
+            else:
+                await websocket.send_bytes(bytes([ERROR_CH]) + json.dumps(status).encode())
+            await websocket.close(1000)
+
+
+async def _deny(websocket: WebSocket, error: KubeletError) -> None:
+    """Refuse the upgrade with an HTTP answer carrying the Status (or close, if the server cannot)."""
+    try:
+        await websocket.send_denial_response(error.response())
+    except RuntimeError:
+        with contextlib.suppress(Exception):
+            await websocket.close(1008, error.message[:120])
