@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Stops what hack/local-up-cluster.sh started, newest first (kubelets,
 # scheduler, controllers, apiserver, etcd): SIGTERM, then SIGKILL after a
-# deadline. Removes pod containers (label io.minik8s.managed=true) when docker
-# runs. Keeps etcd's data dir and the logs unless --purge is given.
+# deadline. Then removes what the kubelets made (pod containers, CNI attachments,
+# bridges, host rules). Keeps etcd's data dir and the logs unless --purge is given.
 #   hack/down.sh [--purge]
 set -euo pipefail
 
@@ -25,10 +25,15 @@ for arg in "$@"; do
   esac
 done
 
+nodes=()
 if [[ -d "${OUT}" ]]; then
   shopt -s nullglob
   kubelets=("${OUT}"/kubelet-*.pid)
   shopt -u nullglob
+  for pidfile in "${kubelets[@]}"; do
+    name="$(basename "${pidfile}" .pid)"
+    nodes+=("--node" "${name#kubelet-}")
+  done
   stopped=0
   for pidfile in "${kubelets[@]}" "${OUT}/scheduler.pid" "${OUT}/controllers.pid" \
     "${OUT}/apiserver.pid" "${OUT}/etcd.pid"; do
@@ -44,14 +49,12 @@ else
   log "nothing to stop: ${OUT#"${MINIK8S_ROOT}"/} does not exist"
 fi
 
-if docker_running; then
-  mapfile -t containers < <(docker ps -aq --filter label=io.minik8s.managed=true)
-  if [[ ${#containers[@]} -gt 0 ]]; then
-    log "docker: removing ${#containers[@]} pod container(s) labelled io.minik8s.managed=true"
-    docker rm -f "${containers[@]}" >/dev/null
-  else
-    log "docker: no pod containers to remove"
-  fi
+if [[ ${#nodes[@]} -eq 0 ]]; then
+  log "no kubelets were started here: nothing of theirs to remove"
+elif docker_running; then
+  # as a kubelet would, for this cluster's nodes only: CNI DEL per sandbox, containers, bridge, host rules
+  log "removing what the kubelets made on this host (python -m kubelet.cleanup ${nodes[*]})"
+  "${MINIK8S_VENV}/bin/python" -m kubelet.cleanup "${nodes[@]}"
 else
   log "docker: not running; no containers to remove"
 fi

@@ -19,7 +19,7 @@ ETCD_PEER_URL="http://127.0.0.1:2380"
 API_HOST="127.0.0.1"
 API_PORT="8080"
 API_URL="http://${API_HOST}:${API_PORT}"
-NODE_NAME="${NODE_NAME:-node-1}"
+NODES="${NODES:-node-1 node-2}"  # one kubelet per name, all on this host
 START_TIMEOUT="${START_TIMEOUT:-60}"
 PY="${MINIK8S_VENV}/bin/python"
 
@@ -138,8 +138,12 @@ main() {
     log "scheduler: skip, scheduler/__main__.py does not exist yet"
   fi
   if [[ -f kubelet/__main__.py ]]; then
-    start_component "kubelet-${NODE_NAME}" - \
-      "${PY}" -m kubelet --node-name "${NODE_NAME}" --kubeconfig "${KUBECONFIG_FILE}"
+    kubelet_port=10250
+    for node in ${NODES}; do
+      start_component "kubelet-${node}" - \
+        "${PY}" -m kubelet --node-name "${node}" --kubeconfig "${KUBECONFIG_FILE}" --port "${kubelet_port}"
+      kubelet_port=$((kubelet_port + 1))
+    done
     started_any=1
   else
     log "kubelet: skip, kubelet/__main__.py does not exist yet"
