@@ -102,7 +102,11 @@ class Etcd:
 
     def start(self) -> None:
         self.process.start()
-        wait_for(self.healthy, 30, what=f"etcd on {self.endpoint}\n{self.process.log_tail()}")
+        try:
+            wait_for(self.healthy, 30, what=f"etcd on {self.endpoint}")
+        except Exception:
+            self.process.stop()  # never leave a half-started etcd behind
+            raise
 
     def healthy(self) -> bool:
         if not self.process.alive():
@@ -127,7 +131,11 @@ class ApiServer:
 
     def start(self) -> None:
         self.process.start()
-        wait_for(self.ready, 30, what=f"apiserver on {self.url}")
+        try:
+            wait_for(self.ready, 30, what=f"apiserver on {self.url}")
+        except Exception:
+            self.process.stop()
+            raise
 
     def ready(self) -> bool:
         if not self.process.alive():
