@@ -26,6 +26,8 @@ MINIK8S_APT_PACKAGES=(
   iproute2:ip
   iptables:iptables
   curl:curl
+  docker-compose:docker-compose # the compose cluster (docker-compose.yml)
+  debootstrap:debootstrap       # its Debian base image (hack/cluster-images.sh)
 )
 
 # ---------------------------------------------------------------- logging ---
