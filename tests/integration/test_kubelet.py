@@ -9,14 +9,10 @@ when a test fails (`kubelet.cleanup`); every wait is a condition with a deadline
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import ipaddress
 import json
-import random
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,121 +23,14 @@ import docker
 import httpx
 import pytest
 
-from cni.config import bridge_name, network_name
-from kubelet.cleanup import cleanup_host_rules_if_unused, cleanup_node
-from tests.cluster import REPO, ApiServer, Process, free_port, make_workdir, wait_for
+from tests.cluster import ApiServer, make_workdir, wait_for
 from tests.kubectl import Kubectl, find_kubectl
-
-PAUSE = "minik8s/pause:3.9"
-BUSYBOX = "minik8s/busybox:1.35"
-HTTPD = "minik8s/httpd:1"
-BACKOFF_BASE = 1.0
+from tests.node_process import BACKOFF_BASE, BUSYBOX, HTTPD, KubeletProcess, cleanup, ensure_images, free_pod_cidrs
 
 JSONDict = dict[str, Any]
 
 
 # -- environment -------------------------------------------------------------------------------------
-
-
-def ensure_images() -> None:
-    """The project's images, built by hack/images.sh (idempotent) when one is missing."""
-    client = docker.from_env()
-    try:
-        missing = []
-        for image in (PAUSE, BUSYBOX, HTTPD):
-            try:
-                client.images.get(image)
-            except docker.errors.ImageNotFound:
-                missing.append(image)
-    finally:
-        client.close()
-    if missing:
-        done = subprocess.run([str(REPO / "hack" / "images.sh")], capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, f"hack/images.sh failed:\n{done.stdout}\n{done.stderr}"
-
-
-def free_pod_cidrs(count: int) -> list[str]:
-    """/24s of the cluster CIDR no bridge or route on this host uses yet (tests may run beside a cluster)."""
-    routes = subprocess.run(["ip", "-4", "route", "show"], capture_output=True, text=True, check=True).stdout
-    used = set()
-    for line in routes.splitlines():
-        with contextlib.suppress(ValueError):
-            used.add(ipaddress.ip_network(line.split()[0], strict=False))
-    candidates = [f"10.244.{i}.0/24" for i in range(200, 255)]
-    free = [c for c in candidates if not any(ipaddress.ip_network(c).overlaps(u) for u in used)]
-    assert len(free) >= count, "no free /24 left in 10.244.200.0-10.244.254.0"
-    return random.sample(free, count)
-
-
-class KubeletProcess:
-    """`python -m kubelet` for one test node, with its own state dir, port and pod CIDR."""
-
-    def __init__(self, workdir: Path, apiserver: ApiServer, node: str, pod_cidr: str) -> None:
-        self.node = node
-        self.pod_cidr = pod_cidr
-        self.port = free_port()
-        self.root_dir = workdir / f"kubelet-{node}"
-        self.process = Process(f"kubelet-{node}", [
-            sys.executable, "-m", "kubelet", "--node-name", node, "--master", apiserver.url,
-            "--pod-cidr", pod_cidr, "--port", str(self.port), "--root-dir", str(self.root_dir),
-            "--crashloop-backoff-base-seconds", str(BACKOFF_BASE), "--node-lease-duration-seconds", "4",
-            "--node-status-update-frequency", "1", "--housekeeping-interval", "1",
-        ], workdir / f"kubelet-{node}.log")
-        self.address = ""
-
-    def start(self, api: httpx.Client) -> None:
-        self.process.start()
-
-        def ready() -> bool:
-            if not self.process.alive():
-                raise RuntimeError(f"kubelet {self.node} exited:\n{self.process.log_tail()}")
-            node = api.get(f"/api/v1/nodes/{self.node}")
-            if node.status_code != 200:
-                return False
-            status = node.json().get("status") or {}
-            ip = next((a["address"] for a in status.get("addresses") or [] if a["type"] == "InternalIP"), "")
-            if not ip:
-                return False
-            self.address = f"http://{ip}:{self.port}"
-            try:
-                return bool(httpx.get(f"{self.address}/debug/pods", timeout=1).json().get("ready"))
-            except httpx.HTTPError:
-                return False
-
-        wait_for(ready, 30, 0.1, what=f"kubelet {self.node} ready")
-
-    def debug(self) -> JSONDict:
-        return httpx.get(f"{self.address}/debug/pods", timeout=5).json()
-
-    def stop(self) -> None:
-        self.process.stop()
-
-    def kill(self) -> None:
-        self.process.kill()
-
-    @property
-    def lease_dir(self) -> Path:
-        return self.root_dir / "cni" / "ipam" / network_name(self.node)
-
-    def leases(self) -> set[str]:
-        d = self.lease_dir
-        return {p.name for p in d.iterdir() if p.name[0].isdigit()} if d.is_dir() else set()
-
-
-def cleanup(nodes: list[KubeletProcess]) -> None:
-    for k in nodes:
-        k.kill()
-
-    async def run() -> None:
-        for k in nodes:
-            await cleanup_node(k.node, k.root_dir)
-        await cleanup_host_rules_if_unused()
-
-    asyncio.run(run())
-    for k in nodes:
-        assert not Path("/sys/class/net", bridge_name(k.node)).exists()
-    lo = subprocess.run(["ip", "link", "show", "lo"], capture_output=True, text=True, check=True).stdout
-    assert "UP" in lo.split(">")[0], "the host's loopback interface must stay up"
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,1071 @@
+"""`mkubectl describe`: kubectl's describers for Deployment, ReplicaSet, Pod, Node and Namespace (and
+its generic one for any other kind), with the Events section.
+
+Each describer writes kubectl's lines, tabs included, through a prefix writer (two spaces per
+level) and the text is aligned by Go's tabwriter with describe's settings (0, 8, 2, ' '), so the
+columns come out where kubectl puts them: a tab-free line ends a column block, the Events table is
+aligned on its own. Timestamps are RFC 1123 with a numeric zone in local time, ages are
+HumanDuration, events are those whose involvedObject matches the object (name, namespace, kind and
+uid; pods without the kind, as upstream does), sorted by time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from apiserver.printers import human_duration
+from kubectl.context import Context
+from kubectl.printers import format_labels
+from kubectl.tabwriter import tabbed
+from machinery.api.resources import ResourceInfo, resource_for
+from machinery.client import ApiError
+from machinery.selectors import escape_field_value
+
+Obj = dict[str, Any]
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+MAX_ANNOTATION_LEN = 140
+HASH_LABEL = "pod-template-hash"
+NODE_ROLE_PREFIX = "node-role.kubernetes.io/"
+
+
+class PrefixWriter:
+    """kubectl's PrefixWriter over a tabwriter: `write(level, text)` indents by two spaces per level;
+    `flush()` ends the current alignment (what DescribeEvents does before its table)."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._done: list[str] = []
+
+    def write(self, level: int, text: str) -> None:
+        self._parts.append("  " * level + text)
+
+    def line(self, text: str = "") -> None:
+        self._parts.append(text + "\n")
+
+    def flush(self) -> None:
+        if self._parts:
+            self._done.append(tabbed("".join(self._parts)))
+            self._parts = []
+
+    def raw(self) -> str:
+        """What was written, tabs left unaligned (kubectl's printTemplate writes no tabwriter)."""
+        return "".join(self._parts)
+
+    def text(self) -> str:
+        self.flush()
+        return "".join(self._done)
+
+
+# -- small helpers ---------------------------------------------------------------------------------
+
+
+def _d(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def _l(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.strip()
+    match = re.search(r"\.(\d+)", text)
+    if match:
+        text = f"{text[:match.start()]}.{match.group(1)[:6].ljust(6, '0')}{text[match.end():]}"
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def rfc1123z(value: Any) -> str:
+    """time.RFC1123Z in local time, as metav1.Time formats itself ("<unset>"-free: empty is Go's zero)."""
+    t = parse_time(value)
+    if t is None:
+        return "Mon, 01 Jan 0001 00:00:00 +0000"
+    return t.astimezone().strftime("%a, %d %b %Y %H:%M:%S %z")
+
+
+def since(value: Any) -> str:
+    """translateTimestampSince."""
+    t = parse_time(value)
+    if t is None:
+        return "<unknown>"
+    return human_duration((datetime.now(UTC) - t).total_seconds())
+
+
+def _go(value: Any) -> str:
+    """fmt's %v of a JSON value."""
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + " ".join(_go(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{_go(v)}" for k, v in sorted(value.items())) + "]"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def label_selector_string(selector: Any) -> str:
+    """metav1.LabelSelectorAsSelector(...).String(): requirements sorted by key; "" selects everything."""
+    selector = _d(selector)
+    reqs: list[tuple[str, str]] = []
+    for key, value in _d(selector.get("matchLabels")).items():
+        reqs.append((key, f"{key}={value}"))
+    for expr in _l(selector.get("matchExpressions")):
+        key, op, values = expr.get("key", ""), expr.get("operator", ""), sorted(_l(expr.get("values")))
+        if op == "In":
+            reqs.append((key, f"{key} in ({','.join(values)})"))
+        elif op == "NotIn":
+            reqs.append((key, f"{key} notin ({','.join(values)})"))
+        elif op == "Exists":
+            reqs.append((key, key))
+        elif op == "DoesNotExist":
+            reqs.append((key, f"!{key}"))
+    reqs.sort(key=lambda r: r[0])
+    return ",".join(text for _, text in reqs)
+
+
+def format_label_selector(selector: Any) -> str:
+    """metav1.FormatLabelSelector: like the above, but <none> when it selects everything."""
+    text = label_selector_string(selector)
+    return text or "<none>"
+
+
+def _int_or_string(value: Any) -> str:
+    return _go(value) if value is not None else "<nil>"
+
+
+def print_labels_multiline(w: PrefixWriter, title: str, labels: Any, initial_indent: str = "",
+                           inner_indent: str = "\t") -> None:
+    w.write(0, f"{initial_indent}{title}:{inner_indent}")
+    labels = _d(labels)
+    if not labels:
+        w.line("<none>")
+        return
+    for i, key in enumerate(sorted(labels)):
+        if i:
+            w.write(0, initial_indent + inner_indent)
+        w.write(0, f"{key}={labels[key]}\n")
+
+
+def print_annotations_multiline(w: PrefixWriter, title: str, annotations: Any) -> None:
+    w.write(0, f"{title}:\t")
+    annotations = {k: v for k, v in _d(annotations).items() if k != LAST_APPLIED}
+    if not annotations:
+        w.line("<none>")
+        return
+    for i, key in enumerate(sorted(annotations)):
+        if i:
+            w.write(0, "\t")
+        value = str(annotations[key]).removesuffix("\n")
+        if len(value) + len(key) + 2 > MAX_ANNOTATION_LEN or "\n" in value:
+            w.write(0, f"{key}:\n")
+            for part in value.split("\n"):
+                short = part if len(part) <= MAX_ANNOTATION_LEN - 2 else part[:MAX_ANNOTATION_LEN - 2] + "..."
+                w.write(0, f"\t  {short}\n")
+        else:
+            w.write(0, f"{key}: {value}\n")
+
+
+def print_tolerations_multiline(w: PrefixWriter, title: str, tolerations: Any) -> None:
+    w.write(0, f"{title}:\t")
+    tolerations = sorted(_l(tolerations), key=lambda t: _d(t).get("key") or "")
+    if not tolerations:
+        w.line("<none>")
+        return
+    for i, t in enumerate(tolerations):
+        if i:
+            w.write(0, "\t")
+        key, value, effect = t.get("key") or "", t.get("value") or "", t.get("effect") or ""
+        text = key + (f"={value}" if value else "") + (f":{effect}" if effect else "")
+        if t.get("operator") == "Exists" and not value:
+            text += " op=Exists" if key or effect else "op=Exists"
+        if t.get("tolerationSeconds") is not None:
+            text += f" for {t['tolerationSeconds']}s"
+        w.write(0, text + "\n")
+
+
+def print_taints_multiline(w: PrefixWriter, title: str, taints: Any) -> None:
+    w.write(0, f"{title}:\t")
+    taints = sorted(_l(taints), key=lambda t: f"{t.get('effect', '')},{t.get('key', '')}")
+    if not taints:
+        w.line("<none>")
+        return
+    for i, t in enumerate(taints):
+        if i:
+            w.write(0, "\t")
+        key, value, effect = t.get("key", ""), t.get("value"), t.get("effect", "")
+        text = f"{key}={value}:{effect}" if value else f"{key}:{effect}"
+        w.write(0, text + "\n")
+
+
+def controller_of(obj: Obj) -> Obj | None:
+    for ref in _l(_d(obj.get("metadata")).get("ownerReferences")):
+        if ref.get("controller"):
+            return ref
+    return None
+
+
+def print_controller(obj: Obj) -> str:
+    ref = controller_of(obj)
+    return f"{ref.get('kind')}/{ref.get('name')}" if ref else ""
+
+
+# -- quantities (just enough for the node's allocated-resources table) ----------------------------
+
+_SUFFIXES = {
+    "": Decimal(1), "m": Decimal("0.001"), "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18, "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+
+
+def quantity(value: Any) -> Decimal:
+    match = _QUANTITY.match(str(value).strip()) if value is not None else None
+    if not match:
+        return Decimal(0)
+    try:
+        return Decimal(match.group(1)) * _SUFFIXES[match.group(2) or ""]
+    except InvalidOperation:
+        return Decimal(0)
+
+
+def format_quantity(amount: Decimal, resource: str) -> str:
+    """A canonical-looking Quantity string: cpu in cores or millicores, bytes in the largest binary unit."""
+    if amount == 0:
+        return "0"
+    if resource == "cpu":
+        millis = amount * 1000
+        return str(int(amount)) if amount == amount.to_integral_value() else f"{int(millis)}m"
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        unit = _SUFFIXES[suffix]
+        if amount >= unit and amount % unit == 0:
+            return f"{int(amount / unit)}{suffix}"
+    for suffix in ("E", "P", "T", "G", "M", "k"):
+        unit = _SUFFIXES[suffix]
+        if amount >= unit and amount % unit == 0:
+            return f"{int(amount / unit)}{suffix}"
+    return str(int(amount)) if amount == amount.to_integral_value() else str(amount)
+
+
+def pod_requests_and_limits(pod: Obj) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
+    """resourcehelper.PodRequestsAndLimits: the containers' sum, at least each init container's."""
+    spec = _d(pod.get("spec"))
+    reqs: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    for c in _l(spec.get("containers")):
+        res = _d(c.get("resources"))
+        for name, value in _d(res.get("requests")).items():
+            reqs[name] = reqs.get(name, Decimal(0)) + quantity(value)
+        for name, value in _d(res.get("limits")).items():
+            limits[name] = limits.get(name, Decimal(0)) + quantity(value)
+    for c in _l(spec.get("initContainers")):
+        res = _d(c.get("resources"))
+        for name, value in _d(res.get("requests")).items():
+            reqs[name] = max(reqs.get(name, Decimal(0)), quantity(value))
+        for name, value in _d(res.get("limits")).items():
+            limits[name] = max(limits.get(name, Decimal(0)), quantity(value))
+    for name, value in _d(spec.get("overhead")).items():
+        reqs[name] = reqs.get(name, Decimal(0)) + quantity(value)
+        if name in limits:
+            limits[name] += quantity(value)
+    return reqs, limits
+
+
+def qos_class(pod: Obj) -> str:
+    given = _d(pod.get("status")).get("qosClass")
+    if given:
+        return str(given)
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    containers = _l(_d(pod.get("spec")).get("containers")) + _l(_d(pod.get("spec")).get("initContainers"))
+    guaranteed = True
+    for c in containers:
+        res = _d(c.get("resources"))
+        req = {k: quantity(v) for k, v in _d(res.get("requests")).items() if k in ("cpu", "memory")}
+        lim = {k: quantity(v) for k, v in _d(res.get("limits")).items() if k in ("cpu", "memory")}
+        requests.update({k: v for k, v in req.items() if v})
+        limits.update({k: v for k, v in lim.items() if v})
+        if set(lim) != {"cpu", "memory"} or any(req.get(k, lim[k]) != lim[k] for k in lim):
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+# -- pod templates and containers --------------------------------------------------------------------
+
+
+def _ports(ports: list[Any], field: str) -> str:
+    return ", ".join(f"{p.get(field, 0) or 0}/{p.get('protocol') or 'TCP'}" for p in ports)
+
+
+def describe_probe(probe: Obj) -> str:
+    attrs = (f"delay={probe.get('initialDelaySeconds') or 0}s timeout={probe.get('timeoutSeconds') or 0}s "
+             f"period={probe.get('periodSeconds') or 0}s #success={probe.get('successThreshold') or 0} "
+             f"#failure={probe.get('failureThreshold') or 0}")
+    if probe.get("exec") is not None:
+        return f"exec {_go(_l(_d(probe['exec']).get('command')))} {attrs}"
+    if probe.get("httpGet") is not None:
+        get = _d(probe["httpGet"])
+        scheme = str(get.get("scheme") or "HTTP").lower()
+        port = str(get.get("port", ""))
+        host = str(get.get("host") or "")
+        hostport = (f"[{host}]:{port}" if ":" in host else f"{host}:{port}") if port else host
+        return f"http-get {scheme}://{hostport}{get.get('path') or ''} {attrs}"
+    if probe.get("tcpSocket") is not None:
+        tcp = _d(probe["tcpSocket"])
+        return f"tcp-socket {tcp.get('host') or ''}:{tcp.get('port', '')} {attrs}"
+    if probe.get("grpc") is not None:
+        grpc = _d(probe["grpc"])
+        return f"grpc <pod>:{grpc.get('port')} {grpc.get('service') or ''} {attrs}"
+    return f"unknown {attrs}"
+
+
+_FIELD_PATHS: dict[str, Callable[[Obj], Any]] = {
+    "metadata.name": lambda p: _d(p.get("metadata")).get("name"),
+    "metadata.namespace": lambda p: _d(p.get("metadata")).get("namespace"),
+    "metadata.uid": lambda p: _d(p.get("metadata")).get("uid"),
+    "spec.nodeName": lambda p: _d(p.get("spec")).get("nodeName"),
+    "spec.serviceAccountName": lambda p: _d(p.get("spec")).get("serviceAccountName"),
+    "status.hostIP": lambda p: _d(p.get("status")).get("hostIP"),
+    "status.podIP": lambda p: _d(p.get("status")).get("podIP"),
+    "status.podIPs": lambda p: ",".join(i.get("ip", "") for i in _l(_d(p.get("status")).get("podIPs"))),
+}
+
+
+def _field_value(pod: Obj | None, path: str) -> str:
+    if pod is None:
+        return ""
+    match = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
+    if match:
+        return str(_d(_d(pod.get("metadata")).get(match.group(1))).get(match.group(2), ""))
+    getter = _FIELD_PATHS.get(path)
+    value = getter(pod) if getter else None
+    return "" if value is None else str(value)
+
+
+def _describe_status(w: PrefixWriter, name: str, state: Obj) -> None:
+    if state.get("running") is not None:
+        w.write(2, f"{name}:\tRunning\n")
+        w.write(3, f"Started:\t{rfc1123z(_d(state['running']).get('startedAt'))}\n")
+    elif state.get("waiting") is not None:
+        w.write(2, f"{name}:\tWaiting\n")
+        if _d(state["waiting"]).get("reason"):
+            w.write(3, f"Reason:\t{state['waiting']['reason']}\n")
+    elif state.get("terminated") is not None:
+        t = _d(state["terminated"])
+        w.write(2, f"{name}:\tTerminated\n")
+        if t.get("reason"):
+            w.write(3, f"Reason:\t{t['reason']}\n")
+        if t.get("message"):
+            w.write(3, f"Message:\t{t['message']}\n")
+        w.write(3, f"Exit Code:\t{t.get('exitCode', 0)}\n")
+        if (t.get("signal") or 0) > 0:
+            w.write(3, f"Signal:\t{t['signal']}\n")
+        w.write(3, f"Started:\t{rfc1123z(t.get('startedAt'))}\n")
+        w.write(3, f"Finished:\t{rfc1123z(t.get('finishedAt'))}\n")
+    else:
+        w.write(2, f"{name}:\tWaiting\n")
+
+
+def _describe_resources(w: PrefixWriter, resources: Obj, level: int) -> None:
+    for title, key in (("Limits", "limits"), ("Requests", "requests")):
+        values = _d(resources.get(key))
+        if values:
+            w.write(level, f"{title}:\n")
+        for name in sorted(values):
+            w.write(level + 1, f"{name}:\t{values[name]}\n")
+
+
+def describe_containers(w: PrefixWriter, label: str, containers: list[Any], statuses: list[Any] | None,
+                        pod: Obj | None, space: str) -> None:
+    by_name = {s.get("name"): s for s in statuses or []}
+    w.write(0, f"{space}{label}:{'' if containers else ' <none>'}\n")
+    indent = " " if space else ""
+    for c in containers:
+        status = by_name.get(c.get("name")) if statuses is not None else None
+        ok = status is not None
+        w.write(1, f"{indent}{c.get('name')}:\n")
+        if ok:
+            w.write(2, f"Container ID:\t{status.get('containerID') or ''}\n")  # type: ignore[union-attr]
+        w.write(2, f"Image:\t{c.get('image') or ''}\n")
+        if ok:
+            w.write(2, f"Image ID:\t{status.get('imageID') or ''}\n")  # type: ignore[union-attr]
+        ports = _l(c.get("ports"))
+        port_text = _ports(ports, "containerPort")
+        if "," in port_text:
+            w.write(2, f"Ports:\t{port_text}\n")
+        else:
+            w.write(2, f"Port:\t{port_text or '<none>'}\n")
+        host_text = _ports(ports, "hostPort")
+        if "," in host_text:
+            w.write(2, f"Host Ports:\t{host_text}\n")
+        else:
+            w.write(2, f"Host Port:\t{host_text or '<none>'}\n")
+        for title, key in (("Command", "command"), ("Args", "args")):
+            if _l(c.get(key)):
+                w.write(2, f"{title}:\n")
+                for item in c[key]:
+                    for part in str(item).split("\n"):
+                        w.write(3, f"{part}\n")
+        if ok:
+            _describe_status(w, "State", _d(status.get("state")))  # type: ignore[union-attr]
+            last = _d(status.get("lastState"))  # type: ignore[union-attr]
+            if last.get("terminated") is not None:
+                _describe_status(w, "Last State", last)
+            w.write(2, f"Ready:\t{'True' if status.get('ready') else 'False'}\n")  # type: ignore[union-attr]
+            w.write(2, f"Restart Count:\t{status.get('restartCount') or 0}\n")  # type: ignore[union-attr]
+        _describe_resources(w, _d(c.get("resources")), 2)
+        for title, key in (("Liveness", "livenessProbe"), ("Readiness", "readinessProbe"),
+                           ("Startup", "startupProbe")):
+            if c.get(key) is not None:
+                w.write(2, f"{title}:\t{describe_probe(_d(c[key]))}\n")
+        env_from = _l(c.get("envFrom"))
+        if env_from:
+            w.write(2, "Environment Variables from:\n")
+            for e in env_from:
+                if e.get("configMapRef") is not None:
+                    kind, ref = "ConfigMap", _d(e["configMapRef"])
+                else:
+                    kind, ref = "Secret", _d(e.get("secretRef"))
+                optional = "true" if ref.get("optional") else "false"
+                prefix = f" with prefix '{e['prefix']}'" if e.get("prefix") else ""
+                w.write(3, f"{ref.get('name', '')}\t{kind}{prefix}\tOptional: {optional}\n")
+        env = _l(c.get("env"))
+        w.write(2, f"Environment:{'' if env else chr(9) + '<none>'}\n")
+        for e in env:
+            source = e.get("valueFrom")
+            if source is None:
+                for i, part in enumerate(str(e.get("value") or "").split("\n")):
+                    w.write(3, f"{e.get('name')}:\t{part}\n" if i == 0 else f"\t{part}\n")
+                continue
+            source = _d(source)
+            if source.get("fieldRef") is not None:
+                ref = _d(source["fieldRef"])
+                value = _field_value(pod, str(ref.get("fieldPath", "")))
+                w.write(3, f"{e.get('name')}:\t{value} ({ref.get('apiVersion', 'v1')}:{ref.get('fieldPath')})\n")
+            elif source.get("resourceFieldRef") is not None:
+                ref = _d(source["resourceFieldRef"])
+                resource = str(ref.get("resource", ""))
+                kind, _, name = resource.partition(".")
+                value = str(_d(_d(c.get("resources")).get(kind)).get(name, "0"))
+                if value == "0" and resource in ("limits.cpu", "limits.memory"):
+                    value = "node allocatable"
+                w.write(3, f"{e.get('name')}:\t{value} ({resource})\n")
+            elif source.get("secretKeyRef") is not None:
+                ref = _d(source["secretKeyRef"])
+                optional = "true" if ref.get("optional") else "false"
+                w.write(3, f"{e.get('name')}:\t<set to the key '{ref.get('key')}' in secret '{ref.get('name')}'>\t"
+                           f"Optional: {optional}\n")
+            elif source.get("configMapKeyRef") is not None:
+                ref = _d(source["configMapKeyRef"])
+                optional = "true" if ref.get("optional") else "false"
+                w.write(3, f"{e.get('name')}:\t<set to the key '{ref.get('key')}' of config map "
+                           f"'{ref.get('name')}'>\tOptional: {optional}\n")
+        mounts = sorted(_l(c.get("volumeMounts")), key=lambda m: m.get("mountPath", ""))
+        w.write(2, f"Mounts:{'' if mounts else chr(9) + '<none>'}\n")
+        for m in mounts:
+            flags = ["ro" if m.get("readOnly") else "rw"]
+            if m.get("subPath"):
+                flags.append(f'path="{m["subPath"]}"')
+            w.write(3, f"{m.get('mountPath')} from {m.get('name')} ({','.join(flags)})\n")
+        devices = sorted(_l(c.get("volumeDevices")), key=lambda d: d.get("devicePath", ""))
+        if devices:
+            w.write(2, "Devices:\n")
+            for dev in devices:
+                w.write(3, f"{dev.get('devicePath')} from {dev.get('name')}\n")
+
+
+def describe_volumes(w: PrefixWriter, volumes: list[Any], space: str) -> None:
+    if not volumes:
+        w.write(0, f"{space}Volumes:\t<none>\n")
+        return
+    w.write(0, f"{space}Volumes:\n")
+    indent = " " if space else ""
+    for v in volumes:
+        w.write(1, f"{indent}{v.get('name')}:\n")
+        if v.get("hostPath") is not None:
+            hp = _d(v["hostPath"])
+            w.write(2, f"Type:\tHostPath (bare host directory volume)\n    Path:\t{hp.get('path', '')}\n"
+                       f"    HostPathType:\t{hp.get('type') or '<none>'}\n")
+        elif v.get("emptyDir") is not None:
+            ed = _d(v["emptyDir"])
+            size = ed.get("sizeLimit")
+            w.write(2, "Type:\tEmptyDir (a temporary directory that shares a pod's lifetime)\n"
+                       f"    Medium:\t{ed.get('medium') or ''}\n"
+                       f"    SizeLimit:\t{size if size and quantity(size) > 0 else '<unset>'}\n")
+        elif v.get("secret") is not None:
+            s = _d(v["secret"])
+            w.write(2, f"Type:\tSecret (a volume populated by a Secret)\n    SecretName:\t{s.get('secretName', '')}\n"
+                       f"    Optional:\t{'true' if s.get('optional') else 'false'}\n")
+        elif v.get("configMap") is not None:
+            cm = _d(v["configMap"])
+            w.write(2, f"Type:\tConfigMap (a volume populated by a ConfigMap)\n    Name:\t{cm.get('name', '')}\n"
+                       f"    Optional:\t{'true' if cm.get('optional') else 'false'}\n")
+        elif v.get("persistentVolumeClaim") is not None:
+            pvc = _d(v["persistentVolumeClaim"])
+            w.write(2, "Type:\tPersistentVolumeClaim (a reference to a PersistentVolumeClaim in the same namespace)\n"
+                       f"    ClaimName:\t{pvc.get('claimName', '')}\n"
+                       f"    ReadOnly:\t{'true' if pvc.get('readOnly') else 'false'}\n")
+        elif v.get("nfs") is not None:
+            nfs = _d(v["nfs"])
+            w.write(2, "Type:\tNFS (an NFS mount that lasts the lifetime of a pod)\n"
+                       f"    Server:\t{nfs.get('server', '')}\n    Path:\t{nfs.get('path', '')}\n"
+                       f"    ReadOnly:\t{'true' if nfs.get('readOnly') else 'false'}\n")
+        elif v.get("downwardAPI") is not None:
+            w.write(2, "Type:\tDownwardAPI (a volume populated by information about the pod)\n    Items:\n")
+            for item in _l(_d(v["downwardAPI"]).get("items")):
+                if item.get("fieldRef") is not None:
+                    w.write(3, f"{_d(item['fieldRef']).get('fieldPath')} -> {item.get('path')}\n")
+                if item.get("resourceFieldRef") is not None:
+                    w.write(3, f"{_d(item['resourceFieldRef']).get('resource')} -> {item.get('path')}\n")
+        elif v.get("projected") is not None:
+            w.write(2, "Type:\tProjected (a volume that contains injected data from multiple sources)\n")
+            for source in _l(_d(v["projected"]).get("sources")):
+                if source.get("secret") is not None:
+                    s = _d(source["secret"])
+                    w.write(2, f"SecretName:\t{s.get('name', '')}\n    Optional:\t"
+                               f"{'true' if s.get('optional') else 'false'}\n")
+                elif source.get("downwardAPI") is not None:
+                    w.write(2, "DownwardAPI:\ttrue\n")
+                elif source.get("configMap") is not None:
+                    cm = _d(source["configMap"])
+                    w.write(2, f"ConfigMapName:\t{cm.get('name', '')}\n    Optional:\t"
+                               f"{'true' if cm.get('optional') else 'false'}\n")
+                elif source.get("serviceAccountToken") is not None:
+                    seconds = _d(source["serviceAccountToken"]).get("expirationSeconds")
+                    w.write(2, f"TokenExpirationSeconds:\t{seconds}\n")
+        else:
+            w.write(1, "<unknown>\n")
+
+
+def describe_pod_template(w: PrefixWriter, template: Obj | None) -> None:
+    w.write(0, "Pod Template:\n")
+    if template is None:
+        w.write(1, "<unset>")
+        return
+    meta, spec = _d(template.get("metadata")), _d(template.get("spec"))
+    print_labels_multiline(w, "  Labels", meta.get("labels"))
+    if meta.get("annotations"):
+        print_annotations_multiline(w, "  Annotations", meta.get("annotations"))
+    if spec.get("serviceAccountName"):
+        w.write(1, f"Service Account:\t{spec['serviceAccountName']}\n")
+    if _l(spec.get("initContainers")):
+        describe_containers(w, "Init Containers", spec["initContainers"], None, None, "  ")
+    describe_containers(w, "Containers", _l(spec.get("containers")), None, None, "  ")
+    describe_volumes(w, _l(spec.get("volumes")), "  ")
+    if spec.get("priorityClassName"):
+        w.write(1, f"Priority Class Name:\t{spec['priorityClassName']}\n")
+    print_labels_multiline(w, "  Node-Selectors", spec.get("nodeSelector"))
+    print_tolerations_multiline(w, "  Tolerations", spec.get("tolerations"))
+
+
+def describe_events(w: PrefixWriter, events: list[Obj] | None) -> None:
+    if events is None:
+        return
+    if not events:
+        w.write(0, "Events:\t<none>\n")
+        return
+    w.flush()
+
+    def event_time(e: Obj) -> datetime:
+        series = _d(e.get("series"))
+        for value in (series.get("lastObservedTime"), e.get("lastTimestamp"), e.get("eventTime")):
+            t = parse_time(value)
+            if t is not None:
+                return t
+        return datetime.min.replace(tzinfo=UTC)
+
+    w.write(0, "Events:\n  Type\tReason\tAge\tFrom\tMessage\n")
+    w.write(1, "----\t------\t----\t----\t-------\n")
+    for e in sorted(events, key=event_time):
+        first = since(e.get("eventTime")) if parse_time(e.get("eventTime")) else since(e.get("firstTimestamp"))
+        series = e.get("series")
+        if series:
+            interval = f"{since(_d(series).get('lastObservedTime'))} (x{_d(series).get('count', 0)} over {first})"
+        elif (e.get("count") or 0) > 1:
+            interval = f"{since(e.get('lastTimestamp'))} (x{e['count']} over {first})"
+        else:
+            interval = first
+        source = _d(e.get("source")).get("component") or e.get("reportingComponent") or ""
+        w.write(1, f"{e.get('type', '')}\t{e.get('reason', '')}\t{interval}\t{source}\t"
+                   f"{str(e.get('message') or '').strip()}\n")
+
+
+# -- fetching what describers need -------------------------------------------------------------------
+
+
+EVENTS = resource_for("", "events")
+PODS = resource_for("", "pods")
+REPLICASETS = resource_for("apps", "replicasets")
+LEASES = resource_for("coordination.k8s.io", "leases")
+
+
+async def search_events(ctx: Context, obj: Obj, kind: str | None, uid: str | None = None) -> list[Obj] | None:
+    """Events about `obj` (involvedObject name, namespace, kind, uid), or None if they cannot be read."""
+    meta = _d(obj.get("metadata"))
+    namespace = meta.get("namespace") or ""
+    terms = {"involvedObject.name": meta.get("name", ""), "involvedObject.namespace": namespace}
+    if kind:
+        terms["involvedObject.kind"] = kind
+    uid = meta.get("uid") if uid is None else uid
+    if uid:
+        terms["involvedObject.uid"] = uid
+    selector = ",".join(f"{k}={escape_field_value(str(v))}" for k, v in sorted(terms.items()))
+    assert EVENTS is not None
+    try:
+        listed = await ctx.client.request("GET", EVENTS.collection_path(namespace or None),
+                                          params={"fieldSelector": selector, "limit": 500})
+    except Exception:
+        return None
+    return list(listed.get("items") or [])
+
+
+async def _list(ctx: Context, info: ResourceInfo | None, namespace: str | None, **params: Any) -> list[Obj]:
+    assert info is not None
+    items: list[Obj] = []
+    token = ""
+    while True:
+        page = await ctx.client.request("GET", info.collection_path(namespace),
+                                        params={**params, "limit": 500, "continue": token or None})
+        items.extend(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return items
+
+
+async def pod_status_for_controller(ctx: Context, namespace: str, selector: Any, uid: str) -> tuple[int, ...]:
+    running = waiting = succeeded = failed = 0
+    for pod in await _list(ctx, PODS, namespace, labelSelector=label_selector_string(selector) or None):
+        ref = controller_of(pod)
+        if ref is None or ref.get("uid") != uid:
+            continue
+        phase = _d(pod.get("status")).get("phase")
+        if phase == "Running":
+            running += 1
+        elif phase == "Pending":
+            waiting += 1
+        elif phase == "Succeeded":
+            succeeded += 1
+        elif phase == "Failed":
+            failed += 1
+    return running, waiting, succeeded, failed
+
+
+def equal_ignore_hash(t1: Obj, t2: Obj) -> bool:
+    """deploymentutil.EqualIgnoreHash: templates equal apart from the pod-template-hash label."""
+    l1 = dict(_d(_d(t1.get("metadata")).get("labels")))
+    l2 = dict(_d(_d(t2.get("metadata")).get("labels")))
+    l1.pop(HASH_LABEL, None)
+    l2.pop(HASH_LABEL, None)
+    if l1 != l2:
+        return False
+
+    def without_labels(t: Obj) -> Obj:
+        meta = {k: v for k, v in _d(t.get("metadata")).items() if k != "labels" and v not in (None, {}, [])}
+        return {**{k: v for k, v in t.items() if k != "metadata"}, "metadata": meta}
+
+    return without_labels(t1) == without_labels(t2)
+
+
+async def replica_sets_of(ctx: Context, deployment: Obj) -> tuple[list[Obj], Obj | None]:
+    """(old ReplicaSets, the new one) controlled by the deployment, as deploymentutil finds them."""
+    meta, spec = _d(deployment.get("metadata")), _d(deployment.get("spec"))
+    selector = label_selector_string(spec.get("selector"))
+    owned = [rs for rs in await _list(ctx, REPLICASETS, meta.get("namespace"), labelSelector=selector or None)
+             if (controller_of(rs) or {}).get("uid") == meta.get("uid")]
+    by_age = sorted(owned, key=lambda rs: (_d(rs.get("metadata")).get("creationTimestamp") or "",
+                                           _d(rs.get("metadata")).get("name") or ""))
+    new = next((rs for rs in by_age if equal_ignore_hash(_d(_d(rs.get("spec")).get("template")),
+                                                         _d(spec.get("template")))), None)
+    old = [rs for rs in owned if rs is not new]
+    return old, new
+
+
+# -- describers ------------------------------------------------------------------------------------------
+
+
+async def describe_pod(ctx: Context, pod: Obj) -> str:
+    events = await search_events(ctx, pod, None)
+    meta, spec, status = _d(pod.get("metadata")), _d(pod.get("spec")), _d(pod.get("status"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    if spec.get("priority") is not None:
+        w.write(0, f"Priority:\t{spec['priority']}\n")
+    if spec.get("priorityClassName"):
+        w.write(0, f"Priority Class Name:\t{spec['priorityClassName']}\n")
+    if spec.get("runtimeClassName"):
+        w.write(0, f"Runtime Class Name:\t{spec['runtimeClassName']}\n")
+    if spec.get("serviceAccountName"):
+        w.write(0, f"Service Account:\t{spec['serviceAccountName']}\n")
+    if not spec.get("nodeName"):
+        w.write(0, "Node:\t<none>\n")
+    else:
+        w.write(0, f"Node:\t{spec['nodeName']}/{status.get('hostIP') or ''}\n")
+    if status.get("startTime"):
+        w.write(0, f"Start Time:\t{rfc1123z(status['startTime'])}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    phase = status.get("phase") or ""
+    if meta.get("deletionTimestamp") and phase not in ("Failed", "Succeeded"):
+        w.write(0, f"Status:\tTerminating (lasts {since(meta['deletionTimestamp'])})\n")
+        w.write(0, f"Termination Grace Period:\t{meta.get('deletionGracePeriodSeconds') or 0}s\n")
+    else:
+        w.write(0, f"Status:\t{phase}\n")
+    if status.get("reason"):
+        w.write(0, f"Reason:\t{status['reason']}\n")
+    if status.get("message"):
+        w.write(0, f"Message:\t{status['message']}\n")
+    w.write(0, f"IP:\t{status.get('podIP') or ''}\n")
+    ips = _l(status.get("podIPs"))
+    if not ips:
+        w.write(0, "IPs:\t<none>\n")
+    else:
+        w.write(0, "IPs:\n")
+        for ip in ips:
+            w.write(1, f"IP:\t{ip.get('ip', '')}\n")
+    controlled_by = print_controller(pod)
+    if controlled_by:
+        w.write(0, f"Controlled By:\t{controlled_by}\n")
+    if status.get("nominatedNodeName"):
+        w.write(0, f"NominatedNodeName:\t{status['nominatedNodeName']}\n")
+    if _l(spec.get("initContainers")):
+        describe_containers(w, "Init Containers", spec["initContainers"], _l(status.get("initContainerStatuses")),
+                            pod, "")
+    describe_containers(w, "Containers", _l(spec.get("containers")), _l(status.get("containerStatuses")), pod, "")
+    gates = _l(spec.get("readinessGates"))
+    conditions = _l(status.get("conditions"))
+    if gates:
+        w.write(0, "Readiness Gates:\n  Type\tStatus\n")
+        for gate in gates:
+            value = next((c.get("status") for c in conditions if c.get("type") == gate.get("conditionType")), "<none>")
+            w.write(1, f"{gate.get('conditionType')} \t{value} \n")
+    if conditions:
+        w.write(0, "Conditions:\n  Type\tStatus\n")
+        for c in conditions:
+            w.write(1, f"{c.get('type')} \t{c.get('status')} \n")
+    describe_volumes(w, _l(spec.get("volumes")), "")
+    w.write(0, f"QoS Class:\t{qos_class(pod)}\n")
+    print_labels_multiline(w, "Node-Selectors", spec.get("nodeSelector"))
+    print_tolerations_multiline(w, "Tolerations", spec.get("tolerations"))
+    describe_events(w, events)
+    return w.text()
+
+
+async def describe_deployment(ctx: Context, d: Obj) -> str:
+    events = await search_events(ctx, d, "Deployment")
+    old, new = await replica_sets_of(ctx, d)
+    meta, spec, status = _d(d.get("metadata")), _d(d.get("spec")), _d(d.get("status"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    w.write(0, f"CreationTimestamp:\t{rfc1123z(meta.get('creationTimestamp'))}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    w.write(0, f"Selector:\t{label_selector_string(spec.get('selector'))}\n")
+    w.write(0, f"Replicas:\t{spec.get('replicas', 1)} desired | {status.get('updatedReplicas') or 0} updated | "
+               f"{status.get('replicas') or 0} total | {status.get('availableReplicas') or 0} available | "
+               f"{status.get('unavailableReplicas') or 0} unavailable\n")
+    strategy = _d(spec.get("strategy"))
+    w.write(0, f"StrategyType:\t{strategy.get('type') or ''}\n")
+    w.write(0, f"MinReadySeconds:\t{spec.get('minReadySeconds') or 0}\n")
+    if strategy.get("rollingUpdate") is not None:
+        ru = _d(strategy["rollingUpdate"])
+        w.write(0, f"RollingUpdateStrategy:\t{_int_or_string(ru.get('maxUnavailable'))} max unavailable, "
+                   f"{_int_or_string(ru.get('maxSurge'))} max surge\n")
+    describe_pod_template(w, _d(spec.get("template")))
+    conditions = _l(status.get("conditions"))
+    if conditions:
+        w.write(0, "Conditions:\n  Type\tStatus\tReason\n")
+        w.write(1, "----\t------\t------\n")
+        for c in conditions:
+            w.write(1, f"{c.get('type')} \t{c.get('status')}\t{c.get('reason') or ''}\n")
+    if old or new:
+        w.write(0, f"OldReplicaSets:\t{_replica_sets_text(old)}\n")
+        w.write(0, f"NewReplicaSet:\t{_replica_sets_text([new] if new else [])}\n")
+    describe_events(w, events)
+    return w.text()
+
+
+def _replica_sets_text(sets: list[Obj]) -> str:
+    parts = [f"{_d(rs.get('metadata')).get('name')} ({_d(rs.get('status')).get('replicas') or 0}/"
+             f"{_d(rs.get('spec')).get('replicas', 1)} replicas created)" for rs in sets]
+    return ", ".join(parts) or "<none>"
+
+
+async def describe_replicaset(ctx: Context, rs: Obj) -> str:
+    meta, spec, status = _d(rs.get("metadata")), _d(rs.get("spec")), _d(rs.get("status"))
+    pods_error = ""
+    counts: tuple[int, ...] = (0, 0, 0, 0)
+    try:
+        counts = await pod_status_for_controller(ctx, meta.get("namespace", ""), spec.get("selector"),
+                                                 meta.get("uid", ""))
+    except Exception as e:
+        pods_error = str(e)
+    events = await search_events(ctx, rs, "ReplicaSet")
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    w.write(0, f"Selector:\t{format_label_selector(spec.get('selector'))}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    controlled_by = print_controller(rs)
+    if controlled_by:
+        w.write(0, f"Controlled By:\t{controlled_by}\n")
+    w.write(0, f"Replicas:\t{status.get('replicas') or 0} current / {spec.get('replicas', 1)} desired\n")
+    w.write(0, "Pods Status:\t")
+    if pods_error:
+        w.write(0, f"error in fetching pods: {pods_error}\n")
+    else:
+        running, waiting, succeeded, failed = counts
+        w.write(0, f"{running} Running / {waiting} Waiting / {succeeded} Succeeded / {failed} Failed\n")
+    describe_pod_template(w, _d(spec.get("template")))
+    conditions = _l(status.get("conditions"))
+    if conditions:
+        w.write(0, "Conditions:\n  Type\tStatus\tReason\n")
+        w.write(1, "----\t------\t------\n")
+        for c in conditions:
+            w.write(1, f"{c.get('type')} \t{c.get('status')}\t{c.get('reason') or ''}\n")
+    describe_events(w, events)
+    return w.text()
+
+
+def _node_roles(labels: Obj) -> list[str]:
+    roles = set()
+    for key, value in labels.items():
+        if key.startswith(NODE_ROLE_PREFIX) and key[len(NODE_ROLE_PREFIX):]:
+            roles.add(key[len(NODE_ROLE_PREFIX):])
+        elif key == "kubernetes.io/role" and value:
+            roles.add(value)
+    return sorted(roles)
+
+
+async def describe_node(ctx: Context, node: Obj) -> str:
+    meta, spec, status = _d(node.get("metadata")), _d(node.get("spec")), _d(node.get("status"))
+    name = meta.get("name", "")
+    selector = f"spec.nodeName={escape_field_value(name)},status.phase!=Succeeded,status.phase!=Failed"
+    pods: list[Obj] | None
+    try:
+        pods = await _list(ctx, PODS, None, fieldSelector=selector)
+    except ApiError as e:
+        if not e.is_forbidden:
+            raise
+        pods = None
+    events = await search_events(ctx, node, "Node")
+    by_name = await search_events(ctx, node, "Node", uid=name)
+    if events is not None and by_name:
+        events = events + by_name
+    lease: Obj | None = None
+    lease_error = ""
+    try:
+        assert LEASES is not None
+        lease = await ctx.client.request("GET", LEASES.object_path(name, "kube-node-lease"))
+    except Exception as e:
+        lease_error = e.message if isinstance(e, ApiError) else str(e)
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{name}\n")
+    roles = _node_roles(_d(meta.get("labels")))
+    w.write(0, f"Roles:\t{','.join(roles) if roles else '<none>'}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    w.write(0, f"CreationTimestamp:\t{rfc1123z(meta.get('creationTimestamp'))}\n")
+    print_taints_multiline(w, "Taints", spec.get("taints"))
+    w.write(0, f"Unschedulable:\t{'true' if spec.get('unschedulable') else 'false'}\n")
+    if lease is not None:
+        lspec = _d(lease.get("spec"))
+        w.write(0, "Lease:\n")
+        w.write(1, f"HolderIdentity:\t{lspec.get('holderIdentity') or '<unset>'}\n")
+        w.write(1, f"AcquireTime:\t{rfc1123z(lspec['acquireTime']) if lspec.get('acquireTime') else '<unset>'}\n")
+        w.write(1, f"RenewTime:\t{rfc1123z(lspec['renewTime']) if lspec.get('renewTime') else '<unset>'}\n")
+    else:
+        w.write(0, f"Lease:\tFailed to get lease: {lease_error}\n")
+    conditions = _l(status.get("conditions"))
+    if conditions:
+        w.write(0, "Conditions:\n  Type\tStatus\tLastHeartbeatTime\tLastTransitionTime\tReason\tMessage\n")
+        w.write(1, "----\t------\t-----------------\t------------------\t------\t-------\n")
+        for c in conditions:
+            w.write(1, f"{c.get('type')} \t{c.get('status')} \t{rfc1123z(c.get('lastHeartbeatTime'))} \t"
+                       f"{rfc1123z(c.get('lastTransitionTime'))} \t{c.get('reason') or ''} \t"
+                       f"{c.get('message') or ''}\n")
+    w.write(0, "Addresses:\n")
+    for address in _l(status.get("addresses")):
+        w.write(1, f"{address.get('type')}:\t{address.get('address')}\n")
+    for title, key in (("Capacity", "capacity"), ("Allocatable", "allocatable")):
+        values = _d(status.get(key))
+        if values:
+            w.write(0, f"{title}:\n")
+            for resource in sorted(values):
+                w.write(0, f"  {resource}:\t{values[resource]}\n")
+    info = _d(status.get("nodeInfo"))
+    w.write(0, "System Info:\n")
+    for title, key in (("Machine ID", "machineID"), ("System UUID", "systemUUID"), ("Boot ID", "bootID"),
+                       ("Kernel Version", "kernelVersion"), ("OS Image", "osImage"),
+                       ("Operating System", "operatingSystem"), ("Architecture", "architecture"),
+                       ("Container Runtime Version", "containerRuntimeVersion"),
+                       ("Kubelet Version", "kubeletVersion"), ("Kube-Proxy Version", "kubeProxyVersion")):
+        w.write(0, f"  {title}:\t{info.get(key) or ''}\n")
+    if spec.get("podCIDR"):
+        w.write(0, f"PodCIDR:\t{spec['podCIDR']}\n")
+    if _l(spec.get("podCIDRs")):
+        w.write(0, f"PodCIDRs:\t{','.join(spec['podCIDRs'])}\n")
+    if spec.get("providerID"):
+        w.write(0, f"ProviderID:\t{spec['providerID']}\n")
+    if pods is not None:
+        _describe_node_resources(w, pods, status)
+    else:
+        w.write(0, "Pods:\tnot authorized\n")
+    describe_events(w, events)
+    return w.text()
+
+
+def _percent(part: Decimal, whole: Decimal) -> int:
+    return int(part / whole * 100) if whole else 0
+
+
+def _describe_node_resources(w: PrefixWriter, pods: list[Obj], status: Obj) -> None:
+    allocatable = _d(status.get("allocatable")) or _d(status.get("capacity"))
+    alloc_cpu, alloc_mem = quantity(allocatable.get("cpu", 0)), quantity(allocatable.get("memory", 0))
+    w.write(0, f"Non-terminated Pods:\t({len(pods)} in total)\n")
+    w.write(1, "Namespace\tName\t\tCPU Requests\tCPU Limits\tMemory Requests\tMemory Limits\tAge\n")
+    w.write(1, "---------\t----\t\t------------\t----------\t---------------\t-------------\t---\n")
+    total_req: dict[str, Decimal] = {}
+    total_lim: dict[str, Decimal] = {}
+    for pod in pods:
+        req, lim = pod_requests_and_limits(pod)
+        for name, value in req.items():
+            total_req[name] = total_req.get(name, Decimal(0)) + value
+        for name, value in lim.items():
+            total_lim[name] = total_lim.get(name, Decimal(0)) + value
+        cells = []
+        for amounts, resource, whole in ((req, "cpu", alloc_cpu), (lim, "cpu", alloc_cpu),
+                                         (req, "memory", alloc_mem), (lim, "memory", alloc_mem)):
+            amount = amounts.get(resource, Decimal(0))
+            cells.append(f"{format_quantity(amount, resource)} ({_percent(amount, whole)}%)")
+        meta = _d(pod.get("metadata"))
+        w.write(1, f"{meta.get('namespace', '')}\t{meta.get('name', '')}\t\t{cells[0]}\t{cells[1]}\t{cells[2]}\t"
+                   f"{cells[3]}\t{since(meta.get('creationTimestamp'))}\n")
+    w.write(0, "Allocated resources:\n  (Total limits may be over 100 percent, i.e., overcommitted.)\n")
+    w.write(1, "Resource\tRequests\tLimits\n")
+    w.write(1, "--------\t--------\t------\n")
+    alloc_eph = quantity(allocatable.get("ephemeral-storage", 0))
+    for resource, whole in (("cpu", alloc_cpu), ("memory", alloc_mem), ("ephemeral-storage", alloc_eph)):
+        r, lim = total_req.get(resource, Decimal(0)), total_lim.get(resource, Decimal(0))
+        w.write(1, f"{resource}\t{format_quantity(r, resource)} ({_percent(r, whole)}%)\t"
+                   f"{format_quantity(lim, resource)} ({_percent(lim, whole)}%)\n")
+    standard = {"cpu", "memory", "ephemeral-storage", "pods", "storage"}
+    for resource in sorted(k for k in allocatable if k.startswith("hugepages-")):
+        r, lim = total_req.get(resource, Decimal(0)), total_lim.get(resource, Decimal(0))
+        whole = quantity(allocatable[resource])
+        w.write(1, f"{resource}\t{format_quantity(r, resource)} ({_percent(r, whole)}%)\t"
+                   f"{format_quantity(lim, resource)} ({_percent(lim, whole)}%)\n")
+    for resource in sorted(k for k in allocatable if k not in standard and not k.startswith("hugepages-")):
+        w.write(1, f"{resource}\t{format_quantity(total_req.get(resource, Decimal(0)), resource)}\t"
+                   f"{format_quantity(total_lim.get(resource, Decimal(0)), resource)}\n")
+
+
+async def describe_namespace(ctx: Context, ns: Obj) -> str:
+    meta, status = _d(ns.get("metadata")), _d(ns.get("status"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    w.write(0, f"Status:\t{status.get('phase') or ''}\n")
+    conditions = _l(status.get("conditions"))
+    if conditions:
+        w.write(0, "Conditions:\n")
+        w.write(1, "Type\tStatus\tLastTransitionTime\tReason\tMessage\n")
+        w.write(1, "----\t------\t------------------\t------\t-------\n")
+        for c in conditions:
+            w.write(1, f"{c.get('type')}\t{c.get('status')}\t{rfc1123z(c.get('lastTransitionTime'))}\t"
+                       f"{c.get('reason') or ''}\t{c.get('message') or ''}\n")
+    # minik8s serves no ResourceQuota or LimitRange: like kubectl against such a server, no sections
+    return w.text()
+
+
+_ACRONYMS = {"API", "URL", "UID", "OSB", "GUID", "IP", "CIDR"}
+
+
+def smart_label(field: str) -> str:
+    """describe's smartLabelFor: `creationTimestamp` → `Creation Timestamp`, `apiVersion` → `API Version`."""
+    if re.search(r"[^A-Za-z-]", field):
+        return field
+    parts = re.findall(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|-", field)
+    words = []
+    for part in parts:
+        if part == "_":
+            continue
+        words.append(part.upper() if part.upper() in _ACRONYMS - {"IP", "CIDR"} else part[:1].upper() + part[1:])
+    return " ".join(words)
+
+
+def _print_unstructured(w: PrefixWriter, level: int, content: Obj, prefix: str, skip: set[str]) -> None:
+    for field in sorted(content):
+        value = content[field]
+        path = f"{prefix}.{field}"
+        if path in skip:
+            continue
+        if isinstance(value, dict):
+            w.write(level, f"{smart_label(field)}:\n")
+            _print_unstructured(w, level + 1, value, path, skip)
+        elif isinstance(value, list):
+            w.write(level, f"{smart_label(field)}:\n")
+            for child in value:
+                if isinstance(child, dict):
+                    _print_unstructured(w, level + 1, child, path, skip)
+                else:
+                    w.write(level + 1, f"{_go(child)}\n")
+        else:
+            w.write(level, f"{smart_label(field)}:\t{_go(value)}\n")
+
+
+async def describe_generic(ctx: Context, obj: Obj, info: ResourceInfo) -> str:
+    events = await search_events(ctx, obj, info.kind)
+    meta = _d(obj.get("metadata"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    full = {"apiVersion": info.api_version, "kind": info.kind, **obj}
+    _print_unstructured(w, 0, full, "", {".metadata.managedFields", ".metadata.name", ".metadata.namespace",
+                                         ".metadata.labels", ".metadata.annotations"})
+    describe_events(w, events)
+    return w.text()
+
+
+Describer = Callable[[Context, Obj], Awaitable[str]]
+DESCRIBERS: dict[tuple[str, str], Describer] = {
+    ("", "Pod"): describe_pod,
+    ("apps", "Deployment"): describe_deployment,
+    ("apps", "ReplicaSet"): describe_replicaset,
+    ("", "Node"): describe_node,
+    ("", "Namespace"): describe_namespace,
+}
+
+
+async def describe(ctx: Context, info: ResourceInfo, obj: Obj) -> str:
+    describer = DESCRIBERS.get((info.group, info.kind))
+    if describer is None:
+        return await describe_generic(ctx, obj, info)
+    return await describer(ctx, obj)
+
+
+__all__ = ["describe", "describe_pod_template", "format_labels"]

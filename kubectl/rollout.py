@@ -1,0 +1,260 @@
+"""`mkubectl rollout status|history|undo|restart|pause|resume` for Deployments, as kubectl does them.
+
+- status: the deployment is listed and watched by name; every state it goes through is judged by
+  kubectl's DeploymentStatusViewer and its line printed (`Waiting for deployment "x" rollout to
+  finish: 1 of 3 updated replicas are available...`) until `deployment "x" successfully rolled out`
+  (exit 0), the progress deadline is exceeded, the object is deleted, or `--timeout` passes
+  (`error: timed out waiting for the condition`, exit 1).
+- history: the revisions of the ReplicaSets the deployment controls
+  (`deployment.kubernetes.io/revision`), with their change-cause annotations.
+- undo: kubectl's JSON patch replacing /spec/template (the revision's template without its
+  pod-template-hash label) and /metadata/annotations.
+- restart: a strategic merge patch setting the template annotation kubectl.kubernetes.io/restartedAt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from datetime import datetime
+from typing import Any
+
+from kubectl.context import Context
+from kubectl.describe import PrefixWriter, describe_pod_template, equal_ignore_hash, replica_sets_of
+from kubectl.errors import CommandError
+from kubectl.printers import kind_name, resource_name
+from kubectl.resources import Target, targets_from_args
+from kubectl.waiting import watch_object
+from machinery.api.resources import ResourceInfo
+
+Obj = dict[str, Any]
+
+REVISION = "deployment.kubernetes.io/revision"
+REVISION_HISTORY = "deployment.kubernetes.io/revision-history"
+CHANGE_CAUSE = "kubernetes.io/change-cause"
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+HASH_LABEL = "pod-template-hash"
+ANNOTATIONS_TO_SKIP = frozenset({
+    "kubectl.kubernetes.io/last-applied-configuration", REVISION, REVISION_HISTORY,
+    "deployment.kubernetes.io/desired-replicas", "deployment.kubernetes.io/max-replicas",
+    "deprecated.deployment.rollback.to",
+})
+
+
+def _d(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def revision_of(obj: Obj) -> int | None:
+    value = _d(_d(obj.get("metadata")).get("annotations")).get(REVISION)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def deployment_status(d: Obj, revision: int = 0) -> tuple[str, bool]:
+    """kubectl's DeploymentStatusViewer.Status: (the line to print, whether the rollout is done)."""
+    meta, spec, status = _d(d.get("metadata")), _d(d.get("spec")), _d(d.get("status"))
+    name = meta.get("name", "")
+    if revision > 0:
+        current = revision_of(d)
+        if current is None:
+            raise CommandError(f'cannot get the revision of deployment "{name}"')
+        if current != revision:
+            raise CommandError(f"desired revision ({revision}) is different from the running revision ({current})")
+    if (meta.get("generation") or 0) <= (status.get("observedGeneration") or 0):
+        for c in status.get("conditions") or []:
+            if c.get("type") == "Progressing" and c.get("reason") == "ProgressDeadlineExceeded":
+                raise CommandError(f'deployment "{name}" exceeded its progress deadline')
+        replicas = spec.get("replicas", 1)
+        updated = status.get("updatedReplicas") or 0
+        total = status.get("replicas") or 0
+        available = status.get("availableReplicas") or 0
+        if replicas is not None and updated < replicas:
+            return (f'Waiting for deployment "{name}" rollout to finish: {updated} out of {replicas} new replicas '
+                    "have been updated...", False)
+        if total > updated:
+            return (f'Waiting for deployment "{name}" rollout to finish: {total - updated} old replicas are pending '
+                    "termination...", False)
+        if available < updated:
+            return (f'Waiting for deployment "{name}" rollout to finish: {available} of {updated} updated replicas '
+                    "are available...", False)
+        return f'deployment "{name}" successfully rolled out', True
+    return "Waiting for deployment spec update to be observed...", False
+
+
+def _only_deployments(targets: list[Target], verb: str) -> list[tuple[ResourceInfo, str]]:
+    pairs: list[tuple[ResourceInfo, str]] = []
+    for target in targets:
+        if not target.names:
+            raise CommandError("you must provide one or more resources by argument or filename")
+        if (target.info.group, target.info.kind) != ("apps", "Deployment"):
+            group_kind = f"{target.info.kind}.{target.info.group}" if target.info.group else target.info.kind
+            raise CommandError(f"no {verb} has been implemented for {group_kind}")
+        pairs.extend((target.info, n) for n in target.names)
+    return pairs
+
+
+async def status(ctx: Context, args: argparse.Namespace) -> int:
+    targets = await targets_from_args(ctx.resolver, args.resources)
+    for target in targets:  # as kubectl: the objects must exist before their kind is judged
+        for name in target.names:
+            await ctx.client.request("GET", target.info.object_path(name, ctx.ns_for(target.info)))
+    pairs = _only_deployments(targets, "status viewer")
+    for info, name in pairs:
+        namespace = ctx.ns_for(info)
+
+        def judge(etype: str, obj: Obj | None) -> bool:
+            if etype == "DELETED" or obj is None:
+                raise CommandError("object has been deleted")
+            line, done = deployment_status(obj, args.revision)
+            ctx.print(line)
+            return done or not args.watch
+
+        try:
+            async with asyncio.timeout(args.timeout or None):
+                await watch_object(ctx, info, namespace, name, judge)
+        except TimeoutError:
+            raise CommandError("timed out waiting for the condition") from None
+    return 0
+
+
+async def _history_of(ctx: Context, deployment: Obj) -> dict[int, Obj]:
+    old, new = await replica_sets_of(ctx, deployment)
+    history: dict[int, Obj] = {}
+    for rs in [*old, *([new] if new else [])]:
+        revision = revision_of(rs)
+        if revision is None:
+            continue
+        template = dict(_d(_d(rs.get("spec")).get("template")))
+        meta = dict(_d(template.get("metadata")))
+        annotations = dict(_d(meta.get("annotations")))
+        cause = _d(_d(rs.get("metadata")).get("annotations")).get(CHANGE_CAUSE)
+        if cause:
+            annotations[CHANGE_CAUSE] = cause
+        meta["annotations"] = annotations
+        template["metadata"] = meta
+        history[revision] = template
+    return history
+
+
+def template_text(template: Obj) -> str:
+    """printTemplate: the pod template as describe writes it, tabs left as they are."""
+    w = PrefixWriter()
+    describe_pod_template(w, template)
+    return w.raw()
+
+
+async def history(ctx: Context, args: argparse.Namespace) -> int:
+    pairs = _only_deployments(await targets_from_args(ctx.resolver, args.resources), "history viewer")
+    for info, name in pairs:
+        deployment = await ctx.client.request("GET", info.object_path(name, ctx.ns_for(info)))
+        revisions = await _history_of(ctx, deployment)
+        if args.revision > 0:
+            template = revisions.get(args.revision)
+            if template is None:
+                raise CommandError("unable to find the specified revision")
+            ctx.out.write(f"{resource_name(info, name)} with revision #{args.revision}\n{template_text(template)}\n")
+            continue
+        if not revisions:
+            ctx.print(f"{resource_name(info, name)} \nNo rollout history found.")
+            continue
+        from kubectl.tabwriter import tabbed
+
+        lines = "REVISION\tCHANGE-CAUSE\n" + "".join(
+            f"{r}\t{_d(_d(revisions[r].get('metadata')).get('annotations')).get(CHANGE_CAUSE) or '<none>'}\n"
+            for r in sorted(revisions))
+        ctx.out.write(f"{resource_name(info, name)} \n{tabbed(lines)}\n")
+    ctx.out.flush()
+    return 0
+
+
+async def undo(ctx: Context, args: argparse.Namespace) -> int:
+    if args.to_revision < 0:
+        raise CommandError(f"unable to find specified revision {args.to_revision} in history")
+    pairs = _only_deployments(await targets_from_args(ctx.resolver, args.resources), "rollbacker")
+    for info, name in pairs:
+        path = info.object_path(name, ctx.ns_for(info))
+        deployment = await ctx.client.request("GET", path)
+        old, new = await replica_sets_of(ctx, deployment)
+        target = _revision_to(deployment, [*old, *([new] if new else [])], args.to_revision)
+        if _d(deployment.get("spec")).get("paused"):
+            raise CommandError("you cannot rollback a paused deployment; resume it first with 'kubectl rollout "
+                               "resume' and try again")
+        template = _d(_d(target.get("spec")).get("template"))
+        if equal_ignore_hash(template, _d(_d(deployment.get("spec")).get("template"))):
+            ctx.print(f"{resource_name(info, name)} skipped rollback (current template already matches revision "
+                      f"{revision_of(target)})")
+            continue
+        template = dict(template)
+        meta = dict(_d(template.get("metadata")))
+        labels = {k: v for k, v in _d(meta.get("labels")).items() if k != HASH_LABEL}
+        meta["labels"] = labels
+        template["metadata"] = meta
+        current = _d(_d(deployment.get("metadata")).get("annotations"))
+        annotations = {k: current[k] for k in ANNOTATIONS_TO_SKIP if k in current}
+        annotations.update({k: v for k, v in _d(_d(target.get("metadata")).get("annotations")).items()
+                            if k not in ANNOTATIONS_TO_SKIP})
+        patch = [
+            {"op": "replace", "path": "/spec/template", "value": template},
+            {"op": "replace", "path": "/metadata/annotations", "value": annotations},
+        ]
+        await ctx.client.request("PATCH", path, body=patch, content_type="application/json-patch+json")
+        ctx.print(f"{resource_name(info, name)} rolled back")
+    return 0
+
+
+def _revision_to(deployment: Obj, sets: list[Obj], to_revision: int) -> Obj:
+    """deploymentRevision: the ReplicaSet of `to_revision`, or the previous one for 0."""
+    latest: tuple[int, Obj | None] = (-1, None)
+    previous: tuple[int, Obj | None] = (-1, None)
+    for rs in sets:
+        v = revision_of(rs)
+        if v is None:
+            continue
+        if to_revision == 0:
+            if latest[0] < v:
+                previous, latest = latest, (v, rs)
+            elif previous[0] < v:
+                previous = (v, rs)
+        elif v == to_revision:
+            return rs
+    if to_revision > 0:
+        raise CommandError(f"unable to find specified revision {to_revision} in history")
+    if previous[1] is None:
+        raise CommandError(f'no rollout history found for deployment "{_d(deployment.get("metadata")).get("name")}"')
+    return previous[1]
+
+
+def _now_rfc3339() -> str:
+    text = datetime.now().astimezone().replace(microsecond=0).isoformat()
+    return text.replace("+00:00", "Z")
+
+
+async def restart(ctx: Context, args: argparse.Namespace) -> int:
+    pairs = _only_deployments(await targets_from_args(ctx.resolver, args.resources), "restarter")
+    for info, name in pairs:
+        path = info.object_path(name, ctx.ns_for(info))
+        deployment = await ctx.client.request("GET", path)
+        if _d(deployment.get("spec")).get("paused"):
+            raise CommandError("can't restart paused deployment (run rollout resume first)")
+        patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: _now_rfc3339()}}}}}
+        await ctx.client.request("PATCH", path, body=patch, content_type="application/strategic-merge-patch+json")
+        ctx.print(f"{resource_name(info, name)} restarted")
+    return 0
+
+
+async def pause_or_resume(ctx: Context, args: argparse.Namespace, paused: bool) -> int:
+    verb = "paused" if paused else "resumed"
+    pairs = _only_deployments(await targets_from_args(ctx.resolver, args.resources), "pauser" if paused else "resumer")
+    for info, name in pairs:
+        path = info.object_path(name, ctx.ns_for(info))
+        deployment = await ctx.client.request("GET", path)
+        if bool(_d(deployment.get("spec")).get("paused")) == paused:
+            raise CommandError(f'{kind_name(info).replace("deployment", "deployments", 1)} "{name}" is '
+                               f"{'already paused' if paused else 'not paused'}")
+        await ctx.client.request("PATCH", path, body={"spec": {"paused": paused}},
+                                 content_type="application/strategic-merge-patch+json")
+        ctx.print(f"{resource_name(info, name)} {verb}")
+    return 0

@@ -1,0 +1,233 @@
+"""Kubelets as real OS processes for tests and benchmarks: `python -m kubelet` for one test node with its
+own state dir, port and (optionally) pod CIDR; the project's images; free /24s of the cluster CIDR on
+this host; and the complete clean-up of a node (containers, CNI attachments, bridge, leases, state)
+through `kubelet.cleanup`, as a test must leave nothing behind even when it fails."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import ipaddress
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import docker
+import httpx
+
+from cni.config import bridge_name, network_name
+from kubelet.cleanup import cleanup_host_rules_if_unused, cleanup_node
+from tests.cluster import REPO, ApiServer, Process, free_port, wait_for
+
+PAUSE = "minik8s/pause:3.9"
+BUSYBOX = "minik8s/busybox:1.35"
+HTTPD = "minik8s/httpd:1"
+BACKOFF_BASE = 1.0  # --crashloop-backoff-base-seconds of test kubelets: restarts after 0, 1, 2, 4 s ...
+
+JSONDict = dict[str, Any]
+
+
+def ensure_images() -> None:
+    """The project's images, built by hack/images.sh (idempotent) when one is missing."""
+    client = docker.from_env()
+    try:
+        missing = []
+        for image in (PAUSE, BUSYBOX, HTTPD):
+            try:
+                client.images.get(image)
+            except docker.errors.ImageNotFound:
+                missing.append(image)
+    finally:
+        client.close()
+    if missing:
+        done = subprocess.run([str(REPO / "hack" / "images.sh")], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"hack/images.sh failed:\n{done.stdout}\n{done.stderr}"
+
+
+# Test clusters on one host (several sessions may run tests at once) pick their pod CIDRs among
+# 10.244.200.0-10.244.255.255. A /24 is taken when a route covers it (a node bridge holds its gateway
+# address once its first pod got one) or when a live test process claimed it here: the claim covers the
+# window between picking a CIDR and the bridge's first pod.
+CLAIMS_DIR = Path("/run/minik8s-test-cidrs")
+
+
+def _used_networks() -> set[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    routes = subprocess.run(["ip", "-4", "route", "show"], capture_output=True, text=True, check=True).stdout
+    used = set()
+    for line in routes.splitlines():
+        with contextlib.suppress(ValueError):
+            used.add(ipaddress.ip_network(line.split()[0], strict=False))
+    return used
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _claims_locked() -> Iterator[dict[str, int]]:
+    """The live claims (file name → owner pid) under an exclusive lock; dead owners' claims are dropped."""
+    CLAIMS_DIR.mkdir(parents=True, exist_ok=True)
+    with open(CLAIMS_DIR / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        claims: dict[str, int] = {}
+        for path in CLAIMS_DIR.iterdir():
+            if path.name.startswith("."):
+                continue
+            try:
+                pid = int(path.read_text().strip() or "0")
+            except (OSError, ValueError):
+                pid = 0
+            if _pid_alive(pid):
+                claims[path.name] = pid
+            else:
+                path.unlink(missing_ok=True)
+        yield claims
+
+
+def _claim_key(cidr: str) -> str:
+    return cidr.replace("/", "_")
+
+
+def _pick(candidates: list[str], count: int) -> list[str]:
+    """`count` random candidates overlapping no route and no live claim, claimed for this process."""
+    with _claims_locked() as claims:
+        taken = _used_networks() | {ipaddress.ip_network(name.replace("_", "/")) for name in claims}
+        free = [c for c in candidates if not any(ipaddress.ip_network(c).overlaps(u) for u in taken)]
+        if len(free) < count:
+            return []
+        chosen = random.sample(free, count)
+        for cidr in chosen:
+            (CLAIMS_DIR / _claim_key(cidr)).write_text(str(os.getpid()))
+        return chosen
+
+
+def release_cidr(cidr: str) -> None:
+    """Give back a CIDR this process claimed (claims of dead processes lapse by themselves)."""
+    with _claims_locked() as claims:
+        if claims.get(_claim_key(cidr)) == os.getpid():
+            (CLAIMS_DIR / _claim_key(cidr)).unlink(missing_ok=True)
+
+
+def free_pod_cidrs(count: int) -> list[str]:
+    """/24s of the cluster CIDR no bridge, route or other test on this host uses yet, claimed for this process."""
+    chosen = _pick([f"10.244.{i}.0/24" for i in range(200, 255)], count)
+    assert chosen, "no free /24 left in 10.244.200.0-10.244.254.0"
+    return chosen
+
+
+def free_cidr_block(prefix: int = 23) -> str:
+    """An aligned block of /24s (a /23 holds two) in 10.244.200.0-10.244.255.255 that no bridge, route or other
+    test on this host overlaps, claimed for this process: the cluster CIDR of a test controller-manager's node
+    IPAM, so the subnets it hands out never collide with another cluster running on the same host."""
+    size = 1 << (24 - prefix)
+    chosen = _pick([f"10.244.{i}.0/{prefix}" for i in range(200, 256, size)], 1)
+    assert chosen, f"no free /{prefix} left in 10.244.200.0-10.244.255.255"
+    return chosen[0]
+
+
+class KubeletProcess:
+    """`python -m kubelet` for one test node, with its own state dir and port.
+
+    With a `pod_cidr` the kubelet is given `--pod-cidr` (and writes it into its Node); without one the
+    Node's `spec.podCIDR` comes from the controller-manager's node IPAM, and `start` waits for it."""
+
+    def __init__(self, workdir: Path, apiserver: ApiServer, node: str, pod_cidr: str | None = None, *,
+                 backoff_base: float = BACKOFF_BASE, extra_args: Sequence[str] = ()) -> None:
+        self.node = node
+        self.pod_cidr = pod_cidr or ""
+        self.port = free_port()
+        self.root_dir = workdir / f"kubelet-{node}"
+        argv = [sys.executable, "-m", "kubelet", "--node-name", node, "--master", apiserver.url,
+                "--port", str(self.port), "--root-dir", str(self.root_dir),
+                "--crashloop-backoff-base-seconds", str(backoff_base), "--node-lease-duration-seconds", "4",
+                "--node-status-update-frequency", "1", "--housekeeping-interval", "1", *extra_args]
+        if pod_cidr:
+            argv += ["--pod-cidr", pod_cidr]
+        self.process = Process(f"kubelet-{node}", argv, workdir / f"kubelet-{node}.log")
+        self.address = ""
+
+    def start(self, api: httpx.Client, timeout: float = 30.0) -> None:
+        self.process.start()
+
+        def ready() -> bool:
+            if not self.process.alive():
+                raise RuntimeError(f"kubelet {self.node} exited:\n{self.process.log_tail()}")
+            node = api.get(f"/api/v1/nodes/{self.node}")
+            if node.status_code != 200:
+                return False
+            body = node.json()
+            status = body.get("status") or {}
+            ip = next((a["address"] for a in status.get("addresses") or [] if a["type"] == "InternalIP"), "")
+            cidr = (body.get("spec") or {}).get("podCIDR") or ""
+            node_ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
+            if not ip or not cidr or not node_ready:
+                return False
+            self.pod_cidr = cidr
+            self.address = f"http://{ip}:{self.port}"
+            try:
+                return bool(httpx.get(f"{self.address}/debug/pods", timeout=1).json().get("ready"))
+            except httpx.HTTPError:
+                return False
+
+        wait_for(ready, timeout, 0.1, what=f"kubelet {self.node} ready")
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.proc.pid if self.process.alive() and self.process.proc else None
+
+    def debug(self) -> JSONDict:
+        return httpx.get(f"{self.address}/debug/pods", timeout=5).json()
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def log_tail(self, lines: int = 60) -> str:
+        return self.process.log_tail(lines)
+
+    @property
+    def bridge(self) -> str:
+        return bridge_name(self.node)
+
+    @property
+    def lease_dir(self) -> Path:
+        """The node's CNI host-local IPAM directory: one file per allocated address."""
+        return self.root_dir / "cni" / "ipam" / network_name(self.node)
+
+    def leases(self) -> set[str]:
+        d = self.lease_dir
+        return {p.name for p in d.iterdir() if p.name[0].isdigit()} if d.is_dir() else set()
+
+
+def cleanup(nodes: Sequence[KubeletProcess]) -> None:
+    """kill -9 the kubelets, then remove everything they made on this host (`kubelet.cleanup`): containers
+    after CNI DEL, the bridges, leases and state dirs, and the shared host rules if nothing uses them."""
+    for k in nodes:
+        k.kill()
+
+    async def run() -> None:
+        for k in nodes:
+            await cleanup_node(k.node, k.root_dir)
+        await cleanup_host_rules_if_unused()
+
+    asyncio.run(run())
+    for k in nodes:
+        if k.pod_cidr:
+            release_cidr(k.pod_cidr)
+        assert not Path("/sys/class/net", bridge_name(k.node)).exists()
+    lo = subprocess.run(["ip", "link", "show", "lo"], capture_output=True, text=True, check=True).stdout
+    assert "UP" in lo.split(">")[0], "the host's loopback interface must stay up"
