@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import platform
 import re
@@ -58,12 +59,19 @@ class ControllerContext:
     informers: SharedInformerFactory
     options: argparse.Namespace
     clients: dict[str, ApiClient] = field(default_factory=dict)
+    # signs a token per controller service account (--service-account-private-key-file); None: the
+    # controllers use the kubeconfig's credentials, only their User-Agents differ
+    sign_token: Callable[[str], str] | None = None
 
     def client_for(self, service_account: str) -> ApiClient:
         """An ApiClient writing as system:serviceaccount:kube-system:<service_account> (one per account)."""
         client = self.clients.get(service_account)
         if client is None:
-            client = ApiClient(self.config, user_agent=user_agent(SERVICE_ACCOUNT_PREFIX + service_account))
+            config = self.config
+            if self.sign_token is not None:
+                config = dataclasses.replace(config, cert_file=None, key_file=None,
+                                             token=self.sign_token(service_account))
+            client = ApiClient(config, user_agent=user_agent(SERVICE_ACCOUNT_PREFIX + service_account))
             self.clients[service_account] = client
         return client
 
@@ -229,6 +237,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--allocate-node-cidrs", type=_bool, nargs="?", const=True, default=True)
     p.add_argument("--leader-elect", type=_bool, nargs="?", const=True, default=True,
                    help="accepted for compatibility; this controller-manager always runs as the leader")
+    p.add_argument("--service-account-private-key-file", default=None,
+                   help="key that signs a token per controller service account (the apiserver's "
+                        "--service-account-key-file holds its public half)")
+    p.add_argument("--use-service-account-credentials", type=_bool, nargs="?", const=True, default=True,
+                   help="each controller authenticates as its own service account (needs the key above)")
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
     args = p.parse_args(argv)
     try:
@@ -259,13 +272,24 @@ def client_config(args: argparse.Namespace) -> ClientConfig:
 # -- running --------------------------------------------------------------------------------------
 
 
+def token_signer(args: argparse.Namespace) -> Callable[[str], str] | None:
+    """Signs kube-system service-account tokens with --service-account-private-key-file, if given."""
+    key_file = getattr(args, "service_account_private_key_file", None)
+    if not key_file or not getattr(args, "use_service_account_credentials", True):
+        return None
+    from apiserver.auth.serviceaccount import load_signing_key, sign_token
+
+    key = load_signing_key(key_file)
+    return lambda account: sign_token(key, "kube-system", account)
+
+
 async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
     """Build the enabled controllers, start the informers, run until `stop` (or SIGTERM/SIGINT)."""
     stop = stop or asyncio.Event()
     config = client_config(args)
     informer_client = ApiClient(config, user_agent=user_agent("shared-informers"))
     factory = SharedInformerFactory(informer_client)
-    ctx = ControllerContext(config, factory, args)
+    ctx = ControllerContext(config, factory, args, sign_token=token_signer(args))
     controllers: list[tuple[str, RunnableController]] = []
     for name in args.enabled:
         spec = CONTROLLERS[name]
@@ -310,6 +334,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         return asyncio.run(run(args))
-    except KubeconfigError as e:
+    except (KubeconfigError, OSError, ValueError) as e:
         log.error("%s", e)
         return 2

@@ -208,9 +208,19 @@ class NodeLifecycleController(Controller):
             self.pods.store.add_indexers({NODE_NAME_INDEX: node_name_index})
         self.watch(self.nodes)
         self.watch(self.leases, lambda lease: [lease.metadata.name] if lease.metadata.name else [])
-        self.watch(self.pods, lambda pod: [pod.spec.node_name] if pod.spec and pod.spec.node_name else [])
+        self.watch(self.pods, self._node_of_pod)
         self._health: dict[str, _Health] = {}
         self._taint_seen: dict[tuple[str, str, str], dt.datetime] = {}  # taints without timeAdded: first seen
+
+    def _node_of_pod(self, pod: Pod) -> list[str]:
+        """A pod event matters only on a node with NoExecute taints (its pods may be due for eviction);
+        elsewhere it would cost a reconcile per pod change. The taint's own arrival is a node event,
+        which looks at every pod of the node anyway."""
+        name = pod.spec.node_name if pod.spec else None
+        node = self.nodes.store.get(name) if name else None
+        if node is None or node.spec is None or not any(t.effect == "NoExecute" for t in node.spec.taints or ()):
+            return []
+        return [name]  # type: ignore[list-item]
 
     def _heartbeat(self, node: Node) -> tuple[str | None, str | None]:
         ready = condition(node, "Ready")

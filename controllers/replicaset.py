@@ -58,6 +58,7 @@ BURST_REPLICAS = 500  # creates/deletes per sync at most (upstream BurstReplicas
 # this part; a Python apiserver answers fewer writes, not more, when hundreds arrive at once.
 MAX_CONCURRENT_WRITES = 32
 SLOW_START_INITIAL_BATCH_SIZE = 1
+EVENT_WORKERS = 1
 EXPECTATIONS_TIMEOUT = 300.0  # seconds (upstream ExpectationsTimeout)
 POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 ORPHAN_INDEX = "minik8s/orphansByNamespace"
@@ -367,6 +368,14 @@ def is_pod_available(pod: Pod, min_ready_seconds: int, now: dt.datetime) -> bool
     return since is not None and since + dt.timedelta(seconds=min_ready_seconds) < now
 
 
+def _sync_inputs(pod: Pod) -> tuple[Any, ...]:
+    """What a ReplicaSet sync reads from a pod it owns, besides its labels, owner and deletion: its
+    phase (a finished pod is replaced) and its Ready condition (ready and available counts)."""
+    condition = _ready_condition(pod)
+    return ((pod.status.phase if pod.status else None),
+            None if condition is None else (condition.status, condition.last_transition_time))
+
+
 def _deletion_cost(pod: Pod) -> int:
     raw = (pod.metadata.annotations or {}).get(POD_DELETION_COST)
     try:
@@ -486,9 +495,10 @@ def pods_to_delete(pods: Sequence[Pod], related: Sequence[Pod], diff: int, now: 
     return list(pods)[:diff]
 
 
-def pod_from_template(template: PodTemplateSpec, parent: Any, ref: OwnerReference) -> Pod:
+def pod_from_template(template: PodTemplateSpec, parent: Any, ref: OwnerReference, *, copy_spec: bool = True) -> Pod:
     """controller.GetPodFromTemplate: labels, annotations and finalizers of the template, generateName
-    `{parent}-`, the controller reference, the template's spec."""
+    `{parent}-`, the controller reference, the template's spec (shared with the template, not copied,
+    when `copy_spec` is false: for a pod that is only serialized)."""
     tmeta = template.metadata or ObjectMeta()
     if not tmeta.labels:
         raise ValueError("unable to create pods, no labels")
@@ -497,8 +507,14 @@ def pod_from_template(template: PodTemplateSpec, parent: Any, ref: OwnerReferenc
         labels=dict(tmeta.labels), annotations=dict(tmeta.annotations) if tmeta.annotations else None,
         finalizers=list(tmeta.finalizers) if tmeta.finalizers else None, owner_references=[ref],
     )
-    spec = template.spec.model_copy(deep=True) if template.spec is not None else None
+    spec = template.spec.model_copy(deep=True) if template.spec is not None and copy_spec else template.spec
     return Pod(metadata=meta, spec=spec)
+
+
+def pod_body_from_template(template: PodTemplateSpec, parent: Any, ref: OwnerReference) -> dict[str, Any]:
+    """The wire form of `pod_from_template`: what the ReplicaSet controller POSTs. One sync serializes it
+    once for all the pods it creates (a deep copy of the template per pod was most of its CPU)."""
+    return {"apiVersion": "v1", "kind": "Pod", **pod_from_template(template, parent, ref, copy_spec=False).to_dict()}
 
 
 async def slow_start_batch(count: int, initial_batch_size: int,
@@ -542,13 +558,14 @@ def calculate_status(rs: ReplicaSet, pods: Sequence[Pod], manage_error: Exceptio
     template_labels = (spec.template.metadata.labels if spec.template and spec.template.metadata else None) or {}
     min_ready = spec.min_ready_seconds or 0
     fully = ready = available = 0
-    for pod in pods:
-        labels = pod.metadata.labels or {}
-        if all(labels.get(k) == v for k, v in template_labels.items()):
+    wanted = template_labels.items()
+    for pod in pods:  # once per sync over every pod: kept lean
+        if wanted <= (pod.metadata.labels or {}).items():
             fully += 1
-        if is_pod_ready(pod):
+        condition = _ready_condition(pod)
+        if condition is not None and condition.status == "True":
             ready += 1
-            if is_pod_available(pod, min_ready, now):
+            if min_ready <= 0 or is_pod_available(pod, min_ready, now):
                 available += 1
     old = rs.status or ReplicaSetStatus(replicas=0)
     conditions = list(old.conditions or [])
@@ -586,7 +603,8 @@ class ReplicaSetController(Controller):
         super().__init__(workers)
         self.client = client
         self._writes = asyncio.Semaphore(max_concurrent_writes)
-        self.recorder = EventRecorder(client, CONTROLLER_NAME)
+        # One writer: SuccessfulCreate/Delete events trail the pod writes rather than compete with them.
+        self.recorder = EventRecorder(client, CONTROLLER_NAME, workers=EVENT_WORKERS)
         self.burst_replicas = burst_replicas
         self.expectations = UIDTrackingControllerExpectations()
         self.rs_informer: Informer[ReplicaSet] = informers.informer_for(ReplicaSet)
@@ -664,6 +682,8 @@ class ReplicaSetController(Controller):
             if rs is not None:
                 self.queue.add(meta_namespace_key(rs))
         if cur_ref is not None:
+            if not ref_changed and not labels_changed and _sync_inputs(old) == _sync_inputs(cur):
+                return  # e.g. bound to a node, a container's status: nothing a sync reads from it changed
             rs = self._resolve(cur.metadata.namespace, cur_ref)
             if rs is not None:
                 key = meta_namespace_key(rs)
@@ -726,8 +746,10 @@ class ReplicaSetController(Controller):
             count = min(-diff, self.burst_replicas)
             self.expectations.expect_creations(key, count)
             log.info("%s: too few replicas (need %d, have %d): creating %d", key, rs.spec.replicas, len(pods), count)
+            assert rs.spec.template is not None
+            body = pod_body_from_template(rs.spec.template, rs, new_controller_ref(rs, "apps/v1", "ReplicaSet"))
             successes, error = await slow_start_batch(count, SLOW_START_INITIAL_BATCH_SIZE,
-                                                      lambda: self._create_pod(rs))
+                                                      lambda: self._create_pod(rs, body))
             for _ in range(count - successes):
                 self.expectations.creation_observed(key)  # never to be seen: stop waiting for it
             if error is not None:
@@ -742,18 +764,16 @@ class ReplicaSetController(Controller):
                 if isinstance(r, BaseException):
                     raise r
 
-    async def _create_pod(self, rs: ReplicaSet) -> None:
-        assert rs.spec is not None and rs.spec.template is not None
-        pod = pod_from_template(rs.spec.template, rs, new_controller_ref(rs, "apps/v1", "ReplicaSet"))
+    async def _create_pod(self, rs: ReplicaSet, body: dict[str, Any]) -> None:
         try:
             async with self._writes:
-                created = await self.client.create(pod)
+                created = await self.client.create_raw(Pod, body, rs.metadata.namespace)
         except Exception as e:
             if _namespace_terminating(e):
                 return  # every create would fail: nothing to do
             self.recorder.event(rs, "Warning", "FailedCreate", f"Error creating: {_error_text(e)}")
             raise
-        self.recorder.event(rs, "Normal", "SuccessfulCreate", f"Created pod: {created.metadata.name}")
+        self.recorder.event(rs, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}")
 
     async def _delete_pod(self, rs: ReplicaSet, key: str, pod: Pod) -> None:
         name = pod.metadata.name or ""

@@ -345,7 +345,7 @@ class NodeInfo:
     """One node, the pods on it (bound or assumed) and the running totals plugins read."""
 
     __slots__ = ("allocatable", "generation", "labels", "name", "node", "non_zero_requested",
-                 "owner_counts", "pods", "ready", "requested", "taints", "unschedulable", "used_ports")
+                 "owner_counts", "pods", "ready", "requested", "taints", "unschedulable", "used_ports", "zone")
 
     def __init__(self, name: str, node: Node | None = None) -> None:
         self.name = name
@@ -360,6 +360,7 @@ class NodeInfo:
         self.taints: list[Taint] = []
         self.unschedulable = False
         self.ready: str | None = None
+        self.zone = ""  # region and zone labels as one key (utilnode.GetZoneKey), "" without either
         self.generation = 0
         if node is not None:
             self.set_node(node)
@@ -381,6 +382,9 @@ class NodeInfo:
         self.taints = list(spec.taints or ()) if spec is not None else []
         self.unschedulable = bool(spec.unschedulable) if spec is not None else False
         self.ready = node_ready_status(node)
+        region = self.labels.get(LABEL_REGION, "")
+        zone = self.labels.get(LABEL_ZONE, "")
+        self.zone = f"{region}:\x00:{zone}" if region or zone else ""  # utilnode.GetZoneKey
         self.generation += 1
 
     def add_pod(self, pod: PodInfo) -> None:
@@ -455,16 +459,22 @@ class ScorePlugin(Protocol):
 
 
 FilterFunc = Callable[[PodInfo, NodeInfo], Status]
+SkipFunc = Callable[[PodInfo], bool]
 ScoreFunc = Callable[[PodInfo, NodeInfo], int]
+ScoreNodesFunc = Callable[[PodInfo, Sequence[NodeInfo]], list[int]]
 NormalizeFunc = Callable[[PodInfo, Sequence[NodeInfo], list[int]], None]
 
 
 @dataclass(frozen=True)
 class Filter:
-    """A filter function with its plugin name (what failure statuses are attributed to)."""
+    """A filter function with its plugin name (what failure statuses are attributed to).
+
+    `skip(pod)`, if given, is upstream's PreFilter answering Skip: True when the plugin has nothing to
+    check for this pod (no nodeSelector, no host ports ...), so the cycle does not call it per node."""
 
     name: str
     fn: FilterFunc
+    skip: SkipFunc | None = None
 
     def filter(self, pod: PodInfo, node: NodeInfo) -> Status:
         return self.fn(pod, node)
@@ -472,15 +482,26 @@ class Filter:
 
 @dataclass(frozen=True)
 class Score:
-    """A score function with its plugin name, weight and (optional) NormalizeScore."""
+    """A score function with its plugin name, weight and (optional) NormalizeScore.
+
+    `score_nodes(pod, nodes)`, if given, is the same score for all the nodes at once: exactly
+    `[fn(pod, node) for node in nodes]`, only without a Python call per node (a scheduling cycle
+    scores every feasible node with every plugin)."""
 
     name: str
     fn: ScoreFunc
     weight: int = 1
     normalize: NormalizeFunc | None = None
+    score_nodes: ScoreNodesFunc | None = None
 
     def score(self, pod: PodInfo, node: NodeInfo) -> int:
         return self.fn(pod, node)
+
+    def score_all(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+        if self.score_nodes is not None:
+            return self.score_nodes(pod, nodes)
+        fn = self.fn
+        return [fn(pod, node) for node in nodes]
 
     def normalize_score(self, pod: PodInfo, nodes: Sequence[NodeInfo], scores: list[int]) -> None:
         if self.normalize is not None:
@@ -575,14 +596,23 @@ class Framework:
         self.filters = list(filters)
         self.scores = list(scores)
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        # (name, function, skip) per filter: the cycle calls the function itself, not a method around it
+        self._filter_calls: list[tuple[str, FilterFunc, SkipFunc | None]] = [
+            (p.name, p.fn if isinstance(p, Filter) else p.filter, p.skip if isinstance(p, Filter) else None)
+            for p in self.filters]
 
-    def run_filter_plugins(self, pod: PodInfo, node: NodeInfo) -> Status:
+    def filters_for(self, pod: PodInfo) -> list[tuple[str, FilterFunc]]:
+        """PreFilter: the (name, function) of the filters that have something to check for this pod."""
+        return [(name, fn) for name, fn, skip in self._filter_calls if skip is None or not skip(pod)]
+
+    def run_filter_plugins(self, pod: PodInfo, node: NodeInfo,
+                           filters: Sequence[tuple[str, FilterFunc]] | None = None) -> Status:
         """The first failing filter's Status (named after its plugin), or SUCCESS."""
-        for plugin in self.filters:
-            status = plugin.filter(pod, node)
-            if not status.is_success:
+        for name, fn in self.filters_for(pod) if filters is None else filters:
+            status = fn(pod, node)
+            if status is not SUCCESS and not status.is_success:
                 if not status.plugin:
-                    status = Status(status.code, status.reasons, plugin.name)
+                    status = Status(status.code, status.reasons, name)
                 return status
         return SUCCESS
 
@@ -600,31 +630,35 @@ class Framework:
         wanted = num_feasible_nodes_to_find(total, self.percentage_of_nodes_to_score)
         feasible: list[NodeInfo] = []
         statuses: dict[str, Status] = {}
-        processed = 0
-        run = self.run_filter_plugins
-        for i in range(total):
-            node = nodes[(start + i) % total]
-            processed += 1
-            status = run(pod, node)
-            if status.is_success:
-                feasible.append(node)
-                if len(feasible) >= wanted:
+        filters = self.filters_for(pod)
+        start = start % total if total else 0
+        order = nodes[start:] + nodes[:start] if start else nodes
+        processed = total
+        for i, node in enumerate(order):
+            for name, fn in filters:
+                status = fn(pod, node)
+                if status is not SUCCESS and not status.is_success:
+                    statuses[node.name] = status if status.plugin else Status(status.code, status.reasons, name)
                     break
             else:
-                statuses[node.name] = status
+                feasible.append(node)
+                if len(feasible) >= wanted:
+                    processed = i + 1
+                    break
         return feasible, statuses, processed
 
     def prioritize_nodes(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
         """Weighted sum of every score plugin's normalized scores, per node (same order as `nodes`)."""
         totals = [0] * len(nodes)
         for plugin in self.scores:
-            scores = [plugin.score(pod, node) for node in nodes]
+            scores = plugin.score_all(pod, nodes) if isinstance(plugin, Score) else [
+                plugin.score(pod, node) for node in nodes]
             plugin.normalize_score(pod, nodes, scores)
+            if scores and (min(scores) < MIN_NODE_SCORE or max(scores) > MAX_NODE_SCORE):
+                i, score = next((i, s) for i, s in enumerate(scores) if not MIN_NODE_SCORE <= s <= MAX_NODE_SCORE)
+                raise ValueError(f"plugin {plugin.name} scored node {nodes[i].name} {score}, out of 0..100")
             weight = plugin.weight
-            for i, score in enumerate(scores):
-                if not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
-                    raise ValueError(f"plugin {plugin.name} scored node {nodes[i].name} {score}, out of 0..100")
-                totals[i] += score * weight
+            totals = [t + s * weight for t, s in zip(totals, scores, strict=True)]
         return totals
 
     def schedule(self, pod: PodInfo, snapshot: Snapshot, start: int = 0,

@@ -51,6 +51,7 @@ DEFAULT_SCHEDULER_NAME = "default-scheduler"
 SCHEDULER_USERNAME = "system:kube-scheduler"
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 DEFAULT_BIND_CONCURRENCY = 16
+EVENT_WORKERS = 1
 
 
 def _arch() -> str:
@@ -85,7 +86,9 @@ class Scheduler:
         self.framework = framework or default_framework()
         self.cache = Cache()
         self.queue = SchedulingQueue(pod_initial_backoff, pod_max_backoff)
-        self.recorder = EventRecorder(client, scheduler_name)
+        # One writer: events trail the bindings instead of competing with them for the apiserver (upstream
+        # writes events through their own rate-limited client); they catch up once a burst is bound.
+        self.recorder = EventRecorder(client, scheduler_name, workers=EVENT_WORKERS)
         self.factory = SharedInformerFactory(client)
         self.node_informer: Informer[Node] = self.factory.informer_for(Node)
         self.pod_informer: Informer[Pod] = self.factory.informer_for(Pod, field_selector=POD_FIELD_SELECTOR)

@@ -7,6 +7,10 @@ taint it implies), NodeAffinity, NodePorts, NodeResourcesFit.
 Scores (weight): TaintToleration (3), NodeAffinity (2), SelectorSpread (2, standing in for
 PodTopologySpread's default spreading), NodeResourcesFit LeastAllocated (1),
 NodeResourcesBalancedAllocation (1).
+
+NodeName, NodeAffinity and NodePorts have a PreFilter that skips them for pods they have nothing to
+check on (no nodeName, no nodeSelector or required affinity, no host ports); every score plugin also
+scores all feasible nodes in one call (`*_scores`), equal by definition to its per-node function.
 """
 
 from __future__ import annotations
@@ -27,11 +31,11 @@ from scheduler.plugins import (
 def default_filters() -> list[Filter]:
     return [
         Filter(node_unschedulable.NAME, node_unschedulable.node_unschedulable),
-        Filter(node_name.NAME, node_name.node_name),
+        Filter(node_name.NAME, node_name.node_name, node_name.skip),
         Filter(taint_toleration.NAME, taint_toleration.taint_toleration),
         Filter(node_ready.NAME, node_ready.node_ready),
-        Filter(node_affinity.NAME, node_affinity.node_affinity),
-        Filter(node_ports.NAME, node_ports.node_ports),
+        Filter(node_affinity.NAME, node_affinity.node_affinity, node_affinity.skip),
+        Filter(node_ports.NAME, node_ports.node_ports, node_ports.skip),
         Filter(node_resources.NAME, node_resources.node_resources_fit),
     ]
 
@@ -39,12 +43,15 @@ def default_filters() -> list[Filter]:
 def default_scores() -> list[Score]:
     return [
         Score(taint_toleration.NAME, taint_toleration.taint_toleration_score, 3,
-              taint_toleration.taint_toleration_normalize),
-        Score(node_affinity.NAME, node_affinity.node_affinity_score, 2, node_affinity.node_affinity_normalize),
+              taint_toleration.taint_toleration_normalize, taint_toleration.taint_toleration_scores),
+        Score(node_affinity.NAME, node_affinity.node_affinity_score, 2, node_affinity.node_affinity_normalize,
+              node_affinity.node_affinity_scores),
         Score(selector_spread.NAME, selector_spread.selector_spread_score, 2,
-              selector_spread.selector_spread_normalize),
-        Score(node_resources.NAME, node_resources.least_allocated_score, 1),
-        Score(node_resources.BALANCED_ALLOCATION, node_resources.balanced_allocation_score, 1),
+              selector_spread.selector_spread_normalize, selector_spread.selector_spread_scores),
+        Score(node_resources.NAME, node_resources.least_allocated_score, 1, None,
+              node_resources.least_allocated_scores),
+        Score(node_resources.BALANCED_ALLOCATION, node_resources.balanced_allocation_score, 1, None,
+              node_resources.balanced_allocation_scores),
     ]
 
 

@@ -106,6 +106,11 @@ class RequiredNodeAffinity:
         return any(term.matches(labels, node_name) for term in self._terms)
 
 
+def skip(pod: PodInfo) -> bool:
+    """PreFilter: no nodeSelector and no required affinity, so every node matches."""
+    return RequiredNodeAffinity.of(pod).empty
+
+
 def node_affinity(pod: PodInfo, node: NodeInfo) -> Status:
     required = RequiredNodeAffinity.of(pod)
     if required.empty or required.matches(node.labels, node.name):
@@ -132,6 +137,14 @@ def _preferred_terms(pod: PodInfo) -> list[tuple[int, NodeSelectorTermMatcher]]:
 def node_affinity_score(pod: PodInfo, node: NodeInfo) -> int:
     """The sum of the weights of the preferred terms the node matches (normalized to 0..100)."""
     return sum(weight for weight, term in _preferred_terms(pod) if term.matches(node.labels, node.name))
+
+
+def node_affinity_scores(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+    """node_affinity_score of every node: all 0 for a pod without preferred terms."""
+    terms = _preferred_terms(pod)
+    if not terms:
+        return [0] * len(nodes)
+    return [sum(weight for weight, term in terms if term.matches(node.labels, node.name)) for node in nodes]
 
 
 def node_affinity_normalize(pod: PodInfo, nodes: Sequence[NodeInfo], scores: list[int]) -> None:

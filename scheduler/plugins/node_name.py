@@ -8,6 +8,11 @@ NAME = "NodeName"
 ERR_REASON = "node(s) didn't match the requested node name"
 
 
+def skip(pod: PodInfo) -> bool:
+    """PreFilter: a pod that names no node fits every node's name."""
+    return not pod.node_name
+
+
 def node_name(pod: PodInfo, node: NodeInfo) -> Status:
     wanted = pod.node_name
     if not wanted or wanted == node.name:

@@ -15,6 +15,8 @@ Scores, cpu and memory weighted equally:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from scheduler.framework import MAX_NODE_SCORE, SUCCESS, NodeInfo, PodInfo, Status
 
 NAME = "NodeResourcesFit"
@@ -44,6 +46,12 @@ def insufficient_resources(pod: PodInfo, node: NodeInfo) -> list[str]:
 
 
 def node_resources_fit(pod: PodInfo, node: NodeInfo) -> Status:
+    allocatable, requested, want = node.allocatable, node.requested, pod.requests
+    # the common case first, without building a list: room for one more pod, cpu and memory
+    if (len(node.pods) < allocatable.allowed_pod_number and not want.ephemeral_storage and not want.scalar
+            and (want.milli_cpu <= 0 or want.milli_cpu <= allocatable.milli_cpu - requested.milli_cpu)
+            and (want.memory <= 0 or want.memory <= allocatable.memory - requested.memory)):
+        return SUCCESS
     reasons = insufficient_resources(pod, node)
     return Status.unschedulable(*reasons) if reasons else SUCCESS
 
@@ -67,6 +75,21 @@ def least_allocated_score(pod: PodInfo, node: NodeInfo) -> int:
     return total // weights if weights else 0
 
 
+def least_allocated_scores(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+    """least_allocated_score of every node."""
+    cpu, memory = pod.non_zero_requests.milli_cpu, pod.non_zero_requests.memory
+    out = []
+    for node in nodes:
+        alloc, used = node.allocatable, node.non_zero_requested
+        total = weights = 0
+        for requested, capacity in ((used.milli_cpu + cpu, alloc.milli_cpu), (used.memory + memory, alloc.memory)):
+            if capacity:
+                total += 0 if requested > capacity else (capacity - requested) * MAX_NODE_SCORE // capacity
+                weights += 1
+        out.append(total // weights if weights else 0)
+    return out
+
+
 def balanced_allocation_score(pod: PodInfo, node: NodeInfo) -> int:
     alloc = node.allocatable
     pairs = ((node.requested.milli_cpu + pod.requests.milli_cpu, alloc.milli_cpu),
@@ -74,3 +97,18 @@ def balanced_allocation_score(pod: PodInfo, node: NodeInfo) -> int:
     fractions = [min(requested / capacity, 1.0) for requested, capacity in pairs if capacity > 0]
     std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
     return int((1 - std) * MAX_NODE_SCORE)
+
+
+def balanced_allocation_scores(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+    """balanced_allocation_score of every node."""
+    cpu, memory = pod.requests.milli_cpu, pod.requests.memory
+    out = []
+    for node in nodes:
+        alloc, used = node.allocatable, node.requested
+        if alloc.milli_cpu > 0 and alloc.memory > 0:
+            std = abs(min((used.milli_cpu + cpu) / alloc.milli_cpu, 1.0)
+                      - min((used.memory + memory) / alloc.memory, 1.0)) / 2
+            out.append(int((1 - std) * MAX_NODE_SCORE))
+        else:
+            out.append(MAX_NODE_SCORE)
+    return out

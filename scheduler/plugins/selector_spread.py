@@ -14,19 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.framework import LABEL_REGION, LABEL_ZONE, MAX_NODE_SCORE, NodeInfo, PodInfo
+from scheduler.framework import MAX_NODE_SCORE, NodeInfo, PodInfo
 
 NAME = "SelectorSpread"
 ZONE_WEIGHTING = 2.0 / 3.0
 
 
 def zone_key(node: NodeInfo) -> str:
-    """utilnode.GetZoneKey: region and zone together; "" when the node has neither."""
-    region = node.labels.get(LABEL_REGION, "")
-    zone = node.labels.get(LABEL_ZONE, "")
-    if not region and not zone:
-        return ""
-    return f"{region}:\x00:{zone}"
+    """utilnode.GetZoneKey: region and zone together; "" when the node has neither (NodeInfo works it
+    out from the node's topology labels once, when the node is set)."""
+    return node.zone
 
 
 def selector_spread_score(pod: PodInfo, node: NodeInfo) -> int:
@@ -35,10 +32,24 @@ def selector_spread_score(pod: PodInfo, node: NodeInfo) -> int:
     return node.owner_counts.get((pod.namespace, pod.owner_uid), 0)
 
 
+def selector_spread_scores(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+    """selector_spread_score of every node."""
+    if not pod.owner_uid:
+        return [0] * len(nodes)
+    owner = (pod.namespace, pod.owner_uid)
+    return [node.owner_counts.get(owner, 0) for node in nodes]
+
+
 def selector_spread_normalize(pod: PodInfo, nodes: Sequence[NodeInfo], scores: list[int]) -> None:
     max_by_node = max(scores, default=0)
+    zones = [node.zone for node in nodes]  # zone_key(node)
+    if not any(zones):
+        if max_by_node > 0:
+            scores[:] = [int(MAX_NODE_SCORE * (max_by_node - score) / max_by_node) for score in scores]
+        else:
+            scores[:] = [MAX_NODE_SCORE] * len(scores)
+        return
     by_zone: dict[str, int] = {}
-    zones = [zone_key(node) for node in nodes]
     for zone, score in zip(zones, scores, strict=True):
         if zone:
             by_zone[zone] = by_zone.get(zone, 0) + score

@@ -28,5 +28,12 @@ def taint_toleration_score(pod: PodInfo, node: NodeInfo) -> int:
                if taint.effect == "PreferNoSchedule" and not tolerates_taint(tolerations, taint))
 
 
+def taint_toleration_scores(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+    """taint_toleration_score of every node: all 0 when no node has a taint."""
+    if not any(node.taints for node in nodes):
+        return [0] * len(nodes)
+    return [taint_toleration_score(pod, node) for node in nodes]
+
+
 def taint_toleration_normalize(pod: PodInfo, nodes: Sequence[NodeInfo], scores: list[int]) -> None:
     default_normalize_score(scores, reverse=True)
