@@ -1,0 +1,639 @@
+"""Pod startup: from creation to Running as a watch observes it, against raw Docker in the same run.
+
+    python -m bench.pod_startup_bench [--quick] [--reps-deployment N] [--timeout S] [--keep]
+
+Starts its own whole cluster of local processes (tests/e2e/local_cluster.py: etcd, apiserver,
+controller-manager, scheduler, two kubelets on this host's Docker engine and CNI plugins) and removes
+everything it made at the end, also on failure, Ctrl-C, SIGTERM or the overall time limit.
+
+Phases (each under a deadline; the nodes are quiet at the start of each):
+
+1. pods N = 1, 10, 30 (repeated 5, 3, 2 times): N bare pods (one minik8s/httpd:1 container; the kubelet
+   adds the pause sandbox and its CNI network) are POSTed at once from a thread pool; a watch on the
+   namespace stamps the moment each pod is first seen Running (phase Running, every container running).
+   Per pod: creation (just before its POST) → Running; per batch: first POST → last pod Running. The
+   scheduler places them over the two nodes.
+2. raw Docker, same N and repetitions, same concurrency: per "pod", the pause image created and started
+   with `--network none`, then minik8s/httpd:1 created and started in its network namespace
+   (`--network container:<pause> --ipc container:<pause>`): what `docker run` does, through the Engine
+   API like the kubelet, with the namespaces the kubelet's containers share.
+   No CNI, no API objects: the ratio minik8s/raw shows what everything else costs (target ≤ 1.5x).
+3. Deployment: a 3-replica Deployment POSTed as `kubectl apply` sends it (fieldManager, last-applied
+   annotation) → all 3 pods Running, repeated (default 7); p50 target ≤ 1.0 s. The same with the real
+   `kubectl apply -f` (process start and discovery included) when kubectl 1.33 is installed.
+4. kubelet memory: 30 pods on one node (nodeSelector), each kubelet's VmRSS (and VmHWM) read once they
+   are all Running; target ≤ 100 MB for the kubelet holding 30 pods. The RSS of both kubelets while the
+   30 pods of phase 1 ran over both nodes is in the JSON too.
+
+Prints one table with targets and verdicts, and writes everything to _output/bench/pod_startup.json.
+All figures come from one run on a shared 2-core machine: ratios are steadier than absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import docker
+import httpx
+import yaml
+
+from bench.apiserver_bench import (
+    background_load,
+    format_target,
+    machine_idle_seconds,
+    percentile,
+    proc_memory_mb,
+    render_table,
+    verdict,
+)
+from tests.cluster import REPO
+from tests.e2e.local_cluster import LocalCluster
+from tests.kubectl import Kubectl, find_kubectl
+from tests.node_process import HTTPD, PAUSE
+
+OUTPUT = REPO / "_output" / "bench"
+NAMESPACE = "bench-startup"
+RAW_LABEL = "io.minik8s.bench"
+TARGET_RATIO = 1.5
+TARGET_DEPLOYMENT_S = 1.0
+TARGET_KUBELET_MB = 100.0
+KUBECTL_VERSION = "1.33"
+# the kubelets run with upstream's defaults, not the test cluster's short periods
+KUBELET_DEFAULTS = ["--crashloop-backoff-base-seconds", "10", "--node-lease-duration-seconds", "40",
+                    "--node-status-update-frequency", "10", "--housekeeping-interval", "10"]
+
+JSONDict = dict[str, Any]
+
+
+class Deadline(Exception):
+    """The overall time limit (--timeout) passed."""
+
+
+# -- watching pods ------------------------------------------------------------------------------------------
+
+
+def is_running(pod: JSONDict) -> bool:
+    status = pod.get("status") or {}
+    statuses = status.get("containerStatuses") or []
+    return status.get("phase") == "Running" and bool(statuses) and all("running" in cs["state"] for cs in statuses)
+
+
+@dataclass
+class PodSeen:
+    node: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    scheduled_at: float | None = None  # first seen with spec.nodeName
+    running_at: float | None = None
+    deleted_at: float | None = None
+
+
+class PodWatch:
+    """One watch on the namespace's pods, read on a thread: when each pod was first seen Running, and gone."""
+
+    def __init__(self, url: str, namespace: str) -> None:
+        self.url, self.namespace = url, namespace
+        self.pods: dict[str, PodSeen] = {}
+        self.cond = threading.Condition()
+        self._stop = threading.Event()
+        self._client = httpx.Client(base_url=url, timeout=httpx.Timeout(10, read=None), trust_env=False)
+        listed = self._client.get(f"/api/v1/namespaces/{namespace}/pods")
+        listed.raise_for_status()
+        self._rv = listed.json()["metadata"]["resourceVersion"]
+        self._thread = threading.Thread(target=self._run, daemon=True, name="pod-watch")
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with self._client.stream("GET", f"/api/v1/namespaces/{self.namespace}/pods",
+                                         params={"watch": "true", "resourceVersion": self._rv}) as r:
+                    for line in r.iter_lines():
+                        if line.strip():
+                            self._event(json.loads(line), time.monotonic())
+            except (httpx.HTTPError, json.JSONDecodeError):
+                if self._stop.wait(0.2):
+                    return
+
+    def _event(self, event: JSONDict, now: float) -> None:
+        obj = event.get("object") or {}
+        meta = obj.get("metadata") or {}
+        if rv := meta.get("resourceVersion"):
+            self._rv = rv
+        if event.get("type") not in ("ADDED", "MODIFIED", "DELETED"):
+            return
+        with self.cond:
+            seen = self.pods.setdefault(meta["name"], PodSeen())
+            seen.node = (obj.get("spec") or {}).get("nodeName") or seen.node
+            if seen.node and seen.scheduled_at is None:
+                seen.scheduled_at = now
+            seen.labels = meta.get("labels") or {}
+            if event["type"] == "DELETED":
+                seen.deleted_at = now
+            elif seen.running_at is None and is_running(obj):
+                seen.running_at = now
+            self.cond.notify_all()
+
+    def wait(self, check: Callable[[dict[str, PodSeen]], bool], timeout: float, what: str) -> None:
+        with self.cond:
+            if not self.cond.wait_for(lambda: check(self.pods), timeout):
+                raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+    def forget(self, names: Iterator[str] | list[str]) -> None:
+        with self.cond:
+            for name in names:
+                self.pods.pop(name, None)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._client.close()
+        self._thread.join(5)
+
+
+# -- where the CPU went -------------------------------------------------------------------------------------
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and of its reaped children (a kubelet's CNI plugins, Docker's shims)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / _CLK_TCK  # utime, stime, cutime, cstime
+
+
+def pids_named(*names: str) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (entry / "comm").read_text().strip() in names:
+                    out.append(int(entry.name))
+    return out
+
+
+class CpuMeter:
+    """Cores used over one phase: the cluster's processes, this process, Docker's daemons, and the rest of
+    the machine (other sessions' work: the noise in the figures)."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        groups: dict[str, list[int]] = {"minik8s": [], "docker": pids_named("dockerd", "containerd")}
+        for proc in (cluster.etcd.process, cluster.apiserver.process,
+                     cluster.controllers.process if cluster.controllers else None,
+                     cluster.scheduler.process if cluster.scheduler else None,
+                     *[k.process for k in cluster.kubelets]):
+            if proc is not None and proc.proc is not None:
+                groups["minik8s"].append(proc.proc.pid)
+        self.groups = groups
+
+    def snapshot(self) -> dict[str, float]:
+        out = {name: sum(cpu_seconds(pid) for pid in pids) for name, pids in self.groups.items()}
+        out["bench"] = time.process_time()
+        out["idle"] = machine_idle_seconds()
+        out["wall"] = time.monotonic()
+        return out
+
+    @staticmethod
+    def cores(start: dict[str, float], end: dict[str, float]) -> dict[str, float]:
+        wall = max(end["wall"] - start["wall"], 1e-9)
+        used = {k: (end[k] - start[k]) / wall for k in start if k not in ("idle", "wall")}
+        busy = (os.cpu_count() or 1) - (end["idle"] - start["idle"]) / wall
+        used["others"] = max(0.0, busy - sum(used.values()))
+        return {"wall_s": round(wall, 2), "busy": round(busy, 2), **{k: round(v, 2) for k, v in used.items()}}
+
+
+# -- the benchmark --------------------------------------------------------------------------------------------
+
+
+def summary(values: list[float]) -> JSONDict:
+    if not values:
+        return {"n": 0}
+    return {"n": len(values), "p50": round(percentile(values, 50), 4), "p90": round(percentile(values, 90), 4),
+            "min": round(min(values), 4), "max": round(max(values), 4)}
+
+
+@dataclass
+class Row:
+    label: str
+    value: float | None
+    unit: str  # "s", "MB", "x"
+    target: float | None = None
+    note: str = ""
+
+    def cells(self) -> list[str]:
+        value = "error" if self.value is None else (
+            f"{self.value:.2f}x" if self.unit == "x" else f"{self.value:.3f} s" if self.unit == "s"
+            else f"{self.value:.1f} MB")
+        target = "—" if self.target is None else (f"≤ {self.target:.1f}x" if self.unit == "x"
+                                                   else format_target(self.target, self.unit, False))
+        return [self.label, value, target, verdict(self.value, self.target, False), self.note]
+
+
+class Bench:
+    def __init__(self, cluster: LocalCluster, args: argparse.Namespace) -> None:
+        self.cluster, self.args = cluster, args
+        self.api = httpx.Client(base_url=cluster.url, timeout=30, trust_env=False,
+                                limits=httpx.Limits(max_connections=32, max_keepalive_connections=32))
+        self.docker = docker.APIClient(base_url="unix://var/run/docker.sock", max_pool_size=64, timeout=120)
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=32)
+        self.tag = uuid.uuid4().hex[:6]
+        self.watch: PodWatch | None = None
+        self.results: JSONDict = {"pods": {}, "raw_docker": {}, "deployment": {}, "kubelet_memory_mb": {},
+                                  "cpu_cores": {}}
+        self.errors: dict[str, str] = {}
+
+    # -- minik8s pods
+
+    def pod_body(self, name: str, run: str, node_selector: dict[str, str] | None = None) -> JSONDict:
+        spec: JSONDict = {"containers": [{"name": "app", "image": HTTPD}], "terminationGracePeriodSeconds": 0}
+        if node_selector:
+            spec["nodeSelector"] = node_selector
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"bench-run": run}},
+                "spec": spec}
+
+    def create_pods(self, count: int, run: str, node_selector: dict[str, str] | None = None) -> dict[str, float]:
+        """POST `count` pods at once; each one's creation time (just before its POST)."""
+        def create(i: int) -> tuple[str, float]:
+            name = f"{run}-{i}"
+            body = self.pod_body(name, run, node_selector)
+            started = time.monotonic()
+            r = self.api.post(f"/api/v1/namespaces/{NAMESPACE}/pods", json=body)
+            assert r.status_code == 201, r.text
+            return name, started
+
+        return dict(self.pool.map(create, range(count)))
+
+    def delete_pods(self, names: list[str], timeout: float = 120) -> None:
+        def delete(name: str) -> None:
+            r = self.api.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}", params={"gracePeriodSeconds": "0"})
+            assert r.status_code in (200, 404), r.text
+
+        list(self.pool.map(delete, names))
+        assert self.watch is not None
+        self.watch.wait(lambda pods: all(pods.get(n, PodSeen(deleted_at=0)).deleted_at is not None for n in names),
+                        timeout, f"{len(names)} pods deleted")
+        self.wait_nodes_quiet(timeout)
+        self.watch.forget(names)
+
+    def wait_nodes_quiet(self, timeout: float) -> None:
+        """No pod container of the cluster's nodes is left on the host."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = [c for node in self.cluster.node_names
+                    for c in self.docker.containers(all=True, filters={"label": f"io.minik8s.node={node}"})]
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(left)} containers still on the nodes after {timeout:.0f}s")
+            time.sleep(0.1)
+
+    def kubelet_memory(self) -> dict[str, JSONDict]:
+        out = {}
+        for k in self.cluster.kubelets:
+            if k.pid is not None:
+                mem = proc_memory_mb(k.pid)
+                out[k.node] = {"rss_mb": round(mem.get("VmRSS", 0), 1), "hwm_mb": round(mem.get("VmHWM", 0), 1)}
+        return out
+
+    def pods_phase(self, count: int, reps: int) -> None:
+        assert self.watch is not None
+        runs = []
+        for rep in range(reps):
+            run = f"p{count}-{rep}-{self.tag}"
+            created = self.create_pods(count, run)
+            self.watch.wait(lambda pods, created=created: all(
+                (pods.get(n) or PodSeen()).running_at is not None for n in created), 60 + 3 * count,
+                f"{count} pods Running")
+            seen = {n: self.watch.pods[n] for n in created}
+            per_pod = [seen[n].running_at - t for n, t in created.items()]  # type: ignore[operator]
+            to_bound = [(seen[n].scheduled_at or t) - t for n, t in created.items()]
+            batch = max(s.running_at for s in seen.values()) - min(created.values())  # type: ignore[type-var]
+            nodes: dict[str, int] = {}
+            for s in seen.values():
+                nodes[s.node] = nodes.get(s.node, 0) + 1
+            memory = self.kubelet_memory() if count == max(self.args.counts) else None
+            runs.append({"per_pod_s": [round(v, 4) for v in per_pod], "batch_s": round(batch, 4), "nodes": nodes,
+                         "create_to_bound_s": [round(v, 4) for v in to_bound],
+                         **({"kubelet_memory_mb": memory} if memory else {})})
+            self.delete_pods(list(created))
+        per_pod_all = [v for r in runs for v in r["per_pod_s"]]
+        self.results["pods"][str(count)] = {
+            "per_pod": summary(per_pod_all), "batch": summary([r["batch_s"] for r in runs]),
+            "create_to_bound": summary([v for r in runs for v in r["create_to_bound_s"]]), "runs": runs}
+
+    # -- raw docker
+
+    def raw_pod(self, name: str) -> float:
+        """`docker run` of the pause container (no network), then of the app in its namespaces; seconds taken."""
+        labels = {RAW_LABEL: self.tag}
+        started = time.monotonic()
+        pause = self.docker.create_container(
+            PAUSE, name=f"{name}-pause", labels=labels, hostname=name[-63:],
+            host_config=self.docker.create_host_config(network_mode="none", ipc_mode="shareable"))
+        self.docker.start(pause["Id"])
+        app = self.docker.create_container(
+            HTTPD, name=f"{name}-app", labels=labels,
+            host_config=self.docker.create_host_config(network_mode=f"container:{pause['Id']}",
+                                                       ipc_mode=f"container:{pause['Id']}"))
+        self.docker.start(app["Id"])
+        return time.monotonic() - started
+
+    def raw_cleanup(self) -> None:
+        def remove(cid: str) -> None:
+            with contextlib.suppress(docker.errors.APIError):
+                self.docker.remove_container(cid, force=True)
+
+        left = self.docker.containers(all=True, filters={"label": f"{RAW_LABEL}={self.tag}"})
+        apps = [c["Id"] for c in left if not c["Names"][0].endswith("-pause")]
+        pauses = [c["Id"] for c in left if c["Names"][0].endswith("-pause")]
+        list(self.pool.map(remove, apps))
+        list(self.pool.map(remove, pauses))
+
+    def raw_phase(self, count: int, reps: int) -> None:
+        runs = []
+        for rep in range(reps):
+            run = f"mk8s-bench-raw-{self.tag}-{count}-{rep}"
+            started = time.monotonic()
+            per_pod = list(self.pool.map(self.raw_pod, [f"{run}-{i}" for i in range(count)]))
+            batch = time.monotonic() - started
+            runs.append({"per_pod_s": [round(v, 4) for v in per_pod], "batch_s": round(batch, 4)})
+            self.raw_cleanup()
+        self.results["raw_docker"][str(count)] = {
+            "per_pod": summary([v for r in runs for v in r["per_pod_s"]]),
+            "batch": summary([r["batch_s"] for r in runs]), "runs": runs}
+
+    # -- deployment
+
+    def deployment_manifest(self, name: str) -> JSONDict:
+        return {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": name}},
+                "spec": {"replicas": 3, "selector": {"matchLabels": {"app": name}},
+                         "template": {"metadata": {"labels": {"app": name}},
+                                      "spec": {"containers": [{"name": "httpd", "image": HTTPD,
+                                                               "ports": [{"containerPort": 80}]}],
+                                               "terminationGracePeriodSeconds": 0}}}}
+
+    def deployment_rep(self, name: str, apply: Callable[[JSONDict], None]) -> float:
+        assert self.watch is not None
+        manifest = self.deployment_manifest(name)
+        started = time.monotonic()
+        apply(manifest)
+        mine = lambda pods: {n: s for n, s in pods.items() if s.labels.get("app") == name}  # noqa: E731
+        self.watch.wait(lambda pods: len(mine(pods)) == 3 and all(s.running_at for s in mine(pods).values()), 60,
+                        f"the 3 pods of {name} Running")
+        pods = mine(self.watch.pods)
+        elapsed = max(s.running_at for s in pods.values()) - started  # type: ignore[type-var]
+        r = self.api.delete(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}",
+                            params={"propagationPolicy": "Foreground"})
+        assert r.status_code == 200, r.text
+        self.watch.wait(lambda ps: all(ps[n].deleted_at is not None for n in pods), 120, f"the pods of {name} gone")
+        self.wait_nodes_quiet(60)
+        self.watch.forget(list(pods))
+        return elapsed
+
+    def post_apply(self, manifest: JSONDict) -> None:
+        """What `kubectl apply` sends for a new object: POST with its field manager and last-applied annotation."""
+        body = json.loads(json.dumps(manifest))
+        body["metadata"]["annotations"] = {
+            "kubectl.kubernetes.io/last-applied-configuration": json.dumps(manifest, separators=(",", ":"))}
+        r = self.api.post(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", json=body,
+                          params={"fieldManager": "kubectl-client-side-apply", "fieldValidation": "Strict"})
+        assert r.status_code == 201, r.text
+
+    def deployment_phase(self, reps: int) -> None:
+        times = [self.deployment_rep(f"web-{self.tag}-{i}", self.post_apply) for i in range(reps)]
+        self.results["deployment"]["api_apply"] = {**summary(times), "runs_s": [round(t, 4) for t in times]}
+        binary = find_kubectl(KUBECTL_VERSION)
+        if binary is None:
+            self.results["deployment"]["kubectl_apply"] = {"skipped": f"kubectl {KUBECTL_VERSION} not installed"}
+            return
+        kubectl = Kubectl(binary, KUBECTL_VERSION, self.cluster.url, self.cluster.workdir / "kubectl", NAMESPACE)
+        kubectl.run("api-resources").ok()  # discovery cached once, as on a user's machine
+
+        def kubectl_apply(manifest: JSONDict) -> None:
+            path = self.cluster.workdir / "kubectl" / f"{manifest['metadata']['name']}.yaml"
+            path.write_text(yaml.safe_dump(manifest))
+            kubectl.run("apply", "-f", str(path)).ok()
+
+        times = [self.deployment_rep(f"kweb-{self.tag}-{i}", kubectl_apply) for i in range(reps)]
+        self.results["deployment"]["kubectl_apply"] = {**summary(times), "runs_s": [round(t, 4) for t in times]}
+
+    # -- kubelet memory with 30 pods on one node
+
+    def memory_phase(self, count: int) -> None:
+        assert self.watch is not None
+        node = self.cluster.node_names[0]
+        run = f"mem-{self.tag}"
+        created = self.create_pods(count, run, {"kubernetes.io/hostname": node})
+        self.watch.wait(lambda pods: all((pods.get(n) or PodSeen()).running_at is not None for n in created),
+                        60 + 3 * count, f"{count} pods Running on {node}")
+        assert {self.watch.pods[n].node for n in created} == {node}
+        self.results["kubelet_memory_mb"] = {"pods_on_node": count, "node": node, "kubelets": self.kubelet_memory()}
+        self.delete_pods(list(created))
+
+    # -- running and reporting
+
+    def warm_up(self) -> None:
+        """One raw pod and one minik8s pod, not measured: first-use costs (page cache, Docker's and the
+        kubelets' first containers, connection set-up) do not land in either side's figures."""
+        self.raw_pod(f"mk8s-bench-raw-{self.tag}-warm")
+        self.raw_cleanup()
+        assert self.watch is not None
+        for node in self.cluster.node_names:
+            created = self.create_pods(1, f"warm-{node}-{self.tag}", {"kubernetes.io/hostname": node})
+            self.watch.wait(lambda pods, c=created: all((pods.get(n) or PodSeen()).running_at for n in c), 60,
+                            "the warm-up pod Running")
+            self.delete_pods(list(created))
+
+    def run(self) -> None:
+        r = self.api.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace",
+                                                      "metadata": {"name": NAMESPACE}})
+        assert r.status_code == 201, r.text
+        self.watch = PodWatch(self.cluster.url, NAMESPACE)
+        phases: list[tuple[str, Callable[[], None]]] = [("warm-up", self.warm_up)]
+        for count, reps in zip(self.args.counts, self.args.reps, strict=True):
+            phases.append((f"raw docker {count}", lambda c=count, n=reps: self.raw_phase(c, n)))
+            phases.append((f"pods {count}", lambda c=count, n=reps: self.pods_phase(c, n)))
+        phases.append(("deployment", lambda: self.deployment_phase(self.args.reps_deployment)))
+        phases.append(("kubelet memory", lambda: self.memory_phase(max(self.args.counts))))
+        started = time.monotonic()
+        meter = CpuMeter(self.cluster)
+        for name, phase in phases:
+            print(f"  [{time.monotonic() - started:5.1f}s] {name} ...", file=sys.stderr, flush=True)
+            before = meter.snapshot()
+            try:
+                phase()
+                self.results["cpu_cores"][name] = CpuMeter.cores(before, meter.snapshot())
+            except Deadline:
+                self.errors[name] = "the overall --timeout passed"
+                raise
+            except Exception as e:  # a failed phase is reported; the next one still runs
+                self.errors[name] = f"{type(e).__name__}: {e}"
+                with contextlib.suppress(Exception):
+                    self.raw_cleanup()
+
+    def close(self) -> None:
+        if self.watch is not None:
+            self.watch.close()
+        with contextlib.suppress(Exception):
+            self.raw_cleanup()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.api.close()
+        self.docker.close()
+
+    def rows(self) -> list[Row]:
+        rows: list[Row] = []
+        for count in self.args.counts:
+            ours = self.results["pods"].get(str(count), {})
+            raw = self.results["raw_docker"].get(str(count), {})
+            p50, raw_p50 = ours.get("per_pod", {}).get("p50"), raw.get("per_pod", {}).get("p50")
+            batch, raw_batch = ours.get("batch", {}).get("p50"), raw.get("batch", {}).get("p50")
+            n = ours.get("per_pod", {}).get("n", 0)
+            spread = ", ".join("/".join(str(v) for v in sorted(r["nodes"].values())) for r in ours.get("runs", []))
+            pods = f"{count} pod" + ("s" if count > 1 else "")
+            bound = ours.get("create_to_bound", {}).get("p50")
+            rows.append(Row(f"{pods}: create → Running, p50 per pod", p50, "s",
+                            note=f"n={n}; pods per node {spread}; bound after {bound:.3f} s (p50)" if n else ""))
+            rows.append(Row(f"{pods}: raw docker pause+app, p50 per pod", raw_p50, "s"))
+            rows.append(Row(f"{pods}: per-pod ratio minik8s/raw", ratio(p50, raw_p50), "x", TARGET_RATIO))
+            if count > 1:
+                rows.append(Row(f"{count} pods: all Running (batch), p50", batch, "s",
+                                note=f"raw docker {raw_batch:.3f} s" if raw_batch else ""))
+                rows.append(Row(f"{count} pods: batch ratio minik8s/raw", ratio(batch, raw_batch), "x", TARGET_RATIO))
+        for key, label in (("api_apply", "Deployment 3 replicas: apply → all Running, p50"),
+                           ("kubectl_apply", "  the same with real kubectl apply -f, p50")):
+            d = self.results["deployment"].get(key, {})
+            note = d.get("skipped") or (f"n={d['n']}, min {d['min']:.3f} s, max {d['max']:.3f} s" if d.get("n") else "")
+            rows.append(Row(label, d.get("p50"), "s", TARGET_DEPLOYMENT_S if key == "api_apply" else None, note))
+        mem = self.results.get("kubelet_memory_mb") or {}
+        holder = (mem.get("kubelets") or {}).get(mem.get("node", ""), {})
+        other = [f"{n}: {v['rss_mb']:.1f} MB" for n, v in (mem.get("kubelets") or {}).items() if n != mem.get("node")]
+        rows.append(Row(f"kubelet RSS with {mem.get('pods_on_node', max(self.args.counts))} pods on its node",
+                        holder.get("rss_mb"), "MB", TARGET_KUBELET_MB,
+                        f"peak {holder['hwm_mb']:.1f} MB; the other kubelet (0 pods) {', '.join(other)}"
+                        if holder else ""))
+        return rows
+
+    def table(self) -> str:
+        return render_table(["figure", "value", "target", "verdict", "note"], [r.cells() for r in self.rows()])
+
+    def cpu_table(self) -> str:
+        keys = ["busy", "minik8s", "docker", "bench", "others"]
+        rows = [[name, f"{c['wall_s']:.1f} s", *(f"{c[k]:.2f}" for k in keys)]
+                for name, c in self.results["cpu_cores"].items()]
+        return render_table(["phase", "wall", "machine busy", "minik8s", "dockerd+containerd", "bench client",
+                             "others"], rows)
+
+    def noisy_phases(self) -> dict[str, float]:
+        return {name: c["others"] for name, c in self.results["cpu_cores"].items() if c["others"] > 0.25}
+
+
+def ratio(value: float | None, baseline: float | None) -> float | None:
+    return value / baseline if value is not None and baseline else None
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _deadline(signum: int, frame: FrameType | None) -> None:
+    raise Deadline
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.pod_startup_bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="one repetition per pod count, 5 Deployment repetitions")
+    p.add_argument("--reps-deployment", type=int, default=7, help="Deployment repetitions (≥ 5; default %(default)s)")
+    p.add_argument("--timeout", type=float, default=900, help="overall time limit in seconds (default %(default)s)")
+    p.add_argument("--output", type=Path, default=OUTPUT / "pod_startup.json", help="JSON results (%(default)s)")
+    p.add_argument("--keep", action="store_true", help="keep the work directory (component logs)")
+    args = p.parse_args(argv)
+    args.counts = [1, 10, 30]
+    args.reps = [1, 1, 1] if args.quick else [5, 3, 2]
+    if args.quick:
+        args.reps_deployment = 5
+    if args.reps_deployment < 5:
+        p.error("--reps-deployment must be at least 5 (the target is a median)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGALRM, _deadline)
+    signal.setitimer(signal.ITIMER_REAL, args.timeout)
+    started = time.time()
+    busy_before = background_load()
+    cluster = LocalCluster("podbench", 2, kubelet_args=KUBELET_DEFAULTS)
+    bench: Bench | None = None
+    status = "completed"
+    logs = ""
+    try:
+        print(f"starting the cluster (work dir {cluster.workdir}) ...", file=sys.stderr, flush=True)
+        cluster.start()
+        bench = Bench(cluster, args)
+        bench.run()
+    except KeyboardInterrupt:
+        status = "interrupted"
+    except Deadline:
+        status = f"stopped by --timeout {args.timeout:.0f}s"
+    except Exception as e:
+        status = f"failed: {type(e).__name__}: {e}"
+        logs = cluster.logs(20)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        if bench is not None:
+            bench.close()
+        if args.keep:
+            cluster.own_workdir = False
+            print(f"work directory kept: {cluster.workdir}", file=sys.stderr)
+        cluster.stop()
+    if bench is None:
+        print(f"pod startup benchmark {status}\n{logs}", file=sys.stderr)
+        return 1
+    results = {"status": status, "duration_s": round(time.time() - started, 1), "machine": {
+        "cpus": os.cpu_count(), "busy_cores_before_start": round(busy_before, 2)},
+        "targets": {"ratio_vs_raw_docker": TARGET_RATIO, "deployment_p50_s": TARGET_DEPLOYMENT_S,
+                    "kubelet_rss_mb": TARGET_KUBELET_MB},
+        "figures": [dict(zip(["label", "value", "target", "verdict", "note"], r.cells(), strict=True))
+                    for r in bench.rows()],
+        **bench.results, "errors": bench.errors}
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    print(f"\nminik8s pod startup benchmark ({status}, {os.cpu_count()} CPUs, {results['duration_s']:.0f}s, "
+          "two kubelets on one host; one run: compare ratios, not absolutes)\n")
+    print(bench.table())
+    print("\nCPU per phase (cores busy on average; minik8s = etcd, apiserver, controller-manager, scheduler and "
+          "the kubelets with their CNI plugins; others = everything else on the machine, container shims "
+          "included)\n")
+    print(bench.cpu_table())
+    noisy = bench.noisy_phases()
+    if noisy or busy_before > 0.25:
+        during = "; during " + ", ".join(f"{k}: {v:.2f}" for k, v in noisy.items()) if noisy else ""
+        print(f"\nCAUTION: other processes were busy (before start: {busy_before:.2f} cores{during}): figures "
+              "are pessimistic; rerun on a quiet machine before comparing runs")
+    if bench.errors:
+        print("\nphases that failed:")
+        for name, error in bench.errors.items():
+            print(f"  {name}: {error}")
+    print(f"\nJSON: {args.output}")
+    return 0 if status == "completed" and not bench.errors else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

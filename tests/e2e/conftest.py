@@ -1,0 +1,77 @@
+"""End-to-end fixtures: one whole process-based cluster per session (`local_cluster`: etcd, apiserver,
+controller-manager, scheduler and two kubelets with unique node names, see local_cluster.py), a fresh
+namespace per test, real kubectl bound to it, and a second local tag of the web server image for
+rollouts. Everything is removed at the end of the session, also when a test or the start-up fails."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import httpx
+import pytest
+
+from tests.cluster import wait_for
+from tests.e2e.local_cluster import LocalCluster
+from tests.kubectl import Kubectl, find_kubectl
+from tests.node_process import HTTPD
+
+KUBECTL_VERSION = "1.33"
+HTTPD_B = "minik8s/httpd:1-b"  # minik8s/httpd:1 plus /var/www/version.txt ("b"): a second image to roll to
+
+
+@pytest.fixture(scope="session")
+def local_cluster() -> Iterator[LocalCluster]:
+    cluster = LocalCluster("e2e", audit=True)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def api(local_cluster: LocalCluster) -> Iterator[httpx.Client]:
+    with local_cluster.client() as client:
+        yield client
+
+
+@pytest.fixture
+def namespace(api: httpx.Client) -> Iterator[str]:
+    """A namespace per test; deleting it at the end deletes its objects (namespace controller and kubelets)."""
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    r = api.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    assert r.status_code == 201, r.text
+    yield name
+    api.delete(f"/api/v1/namespaces/{name}")
+    # the next test starts on quiet nodes: the namespace and every pod in it are gone first
+    wait_for(lambda: api.get(f"/api/v1/namespaces/{name}").status_code == 404, 60, 0.2,
+             what=f"namespace {name} deleted (its pods stopped by the kubelets)")
+
+
+@pytest.fixture
+def kubectl(local_cluster: LocalCluster, namespace: str, tmp_path: Path) -> Kubectl:
+    binary = find_kubectl(KUBECTL_VERSION)
+    if binary is None:
+        pytest.skip(f"kubectl {KUBECTL_VERSION} is not installed on this machine: this end-to-end test drives it")
+    return Kubectl(binary, KUBECTL_VERSION, local_cluster.url, tmp_path / "kubectl", namespace)
+
+
+@pytest.fixture(scope="session")
+def httpd_b() -> Iterator[str]:
+    """A second web server image, built locally from minik8s/httpd:1 (no registry), removed afterwards."""
+    client = docker.from_env()
+    dockerfile = (f"FROM {HTTPD}\nRUN echo b > /var/www/version.txt\n"
+                  "LABEL io.minik8s.managed=true io.minik8s.test=e2e\n").encode()
+    try:
+        client.images.build(fileobj=io.BytesIO(dockerfile), tag=HTTPD_B, rm=True, forcerm=True, pull=False,
+                            network_mode="none")
+        yield HTTPD_B
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            client.images.remove(HTTPD_B, force=True)
+        client.close()
