@@ -1,13 +1,29 @@
-"""`python -m apiserver`: the kube-apiserver of minik8s, with upstream's flag names."""
+"""`python -m apiserver`: the kube-apiserver of minik8s, with upstream's flag names.
+
+    python -m apiserver --etcd-servers http://127.0.0.1:2379 --pki-dir _output/local-up \\
+        --secure-port 6443 --port 0 --audit-log-path _output/local-up/audit.log
+
+Serving: HTTPS on --secure-port (6443) when it has a certificate — --tls-cert-file and
+--tls-private-key-file, or --pki-dir, which generates the cluster PKI there on first start (see
+apiserver.auth.pki) and takes the serving certificate, the client CA and the service-account
+key from it. The plain --port (8080; 0 turns it off) is for development and tests: whatever
+arrives there is "system:unsecured" in system:masters, as upstream's insecure port was.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
-import uvicorn
-
+from apiserver.admission import ALL_PLUGINS
 from apiserver.app import ApiServerConfig, create_app
+from apiserver.auth.serviceaccount import DEFAULT_ISSUER
+from apiserver.serving import Listener, run, server_ssl_context
+
+
+def _names(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -15,7 +31,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--etcd-servers", default="http://127.0.0.1:2379",
                    help="comma-separated etcd endpoints (default %(default)s)")
     p.add_argument("--bind-address", default="127.0.0.1", help="address to listen on (default %(default)s)")
-    p.add_argument("--port", type=int, default=8080, help="plain HTTP port (default %(default)s)")
+    p.add_argument("--port", type=int, default=8080,
+                   help="plain HTTP port for development, no authentication (default %(default)s; 0 disables)")
+    p.add_argument("--secure-port", type=int, default=6443,
+                   help="HTTPS port (default %(default)s; 0 disables); needs a certificate, see --pki-dir")
+    p.add_argument("--pki-dir", default=None,
+                   help="cluster PKI directory: generated on first start, reused after; supplies the serving "
+                        "certificate, --client-ca-file and --service-account-key-file")
+    p.add_argument("--tls-cert-file", default=None, help="serving certificate (PEM)")
+    p.add_argument("--tls-private-key-file", default=None, help="serving key (PEM)")
+    p.add_argument("--client-ca-file", default=None, help="CA bundle that signs client certificates")
+    p.add_argument("--token-auth-file", default=None, help='static tokens, CSV: token,user,uid,"group1,group2"')
+    p.add_argument("--service-account-key-file", action="append", default=[],
+                   help="public (or private) key verifying service-account tokens (repeatable)")
+    p.add_argument("--service-account-issuer", default=DEFAULT_ISSUER)
+    p.add_argument("--authorization-mode", default="Node,RBAC",
+                   help="ordered authorizers: Node, RBAC, AlwaysAllow (default %(default)s)")
+    p.add_argument("--enable-admission-plugins", default=",".join(ALL_PLUGINS),
+                   help="admission plugins (default: all of %(default)s)")
+    p.add_argument("--disable-admission-plugins", default="", help="admission plugins to turn off")
+    p.add_argument("--audit-log-path", default=None, help="write audit events here as JSON lines ('-' = stdout)")
+    p.add_argument("--audit-policy-file", default=None,
+                   help="audit.k8s.io/v1 Policy (default without one: every request at Metadata)")
     p.add_argument("--advertise-address", default=None, help="address:port clients are told to use")
     p.add_argument("--etcd-compaction-interval", type=float, default=300.0,
                    help="seconds between etcd compactions; 0 disables (default %(default)s)")
@@ -24,23 +61,60 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--watch-cache-window", type=int, default=4096,
                    help="events per resource the watch cache keeps for resuming watches (default %(default)s)")
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.pki_dir:
+        from apiserver.auth import pki
+
+        layout = pki.ensure_pki(args.pki_dir, f"https://{args.bind_address}:{args.secure_port}",
+                                server_hosts=[args.bind_address], log=True)
+        args.tls_cert_file = args.tls_cert_file or str(layout.serving_cert)
+        args.tls_private_key_file = args.tls_private_key_file or str(layout.serving_key)
+        args.client_ca_file = args.client_ca_file or str(layout.ca_cert)
+        if not args.service_account_key_file:
+            args.service_account_key_file = [str(layout.sa_pub)]
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        p.error("--tls-cert-file and --tls-private-key-file go together")
+    args.secure = bool(args.secure_port and args.tls_cert_file)
+    if not args.secure and not args.port:
+        p.error("nothing to serve: --port is 0 and there is no secure port (give --pki-dir or --tls-cert-file)")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    disabled = set(_names(args.disable_admission_plugins))
+    port = args.secure_port if args.secure else args.port
     config = ApiServerConfig(
-        etcd_servers=[s.strip() for s in args.etcd_servers.split(",") if s.strip()],
-        advertise_address=args.advertise_address or f"{args.bind_address}:{args.port}",
+        etcd_servers=_names(args.etcd_servers),
+        advertise_address=args.advertise_address or f"{args.bind_address}:{port}",
         compaction_interval=args.etcd_compaction_interval,
         bookmark_interval=args.watch_bookmark_interval,
         watch_window=args.watch_cache_window,
+        client_ca_file=args.client_ca_file,
+        token_auth_file=args.token_auth_file,
+        service_account_key_files=args.service_account_key_file,
+        service_account_issuer=args.service_account_issuer,
+        authorization_modes=_names(args.authorization_mode),
+        admission_plugins=[name for name in _names(args.enable_admission_plugins) if name not in disabled],
+        audit_log_path=args.audit_log_path,
+        audit_policy_file=args.audit_policy_file,
     )
-    uvicorn.run(create_app(config), host=args.bind_address, port=args.port, log_level="warning",
-                access_log=False, timeout_graceful_shutdown=2,
-                timeout_keep_alive=90)  # longer than clients keep idle connections (60 s)
+    listeners = []
+    if args.secure:
+        context = server_ssl_context(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file)
+        listeners.append(Listener(args.bind_address, args.secure_port, context))
+    if args.port:
+        listeners.append(Listener(args.bind_address, args.port))
+    try:
+        app = create_app(config)
+    except (OSError, ValueError) as e:
+        logging.getLogger("apiserver").error("%s", e)
+        sys.exit(1)
+    logging.getLogger("apiserver").info("serving on %s", ", ".join(
+        f"{'https' if item.ssl_context else 'http'}://{item.host}:{item.port}" for item in listeners))
+    run(app, listeners)
 
 
 if __name__ == "__main__":

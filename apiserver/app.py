@@ -1,10 +1,13 @@
 """The apiserver application: one Store per resource on one etcd connection, one router per
-group-version, discovery, OpenAPI, health, and errors rendered as Status objects."""
+group-version, discovery, OpenAPI, health, and errors rendered as Status objects; in front of it
+all the gate (authentication, audit, authorization: apiserver.auth.gate), and behind the
+routes the admission chain each Store calls (apiserver.admission)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -18,6 +21,14 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from apiserver import discovery, errors, openapi
+from apiserver.admission import ALL_PLUGINS, AdmissionChain, WebhookSource
+from apiserver.audit import Auditor, LogWriter, Policy
+from apiserver.auth import bootstrap
+from apiserver.auth.authn import Authenticator, load_token_file
+from apiserver.auth.authz import AlwaysAllow, Authorizer, Decider, NodeAuthorizer, RBACAuthorizer
+from apiserver.auth.gate import Gate
+from apiserver.auth.reviews import ReviewStore
+from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys
 from apiserver.handlers import build_router, json_response
 from apiserver.registry import STRATEGIES
 from apiserver.registry.generic import Store, WriteOptions
@@ -36,6 +47,33 @@ class ApiServerConfig:
     compaction_interval: float = 300.0  # upstream --etcd-compaction-interval (5m); 0 disables
     bookmark_interval: float = 10.0
     watch_window: int = 4096
+    # the gate (upstream flag names in apiserver/__main__.py)
+    client_ca_file: str | None = None
+    token_auth_file: str | None = None
+    service_account_key_files: list[str] = field(default_factory=list)
+    service_account_issuer: str = DEFAULT_ISSUER
+    authorization_modes: list[str] = field(default_factory=lambda: ["Node", "RBAC"])
+    admission_plugins: list[str] = field(default_factory=lambda: list(ALL_PLUGINS))
+    audit_log_path: str | None = None
+    audit_policy_file: str | None = None
+
+
+_RBAC = "rbac.authorization.k8s.io"
+_RBAC_RESOURCES = ("clusterroles", "roles", "clusterrolebindings", "rolebindings")
+
+
+class CachedRbac:
+    """RBAC objects as the watch caches hold them; the generation changes with any of them."""
+
+    def __init__(self, stores: list[Store]):
+        self.cachers = [s.cacher for s in stores]
+
+    def generation(self) -> tuple[int, ...]:
+        return tuple(c.rv for c in self.cachers) + tuple(len(c.store) for c in self.cachers)
+
+    def objects(self) -> tuple[list[dict], list[dict], list[dict], list[dict]]:  # type: ignore[type-arg]
+        lists = [[o.obj() for o in c.store.values()] for c in self.cachers]
+        return lists[0], lists[1], lists[2], lists[3]
 
 
 class ApiServer:
@@ -46,10 +84,55 @@ class ApiServer:
         self.storage = EtcdStorage(config.etcd_servers)
         self.stores: dict[tuple[str, str], Store] = {}
         for info in RESOURCES:
+            if info.virtual:
+                continue
             strategy = STRATEGIES[f"{info.group}/{info.plural}"]
             self.stores[(info.group, info.plural)] = Store(info, strategy, self.storage, self.namespace_state,
                                                            watch_window=config.watch_window)
         self._tasks: list[asyncio.Task[None]] = []
+        # authentication
+        tokens = load_token_file(config.token_auth_file) if config.token_auth_file else {}
+        keys = [k for f in config.service_account_key_files for k in load_public_keys(f)]
+        verifier = TokenVerifier(keys, (config.service_account_issuer,)) if keys else None
+        self.authenticator = Authenticator(tokens, verifier)
+        # authorization
+        deciders: list[Decider] = []
+        for mode in config.authorization_modes:
+            if mode == "AlwaysAllow":
+                deciders.append(AlwaysAllow())
+            elif mode == "Node":
+                deciders.append(NodeAuthorizer(self._pod_node))
+            elif mode == "RBAC":
+                deciders.append(RBACAuthorizer(CachedRbac([self.stores[(_RBAC, r)] for r in _RBAC_RESOURCES])))
+            else:
+                raise ValueError(f"unknown authorization mode {mode!r} (known: AlwaysAllow, Node, RBAC)")
+        self.authorizer = Authorizer(deciders)
+        self.reviews = [ReviewStore(info, self.authorizer) for info in RESOURCES if info.virtual]
+        # admission
+        admission = "admissionregistration.k8s.io"
+        self.admission = AdmissionChain(
+            config.admission_plugins, namespace_labels=self._namespace_labels,
+            mutating_webhooks=WebhookSource(self.stores[(admission, "mutatingwebhookconfigurations")].cacher, True),
+            validating_webhooks=WebhookSource(self.stores[(admission, "validatingwebhookconfigurations")].cacher,
+                                              False))
+        if config.admission_plugins:
+            for store in self.stores.values():
+                store.admission = self.admission
+        # audit
+        self.auditor: Auditor | None = None
+        if config.audit_log_path:
+            policy = Policy.load(config.audit_policy_file) if config.audit_policy_file else Policy.default()
+            self.auditor = Auditor(policy, LogWriter(config.audit_log_path))
+        self._bootstrapped = False
+        self._bootstrap_revisions: dict[tuple[str, str], int] = {}
+
+    def _pod_node(self, namespace: str, name: str) -> str | None:
+        cached = self.stores[("", "pods")].cached(namespace, name)
+        return cached.attrs.fields.get("spec.nodeName", "") if cached is not None else None
+
+    def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        cached = self.namespaces.cached(None, namespace)
+        return cached.attrs.labels if cached is not None else None
 
     @property
     def namespaces(self) -> Store:
@@ -73,6 +156,7 @@ class ApiServer:
         for store in self.stores.values():
             store.cacher.start()
         self._tasks.append(asyncio.create_task(self._ensure_system_namespaces()))
+        self._tasks.append(asyncio.create_task(self._ensure_bootstrap_policy()))
         self._tasks.append(asyncio.create_task(self._bookmarks()))
         if self.config.compaction_interval > 0:
             self._tasks.append(asyncio.create_task(self._compactor()))
@@ -82,10 +166,62 @@ class ApiServer:
             task.cancel()
         for store in self.stores.values():
             await store.cacher.stop()
+        await self.admission.close()
+        if self.auditor is not None:
+            self.auditor.close()
         await self.storage.close()
 
     async def ready(self) -> bool:
-        return all(s.cacher.ready.is_set() for s in self.stores.values()) and await self.storage.ready()
+        """Storage and every watch cache up, and the bootstrap RBAC policy written and seen by the
+        caches the authorizer reads (so the first request of a component is not refused)."""
+        if not self._bootstrapped or not all(s.cacher.ready.is_set() for s in self.stores.values()):
+            return False
+        if any(self.stores[key].cacher.rv < rv for key, rv in self._bootstrap_revisions.items()):
+            return False
+        return await self.storage.ready()
+
+    async def _ensure_bootstrap_policy(self) -> None:
+        """Upstream's rbac/bootstrap-roles post-start hook: create the default cluster roles and
+        bindings, and reconcile those still marked for autoupdate."""
+        roles, bindings = bootstrap.policy_objects()
+        delay = 0.2
+        for plural, objects in (("clusterroles", roles), ("clusterrolebindings", bindings)):
+            store = self.stores[(_RBAC, plural)]
+            for wanted in objects:
+                name = wanted["metadata"]["name"]
+                while True:
+                    try:
+                        written = await self._reconcile_one(store, name, wanted)
+                        break
+                    except StorageError as e:
+                        log.warning("bootstrap policy %s %s: %s; retrying", plural, name, e)
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, 5)
+                if written:
+                    key = (_RBAC, plural)
+                    self._bootstrap_revisions[key] = max(self._bootstrap_revisions.get(key, 0), written)
+        self._bootstrapped = True
+
+    @staticmethod
+    async def _reconcile_one(store: Store, name: str, wanted: dict) -> int:  # type: ignore[type-arg]
+        try:
+            existing = await store.get(None, name)
+        except errors.ApiError as e:
+            if e.code != 404:
+                raise
+            try:
+                created = await store.create(None, copy.deepcopy(wanted), WriteOptions())
+            except errors.ApiError as e2:
+                if e2.code == 409:
+                    return 0
+                raise
+            return int(created["metadata"]["resourceVersion"])
+        if not bootstrap.needs_update(existing, wanted):
+            return 0
+        field_name = "rules" if wanted["kind"] == "ClusterRole" else "subjects"
+        updated = await store.update(None, name, {**existing, field_name: copy.deepcopy(wanted[field_name])},
+                                     WriteOptions())
+        return int(updated["metadata"]["resourceVersion"])
 
     async def _ensure_system_namespaces(self) -> None:
         """The bootstrap controller's job upstream: the namespaces every cluster has."""
@@ -148,6 +284,8 @@ def create_app(config: ApiServerConfig) -> FastAPI:
 
     app = FastAPI(title="minik8s apiserver", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.server = server
+    app.add_middleware(Gate, authenticator=server.authenticator, authorizer=server.authorizer,
+                       auditor=server.auditor)
 
     @app.exception_handler(errors.ApiError)
     async def api_error(request: Request, e: errors.ApiError) -> Response:
@@ -239,8 +377,10 @@ def create_app(config: ApiServerConfig) -> FastAPI:
             raise errors.page_not_found()
         return json_response(doc)
 
+    reviews = {r.info.plural: r for r in server.reviews}
     for group_version in group_versions():
-        stores = [server.stores[(i.group, i.plural)] for i in group_versions()[group_version]]
-        app.include_router(build_router(stores))
+        stores = [reviews[i.plural] if i.virtual else server.stores[(i.group, i.plural)]
+                  for i in group_versions()[group_version]]
+        app.include_router(build_router(stores))  # type: ignore[arg-type]
 
     return app

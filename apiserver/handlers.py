@@ -16,6 +16,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.websockets import WebSocket
 
 from apiserver import errors
+from apiserver.audit import note_object
 from apiserver.printers import table_for
 from apiserver.registry.generic import Store, WriteOptions
 from apiserver.registry.subresources import SUBRESOURCE_HANDLERS, Endpoint
@@ -99,6 +100,7 @@ class ResourceHandlers:
         opts = write_options(request)
         body = await self._object_body(request, opts)
         obj = await self.store.create(namespace, body, opts)
+        note_object(request.scope, obj)
         return json_response(obj, 201, opts.warnings)
 
     async def delete_collection(self, request: Request, namespace: str | None = None) -> Response:
@@ -132,6 +134,8 @@ class ResourceHandlers:
                                   "Required value: is required for apply patch")
         body = await read_body(request)
         obj, created = await self.store.patch(namespace, name, content_type, body, opts, subresource)
+        if created:
+            note_object(request.scope, obj)
         return json_response(obj, 201 if created else 200, opts.warnings)
 
     async def delete(self, request: Request, name: str, namespace: str | None = None) -> Response:
@@ -232,6 +236,11 @@ def build_router(stores: list[Store]) -> APIRouter:
             raise errors.page_not_found()
         if h.info.namespaced and info.namespace is None and (info.name is not None or method != "GET"):
             raise errors.page_not_found()  # objects of namespaced kinds live under namespaces/{ns}/
+        if h.info.virtual:  # access reviews: created (answered), nothing else
+            if method != "POST" or info.name is not None or info.subresource is not None:
+                raise errors.ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the "
+                                      f"requested resource ({method} {prefix}/{path})")
+            return h.store.handle, {}  # type: ignore[attr-defined]
         kwargs: dict[str, Any] = {"namespace": info.namespace} if h.info.namespaced else {}
         if info.subresource is not None:
             endpoint = subresources.get((info.resource, info.subresource), {}).get(method)

@@ -64,6 +64,10 @@ MODULES: dict[str, tuple[str, str, str]] = {
     "machinery.api.apps_v1": ("io.k8s.api.apps.v1", "apps", "v1"),
     "machinery.api.coordination_v1": ("io.k8s.api.coordination.v1", "coordination.k8s.io", "v1"),
     "machinery.api.autoscaling_v1": ("io.k8s.api.autoscaling.v1", "autoscaling", "v1"),
+    "machinery.api.rbac_v1": ("io.k8s.api.rbac.v1", "rbac.authorization.k8s.io", "v1"),
+    "machinery.api.admissionregistration_v1": ("io.k8s.api.admissionregistration.v1",
+                                               "admissionregistration.k8s.io", "v1"),
+    "machinery.api.authorization_v1": ("io.k8s.api.authorization.v1", "authorization.k8s.io", "v1"),
     __name__: (META_PREFIX, "", "v1"),  # the discovery types and Patch below
 }
 

@@ -97,7 +97,7 @@ def write_options(request: Request) -> WriteOptions:
     if any(d != "All" for d in dry_run):
         raise errors.bad_request(f'unsupported dryRun value: {dry_run}; only "All" is supported')
     return WriteOptions(dry_run=bool(dry_run), field_validation=validation, field_manager=q.get("fieldManager"),
-                        force=q.get("force") == "true")
+                        force=q.get("force") == "true", user=request.scope.get("user"))
 
 
 def check_duplicates(duplicates: list[str], opts: WriteOptions, kind: str) -> None:
@@ -118,7 +118,7 @@ def delete_options(request: Request, body: bytes) -> DeleteOptions:
     data: dict[str, Any] = {}
     if body.strip():
         data, _ = decode_object(body, request.headers.get("content-type", "application/json"))
-    opts = DeleteOptions()
+    opts = DeleteOptions(user=request.scope.get("user"))
     grace = q.get("gracePeriodSeconds", data.get("gracePeriodSeconds"))
     if grace is not None:
         try:

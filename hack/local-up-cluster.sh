@@ -5,6 +5,14 @@
 # background process with its log and pid file under _output/local-up/.
 # Idempotent: what already runs (live pid file + health check) is left alone.
 # Stop it all with hack/down.sh (add --purge to also drop etcd's data).
+#
+# The apiserver serves HTTPS on 6443 with the cluster PKI generated under
+# _output/local-up/ on first start (and reused after): the CA, its serving
+# certificate, and one kubeconfig per identity — admin.conf (kubernetes-admin,
+# system:masters), controller-manager.conf, scheduler.conf, kubelet-NODE.conf.
+# The controllers each authenticate as their service account with tokens the
+# controller-manager signs with pki/sa.key. Every request is in audit.log.
+# API_INSECURE_PORT=8080 also opens the plain development port (no auth).
 set -euo pipefail
 
 MINIK8S_LOG_PREFIX="${MINIK8S_LOG_PREFIX:-local-up}"
@@ -17,14 +25,17 @@ KUBECONFIG_FILE="${OUT}/kubeconfig"
 ETCD_CLIENT_URL="http://127.0.0.1:2379"
 ETCD_PEER_URL="http://127.0.0.1:2380"
 API_HOST="127.0.0.1"
-API_PORT="8080"
-API_URL="http://${API_HOST}:${API_PORT}"
+API_PORT="6443"
+API_INSECURE_PORT="${API_INSECURE_PORT:-0}"
+API_URL="https://${API_HOST}:${API_PORT}"
+PKI_CA="${OUT}/pki/ca.crt"
+AUDIT_LOG="${OUT}/audit.log"
 NODES="${NODES:-node-1 node-2}"  # one kubelet per name, all on this host
 START_TIMEOUT="${START_TIMEOUT:-60}"
 PY="${MINIK8S_VENV}/bin/python"
 
 etcd_healthy() { curl -fsS --max-time 2 "${ETCD_CLIENT_URL}/health" >/dev/null 2>&1; }
-apiserver_ready() { curl -fsS --max-time 2 "${API_URL}/readyz" >/dev/null 2>&1; }
+apiserver_ready() { curl -fsS --max-time 2 --cacert "${PKI_CA}" "${API_URL}/readyz" >/dev/null 2>&1; }
 
 # start_component NAME HEALTH_FN CMD [ARG...]
 # Skips NAME when its pid file names a live process that passes HEALTH_FN
@@ -71,28 +82,19 @@ start_component() {
 }
 
 write_kubeconfig() {
+  # admin.conf is kubernetes-admin's (client certificate, system:masters); kubeconfig is its copy
+  # with the default namespace set, where the rest of the scripts and the docs look.
   local tmp="${KUBECONFIG_FILE}.tmp"
-  cat >"${tmp}" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: minik8s
-  cluster:
-    server: ${API_URL}
-users:
-- name: kubernetes-admin
-  user: {}
-contexts:
-- name: minik8s
-  context:
-    cluster: minik8s
-    user: kubernetes-admin
-    namespace: default
-current-context: minik8s
-preferences: {}
-EOF
+  "${PY}" - "${OUT}/admin.conf" "${tmp}" <<'PYEOF'
+import sys, yaml
+doc = yaml.safe_load(open(sys.argv[1]))
+doc["contexts"][0]["context"]["namespace"] = "default"
+with open(sys.argv[2], "w") as f:
+    yaml.safe_dump(doc, f, default_flow_style=False, sort_keys=False)
+PYEOF
+  chmod 600 "${tmp}"
   mv "${tmp}" "${KUBECONFIG_FILE}"
-  log "kubeconfig: wrote ${KUBECONFIG_FILE#"${MINIK8S_ROOT}"/} (server ${API_URL}, user kubernetes-admin, context minik8s)"
+  log "kubeconfig: wrote ${KUBECONFIG_FILE#"${MINIK8S_ROOT}"/} (server ${API_URL}, user kubernetes-admin, namespace default)"
 }
 
 main() {
@@ -113,26 +115,32 @@ main() {
     --initial-advertise-peer-urls "${ETCD_PEER_URL}" \
     --initial-cluster "minik8s-local=${ETCD_PEER_URL}"
 
-  log "step 3/4: apiserver (${API_URL})"
+  log "step 3/4: PKI and apiserver (${API_URL})"
   if [[ ! -f apiserver/__main__.py ]]; then
     warn "apiserver/__main__.py does not exist yet; 'python -m apiserver' will fail"
   fi
+  # generated once, reused after: CA, certificates, service-account key, one kubeconfig per identity
+  local node_flags=()
+  for node in ${NODES}; do node_flags+=(--node "${node}"); done
+  "${PY}" -m apiserver.auth.pki --dir "${OUT}" --server "${API_URL}" "${node_flags[@]}"
   start_component apiserver apiserver_ready \
     "${PY}" -m apiserver --etcd-servers "${ETCD_CLIENT_URL}" \
-    --bind-address "${API_HOST}" --port "${API_PORT}"
+    --bind-address "${API_HOST}" --secure-port "${API_PORT}" --port "${API_INSECURE_PORT}" \
+    --pki-dir "${OUT}" --audit-log-path "${AUDIT_LOG}"
 
   write_kubeconfig
 
   log "step 4/4: controllers, scheduler, kubelet (those whose modules exist)"
   local started_any=0
   if [[ -f controllers/__main__.py ]]; then
-    start_component controllers - "${PY}" -m controllers --kubeconfig "${KUBECONFIG_FILE}"
+    start_component controllers - "${PY}" -m controllers --kubeconfig "${OUT}/controller-manager.conf" \
+      --service-account-private-key-file "${OUT}/pki/sa.key"
     started_any=1
   else
     log "controllers: skip, controllers/__main__.py does not exist yet"
   fi
   if [[ -f scheduler/__main__.py ]]; then
-    start_component scheduler - "${PY}" -m scheduler --kubeconfig "${KUBECONFIG_FILE}"
+    start_component scheduler - "${PY}" -m scheduler --kubeconfig "${OUT}/scheduler.conf"
     started_any=1
   else
     log "scheduler: skip, scheduler/__main__.py does not exist yet"
@@ -141,7 +149,7 @@ main() {
     kubelet_port=10250
     for node in ${NODES}; do
       start_component "kubelet-${node}" - \
-        "${PY}" -m kubelet --node-name "${node}" --kubeconfig "${KUBECONFIG_FILE}" --port "${kubelet_port}"
+        "${PY}" -m kubelet --node-name "${node}" --kubeconfig "${OUT}/kubelet-${node}.conf" --port "${kubelet_port}"
       kubelet_port=$((kubelet_port + 1))
     done
     started_any=1
@@ -160,6 +168,8 @@ Next, type:
   export KUBECONFIG=${KUBECONFIG_FILE}
   kubectl get nodes
   kubectl apply -f examples/nginx-deployment.yaml
+  kubectl auth can-i create pods
+  ${PY#"${MINIK8S_ROOT}"/} -m apiserver.audit ${AUDIT_LOG#"${MINIK8S_ROOT}"/} --verb create   # who did what
 
 EOF
 }

@@ -3,12 +3,22 @@
 
 from __future__ import annotations
 
+from apiserver.registry.admissionregistration import (
+    MutatingWebhookConfigurationStrategy,
+    ValidatingWebhookConfigurationStrategy,
+)
 from apiserver.registry.deployment import DeploymentStrategy
 from apiserver.registry.event import EventStrategy
 from apiserver.registry.lease import LeaseStrategy
 from apiserver.registry.namespace import NamespaceStrategy
 from apiserver.registry.node import NodeStrategy
 from apiserver.registry.pod import PodStrategy
+from apiserver.registry.rbac import (
+    ClusterRoleBindingStrategy,
+    ClusterRoleStrategy,
+    RoleBindingStrategy,
+    RoleStrategy,
+)
 from apiserver.registry.replicaset import ReplicaSetStrategy
 from apiserver.registry.strategy import Strategy
 
@@ -20,6 +30,14 @@ STRATEGIES: dict[str, Strategy] = {
     "apps/deployments": DeploymentStrategy(),
     "apps/replicasets": ReplicaSetStrategy(),
     "coordination.k8s.io/leases": LeaseStrategy(),
+    "rbac.authorization.k8s.io/clusterroles": ClusterRoleStrategy(),
+    "rbac.authorization.k8s.io/clusterrolebindings": ClusterRoleBindingStrategy(),
+    "rbac.authorization.k8s.io/roles": RoleStrategy(),
+    "rbac.authorization.k8s.io/rolebindings": RoleBindingStrategy(),
+    "admissionregistration.k8s.io/mutatingwebhookconfigurations": MutatingWebhookConfigurationStrategy(),
+    "admissionregistration.k8s.io/validatingwebhookconfigurations": ValidatingWebhookConfigurationStrategy(),
+    "authorization.k8s.io/selfsubjectaccessreviews": Strategy(),
+    "authorization.k8s.io/subjectaccessreviews": Strategy(),
 }
 
 

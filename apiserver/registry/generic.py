@@ -15,7 +15,7 @@ import secrets
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from pydantic import ValidationError
@@ -80,6 +80,7 @@ class WriteOptions:
     field_manager: str | None = None
     force: bool = False
     warnings: list[str] = field(default_factory=list)
+    user: Any = None  # the request's authenticated user (apiserver.auth.authn.UserInfo); None for internal writes
 
 
 @dataclass
@@ -90,6 +91,7 @@ class DeleteOptions:
     precondition_uid: str | None = None
     precondition_rv: str | None = None
     dry_run: bool = False
+    user: Any = None  # as WriteOptions.user
 
 
 @dataclass
@@ -101,6 +103,30 @@ class ListResult:
 
     def objects(self) -> list[Obj]:
         return [orjson.loads(r) for r in self.raw] if self.raw is not None else self.items
+
+
+@dataclass(slots=True)
+class AdmissionAttributes:
+    """What admission sees of one write (upstream admission.Attributes)."""
+
+    operation: str  # CREATE, UPDATE, DELETE
+    store: Store
+    namespace: str | None
+    name: str
+    subresource: str | None
+    obj: Obj | None  # the new object (None for DELETE)
+    old: Obj | None  # the stored object (None for CREATE)
+    user: Any
+    dry_run: bool
+
+
+class Admission(Protocol):
+    """The admission chain the store calls: mutating plugins after the strategy's defaults, validating
+    plugins after the strategy's validation (upstream: between decoding and storage)."""
+
+    async def mutate(self, attrs: AdmissionAttributes) -> Obj: ...
+
+    async def validate(self, attrs: AdmissionAttributes) -> None: ...
 
 
 class Store:
@@ -116,6 +142,8 @@ class Store:
         self.selectable_fields = frozenset(strategy.field_values({"metadata": {}}))
         # "Active", "Terminating" or None (missing): lets creates honour namespace lifecycle
         self.namespace_state = namespace_state
+        # set by the apiserver; requests with a user (opts.user) are admitted, internal writes are not
+        self.admission: Admission | None = None
 
     # -- keys and attributes -----------------------------------------------------------------
 
@@ -283,7 +311,16 @@ class Store:
         if generate:
             meta["name"] = _generated_name(meta["generateName"])
         self.strategy.prepare_for_create(obj)
+        admission = self.admission if opts.user is not None else None
+        if admission is not None:
+            attrs = AdmissionAttributes("CREATE", self, namespace, meta["name"], None, obj, None, opts.user,
+                                        opts.dry_run)
+            obj = await admission.mutate(attrs)
+            meta = obj["metadata"]
         self._validate(obj, None)
+        if admission is not None:
+            attrs.obj = obj
+            await admission.validate(attrs)
         if self.info.namespaced:
             await self._require_namespace(namespace or "", meta["name"])
         if opts.dry_run:
@@ -376,6 +413,17 @@ class Store:
             if pinned is not None and pinned != str(mod_revision):
                 raise errors.conflict(self.info, name)
             new = self._prepare_update(new, old, subresource)
+            admission = self.admission if opts.user is not None else None
+            if admission is not None:
+                attrs = AdmissionAttributes("UPDATE", self, namespace, name, subresource, new, old, opts.user,
+                                            opts.dry_run)
+                new = await admission.mutate(attrs)
+            self._validate(new, old, subresource)
+            if _spec_of(new) != _spec_of(old):
+                new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
+            if admission is not None:
+                attrs.obj = new
+                await admission.validate(attrs)
             if new == old:
                 return old  # no-op writes are skipped, as upstream does
             if opts.dry_run:
@@ -415,18 +463,20 @@ class Store:
         meta["resourceVersion"] = old_meta["resourceVersion"]
         if subresource is None:
             self.strategy.prepare_for_update(new, old)
-        self._validate(new, old, subresource)
-        if _spec_of(new) != _spec_of(old):
-            meta["generation"] = old_meta.get("generation", 1) + 1
         return new
 
     # -- deletes -----------------------------------------------------------------------------
 
     async def delete(self, namespace: str | None, name: str, options: DeleteOptions) -> tuple[Obj, bool]:
         """DELETE; returns (object, gone) — gone is False while a grace period or finalizers hold it."""
+        admitted = self.admission is None or options.user is None
         for _ in range(_MAX_CAS_RETRIES):
             obj, mod_revision = await self._read(namespace, name)
             meta = obj["metadata"]
+            if not admitted and self.admission is not None:
+                await self.admission.validate(AdmissionAttributes("DELETE", self, namespace, name, None, None, obj,
+                                                                  options.user, options.dry_run))
+                admitted = True
             if options.precondition_uid and options.precondition_uid != meta.get("uid"):
                 raise errors.conflict(self.info, name, f"Precondition failed: UID in precondition: "
                                       f"{options.precondition_uid}, UID in object meta: {meta.get('uid')}")

@@ -26,12 +26,26 @@ Meta = dict[str, Any]
 # Kinds whose names are a single DNS label rather than a subdomain (upstream ValidateXName).
 _LABEL_NAMED_KINDS = frozenset({"Namespace"})
 
+# Kinds whose names are only path segments (upstream ValidateRBACName = path.IsValidPathSegmentName):
+# RBAC objects are named like their subjects, "system:kube-scheduler".
+_PATH_SEGMENT_NAMED_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
+
+
+def name_is_path_segment(name: str, prefix: bool) -> list[str]:
+    """apimachinery path.IsValidPathSegmentName (with the prefix variant for generateName)."""
+    if not prefix and name in (".", ".."):
+        return [f"may not be '{name}'"]
+    return [f"may not contain '{c}'" for c in "/%" if c in name]
+
+
 # Finalizers that need no domain prefix (upstream helper.IsStandardFinalizerName).
 STANDARD_FINALIZERS = frozenset({"kubernetes", "orphan", "foregroundDeletion"})
 
 
 def name_validator_for(kind: str) -> NameValidator:
     """The name rule of a kind: Namespace names are DNS labels, everything else DNS subdomains."""
+    if kind in _PATH_SEGMENT_NAMED_KINDS:
+        return name_is_path_segment
     return name_is_dns_label if kind in _LABEL_NAMED_KINDS else name_is_dns_subdomain
 
 

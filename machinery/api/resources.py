@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from machinery.api import apps_v1, coordination_v1, core_v1
+from machinery.api import admissionregistration_v1, apps_v1, authorization_v1, coordination_v1, core_v1, rbac_v1
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -30,6 +30,8 @@ class ResourceInfo:
     verbs: tuple[str, ...] = ALL_VERBS
     # subresource name -> the kind it speaks (status speaks the parent kind)
     subresources: dict[str, str] = field(default_factory=dict)
+    # answered, never stored (access reviews): no Store, no watch cache, only `create`
+    virtual: bool = False
 
     @property
     def api_version(self) -> str:
@@ -55,6 +57,9 @@ class ResourceInfo:
         return f"{path}/{subresource}" if subresource else path
 
 
+_RBAC = "rbac.authorization.k8s.io"
+_ADMISSION = "admissionregistration.k8s.io"
+
 RESOURCES: tuple[ResourceInfo, ...] = (
     ResourceInfo("", "v1", "Namespace", "namespaces", "namespace", False, core_v1.Namespace,
                  short_names=("ns",), subresources={"status": "Namespace", "finalize": "Namespace"},
@@ -72,6 +77,21 @@ RESOURCES: tuple[ResourceInfo, ...] = (
                  short_names=("rs",), categories=("all",),
                  subresources={"status": "ReplicaSet", "scale": "Scale"}),
     ResourceInfo("coordination.k8s.io", "v1", "Lease", "leases", "lease", True, coordination_v1.Lease),
+    ResourceInfo(_RBAC, "v1", "ClusterRole", "clusterroles", "clusterrole", False, rbac_v1.ClusterRole),
+    ResourceInfo(_RBAC, "v1", "ClusterRoleBinding", "clusterrolebindings", "clusterrolebinding", False,
+                 rbac_v1.ClusterRoleBinding),
+    ResourceInfo(_RBAC, "v1", "Role", "roles", "role", True, rbac_v1.Role),
+    ResourceInfo(_RBAC, "v1", "RoleBinding", "rolebindings", "rolebinding", True, rbac_v1.RoleBinding),
+    ResourceInfo(_ADMISSION, "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations",
+                 "mutatingwebhookconfiguration", False, admissionregistration_v1.MutatingWebhookConfiguration),
+    ResourceInfo(_ADMISSION, "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations",
+                 "validatingwebhookconfiguration", False, admissionregistration_v1.ValidatingWebhookConfiguration),
+    ResourceInfo("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews",
+                 "selfsubjectaccessreview", False, authorization_v1.SelfSubjectAccessReview, verbs=("create",),
+                 virtual=True),
+    ResourceInfo("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews",
+                 "subjectaccessreview", False, authorization_v1.SubjectAccessReview, verbs=("create",),
+                 virtual=True),
 )
 
 _BY_PLURAL = {(r.group, r.plural): r for r in RESOURCES}

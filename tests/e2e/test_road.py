@@ -253,7 +253,7 @@ def assert_nothing_left(cluster: LocalCluster, api: httpx.Client, ns: str, footp
 # -- the road ---------------------------------------------------------------------------------------------
 
 
-def test_examples_deployment_runs_on_both_nodes_answers_http_and_shows_the_road_in_events(
+def test_examples_deployment_runs_on_both_nodes_answers_http_and_shows_the_road(
         local_cluster: LocalCluster, api: httpx.Client, namespace: str, kubectl: Kubectl, tmp_path: Path) -> None:
     netns_before = named_netns()
     example = yaml.safe_load((REPO / "examples" / "web-deployment.yaml").read_text())

@@ -1384,7 +1384,14 @@ class TestLease:
 class TestRegistry:
     def test_keys(self) -> None:
         assert set(STRATEGIES) == {"/namespaces", "/nodes", "/pods", "/events", "apps/deployments",
-                                   "apps/replicasets", "coordination.k8s.io/leases"}
+                                   "apps/replicasets", "coordination.k8s.io/leases",
+                                   "rbac.authorization.k8s.io/clusterroles",
+                                   "rbac.authorization.k8s.io/clusterrolebindings",
+                                   "rbac.authorization.k8s.io/roles", "rbac.authorization.k8s.io/rolebindings",
+                                   "admissionregistration.k8s.io/mutatingwebhookconfigurations",
+                                   "admissionregistration.k8s.io/validatingwebhookconfigurations",
+                                   "authorization.k8s.io/selfsubjectaccessreviews",
+                                   "authorization.k8s.io/subjectaccessreviews"}
         assert isinstance(strategy_for("", "pods"), PodStrategy)
         assert type(strategy_for("x", "nothing")) is Strategy
 

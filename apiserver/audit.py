@@ -1,0 +1,416 @@
+"""The audit log (upstream: staging/.../apiserver/pkg/audit): every request the policy selects
+becomes audit.k8s.io/v1 Event JSON lines in --audit-log-path.
+
+The policy (--audit-policy-file, an audit.k8s.io/v1 Policy) is a list of rules; the first rule
+that matches a request gives its level:
+  None             not logged
+  Metadata         who (user, groups, user agent, source IPs), what (verb, requestURI, objectRef),
+                   the answer's code, and when (requestReceivedTimestamp, stageTimestamp)
+  Request          ... and the request body (requestObject)
+  RequestResponse  ... and the response body (responseObject)
+With no policy file, every request is logged at Metadata. Stages: ResponseComplete for every
+request; ResponseStarted too for long-running ones (watches, log follows, exec); RequestReceived
+unless the policy omits it (omitStages). Requests on the plain development port are logged like
+the rest, as user "system:unsecured" (group system:masters), upstream's name for that port.
+
+`python -m apiserver.audit LOG [--resource R] [--verb V] [--user U] [--namespace N] [--name N]`
+prints the matching entries as a table (who did what, with which user agent); mkubectl can
+wrap it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from machinery.api import audit_v1
+
+LEVELS = ("None", "Metadata", "Request", "RequestResponse")
+_RANK = {level: i for i, level in enumerate(LEVELS)}
+
+
+_second: list[Any] = [None, ""]  # the last whole second formatted, and its text
+
+
+def timestamp(t: float) -> str:
+    """RFC 3339 with microseconds, as upstream's MicroTime: 2026-11-21T10:00:00.123456Z (the
+    seconds part is formatted once per second: two of these per audited request)."""
+    second = int(t)
+    if _second[0] != second:
+        _second[0], _second[1] = second, dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{_second[1]}.{int((t - second) * 1_000_000):06d}Z"
+
+
+def new_audit_id() -> str:
+    """A random (version 4) UUID, without building a uuid.UUID."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
+
+
+# -- the policy ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFacts:
+    """What the policy looks at (and what the event says about the request)."""
+
+    user: str
+    groups: tuple[str, ...]
+    verb: str
+    resource_request: bool
+    path: str
+    api_group: str = ""
+    api_version: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+
+
+class _Rule:
+    __slots__ = ("groups", "level", "namespaces", "omit", "resources", "urls", "users", "verbs")
+
+    def __init__(self, rule: audit_v1.PolicyRule, policy_omit: frozenset[str]):
+        self.level = rule.level
+        self.users = frozenset(rule.users or ())
+        self.groups = frozenset(rule.user_groups or ())
+        self.verbs = frozenset(rule.verbs or ())
+        self.resources = [(g.group or "", frozenset(g.resources or ()), frozenset(g.resource_names or ()))
+                          for g in rule.resources or ()]
+        self.namespaces = frozenset(rule.namespaces or ())
+        self.urls = tuple(rule.non_resource_urls or ())
+        self.omit = policy_omit | frozenset(rule.omit_stages or ())
+
+    def matches(self, r: RequestFacts) -> bool:
+        if self.users and r.user not in self.users:
+            return False
+        if self.groups and not any(g in self.groups for g in r.groups):
+            return False
+        if self.verbs and r.verb not in self.verbs:
+            return False
+        if self.resources or self.namespaces:
+            if not r.resource_request:
+                return False
+            if self.namespaces and r.namespace not in self.namespaces:
+                return False
+            if self.resources and not any(self._resource_matches(g, r) for g in self.resources):
+                return False
+        if self.urls:
+            if r.resource_request:
+                return False
+            if not any(u == "*" or u == r.path or (u.endswith("*") and r.path.startswith(u[:-1]))
+                       for u in self.urls):
+                return False
+        return True
+
+    @staticmethod
+    def _resource_matches(gr: tuple[str, frozenset[str], frozenset[str]], r: RequestFacts) -> bool:
+        group, resources, names = gr
+        if group != r.api_group:
+            return False
+        if not resources:
+            return True
+        if names and r.name not in names:
+            return False
+        combined = f"{r.resource}/{r.subresource}" if r.subresource else r.resource
+        if combined in resources or "*" in resources:
+            return True
+        if r.subresource and f"*/{r.subresource}" in resources:
+            return True
+        return any(res.endswith("/*") and res[:-2] == r.resource for res in resources)
+
+
+class Policy:
+    """A compiled audit Policy: level_for(request) → (level, stages to omit)."""
+
+    def __init__(self, policy: audit_v1.Policy):
+        omit = frozenset(policy.omit_stages or ())
+        self.rules = [_Rule(rule, omit) for rule in policy.rules]
+
+    @classmethod
+    def default(cls) -> Policy:
+        """Every request at Metadata; RequestReceived omitted (the line at ResponseComplete says it all)."""
+        return cls(audit_v1.Policy(omit_stages=["RequestReceived"],
+                                   rules=[audit_v1.PolicyRule(level="Metadata")]))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Policy:
+        doc = yaml.safe_load(Path(path).read_text())
+        if not isinstance(doc, dict):
+            raise ValueError(f"{path}: an audit.k8s.io/v1 Policy is a mapping")
+        return cls(audit_v1.Policy.from_dict(doc))
+
+    def level_for(self, r: RequestFacts) -> tuple[str, frozenset[str]]:
+        for rule in self.rules:
+            if rule.matches(r):
+                return rule.level, rule.omit
+        return "None", frozenset()
+
+
+# -- the log -------------------------------------------------------------------------------------------
+
+
+class LogWriter:
+    """Appends lines to the log file; lines written during one event-loop turn go out in one write."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        if self.path == "-":
+            self.fd = sys.stdout.fileno()
+        else:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._pending: list[bytes] = []
+        self._scheduled = False
+
+    def write(self, line: bytes) -> None:
+        self._pending.append(line)
+        if not self._scheduled:
+            try:
+                asyncio.get_running_loop().call_soon(self.flush)
+                self._scheduled = True
+            except RuntimeError:  # no loop (tests, shutdown): write now
+                self.flush()
+
+    def flush(self) -> None:
+        self._scheduled = False
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            while data:
+                data = data[os.write(self.fd, data):]
+
+    def close(self) -> None:
+        self.flush()
+        if self.path != "-":
+            os.close(self.fd)
+
+
+class AuditContext:
+    """One request's audit event while the request runs."""
+
+    __slots__ = ("event", "level", "omit", "request_body", "response_body", "response_json", "started")
+
+    def __init__(self, level: str, omit: frozenset[str], event: dict[str, Any]):
+        self.level = level
+        self.omit = omit
+        self.event = event
+        self.request_body: list[bytes] | None = [] if _RANK[level] >= _RANK["Request"] else None
+        self.response_body: list[bytes] | None = [] if level == "RequestResponse" else None
+        self.response_json = True
+        self.started = False
+
+    def note_object(self, obj: dict[str, Any]) -> None:
+        """Fill objectRef's name/namespace from the object a create made (upstream fills it from
+        the request object; a generateName create only has its name afterwards)."""
+        ref = self.event.get("objectRef")
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if ref is None or not isinstance(meta, dict):
+            return
+        if not ref.get("name") and meta.get("name"):
+            ref["name"] = meta["name"]
+        if meta.get("uid"):
+            ref.setdefault("uid", meta["uid"])
+
+
+def note_object(scope: dict[str, Any], obj: dict[str, Any]) -> None:
+    ctx = scope.get("audit")
+    if ctx is not None:
+        ctx.note_object(obj)
+
+
+class Auditor:
+    def __init__(self, policy: Policy, writer: LogWriter):
+        self.policy = policy
+        self.writer = writer
+
+    def begin(self, r: RequestFacts, user: dict[str, Any], request_uri: str, source_ip: str | None,
+              user_agent: str | None, received: float) -> AuditContext | None:
+        level, omit = self.policy.level_for(r)
+        if level == "None":
+            return None
+        event: dict[str, Any] = {
+            "kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": level, "auditID": new_audit_id(),
+            "stage": "RequestReceived", "requestURI": request_uri, "verb": r.verb, "user": user,
+            "sourceIPs": [source_ip] if source_ip else [],
+        }
+        if user_agent:
+            event["userAgent"] = user_agent
+        if r.resource_request:
+            ref: dict[str, Any] = {"resource": r.resource}
+            if r.namespace:
+                ref["namespace"] = r.namespace
+            if r.name:
+                ref["name"] = r.name
+            if r.api_group:
+                ref["apiGroup"] = r.api_group
+            ref["apiVersion"] = r.api_version
+            if r.subresource:
+                ref["subresource"] = r.subresource
+            event["objectRef"] = ref
+        event["requestReceivedTimestamp"] = timestamp(received)
+        ctx = AuditContext(level, omit, event)
+        if "RequestReceived" not in omit:
+            self._emit(ctx, "RequestReceived")
+        return ctx
+
+    def _emit(self, ctx: AuditContext, stage: str) -> None:
+        ev = ctx.event
+        ev["stage"] = stage
+        ev["stageTimestamp"] = timestamp(time.time())
+        self.writer.write(orjson.dumps(ev) + b"\n")
+
+    def response_started(self, ctx: AuditContext, code: int) -> None:
+        """Long-running requests: a line when the response starts (the complete one comes at the end)."""
+        ctx.event["responseStatus"] = {"metadata": {}, "code": code}
+        ctx.started = True
+        if "ResponseStarted" not in ctx.omit:
+            self._emit(ctx, "ResponseStarted")
+
+    def complete(self, ctx: AuditContext, code: int, annotations: dict[str, str] | None = None,
+                 message: str | None = None) -> None:
+        ev = ctx.event
+        status: dict[str, Any] = {"metadata": {}, "code": code}
+        if message:
+            status["message"] = message
+        if code >= 400:
+            status["status"] = "Failure"
+        ev["responseStatus"] = status
+        if annotations:
+            ev["annotations"] = annotations
+        if ctx.request_body:
+            obj = _decode(b"".join(ctx.request_body))
+            if obj is not None:
+                ev["requestObject"] = obj
+        if ctx.response_body and ctx.response_json:
+            obj = _decode(b"".join(ctx.response_body))
+            if obj is not None:
+                ev["responseObject"] = obj
+        if "ResponseComplete" not in ctx.omit:
+            self._emit(ctx, "ResponseComplete")
+
+    def panic(self, ctx: AuditContext, error: BaseException) -> None:
+        ctx.event["responseStatus"] = {"metadata": {}, "code": 500, "status": "Failure",
+                                       "message": f"APIServer panic'd: {type(error).__name__}: {error}"}
+        if "Panic" not in ctx.omit:
+            self._emit(ctx, "Panic")
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def _decode(body: bytes) -> Any:
+    if not body.strip():
+        return None
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        value = yaml.safe_load(body)
+    except yaml.YAMLError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# -- reading the log ----------------------------------------------------------------------------------
+
+
+def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The events in an audit log, in order (a torn last line is skipped)."""
+    with open(path, "rb") as f:
+        for line in f:
+            try:
+                event = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(event, dict) and event.get("kind") == "Event":
+                yield event
+
+
+def matches(event: dict[str, Any], *, resource: str | None = None, verb: str | None = None,
+            user: str | None = None, namespace: str | None = None, name: str | None = None,
+            group: str | None = None, stage: str | None = "ResponseComplete") -> bool:
+    """Does the event match every filter given? resource may be "pods/binding" or "deployments.apps"."""
+    ref = event.get("objectRef") or {}
+    if stage and event.get("stage") != stage:
+        return False
+    if verb and event.get("verb") != verb:
+        return False
+    if user and (event.get("user") or {}).get("username") != user:
+        return False
+    if namespace and ref.get("namespace") != namespace:
+        return False
+    if name and ref.get("name") != name:
+        return False
+    if group is not None and ref.get("apiGroup", "") != group:
+        return False
+    if resource:
+        res, _, grp = resource.partition(".")
+        res, _, sub = res.partition("/")
+        if ref.get("resource") != res or (sub or "") != ref.get("subresource", ""):
+            return False
+        if grp and ref.get("apiGroup", "") != grp:
+            return False
+    return True
+
+
+def filter_events(events: Iterable[dict[str, Any]], **filters: Any) -> list[dict[str, Any]]:
+    return [e for e in events if matches(e, **filters)]
+
+
+COLUMNS = ("TIME", "VERB", "RESOURCE", "NAMESPACE", "NAME", "CODE", "USER", "USER-AGENT")
+
+
+def row(event: dict[str, Any]) -> tuple[str, ...]:
+    ref = event.get("objectRef") or {}
+    resource = ref.get("resource", "")
+    if ref.get("subresource"):
+        resource += "/" + ref["subresource"]
+    if ref.get("apiGroup"):
+        resource += "." + ref["apiGroup"]
+    return (event.get("requestReceivedTimestamp", ""), event.get("verb", ""), resource or event.get("requestURI", ""),
+            ref.get("namespace", ""), ref.get("name", ""), str((event.get("responseStatus") or {}).get("code", "")),
+            (event.get("user") or {}).get("username", ""), event.get("userAgent", ""))
+
+
+def format_table(rows: list[tuple[str, ...]]) -> str:
+    table = [COLUMNS, *rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
+    return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m apiserver.audit",
+                                description="who did what: filter an audit log and print one line per request")
+    p.add_argument("log", help="the apiserver's --audit-log-path")
+    p.add_argument("--resource", help='e.g. pods, pods/binding, deployments.apps')
+    p.add_argument("--verb", help="create, update, patch, delete, get, list, watch, ...")
+    p.add_argument("--user", help="username, e.g. system:kube-scheduler")
+    p.add_argument("--namespace", "-n")
+    p.add_argument("--name")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    args = p.parse_args(argv)
+    events = filter_events(read_events(args.log), resource=args.resource, verb=args.verb, user=args.user,
+                           namespace=args.namespace, name=args.name)
+    if args.output == "json":
+        for e in events:
+            sys.stdout.write(orjson.dumps(e).decode() + "\n")
+    else:
+        print(format_table([row(e) for e in events]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

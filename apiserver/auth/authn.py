@@ -1,0 +1,164 @@
+"""Who is asking (upstream: staging/.../apiserver/pkg/authentication): X.509 client certificates
+(verified by the TLS handshake against --client-ca-file; CN = user, O = groups), bearer tokens
+from --token-auth-file (CSV: token,user,uid,"group1,group2") and service-account tokens (JWTs
+checked against --service-account-key-file). Every authenticated user is also in
+system:authenticated.
+
+A request with no credentials is anonymous only for the few public paths (health and version);
+anywhere else it gets 401. A token that is malformed, unknown, badly signed or expired is a 401,
+never an error of the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from apiserver.auth import serviceaccount
+
+AUTHENTICATED = "system:authenticated"
+UNAUTHENTICATED = "system:unauthenticated"
+MASTERS = "system:masters"
+NODES = "system:nodes"
+NODE_PREFIX = "system:node:"
+
+PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version"})
+
+
+@dataclass(frozen=True, slots=True)
+class UserInfo:
+    name: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"username": self.name}
+        if self.uid:
+            out["uid"] = self.uid
+        if self.groups:
+            out["groups"] = list(self.groups)
+        if self.extra:
+            out["extra"] = {k: list(v) for k, v in self.extra.items()}
+        return out
+
+    @property
+    def is_master(self) -> bool:
+        return MASTERS in self.groups
+
+    @property
+    def node_name(self) -> str | None:
+        """NAME for system:node:NAME in group system:nodes (a kubelet), else None."""
+        if self.name.startswith(NODE_PREFIX) and NODES in self.groups:
+            return self.name[len(NODE_PREFIX):] or None
+        return None
+
+
+ANONYMOUS = UserInfo("system:anonymous", (UNAUTHENTICATED,))
+# The plain (insecure) port: upstream's insecure handler used exactly this identity.
+UNSECURED = UserInfo("system:unsecured", (MASTERS, AUTHENTICATED))
+
+
+def _with_authenticated(groups: tuple[str, ...]) -> tuple[str, ...]:
+    return groups if AUTHENTICATED in groups else (*groups, AUTHENTICATED)
+
+
+def user_from_peercert(cert: Mapping[str, Any]) -> UserInfo | None:
+    """The identity in a verified client certificate (ssl.SSLSocket.getpeercert() form)."""
+    cn = ""
+    orgs: list[str] = []
+    for rdn in cert.get("subject") or ():
+        for key, value in rdn:
+            if key == "commonName":
+                cn = value
+            elif key == "organizationName":
+                orgs.append(value)
+    if not cn:
+        return None
+    return UserInfo(cn, _with_authenticated(tuple(orgs)))
+
+
+def load_token_file(path: str | Path) -> dict[str, UserInfo]:
+    """Upstream's static token file: `token,user,uid[,"group1,group2"]` per line."""
+    tokens: dict[str, UserInfo] = {}
+    with open(path, newline="") as f:
+        for lineno, row in enumerate(csv.reader(f), 1):
+            if not row or row[0].startswith("#"):
+                continue
+            if len(row) < 3 or not row[0] or not row[1]:
+                raise ValueError(f"{path}:{lineno}: expected token,user,uid[,groups]")
+            groups = tuple(g.strip() for g in row[3].split(",") if g.strip()) if len(row) > 3 else ()
+            tokens[row[0].strip()] = UserInfo(row[1].strip(), _with_authenticated(groups), row[2].strip())
+    return tokens
+
+
+class Authenticator:
+    """Token authentication with a small cache (a verified JWT costs an ECDSA verify)."""
+
+    CACHE_SIZE = 4096
+    NEGATIVE_TTL = 10.0
+
+    def __init__(self, tokens: Mapping[str, UserInfo] | None = None,
+                 verifier: serviceaccount.TokenVerifier | None = None):
+        self.tokens = dict(tokens or {})
+        self.verifier = verifier
+        self._cache: dict[bytes, tuple[UserInfo | None, float]] = {}
+        self._subjects: dict[Any, UserInfo | None] = {}  # certificate subject -> user (a connection reuses one)
+
+    def from_token(self, token: str) -> UserInfo | None:
+        static = self.tokens.get(token)
+        if static is not None:
+            return static
+        if self.verifier is None or token.count(".") != 2:
+            return None
+        key = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+        now = time.time()
+        hit = self._cache.get(key)
+        if hit is not None and now < hit[1]:
+            return hit[0]
+        try:
+            claims = self.verifier.verify(token, now)
+        except (serviceaccount.TokenError, ValueError, UnicodeError):
+            user, until = None, now + self.NEGATIVE_TTL
+        else:
+            user = UserInfo(serviceaccount.username(claims.namespace, claims.name),
+                            _with_authenticated(serviceaccount.groups(claims.namespace)), claims.uid)
+            until = min(claims.expires, now + 300) if claims.expires else now + 300
+        if len(self._cache) >= self.CACHE_SIZE:
+            self._cache.clear()
+        self._cache[key] = (user, until)
+        return user
+
+    def authenticate(self, peercert: Mapping[str, Any] | None, authorization: bytes | None) -> UserInfo | None:
+        """The request's user; None when credentials were given but are not valid, or none were given.
+
+        The client certificate (already verified by the handshake) first, then a bearer token, as
+        upstream's union authenticator orders them."""
+        if peercert:
+            subject = peercert.get("subject")
+            try:
+                user = self._subjects[subject]
+            except (KeyError, TypeError):
+                user = user_from_peercert(peercert)
+                if len(self._subjects) >= self.CACHE_SIZE:
+                    self._subjects.clear()
+                with contextlib.suppress(TypeError):
+                    self._subjects[subject] = user
+            if user is not None:
+                return user
+        if authorization:
+            scheme, _, token = authorization.partition(b" ")
+            if scheme.lower() != b"bearer":
+                return None
+            try:
+                text = token.strip().decode("ascii")
+            except UnicodeDecodeError:
+                return None
+            return self.from_token(text) if text else None
+        return None

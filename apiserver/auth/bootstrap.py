@@ -1,0 +1,164 @@
+"""The bootstrap RBAC policy (upstream: plugin/pkg/auth/authorizer/rbac/bootstrappolicy): the
+ClusterRoles and ClusterRoleBindings every cluster starts with, reconciled at apiserver start
+(created when missing; brought back to these rules when they carry
+`rbac.authorization.kubernetes.io/autoupdate: "true"`, as upstream's post-start hook does).
+
+Each component gets the least it needs for what it does here:
+- system:kube-scheduler reads pods and nodes, binds pods, writes pod status (conditions) and
+  events — and cannot, say, delete deployments;
+- system:kube-controller-manager (the shared informers) reads everything;
+- each controller writes as its service account kube-system/<name>, bound to
+  system:controller:<name> with the verbs that controller uses;
+- kubelets are answered by the Node authorizer (system:node is kept for reference, unbound);
+- system:masters is bound to cluster-admin; every authenticated user may read discovery and ask
+  `kubectl auth can-i` (system:discovery, system:basic-user); health and version are public.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+RBAC = "rbac.authorization.k8s.io"
+AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
+BOOTSTRAP_LABEL = {"kubernetes.io/bootstrapping": "rbac-defaults"}
+
+READ = ["get", "list", "watch"]
+Obj = dict[str, Any]
+
+# --controllers name -> service account (controllers/manager.py CONTROLLERS) -> role rules below
+CONTROLLER_ACCOUNTS = ("deployment-controller", "replicaset-controller", "generic-garbage-collector",
+                       "namespace-controller", "node-controller")
+
+
+def rule(verbs: list[str], groups: list[str], resources: list[str], names: list[str] | None = None) -> Obj:
+    out: Obj = {"verbs": verbs, "apiGroups": groups, "resources": resources}
+    if names:
+        out["resourceNames"] = names
+    return out
+
+
+def url_rule(verbs: list[str], urls: list[str]) -> Obj:
+    return {"verbs": verbs, "nonResourceURLs": urls}
+
+
+EVENTS = rule(["create", "update", "patch"], ["", "events.k8s.io"], ["events"])
+
+
+def cluster_roles() -> dict[str, list[Obj]]:
+    return {
+        "cluster-admin": [rule(["*"], ["*"], ["*"]), url_rule(["*"], ["*"])],
+        "system:discovery": [url_rule(["get"], ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez",
+                                                "/readyz", "/openapi", "/openapi/*", "/version", "/version/"])],
+        "system:basic-user": [rule(["create"], ["authorization.k8s.io"],
+                                   ["selfsubjectaccessreviews", "selfsubjectrulesreviews"])],
+        "system:public-info-viewer": [url_rule(["get"], ["/healthz", "/livez", "/readyz", "/version",
+                                                         "/version/"])],
+        "view": [rule(READ, ["", "apps", "coordination.k8s.io"],
+                      ["pods", "pods/status", "pods/log", "events", "namespaces", "deployments", "deployments/scale",
+                       "deployments/status", "replicasets", "replicasets/scale", "replicasets/status", "leases"])],
+        "system:kube-scheduler": [
+            rule([*READ, "delete"], [""], ["pods"]),
+            rule(["create"], [""], ["pods/binding", "bindings"]),
+            rule(["patch", "update"], [""], ["pods/status"]),
+            rule(READ, [""], ["nodes", "namespaces"]),
+            EVENTS,
+            rule(["create", "get", "list", "update", "watch"], ["coordination.k8s.io"], ["leases"]),
+        ],
+        "system:kube-controller-manager": [
+            rule(READ, ["*"], ["*"]),
+            EVENTS,
+            rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
+            rule(["create", "get", "update"], ["coordination.k8s.io"], ["leases"]),
+        ],
+        "system:node": [
+            rule([*READ, "create", "update", "patch", "delete"], [""], ["nodes"]),
+            rule(["patch", "update"], [""], ["nodes/status"]),
+            rule([*READ, "delete"], [""], ["pods"]),
+            rule(["patch", "update"], [""], ["pods/status"]),
+            EVENTS,
+            rule(["get", "create", "update", "patch", "delete"], ["coordination.k8s.io"], ["leases"]),
+        ],
+        "system:controller:deployment-controller": [
+            rule([*READ, "update", "patch"], ["apps"], ["deployments"]),
+            rule(["update", "patch"], ["apps"], ["deployments/status", "deployments/finalizers"]),
+            rule([*READ, "create", "update", "patch", "delete"], ["apps"], ["replicasets"]),
+            rule([*READ, "update"], [""], ["pods"]),
+            EVENTS,
+        ],
+        "system:controller:replicaset-controller": [
+            rule([*READ, "update", "patch"], ["apps"], ["replicasets"]),
+            rule(["update", "patch"], ["apps"], ["replicasets/status", "replicasets/finalizers"]),
+            rule([*READ, "create", "update", "patch", "delete"], [""], ["pods"]),
+            EVENTS,
+        ],
+        "system:controller:generic-garbage-collector": [
+            rule(["get", "list", "watch", "patch", "update", "delete"], ["*"], ["*"]),
+            EVENTS,
+        ],
+        "system:controller:namespace-controller": [
+            rule(["get", "list", "watch", "delete"], [""], ["namespaces"]),
+            rule(["update"], [""], ["namespaces/finalize", "namespaces/status"]),
+            rule(["get", "list", "delete", "deletecollection"], ["*"], ["*"]),
+            EVENTS,
+        ],
+        "system:controller:node-controller": [
+            rule(["get", "list", "watch", "update", "patch", "delete"], [""], ["nodes"]),
+            rule(["patch", "update"], [""], ["nodes/status"]),
+            rule(["list", "watch", "delete"], [""], ["pods"]),
+            rule(["patch", "update"], [""], ["pods/status"]),
+            EVENTS,
+        ],
+    }
+
+
+def _user(name: str) -> Obj:
+    return {"kind": "User", "apiGroup": RBAC, "name": name}
+
+
+def _group(name: str) -> Obj:
+    return {"kind": "Group", "apiGroup": RBAC, "name": name}
+
+
+def _service_account(namespace: str, name: str) -> Obj:
+    return {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+
+
+def cluster_role_bindings() -> dict[str, tuple[str, list[Obj]]]:
+    """binding name -> (cluster role, subjects)."""
+    out: dict[str, tuple[str, list[Obj]]] = {
+        "cluster-admin": ("cluster-admin", [_group("system:masters")]),
+        "system:discovery": ("system:discovery", [_group("system:authenticated")]),
+        "system:basic-user": ("system:basic-user", [_group("system:authenticated")]),
+        "system:public-info-viewer": ("system:public-info-viewer",
+                                      [_group("system:authenticated"), _group("system:unauthenticated")]),
+        "system:kube-scheduler": ("system:kube-scheduler", [_user("system:kube-scheduler")]),
+        "system:kube-controller-manager": ("system:kube-controller-manager",
+                                           [_user("system:kube-controller-manager")]),
+    }
+    for account in CONTROLLER_ACCOUNTS:
+        role = f"system:controller:{account}"
+        out[role] = (role, [_service_account("kube-system", account)])
+    return out
+
+
+def _meta(name: str) -> Obj:
+    return {"name": name, "labels": dict(BOOTSTRAP_LABEL), "annotations": {AUTOUPDATE: "true"}}
+
+
+def policy_objects() -> tuple[list[Obj], list[Obj]]:
+    """(ClusterRoles, ClusterRoleBindings) as wire objects."""
+    roles = [{"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": _meta(name), "rules": rules}
+             for name, rules in cluster_roles().items()]
+    bindings = [{"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": _meta(name),
+                 "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role}, "subjects": subjects}
+                for name, (role, subjects) in cluster_role_bindings().items()]
+    return roles, bindings
+
+
+def needs_update(existing: Obj, wanted: Obj) -> bool:
+    """Does a stored bootstrap object differ from what it should be, and may it be changed?"""
+    annotations = (existing.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(AUTOUPDATE, "true") != "true":
+        return False
+    fields = ("rules",) if wanted["kind"] == "ClusterRole" else ("subjects",)
+    return any(existing.get(f) != wanted.get(f) for f in fields)

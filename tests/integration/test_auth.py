@@ -1,0 +1,423 @@
+"""The gate of a real apiserver over HTTPS: who may come in (client certificates from the cluster
+CA, static and service-account tokens; nothing or anything broken → 401, a foreign CA → no
+handshake), what each component identity may do (the bootstrap RBAC policy and the Node
+authorizer + NodeRestriction), RBAC objects changed at run time, access reviews, and real
+kubectl (`auth can-i`, get, a Forbidden error) with the generated kubeconfigs."""
+
+from __future__ import annotations
+
+import ssl
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from apiserver.auth import pki
+from apiserver.auth.serviceaccount import sign_token
+from tests.auth_cluster import SecureApiServer, SecureKubectl, wait_until_allowed
+from tests.cluster import REPO, Etcd, wait_for
+from tests.kubectl import find_kubectl
+from tests.manifests import deployment, node, pod
+
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+TOKENS = 'ops-token-1,ops-bot,uid-ops,"system:masters"\nplain-token-2,nobody,uid-nobody\n'
+
+
+@pytest.fixture(scope="module")
+def own_etcd(workdir: Path) -> Iterator[Etcd]:
+    """An etcd of this module's own: its nodes, pods and controllers stay out of the other tests' way."""
+    folder = workdir / f"etcd-{uuid.uuid4().hex[:6]}"
+    folder.mkdir()
+    server = Etcd(folder)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
+    etcd = own_etcd
+    tokens = workdir / "tokens.csv"
+    tokens.write_text(TOKENS)
+    server = SecureApiServer(workdir, etcd, "--token-auth-file", str(tokens)).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
+    with secure.client("admin") as client:
+        yield client
+
+
+@pytest.fixture
+def ns(admin: httpx.Client) -> Iterator[str]:
+    name = f"auth-{uuid.uuid4().hex[:8]}"
+    assert admin.post("/api/v1/namespaces", json={"metadata": {"name": name}}).status_code == 201
+    yield name
+    admin.delete(f"/api/v1/namespaces/{name}")
+
+
+def sa_token(secure: SecureApiServer, name: str) -> str:
+    return secure.service_account_token(name)
+
+
+def status(r: httpx.Response) -> dict[str, Any]:
+    body = r.json()
+    assert body["kind"] == "Status" and body["apiVersion"] == "v1", body
+    return body
+
+
+# -- authentication ----------------------------------------------------------------------------------
+
+
+def test_no_credentials_is_401_with_a_status(secure: SecureApiServer) -> None:
+    with secure.client() as anonymous:
+        for method, path in [("GET", "/api/v1/pods"), ("GET", "/api"), ("GET", "/apis/apps/v1"),
+                             ("POST", "/apis/apps/v1/namespaces/default/deployments"), ("GET", "/openapi/v2")]:
+            r = anonymous.request(method, path, json={} if method == "POST" else None)
+            assert r.status_code == 401, (method, path, r.text)
+            assert status(r) == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                 "message": "Unauthorized", "reason": "Unauthorized", "code": 401}
+        for path in ("/healthz", "/livez", "/readyz", "/version"):  # public, as system:public-info-viewer
+            assert anonymous.get(path).status_code == 200, path
+
+
+def test_certificate_from_another_ca_is_refused_in_the_handshake(secure: SecureApiServer, tmp_path: Path) -> None:
+    foreign = pki.CA.create("someone-elses-ca")
+    cert, key = foreign.issue("kubernetes-admin", ["system:masters"])
+    (tmp_path / "f.crt").write_bytes(pki.cert_pem(cert))
+    (tmp_path / "f.key").write_bytes(pki.key_pem(key))
+    ctx = secure.ssl_context(cert=tmp_path / "f.crt", key=tmp_path / "f.key")
+    with httpx.Client(base_url=secure.secure_url, verify=ctx, timeout=5) as client, \
+            pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)) as err:
+        client.get("/api/v1/namespaces")
+    assert "unknown ca" in str(err.value).lower() or "certificate" in str(err.value).lower() or \
+        isinstance(err.value, httpx.RemoteProtocolError | httpx.ReadError)
+    with secure.client("admin") as admin:  # and the server is fine
+        assert admin.get("/api/v1/namespaces").status_code == 200
+
+
+def test_broken_credentials_are_401_never_5xx(secure: SecureApiServer) -> None:
+    other_key = pki.new_key()
+    good = sa_token(secure, "deployment-controller")
+    header, claims, signature = good.split(".")
+    tokens = [
+        "garbage", "a.b.c", "...", "x" * 5000, f"{header}.{claims}.", f"{header}.{claims}.{signature[:-4]}AAAA",
+        f"{claims}.{header}.{signature}", sign_token(other_key, "kube-system", "deployment-controller"),
+        secure.service_account_token("deployment-controller", expiration_seconds=5, now=time.time() - 60),
+        secure.service_account_token("x", issuer="https://elsewhere"),
+    ]
+    for token in tokens:
+        with secure.token_client(token) as client:
+            r = client.get("/api/v1/pods")
+            assert r.status_code == 401, (token[:40], r.text)
+            assert status(r)["reason"] == "Unauthorized"
+    with secure.client() as client:
+        for header_value in (b"Bearer \xff\xfe\xfd", b"Basic YWRtaW46YWRtaW4=", b"Bearer", b"bearer a b", b"x"):
+            r = client.get("/api/v1/pods", headers={"Authorization": header_value})
+            assert r.status_code == 401, header_value
+
+
+def test_static_tokens(secure: SecureApiServer) -> None:
+    with secure.token_client("ops-token-1") as ops:
+        assert ops.get("/api/v1/pods").status_code == 200  # in system:masters
+    with secure.token_client("plain-token-2") as nobody:
+        r = nobody.get("/api/v1/pods")
+        assert r.status_code == 403
+        assert status(r)["message"] == ('pods is forbidden: User "nobody" cannot list resource "pods" in API group "" '
+                                        "at the cluster scope")
+        assert nobody.get("/apis").status_code == 200  # discovery is for every authenticated user
+
+
+def test_identities_reach_the_audit_log(secure: SecureApiServer) -> None:
+    expected = {
+        "admin": ("kubernetes-admin", ["system:masters", "system:authenticated"]),
+        "scheduler": ("system:kube-scheduler", ["system:authenticated"]),
+        "kubelet-node-a": ("system:node:node-a", ["system:nodes", "system:authenticated"]),
+    }
+    marker = uuid.uuid4().hex
+    for name in expected:
+        with secure.client(name, user_agent=f"who-{name}-{marker}") as client:
+            client.get("/api/v1/nodes")
+    with secure.token_client(sa_token(secure, "replicaset-controller")) as client:
+        client.headers["User-Agent"] = f"who-rs-{marker}"
+        client.get("/api/v1/nodes")
+    by_agent: dict[str, Any] = {}
+
+    def logged() -> bool:
+        by_agent.update({e["userAgent"]: e["user"] for e in secure.audit_events() if marker in e.get("userAgent", "")})
+        return len(by_agent) == 4
+
+    wait_for(logged, 10, what="the four requests in the audit log")
+    for name, (user, groups) in expected.items():
+        assert by_agent[f"who-{name}-{marker}"] == {"username": user, "groups": groups}
+    assert by_agent[f"who-rs-{marker}"] == {
+        "username": "system:serviceaccount:kube-system:replicaset-controller",
+        "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]}
+
+
+def test_plain_port_is_system_unsecured(secure: SecureApiServer) -> None:
+    marker = uuid.uuid4().hex
+    with secure.plain_client() as plain:
+        r = plain.get("/api/v1/namespaces/kube-system", headers={"User-Agent": marker})
+        assert r.status_code == 200
+    [event] = secure.wait_audit(lambda e: e.get("userAgent") == marker)
+    assert event["user"] == {"username": "system:unsecured", "groups": ["system:masters", "system:authenticated"]}
+
+
+# -- authorization: each component's identity --------------------------------------------------------
+
+
+def pod_path(ns: str, name: str = "", sub: str = "") -> str:
+    return f"/api/v1/namespaces/{ns}/pods" + (f"/{name}" if name else "") + (f"/{sub}" if sub else "")
+
+
+MATRIX: list[tuple[str, str, str, dict[str, Any] | None, bool]] = [
+    # (identity, method, path ({ns} is replaced), body, allowed)
+    ("scheduler", "GET", "/api/v1/pods", None, True),
+    ("scheduler", "GET", "/api/v1/nodes", None, True),
+    ("scheduler", "POST", "/api/v1/namespaces/{ns}/pods/p/binding",
+     {"metadata": {"name": "p"}, "target": {"kind": "Node", "name": "node-a"}}, True),
+    ("scheduler", "DELETE", "/apis/apps/v1/namespaces/{ns}/deployments/web", None, False),
+    ("scheduler", "POST", "/api/v1/namespaces/{ns}/pods", pod("x"), False),
+    ("scheduler", "GET", "/apis/apps/v1/deployments", None, False),
+    ("controller-manager", "GET", "/apis/apps/v1/replicasets", None, True),
+    ("controller-manager", "GET", f"{RBAC}/clusterroles", None, True),
+    ("controller-manager", "DELETE", "/api/v1/namespaces/{ns}/pods/p", None, False),
+    ("sa:deployment-controller", "POST", "/apis/apps/v1/namespaces/{ns}/replicasets", None, True),
+    ("sa:deployment-controller", "PUT", "/apis/apps/v1/namespaces/{ns}/deployments/web/status", None, True),
+    ("sa:deployment-controller", "POST", "/api/v1/namespaces/{ns}/pods", pod("x"), False),
+    ("sa:replicaset-controller", "POST", "/api/v1/namespaces/{ns}/pods", None, True),
+    ("sa:replicaset-controller", "DELETE", "/api/v1/namespaces/{ns}/pods/p", None, True),
+    ("sa:replicaset-controller", "DELETE", "/apis/apps/v1/namespaces/{ns}/deployments/web", None, False),
+    ("sa:generic-garbage-collector", "DELETE", "/apis/apps/v1/namespaces/{ns}/replicasets/r", None, True),
+    ("sa:generic-garbage-collector", "POST", "/api/v1/namespaces/{ns}/pods", pod("x"), False),
+    ("kubelet-node-a", "GET", "/apis/apps/v1/namespaces/{ns}/deployments", None, False),
+    ("kubelet-node-a", "POST", "/api/v1/namespaces/{ns}/events", None, True),
+    ("admin", "DELETE", f"{RBAC}/clusterrolebindings/does-not-exist", None, True),
+]
+
+
+@pytest.mark.parametrize(("identity", "method", "path", "body", "allowed"), MATRIX,
+                         ids=[f"{i}-{m}-{p.rsplit('/', 2)[-2]}/{p.rsplit('/', 1)[-1]}" for i, m, p, _, _ in MATRIX])
+def test_component_matrix(secure: SecureApiServer, ns: str, identity: str, method: str, path: str,
+                          body: dict[str, Any] | None, allowed: bool) -> None:
+    client = secure.token_client(sa_token(secure, identity[3:])) if identity.startswith("sa:") \
+        else secure.client(identity)
+    with client:
+        r = client.request(method, path.format(ns=ns), json=body if body is not None else (
+            {} if method in ("POST", "PUT") else None))
+    if allowed:
+        assert r.status_code not in (401, 403), r.text  # 404/422 are fine: the gate let it through
+    else:
+        assert r.status_code == 403, r.text
+        assert status(r)["reason"] == "Forbidden"
+
+
+def test_forbidden_message_has_upstreams_shape(secure: SecureApiServer, admin: httpx.Client, ns: str) -> None:
+    assert admin.post(f"/apis/apps/v1/namespaces/{ns}/deployments", json=deployment("web")).status_code == 201
+    with secure.client("scheduler") as scheduler:
+        r = scheduler.delete(f"/apis/apps/v1/namespaces/{ns}/deployments/web")
+    assert r.status_code == 403
+    assert status(r) == {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Forbidden", "code": 403,
+        "message": f'deployments.apps "web" is forbidden: User "system:kube-scheduler" cannot delete resource '
+                   f'"deployments" in API group "apps" in the namespace "{ns}"',
+        "details": {"name": "web", "group": "apps", "kind": "deployments"}}
+    assert admin.get(f"/apis/apps/v1/namespaces/{ns}/deployments/web").status_code == 200
+
+
+# -- authorization: kubelets ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def nodes_and_pods(admin: httpx.Client, ns: str) -> Iterator[str]:
+    for name in ("node-a", "node-b"):
+        r = admin.post("/api/v1/nodes", json=node(name))
+        assert r.status_code in (201, 409), r.text
+    for name, where in (("on-a", "node-a"), ("on-b", "node-b")):
+        assert admin.post(pod_path(ns), json=pod(name, nodeName=where)).status_code == 201
+    yield ns
+
+
+def test_kubelet_may_touch_only_its_own_node_lease_and_pods(secure: SecureApiServer, nodes_and_pods: str) -> None:
+    ns = nodes_and_pods
+    merge = {"Content-Type": "application/merge-patch+json"}
+    ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    with secure.client("kubelet-node-a") as kubelet:
+        # its own Node, and no other
+        assert kubelet.patch("/api/v1/nodes/node-a/status", json=ready, headers=merge).status_code == 200
+        r = kubelet.patch("/api/v1/nodes/node-b/status", json=ready, headers=merge)
+        assert r.status_code == 403
+        assert status(r)["message"] == ('nodes "node-b" is forbidden: User "system:node:node-a" cannot patch '
+                                        'resource "nodes/status" in API group "" at the cluster scope: '
+                                        "node 'node-a' cannot modify node 'node-b'")
+        assert kubelet.delete("/api/v1/nodes/node-b").status_code == 403
+        r = kubelet.post("/api/v1/nodes", json=node("node-c"))  # NodeRestriction reads the body
+        assert r.status_code == 403
+        assert 'node "node-a" is not allowed to modify node "node-c"' in status(r)["message"]
+        assert kubelet.get("/api/v1/nodes").status_code == 200
+        # its own Lease
+        leases = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+        for name in ("node-a", "node-b"):
+            lease = {"metadata": {"name": name}, "spec": {"holderIdentity": name, "leaseDurationSeconds": 40}}
+            r = kubelet.post(leases, json=lease)
+            assert r.status_code == (201 if name == "node-a" else 403), r.text
+        assert kubelet.get(f"{leases}/node-a").status_code == 200
+        assert kubelet.get(f"{leases}/node-b").status_code == 403
+        # pods: listed by node only; status and delete of its own pods only
+        assert kubelet.get("/api/v1/pods").status_code == 403
+        assert kubelet.get("/api/v1/pods", params={"fieldSelector": "spec.nodeName=node-b"}).status_code == 403
+        r = kubelet.get("/api/v1/pods", params={"fieldSelector": "spec.nodeName=node-a"})
+        assert r.status_code == 200
+        assert {p["metadata"]["name"] for p in r.json()["items"] if p["metadata"]["namespace"] == ns} == {"on-a"}
+        running = {"status": {"phase": "Running"}}
+        assert kubelet.patch(pod_path(ns, "on-a", "status"), json=running, headers=merge).status_code == 200
+        r = kubelet.patch(pod_path(ns, "on-b", "status"), json=running, headers=merge)
+        assert r.status_code == 403
+        assert status(r)["message"].endswith("no relationship found between node 'node-a' and this object")
+        assert kubelet.get(pod_path(ns, "on-b")).status_code == 403
+        assert kubelet.get(pod_path(ns, "on-a")).status_code == 200
+        assert kubelet.patch(pod_path(ns, "on-a"), json={"metadata": {"labels": {"x": "y"}}},
+                             headers=merge).status_code == 403  # only status
+        assert kubelet.post(pod_path(ns), json=pod("mine")).status_code == 403
+        assert kubelet.delete(pod_path(ns, "on-b"), params={"gracePeriodSeconds": "0"}).status_code == 403
+        assert kubelet.delete(pod_path(ns, "on-a"), params={"gracePeriodSeconds": "0"}).status_code == 200
+        wait_for(lambda: kubelet.delete(pod_path(ns, "on-a")).status_code == 404, 5,
+                 what="a deleted pod to be 404 for the kubelet, as it confirms deletions")
+    with secure.client("kubelet-node-b") as other:
+        assert other.patch(pod_path(ns, "on-b", "status"), json=running, headers=merge).status_code == 200
+
+
+# -- RBAC at run time ---------------------------------------------------------------------------------
+
+
+def test_rbac_objects_changed_at_run_time_take_effect(secure: SecureApiServer, admin: httpx.Client, ns: str,
+                                                      tmp_path: Path) -> None:
+    secure.issue("alice", "alice", ["team-a"])
+    alice = secure.client("alice")
+    pods = pod_path(ns)
+    with alice:
+        assert alice.get(pods).status_code == 403
+        role = {"metadata": {"name": "pod-reader"},
+                "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}]}
+        assert admin.post(f"{RBAC}/namespaces/{ns}/roles", json=role).status_code == 201
+        rb = {"metadata": {"name": "alice-reads"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                               "kind": "Role", "name": "pod-reader"},
+              "subjects": [{"kind": "Group", "name": "team-a"}]}
+        r = admin.post(f"{RBAC}/namespaces/{ns}/rolebindings", json=rb)
+        assert r.status_code == 201, r.text
+        assert r.json()["subjects"][0]["apiGroup"] == "rbac.authorization.k8s.io"  # defaulted
+        wait_until_allowed(alice, "GET", pods, True)
+        assert alice.get("/api/v1/namespaces/default/pods").status_code == 403  # only in its namespace
+        assert alice.post(pods, json=pod("x")).status_code == 403  # only the verbs granted
+        # widen the role: create pods too
+        role["rules"][0]["verbs"].append("create")
+        current = admin.get(f"{RBAC}/namespaces/{ns}/roles/pod-reader").json()
+        current["rules"] = role["rules"]
+        assert admin.put(f"{RBAC}/namespaces/{ns}/roles/pod-reader", json=current).status_code == 200
+        wait_until_allowed(alice, "POST", pods, True)
+        # the binding's roleRef may not change
+        binding = admin.get(f"{RBAC}/namespaces/{ns}/rolebindings/alice-reads").json()
+        binding["roleRef"]["name"] = "other"
+        r = admin.put(f"{RBAC}/namespaces/{ns}/rolebindings/alice-reads", json=binding)
+        assert r.status_code == 422 and "cannot change roleRef" in r.text
+        # and away again
+        assert admin.delete(f"{RBAC}/namespaces/{ns}/rolebindings/alice-reads").status_code == 200
+        wait_until_allowed(alice, "GET", pods, False)
+
+
+def test_rbac_names_may_hold_colons(admin: httpx.Client) -> None:
+    name = f"test:reader:{uuid.uuid4().hex[:6]}"
+    role = {"metadata": {"name": name}, "rules": [{"verbs": ["get"], "nonResourceURLs": ["/metrics"]}]}
+    assert admin.post(f"{RBAC}/clusterroles", json=role).status_code == 201
+    assert admin.get(f"{RBAC}/clusterroles/{name}").json()["rules"] == role["rules"]
+    bad = {"metadata": {"name": "bad"}, "rules": [{"verbs": ["get"], "nonResourceURLs": ["/x"]}]}
+    r = admin.post(f"{RBAC}/namespaces/default/roles", json=bad)
+    assert r.status_code == 422 and "namespaced rules cannot apply to non-resource URLs" in r.text
+    assert admin.delete(f"{RBAC}/clusterroles/{name}").status_code == 200
+
+
+def test_bootstrap_policy_is_served(admin: httpx.Client) -> None:
+    names = {r["metadata"]["name"] for r in admin.get(f"{RBAC}/clusterroles").json()["items"]}
+    assert {"cluster-admin", "system:kube-scheduler", "system:kube-controller-manager",
+            "system:controller:deployment-controller", "system:controller:replicaset-controller"} <= names
+    binding = admin.get(f"{RBAC}/clusterrolebindings/cluster-admin").json()
+    assert binding["subjects"] == [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
+                                    "name": "system:masters"}]
+
+
+# -- access reviews ------------------------------------------------------------------------------------
+
+
+def review(verb: str, resource: str, group: str = "", namespace: str = "default", sub: str = "") -> dict[str, Any]:
+    attrs = {"verb": verb, "resource": resource, "group": group, "namespace": namespace}
+    if sub:
+        attrs["subresource"] = sub
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "metadata": {"creationTimestamp": None}, "spec": {"resourceAttributes": attrs},
+            "status": {"allowed": False}}
+
+
+def test_self_subject_access_review(secure: SecureApiServer) -> None:
+    with secure.client("scheduler") as scheduler:
+        r = scheduler.post(SSAR, json=review("create", "pods", sub="binding"))
+        assert r.status_code == 201, r.text
+        assert r.json()["status"]["allowed"] is True
+        assert "system:kube-scheduler" in r.json()["status"]["reason"]
+        assert scheduler.post(SSAR, json=review("delete", "deployments", "apps")).json()["status"] == {
+            "allowed": False}
+        assert scheduler.get(SSAR).status_code == 403  # authorization comes first: nobody may list reviews
+        assert scheduler.post(SSAR, json={"spec": {}}).status_code == 422
+    with secure.client("admin") as admin:
+        assert admin.get(SSAR).status_code == 405
+        sar = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+               "spec": {"user": "system:kube-scheduler", "resourceAttributes": {"verb": "list", "resource": "nodes"}}}
+        r = admin.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", json=sar)
+        assert r.status_code == 201 and r.json()["status"]["allowed"] is True
+    with secure.client("scheduler") as scheduler:  # asking about others is not for everyone
+        assert scheduler.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", json=sar).status_code == 403
+
+
+# -- real kubectl --------------------------------------------------------------------------------------
+
+
+@pytest.mark.kubectl
+@pytest.mark.parametrize("version", ["1.27", "1.33"])
+def test_kubectl_with_generated_kubeconfigs(secure: SecureApiServer, admin: httpx.Client, ns: str, version: str,
+                                            tmp_path: Path) -> None:
+    binary = find_kubectl(version)
+    if binary is None:
+        pytest.skip(f"kubectl.{version} is not installed")
+    as_admin = SecureKubectl(binary, version, secure, "admin", tmp_path / "admin", ns)
+    as_scheduler = SecureKubectl(binary, version, secure, "scheduler", tmp_path / "scheduler", ns)
+    as_kubelet = SecureKubectl(binary, version, secure, "kubelet-node-a", tmp_path / "kubelet", ns)
+
+    assert as_admin.run("auth", "can-i", "*", "*").ok().stdout.strip() == "yes"
+    assert as_scheduler.run("auth", "can-i", "create", "pods", "--subresource=binding").ok().stdout.strip() == "yes"
+    assert as_scheduler.run("auth", "can-i", "list", "nodes").ok().stdout.strip() == "yes"
+    denied = as_scheduler.run("auth", "can-i", "delete", "deployments")
+    assert denied.returncode == 1 and denied.stdout.strip() == "no"
+    assert as_kubelet.run("auth", "can-i", "create", "deployments.apps").stdout.strip() == "no"
+
+    as_admin.run("apply", "-f", str(REPO / "examples" / "nginx-deployment.yaml")).ok()
+    assert "nginx" in as_admin.run("get", "deployments").ok().stdout
+    r = as_scheduler.run("delete", "deployment", "nginx-deployment")
+    assert r.returncode != 0
+    assert (f'Error from server (Forbidden): deployments.apps "nginx-deployment" is forbidden: '
+            f'User "system:kube-scheduler" cannot delete resource "deployments" in API group "apps" '
+            f'in the namespace "{ns}"') in r.stderr
+    assert admin.get(f"/apis/apps/v1/namespaces/{ns}/deployments/nginx-deployment").status_code == 200
+
+
+def test_tls_needs_the_cluster_ca(secure: SecureApiServer) -> None:
+    """The serving certificate is the cluster CA's: a client without that CA does not trust it."""
+    with httpx.Client(base_url=secure.secure_url, verify=ssl.create_default_context(), timeout=5) as client, \
+            pytest.raises(httpx.ConnectError):
+        client.get("/healthz")
