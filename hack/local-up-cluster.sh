@@ -167,7 +167,7 @@ Next, type:
 
   export KUBECONFIG=${KUBECONFIG_FILE}
   kubectl get nodes
-  kubectl apply -f examples/nginx-deployment.yaml
+  kubectl apply -f examples/web-deployment.yaml
   kubectl auth can-i create pods
   ${PY#"${MINIK8S_ROOT}"/} -m apiserver.audit ${AUDIT_LOG#"${MINIK8S_ROOT}"/} --verb create   # who did what
 
