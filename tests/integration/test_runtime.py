@@ -31,7 +31,7 @@ from kubelet.runtime import (
     pod_labels,
 )
 from machinery.api.core_v1 import Pod
-from tests.integration.test_kubelet import BUSYBOX, PAUSE, ensure_images
+from tests.node_process import BUSYBOX, PAUSE, ensure_images
 
 
 async def eventually(check: Callable[[], Awaitable[object] | object], timeout: float = 10.0,
