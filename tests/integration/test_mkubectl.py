@@ -686,8 +686,10 @@ def test_logs_and_exec_through_a_kubelet(mk: Mk, api: httpx.Client, namespace: s
     assert code == 4
 
 
-def run_in_terminal(argv: list[str], typed: bytes, env: dict[str, str], timeout: float = 30.0) -> tuple[bytes, int]:
-    """Run argv on a pseudo-terminal, type `typed` once it has started, return (output, exit code)."""
+def run_in_terminal(argv: list[str], typed: bytes, env: dict[str, str], timeout: float = 30.0,
+                    prompt: bytes = b"/ # ") -> tuple[bytes, int]:
+    """Run argv on a pseudo-terminal, type `typed` once the remote shell shows its prompt (typed
+    earlier, a loaded machine's shell may not be reading yet), return (output, exit code)."""
     import pty
     import select
 
@@ -696,11 +698,10 @@ def run_in_terminal(argv: list[str], typed: bytes, env: dict[str, str], timeout:
         os.execve(argv[0], argv, env)
     output = b""
     deadline = time.monotonic() + timeout
-    typed_at = time.monotonic() + 1.0
     sent = False
     try:
         while time.monotonic() < deadline:
-            if not sent and time.monotonic() >= typed_at:
+            if not sent and prompt in output:
                 os.write(fd, typed)
                 sent = True
             ready, _, _ = select.select([fd], [], [], 0.1)
