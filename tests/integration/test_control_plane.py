@@ -512,7 +512,9 @@ def test_scale_up_and_down(env: Env) -> None:
     assert env.wait_complete("web") == []
     wait_for(lambda: len(env.all_pods()) == 2, 15, what="the scaled-down pods to be gone")
     assert len(replicasets(env.api, env.ns)) == 1
-    assert len({p["spec"]["nodeName"] for p in env.pods()}) == 2  # still spread
+    # upstream ranks scale-down victims once (co-located replicas, then readiness and age): ties
+    # may leave both survivors on one node, so spread after a scale-down is not promised
+    assert {p["spec"]["nodeName"] for p in env.pods()} <= nodes
 
 
 def test_rolling_update_stays_within_max_surge_and_max_unavailable(env: Env) -> None:
