@@ -11,6 +11,7 @@ available (`kubelet_pass`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -183,28 +184,43 @@ def test_scaling_up_and_down(api: httpx.Client, namespace: str, cm: ControllerPr
     assert len(replicasets(api, namespace)) == 1
 
 
+def pod_history(api: httpx.Client, ns: str, selector: str, since: dict[str, Any]) -> list[tuple[int, int]]:
+    """(active pods, ready pods) after every change since the list `since`, replayed from a watch at
+    its resourceVersion: every intermediate state, not only the ones a poll happens to see."""
+    live = {p["metadata"]["name"]: p for p in since["items"] if not p["metadata"].get("deletionTimestamp")}
+    history = [(len(live), sum(map(is_ready, live.values())))]
+    params = {"watch": "true", "labelSelector": selector, "timeoutSeconds": "1",
+              "resourceVersion": since["metadata"]["resourceVersion"]}
+    with api.stream("GET", f"/api/v1/namespaces/{ns}/pods", params=params) as r:
+        assert r.status_code == 200, r.read()
+        for line in r.iter_lines():
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            assert event["type"] != "ERROR", event
+            pod = event["object"]
+            if event["type"] == "DELETED" or pod["metadata"].get("deletionTimestamp"):
+                live.pop(pod["metadata"]["name"], None)
+            elif event["type"] in ("ADDED", "MODIFIED"):
+                live[pod["metadata"]["name"]] = pod
+            history.append((len(live), sum(map(is_ready, live.values()))))
+    return history
+
+
 def rolling_update_within_bounds(api: httpx.Client, ns: str, replicas: int, surge: int | str,
                                  unavailable: int | str, max_pods: int, min_available: int) -> None:
     ok(api.post(d_path(ns), json=deployment("web", replicas, "nginx:1.25", strategy=rolling(surge, unavailable))))
     assert drive(api, ns, "web") == []
+    before = ok(api.get(f"/api/v1/namespaces/{ns}/pods", params={"labelSelector": "app=web"}))
     set_image(api, ns, "web", "nginx:1.26")
+    assert drive(api, ns, "web") == []
 
-    seen_total: list[int] = []
-
-    def bounds() -> str | None:
-        pods = active_pods(api, ns, "app=web")
-        ready = sum(1 for p in pods if is_ready(p))
-        seen_total.append(len(pods))
-        if len(pods) > max_pods:
-            return f"{len(pods)} pods > {max_pods}"
-        if ready < min_available:
-            return f"{ready} available < {min_available}"
-        return None
-
-    assert drive(api, ns, "web", bounds) == []
     pods = active_pods(api, ns, "app=web")
     assert len(pods) == replicas and images(pods) == {"nginx:1.26"}
-    assert max(seen_total) > replicas  # it did surge
+    history = pod_history(api, ns, "app=web", before)
+    assert [h for h in history if h[0] > max_pods] == [], f"more than {max_pods} pods"
+    assert [h for h in history if h[1] < min_available] == [], f"fewer than {min_available} available"
+    assert max(total for total, _ in history) > replicas  # it did surge
     old, new = replicasets(api, ns)
     assert (old["metadata"]["annotations"][REVISION], new["metadata"]["annotations"][REVISION]) == ("1", "2")
     assert (old["spec"]["replicas"], new["spec"]["replicas"]) == (0, replicas)
@@ -212,8 +228,6 @@ def rolling_update_within_bounds(api: httpx.Client, ns: str, replicas: int, surg
     assert get_d(api, ns, "web")["metadata"]["annotations"][REVISION] == "2"
     wait_for(lambda: any(e["message"].startswith(f"Scaled down replica set {old['metadata']['name']} to 0")
                          for e in events(api, ns, "ScalingReplicaSet", "web")), 10, what="the last scale-down event")
-
-
 def test_rolling_update_respects_max_surge_and_max_unavailable(api: httpx.Client, namespace: str,
                                                                cm: ControllerProcess) -> None:
     rolling_update_within_bounds(api, namespace, 4, 1, 1, max_pods=5, min_available=3)
