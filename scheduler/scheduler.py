@@ -50,7 +50,10 @@ log = logging.getLogger(__name__)
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 SCHEDULER_USERNAME = "system:kube-scheduler"
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
-DEFAULT_BIND_CONCURRENCY = 16
+# Bindings in flight. One costs the apiserver ~0.7 ms of CPU but takes ~16 ms (p50) with 16 in flight while the
+# apiserver is only 0.66 cores busy: latency, not CPU, held 16 to ~900 bindings/s where 64 reach ~1,900/s (closed
+# loop, 2 cores). Upstream binds every pod in its own goroutine, limited only by the client's QPS.
+DEFAULT_BIND_CONCURRENCY = 64
 EVENT_WORKERS = 1
 
 
