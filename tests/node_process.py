@@ -6,6 +6,7 @@ through `kubelet.cleanup`, as a test must leave nothing behind even when it fail
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import fcntl
 import ipaddress
@@ -110,7 +111,20 @@ def _pick(candidates: list[str], count: int) -> list[str]:
         chosen = random.sample(free, count)
         for cidr in chosen:
             (CLAIMS_DIR / _claim_key(cidr)).write_text(str(os.getpid()))
+        if not _release_at_exit:
+            _release_at_exit.append(atexit.register(_release_all))
         return chosen
+
+
+_release_at_exit: list[object] = []
+
+
+def _release_all() -> None:
+    """At exit: drop every claim of this process (a dead owner's claims would lapse anyway)."""
+    with contextlib.suppress(OSError), _claims_locked() as claims:
+        for name, pid in claims.items():
+            if pid == os.getpid():
+                (CLAIMS_DIR / name).unlink(missing_ok=True)
 
 
 def release_cidr(cidr: str) -> None:

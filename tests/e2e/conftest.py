@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 import docker
 import httpx
@@ -24,14 +26,20 @@ KUBECTL_VERSION = "1.33"
 HTTPD_B = "minik8s/httpd:1-b"  # minik8s/httpd:1 plus /var/www/version.txt ("b"): a second image to roll to
 
 
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # pytest then tears the fixtures down: the cluster is removed, not orphaned
+
+
 @pytest.fixture(scope="session")
 def local_cluster() -> Iterator[LocalCluster]:
+    previous = signal.signal(signal.SIGTERM, _terminate)  # e.g. `timeout` ending the run
     cluster = LocalCluster("e2e", audit=True)
-    cluster.start()
     try:
+        cluster.start()
         yield cluster
     finally:
         cluster.stop()
+        signal.signal(signal.SIGTERM, previous)
 
 
 @pytest.fixture
