@@ -9,6 +9,12 @@ Adding a controller is one entry in CONTROLLERS: its `--controllers` name, the s
 writes as, and a factory that builds it from the ControllerContext (shared informers, a client
 under its identity, the parsed flags). Factories import their module lazily, so a controller that
 is disabled costs nothing, not even an import.
+
+Leader election (--leader-elect, on by default, as upstream): replicas campaign for the Lease
+kube-system/kube-controller-manager through machinery.leaderelection, writing it as the kubeconfig's
+identity (system:kube-controller-manager) over a connection of its own. As upstream's, a standby
+builds nothing and starts no informer until it holds the Lease; a leader that loses it exits at once
+with status 1 ("leaderelection lost"); a stopped one releases it so a standby takes over at once.
 """
 
 from __future__ import annotations
@@ -19,15 +25,17 @@ import contextlib
 import dataclasses
 import logging
 import platform
-import re
 import signal
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from machinery import leaderelection
 from machinery.client import KUBE_VERSION, ApiClient
 from machinery.informer import SharedInformerFactory
 from machinery.kubeconfig import ClientConfig, KubeconfigError, load_kubeconfig
+from machinery.leaderelection import parse_bool as _bool
+from machinery.leaderelection import parse_duration
 
 log = logging.getLogger("controllers.manager")
 
@@ -184,37 +192,6 @@ def enabled_controllers(selection: Iterable[str], registry: dict[str, Controller
 
 # -- flags ----------------------------------------------------------------------------------------
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """Go's time.ParseDuration ("40s", "5m0s", "1h30m", "250ms"), or plain seconds; in seconds."""
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-        pos = m.end()
-    if pos != len(text) or not text:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r}")
-    return total
-
-
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "1", "yes", "t"):
-        return True
-    if value in ("false", "0", "no", "f"):
-        return False
-    raise argparse.ArgumentTypeError(f"invalid boolean {text!r}")
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="controllers", description="minik8s kube-controller-manager")
     p.add_argument("--kubeconfig", default=None, help="kubeconfig with the apiserver's address and credentials")
@@ -235,8 +212,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cluster-cidr", default="10.244.0.0/16")
     p.add_argument("--node-cidr-mask-size", type=int, default=None)
     p.add_argument("--allocate-node-cidrs", type=_bool, nargs="?", const=True, default=True)
-    p.add_argument("--leader-elect", type=_bool, nargs="?", const=True, default=True,
-                   help="accepted for compatibility; this controller-manager always runs as the leader")
+    leaderelection.add_flags(p, "kube-controller-manager")
     p.add_argument("--service-account-private-key-file", default=None,
                    help="key that signs a token per controller service account (the apiserver's "
                         "--service-account-key-file holds its public half)")
@@ -250,6 +226,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(str(e))
     if not args.allocate_node_cidrs and "nodeipam" in args.enabled:
         args.enabled.remove("nodeipam")
+    leaderelection.check_flags(p, args)
     return args
 
 
@@ -284,9 +261,30 @@ def token_signer(args: argparse.Namespace) -> Callable[[str], str] | None:
 
 
 async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
-    """Build the enabled controllers, start the informers, run until `stop` (or SIGTERM/SIGINT)."""
+    """Run the controllers until `stop` (or SIGTERM/SIGINT); with --leader-elect, only while leading."""
     stop = stop or asyncio.Event()
     config = client_config(args)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    if not args.leader_elect:
+        return await run_controllers(args, config, stop)
+    code = 0
+
+    async def lead() -> None:
+        nonlocal code
+        code = await run_controllers(args, config, stop)
+
+    # its own connection, so renewals never queue behind the controllers' writes (upstream's
+    # "leader-election" client), under the kubeconfig's identity, not a controller's service account
+    client = ApiClient(config, user_agent=user_agent("leader-election"))
+    await leaderelection.run_leader_elected(client, args, "kube-controller-manager", lead, stop)
+    return code
+
+
+async def run_controllers(args: argparse.Namespace, config: ClientConfig, stop: asyncio.Event) -> int:
+    """Build the enabled controllers, start the informers, run until `stop`; 1 if a controller died."""
     informer_client = ApiClient(config, user_agent=user_agent("shared-informers"))
     factory = SharedInformerFactory(informer_client)
     ctx = ControllerContext(config, factory, args, sign_token=token_signer(args))
@@ -295,10 +293,6 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
         spec = CONTROLLERS[name]
         controllers.append((name, spec.factory(ctx, spec.service_account)))
         log.info("started %s as %s%s", name, SERVICE_ACCOUNT_PREFIX, spec.service_account)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
     factory.start()
     tasks = {asyncio.create_task(c.run(), name=f"controller:{name}"): name for name, c in controllers}
     stopper = asyncio.create_task(stop.wait())

@@ -75,6 +75,12 @@ class EventRecorder:
         """Wait until every queued event is written (tests, shutdown)."""
         await self._pending.join()
 
+    def close(self) -> None:
+        """Stop the writers (after flush(), at shutdown); events queued later start them again."""
+        for worker in self._workers:
+            worker.cancel()
+        self._workers = []
+
     async def _record(self, ref: ObjectReference, type_: str, reason: str, message: str) -> None:
         namespace = ref.namespace or "default"
         key = (ref.uid or "", type_, reason, message)

@@ -6,17 +6,25 @@
 `--master` overrides the kubeconfig's server (or stands alone). Calls carry the identity
 system:kube-scheduler in the User-Agent. SIGTERM/SIGINT stop it gracefully: in-flight bindings
 get a few seconds to finish.
+
+Leader election (--leader-elect, on by default, as upstream): replicas campaign for the Lease
+kube-system/kube-scheduler (--leader-elect-resource-name). Every replica fills its caches first (a
+standby keeps its informers warm, as upstream's does); only the holder schedules and binds. A leader
+that loses the Lease exits at once with status 1 ("leaderelection lost"); a stopped one releases it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import signal
+import sys
+from collections.abc import Coroutine
+from typing import Any
 
+from machinery import leaderelection
 from machinery.client import ApiClient
 from machinery.kubeconfig import ClientConfig, load_kubeconfig
 from scheduler.queue import DEFAULT_POD_INITIAL_BACKOFF, DEFAULT_POD_MAX_BACKOFF
@@ -25,23 +33,13 @@ from scheduler.scheduler import DEFAULT_BIND_CONCURRENCY, DEFAULT_SCHEDULER_NAME
 log = logging.getLogger("scheduler")
 
 
-def _bool(value: str) -> bool:
-    lowered = value.lower()
-    if lowered in ("true", "1", "yes", "t"):
-        return True
-    if lowered in ("false", "0", "no", "f"):
-        return False
-    raise argparse.ArgumentTypeError(f"invalid boolean {value!r}")
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="scheduler", description="minik8s scheduler (kube-scheduler)")
     p.add_argument("--kubeconfig", default=None, help="kubeconfig with the apiserver and credentials")
     p.add_argument("--master", default=None, help="apiserver URL; overrides the kubeconfig's server")
     p.add_argument("--scheduler-name", default=DEFAULT_SCHEDULER_NAME,
                    help="schedule pods whose spec.schedulerName is this (default %(default)s)")
-    p.add_argument("--leader-elect", type=_bool, nargs="?", const=True, default=True,
-                   help="accepted for compatibility; minik8s runs one scheduler and does not elect a leader")
+    leaderelection.add_flags(p, "kube-scheduler")
     p.add_argument("--pod-initial-backoff-seconds", type=float, default=DEFAULT_POD_INITIAL_BACKOFF,
                    help="backoff of a pod after its first failed attempt (default %(default)s)")
     p.add_argument("--pod-max-backoff-seconds", type=float, default=DEFAULT_POD_MAX_BACKOFF,
@@ -54,6 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("one of --kubeconfig or --master is required")
     if args.pod_initial_backoff_seconds < 0 or args.pod_max_backoff_seconds < args.pod_initial_backoff_seconds:
         p.error("need 0 <= --pod-initial-backoff-seconds <= --pod-max-backoff-seconds")
+    leaderelection.check_flags(p, args)
     return args
 
 
@@ -67,6 +66,34 @@ def client_config(args: argparse.Namespace) -> ClientConfig:
     return ClientConfig(server=args.master, user_agent=agent)
 
 
+async def _until_stopped(work: Coroutine[Any, Any, None], stop: asyncio.Event) -> bool:
+    """Run `work` until it ends or `stop` is set (then cancel it); True if it ran to its end."""
+    task = asyncio.create_task(work)
+    stopped = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (task, stopped):
+            t.cancel()
+        await asyncio.gather(task, stopped, return_exceptions=True)
+    if task.cancelled():
+        return False
+    error = task.exception()
+    if error is not None:
+        raise error
+    return True
+
+
+async def _run_elected(args: argparse.Namespace, config: ClientConfig, scheduler: Scheduler,
+                       stop: asyncio.Event) -> None:
+    """Warm the caches, then campaign; schedule only while holding the Lease."""
+    if not await _until_stopped(scheduler.sync(), stop):
+        return
+    # its own connection, so renewals never queue behind a burst of bindings (upstream's "leader-election" client)
+    client = ApiClient(config, user_agent=f"{user_agent()}/leader-election")
+    await leaderelection.run_leader_elected(client, args, args.scheduler_name, scheduler.run, stop)
+
+
 async def run(args: argparse.Namespace) -> None:
     config = client_config(args)
     client = ApiClient(config, user_agent=user_agent())
@@ -77,29 +104,31 @@ async def run(args: argparse.Namespace) -> None:
         pod_max_backoff=args.pod_max_backoff_seconds,
         bind_concurrency=args.bind_concurrency,
     )
-    if args.leader_elect:
-        log.info("--leader-elect: leader election is not implemented; running as the only scheduler")
     log.info("scheduler %s starting against %s", args.scheduler_name, config.server)
-    task = asyncio.create_task(scheduler.run(), name="scheduler")
+    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
+        loop.add_signal_handler(sig, stop.set)
     try:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        if args.leader_elect:
+            await _run_elected(args, config, scheduler, stop)
+        else:
+            await _until_stopped(scheduler.run(), stop)
     finally:
+        await scheduler.factory.shutdown()  # a standby that never led still runs its informers
         await client.close()
         log.info("scheduler stopped: %d bound, %d unschedulable attempts, %d binding errors",
                  scheduler.scheduled, scheduler.unschedulable, scheduler.bind_errors)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     asyncio.run(run(args))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

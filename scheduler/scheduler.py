@@ -166,18 +166,26 @@ class Scheduler:
 
     # -- running ----------------------------------------------------------------------------
 
+    async def sync(self) -> None:
+        """Start the informers and wait until the caches are filled. A standby (leader election) calls
+        this before campaigning, as upstream's does, so it takes over with warm caches."""
+        if self.ready.is_set():
+            return
+        self.factory.start()
+        await self.factory.wait_for_cache_sync()
+        # The handlers must have put every bound pod into the cache before the first decision.
+        await self.node_informer.wait_for_handlers()
+        await self.pod_informer.wait_for_handlers()
+        log.info("%s: caches synced: %d node(s), %d bound pod(s), %d pending pod(s)", self.name,
+                 len(self.cache.snapshot()), self.cache.pod_count(), len(self.queue))
+        self.ready.set()
+
     async def run(self) -> None:
-        """Sync the caches, then schedule until cancelled."""
+        """Sync the caches (unless done already), then schedule until cancelled."""
         self.factory.start()
         upkeep = asyncio.create_task(self.queue.run(), name="scheduling-queue-upkeep")
         try:
-            await self.factory.wait_for_cache_sync()
-            # The handlers must have put every bound pod into the cache before the first decision.
-            await self.node_informer.wait_for_handlers()
-            await self.pod_informer.wait_for_handlers()
-            log.info("%s: caches synced: %d node(s), %d bound pod(s), %d pending pod(s)", self.name,
-                     len(self.cache.snapshot()), self.cache.pod_count(), len(self.queue))
-            self.ready.set()
+            await self.sync()
             while True:
                 try:
                     qpi = await self.queue.pop()
@@ -287,14 +295,6 @@ class Scheduler:
 
 
 # -- helpers ------------------------------------------------------------------------------------
-
-
-
-    def close(self) -> None:
-        for worker in self._workers:
-            worker.cancel()
-        self._workers = []
-
 
 
 def _find_condition(pod: Pod, kind: str) -> Any:
