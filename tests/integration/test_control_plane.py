@@ -67,7 +67,9 @@ class SchedulerProcess:
     """`python -m scheduler --master URL`, waited for until its caches synced; stop, or kill -9."""
 
     def __init__(self, workdir: Path, server: str) -> None:
-        self.process = Process("scheduler", [sys.executable, "-m", "scheduler", "--master", server, "-v", "2"],
+        # no leader election: a restart after kill -9 must not wait out the dead process's Lease
+        self.process = Process("scheduler", [sys.executable, "-m", "scheduler", "--master", server, "-v", "2",
+                                             "--leader-elect=false"],
                                workdir / "scheduler.log", env={"KUBECONFIG": str(workdir / "no-kubeconfig")})
 
     def start(self, timeout: float = 30.0) -> None:
