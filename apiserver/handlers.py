@@ -17,11 +17,13 @@ from starlette.websockets import WebSocket
 
 from apiserver import errors
 from apiserver.audit import note_object
+from apiserver.discovery import api_resource_list
 from apiserver.printers import table_for
 from apiserver.registry.generic import Store, WriteOptions
 from apiserver.registry.subresources import SUBRESOURCE_HANDLERS, Endpoint
 from apiserver.request import (
     check_duplicates,
+    check_path_name,
     decode_object,
     delete_options,
     int_param,
@@ -141,7 +143,10 @@ class ResourceHandlers:
     async def delete(self, request: Request, name: str, namespace: str | None = None) -> Response:
         options = delete_options(request, await read_body(request))
         obj, gone = await self.store.delete(namespace, name, options)
-        return json_response(obj, 200 if gone or not options.dry_run else 202)
+        if gone:
+            return json_response(self.store.deleted_answer(obj))
+        # upstream answers 202 for an object left in place only when orphanDependents=false was asked for
+        return json_response(obj, 202 if options.orphan_dependents is False else 200)
 
     async def _object_body(self, request: Request, opts: WriteOptions) -> dict[str, Any]:
         body, duplicates = decode_object(await read_body(request), request.headers.get("content-type", JSON))
@@ -234,6 +239,8 @@ def build_router(stores: list[Store]) -> APIRouter:
         h = handlers.get(info.resource) if info else None
         if info is None or h is None:
             raise errors.page_not_found()
+        if info.name is not None:
+            check_path_name(info.name)  # "..", "%": no storage key is built from them
         if h.info.namespaced and info.namespace is None and (info.name is not None or method != "GET"):
             raise errors.page_not_found()  # objects of namespaced kinds live under namespaces/{ns}/
         if h.info.virtual:  # access reviews: created (answered), nothing else
@@ -258,6 +265,8 @@ def build_router(stores: list[Store]) -> APIRouter:
         return endpoint, kwargs
 
     async def dispatch(request: Request, path: str) -> Response:
+        if not path and request.method == "GET":  # /api/v1/, /apis/apps/v1/: discovery, as upstream serves it
+            return json_response(api_resource_list(stores[0].info.api_version))
         endpoint, kwargs = target(request.method, path, request.query_params.get("watch") in ("true", "1"))
         return await endpoint(request, **kwargs)
 

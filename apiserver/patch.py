@@ -28,6 +28,8 @@ from typing import Any, Literal, TypeAlias, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel
 
+from apiserver.validation import check_body_values
+
 Obj: TypeAlias = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -821,38 +823,58 @@ def _normalize_element_order(
 # --- Dispatch by content type ------------------------------------------------------------------
 
 
-class _YamlLoader(yaml.SafeLoader):
+class YamlLoader(yaml.SafeLoader):
     """A safe loader that leaves timestamps as strings, as sigs.k8s.io/yaml does."""
 
 
-_YamlLoader.yaml_implicit_resolvers = {
+YamlLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _checked(value: Any) -> Any:
+    """The limits every decoded body honours (apiserver.validation.check_body_values)."""
+    try:
+        check_body_values(value)
+    except ValueError as exc:
+        raise PatchError(f"the patch could not be decoded: {exc}") from None
+    return value
+
+
 def _load_json(body: bytes) -> Any:
     try:
-        return json.loads(body)
+        value = json.loads(body, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise PatchError(str(exc)) from exc
+    except RecursionError:
+        raise PatchError("the patch could not be decoded: nesting too deep") from None
+    return _checked(value)
 
 
 def _load_yaml(body: bytes) -> Any:
     """YAML (or JSON, which YAML reads too) into JSON values; map keys become strings."""
     try:
-        return _jsonable(json.loads(body))
-    except (ValueError, UnicodeDecodeError):
+        return _checked(_jsonable(json.loads(body, parse_constant=_no_constant)))
+    except (ValueError, UnicodeDecodeError, RecursionError):
         pass
     try:
-        return _jsonable(yaml.load(body, Loader=_YamlLoader))
+        value = yaml.load(body, Loader=YamlLoader)
     except yaml.YAMLError as exc:
         raise PatchError(f"error converting YAML to JSON: {exc}") from exc
+    except RecursionError:
+        raise PatchError("error converting YAML to JSON: nesting too deep") from None
+    _checked(value)  # before _jsonable walks it: aliases may expand without end
+    return _jsonable(value)
 
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
-        return {_yaml_key(k): _jsonable(v) for k, v in value.items()}
+        return {yaml_key(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_jsonable(v) for v in value]
     if value is None or isinstance(value, str | int | float | bool):
@@ -860,7 +882,7 @@ def _jsonable(value: Any) -> Any:
     raise PatchError(f"error converting YAML to JSON: unsupported value {value!r}")
 
 
-def _yaml_key(key: Any) -> str:
+def yaml_key(key: Any) -> str:
     if isinstance(key, str):
         return key
     if isinstance(key, bool):

@@ -10,7 +10,9 @@ import yaml
 from starlette.requests import Request
 
 from apiserver import errors
+from apiserver.patch import YamlLoader, yaml_key
 from apiserver.registry.generic import DeleteOptions, WriteOptions
+from apiserver.validation import INT64_MAX, check_body_values
 
 MAX_REQUEST_BYTES = 3 * 1024 * 1024  # upstream's limit on a request body
 
@@ -57,13 +59,19 @@ def _duplicate_paths(value: Any, path: str = "") -> list[str]:
     return found
 
 
-class _DupYamlLoader(yaml.SafeLoader):
+class _DupYamlLoader(YamlLoader):
     pass
 
 
 def _yaml_mapping(loader: _DupYamlLoader, node: yaml.MappingNode) -> dict[str, Any]:
-    pairs = [(loader.construct_object(k, deep=True), loader.construct_object(v, deep=True)) for k, v in node.value]
+    loader.flatten_mapping(node)  # `<<: *defaults` merge keys, as upstream's YAML reader honours them
+    pairs = [(yaml_key(loader.construct_object(k, deep=True)), loader.construct_object(v, deep=True))
+             for k, v in node.value]
     return _pairs(pairs)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
 
 
 _DupYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _yaml_mapping)
@@ -78,11 +86,14 @@ def decode_object(body: bytes, content_type: str) -> tuple[dict[str, Any], list[
         if media in ("application/yaml", "application/x-yaml", "text/yaml"):
             value = yaml.load(body, Loader=_DupYamlLoader)
         elif media in ("application/json", "", "*/*"):
-            value = json.loads(body, object_pairs_hook=_pairs)
+            value = json.loads(body, object_pairs_hook=_pairs, parse_constant=_no_constant)
         else:
             raise errors.unsupported_media_type(content_type)
+        check_body_values(value)
     except (ValueError, yaml.YAMLError) as e:
         raise errors.bad_request(f"the body of the request could not be decoded: {e}") from None
+    except RecursionError:
+        raise errors.bad_request("the body of the request could not be decoded: nesting too deep") from None
     if not isinstance(value, dict):
         raise errors.bad_request("the body of the request must be an object (a JSON or YAML mapping)")
     return value, _duplicate_paths(value)
@@ -98,6 +109,15 @@ def write_options(request: Request) -> WriteOptions:
         raise errors.bad_request(f'unsupported dryRun value: {dry_run}; only "All" is supported')
     return WriteOptions(dry_run=bool(dry_run), field_validation=validation, field_manager=q.get("fieldManager"),
                         force=q.get("force") == "true", user=request.scope.get("user"))
+
+
+def check_path_name(name: str) -> None:
+    """A name from the URL must be one path segment (upstream's key functions refuse the rest with
+    IsValidPathSegmentName before any storage key is built)."""
+    problems = [f"may not be '{name}'"] if name in (".", "..") else []
+    problems += [f"may not contain '{c}'" for c in "/%" if c in name]
+    if problems:
+        raise errors.bad_request(f'Name parameter invalid: "{name}": {"; ".join(problems)}')
 
 
 def check_duplicates(duplicates: list[str], opts: WriteOptions, kind: str) -> None:
@@ -121,10 +141,7 @@ def delete_options(request: Request, body: bytes) -> DeleteOptions:
     opts = DeleteOptions(user=request.scope.get("user"))
     grace = q.get("gracePeriodSeconds", data.get("gracePeriodSeconds"))
     if grace is not None:
-        try:
-            opts.grace_period_seconds = max(int(grace), 0)
-        except (TypeError, ValueError):
-            raise errors.bad_request(f'gracePeriodSeconds must be an integer, got "{grace}"') from None
+        opts.grace_period_seconds = max(_int64(grace, "gracePeriodSeconds"), 0)
     policy = q.get("propagationPolicy", data.get("propagationPolicy"))
     if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
         raise errors.bad_request(f'propagationPolicy must be one of "Orphan", "Background" or "Foreground", '
@@ -138,8 +155,24 @@ def delete_options(request: Request, body: bytes) -> DeleteOptions:
         raise errors.bad_request("preconditions must be an object")
     opts.precondition_uid = pre.get("uid")
     opts.precondition_rv = pre.get("resourceVersion")
-    opts.dry_run = bool(q.getlist("dryRun") or data.get("dryRun"))
+    dry_run = q.getlist("dryRun") or data.get("dryRun") or []
+    if not isinstance(dry_run, list) or any(d != "All" for d in dry_run):
+        raise errors.bad_request(f'unsupported dryRun value: {dry_run}; only "All" is supported')
+    opts.dry_run = bool(dry_run)
     return opts
+
+
+def _int64(value: Any, name: str) -> int:
+    """An integer option from the query (a string) or a body (a JSON number), as Go's int64."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise errors.bad_request(f'{name} must be an integer, got "{value}"')
+    try:
+        number = int(value)
+    except ValueError:
+        raise errors.bad_request(f'{name} must be an integer, got "{value}"') from None
+    if abs(number) > INT64_MAX:
+        raise errors.bad_request(f'{name} must be an integer, got "{value}": value out of range')
+    return number
 
 
 def wants_table(request: Request) -> bool:
@@ -156,10 +189,7 @@ def int_param(request: Request, name: str, default: int = 0) -> int:
     raw = request.query_params.get(name)
     if raw in (None, ""):
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise errors.bad_request(f'{name} must be an integer, got "{raw}"') from None
+    value = _int64(raw, name)
     if value < 0:
         raise errors.bad_request(f"{name} must not be negative")
     return value

@@ -307,6 +307,13 @@ def validate_nonnegative(value: int | None, field: str) -> list[FieldError]:
     return []
 
 
+def validate_replicas(value: int | None, field: str) -> list[FieldError]:
+    """An int32 count: not negative, and within int32 (upstream's decoder refuses more)."""
+    if value is not None and value > INT32_MAX:
+        return [invalid(field, value, f"must be less than or equal to {INT32_MAX}")]
+    return validate_nonnegative(value, field)
+
+
 def validate_immutable(new: Any, old: Any, field: str) -> list[FieldError]:
     """ValidateImmutableField: semantic equality, so a missing list or map equals an empty one."""
     if not semantic_equal(new, old):
@@ -570,3 +577,54 @@ def validate_quantity(value: Any, field: str) -> tuple[Quantity | None, list[Fie
         return parse_quantity(value), []
     except (ValueError, TypeError) as exc:
         return None, [invalid(field, value, str(exc))]
+
+
+# ---------------------------------------------------------------------------------------------
+# Limits on decoded request bodies (what Go's decoder refuses before any strategy sees the object).
+# ---------------------------------------------------------------------------------------------
+
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+INT32_MAX = (1 << 31) - 1
+MAX_BODY_DEPTH = 100  # no Kubernetes object nests deeper; orjson refuses more than 254 levels
+MAX_BODY_NODES = 1_000_000  # YAML aliases can make a small body expand without end ("billion laughs")
+
+
+def check_body_values(value: Any) -> None:
+    """Refuse what no API object may hold: integers beyond int64, NaN and infinities, nesting deeper
+    than MAX_BODY_DEPTH, and YAML alias expansions beyond MAX_BODY_NODES. Raises ValueError naming
+    the field. Shared subtrees (YAML aliases) are measured once, so the check itself stays linear."""
+    memo: dict[int, tuple[int, int]] = {}
+    _measure(value, "", 0, memo, [0])
+
+
+def _measure(value: Any, path: str, depth: int, memo: dict[int, tuple[int, int]], total: list[int]) -> int:
+    """The height of value (0 for a scalar); total[0] counts nodes as if aliases were expanded."""
+    if isinstance(value, dict | list):
+        seen = memo.get(id(value))
+        if seen is not None:
+            size, height = seen
+        else:
+            if depth >= MAX_BODY_DEPTH:
+                raise ValueError(f"{path or '<root>'}: nesting depth exceeds {MAX_BODY_DEPTH}")
+            before, height = total[0], 0
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, child in items:
+                child_path = (f"{path}.{key}" if path else str(key)) if isinstance(value, dict) else f"{path}[{key}]"
+                height = max(height, 1 + _measure(child, child_path, depth + 1, memo, total))
+            size = total[0] - before
+            memo[id(value)] = (size, height)
+            total[0] -= size  # counted below, the same way for a first visit and a repeat
+        total[0] += size + 1
+        if depth + height > MAX_BODY_DEPTH:
+            raise ValueError(f"{path or '<root>'}: nesting depth exceeds {MAX_BODY_DEPTH}")
+        if total[0] > MAX_BODY_NODES:
+            raise ValueError("document contains excessive aliasing")
+        return height
+    total[0] += 1
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError(f"{path}: the number {value} does not fit in a 64-bit integer")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{path}: {value} is not a valid JSON number")
+    return 0

@@ -16,6 +16,7 @@ from apiserver.validation import (
     validate_nonnegative,
     validate_nonnegative_int_or_percent,
     validate_not_more_than_100_percent,
+    validate_replicas,
 )
 
 STRATEGY_TYPES = ["Recreate", "RollingUpdate"]
@@ -78,7 +79,7 @@ class DeploymentStrategy(Strategy):
 
     def validate(self, obj: Obj) -> list[FieldError]:
         spec = obj.get("spec") or {}
-        errs = validate_nonnegative(spec.get("replicas"), "spec.replicas")
+        errs = validate_replicas(spec.get("replicas"), "spec.replicas")
         errs += validate_selector_and_template(spec, "spec")
         errs += validate_strategy(spec.get("strategy") or {}, "spec.strategy")
         min_ready = spec.get("minReadySeconds") or 0

@@ -37,6 +37,9 @@ Obj = dict[str, Any]
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _GENERATE_NAME_ATTEMPTS = 8
 _MAX_CAS_RETRIES = 16
+# upstream Store.ReturnDeletedObject: a DELETE that removed one of these at once answers the object
+# itself; every other resource answers a Status naming what went (finalizeDelete)
+_RETURNS_DELETED_OBJECT = frozenset({("", "pods"), ("", "namespaces")})
 
 
 def now_rfc3339(offset_seconds: int = 0) -> str:
@@ -144,6 +147,7 @@ class Store:
         self.namespace_state = namespace_state
         # set by the apiserver; requests with a user (opts.user) are admitted, internal writes are not
         self.admission: Admission | None = None
+        self.returns_deleted_object = (info.group, info.plural) in _RETURNS_DELETED_OBJECT
 
     # -- keys and attributes -----------------------------------------------------------------
 
@@ -164,6 +168,7 @@ class Store:
     def check_schema(self, body: Obj, opts: WriteOptions) -> Obj:
         """Types and unknown fields, per fieldValidation; returns the object in canonical wire form."""
         name = (body.get("metadata") or {}).get("name") or ""
+        name = name if isinstance(name, str) else ""  # a Status names objects by strings only
         try:
             return self.info.model.from_dict(body).to_dict()  # type: ignore[attr-defined]
         except ValidationError as e:
@@ -192,6 +197,11 @@ class Store:
         return self.check_schema(pruned, WriteOptions(field_validation="Ignore"))
 
     def _check_type_meta(self, body: Obj) -> None:
+        if body.get("metadata") is None:
+            body["metadata"] = {}  # `metadata: null` decodes as empty ObjectMeta upstream
+        elif not isinstance(body["metadata"], dict):
+            raise errors.invalid(self.info, "", [invalid("metadata", body["metadata"],
+                                                         "input should be a valid dictionary or object")])
         api_version, kind = body.get("apiVersion"), body.get("kind")
         if api_version and api_version != self.info.api_version:
             raise errors.bad_request(
@@ -236,6 +246,7 @@ class Store:
 
     async def list(self, namespace: str | None, predicate: Predicate, *, limit: int = 0,
                    continue_token: str = "", resource_version: str = "") -> ListResult:
+        _parse_rv(resource_version)  # a malformed one is a 400, as for a watch
         if resource_version and resource_version != "0" and not continue_token and not limit:
             pass  # served consistently from etcd below: at least as new as asked for
         if resource_version == "0" and not continue_token:
@@ -313,8 +324,8 @@ class Store:
         self.strategy.prepare_for_create(obj)
         admission = self.admission if opts.user is not None else None
         if admission is not None:
-            attrs = AdmissionAttributes("CREATE", self, namespace, meta["name"], None, obj, None, opts.user,
-                                        opts.dry_run)
+            attrs = AdmissionAttributes("CREATE", self, namespace, meta.get("name") or "", None, obj, None,
+                                        opts.user, opts.dry_run)
             obj = await admission.mutate(attrs)
             meta = obj["metadata"]
         self._validate(obj, None)
@@ -396,7 +407,8 @@ class Store:
             applied = apply_patch(None, patch_type, body, model)
         except PatchError as e:
             raise errors.bad_request(str(e)) from e
-        applied.setdefault("metadata", {})["name"] = name
+        self._check_type_meta(applied)
+        applied["metadata"]["name"] = name
         return await self.create(namespace, applied, opts), True
 
     async def guaranteed_update(self, namespace: str | None, name: str,
@@ -526,6 +538,17 @@ class Store:
                 raise errors.not_found(self.info, name) from None
             return obj, True
         raise errors.conflict(self.info, name, "too many concurrent writers; try again")
+
+    def deleted_answer(self, obj: Obj) -> Obj:
+        """What a DELETE that removed obj at once answers (upstream finalizeDelete): the object for pods and
+        namespaces, else a Success Status whose details name it (kind is the resource, as upstream has it)."""
+        if self.returns_deleted_object:
+            return obj
+        meta = obj.get("metadata") or {}
+        details = {"name": meta.get("name", ""), "group": self.info.group, "kind": self.info.plural,
+                   "uid": meta.get("uid", "")}
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {k: v for k, v in details.items() if v}}
 
     async def delete_collection(self, namespace: str | None, predicate: Predicate,
                                 options: DeleteOptions) -> list[Obj]:

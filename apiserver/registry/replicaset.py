@@ -19,6 +19,7 @@ from apiserver.validation import (
     validate_immutable,
     validate_label_selector,
     validate_nonnegative,
+    validate_replicas,
 )
 from machinery.selectors import SelectorError, selector_from_label_selector
 
@@ -98,7 +99,7 @@ class ReplicaSetStrategy(Strategy):
 
     def validate(self, obj: Obj) -> list[FieldError]:
         spec = obj.get("spec") or {}
-        errs = validate_nonnegative(spec.get("replicas"), "spec.replicas")
+        errs = validate_replicas(spec.get("replicas"), "spec.replicas")
         errs += validate_nonnegative(spec.get("minReadySeconds"), "spec.minReadySeconds")
         errs += validate_selector_and_template(spec, "spec")
         return errs

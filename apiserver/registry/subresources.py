@@ -16,7 +16,7 @@ from apiserver.patch import PatchError, UnsupportedPatchType, apply_patch
 from apiserver.proxy import exec_endpoints, log_endpoints
 from apiserver.registry.generic import Obj, Store, WriteOptions, loc_to_path, now_rfc3339
 from apiserver.request import check_duplicates, decode_object, read_body, write_options
-from apiserver.validation import invalid, required
+from apiserver.validation import required, validate_replicas
 from machinery.api.autoscaling_v1 import Scale
 from machinery.api.core_v1 import Binding
 from machinery.selectors import label_selector_to_string
@@ -84,8 +84,8 @@ def _checked_scale(store: Store, name: str, scale: Obj) -> Obj:
     replicas = (scale.get("spec") or {}).get("replicas")
     if replicas is None:
         err = required("spec.replicas")
-    elif replicas < 0:
-        err = invalid("spec.replicas", replicas, "must be greater than or equal to 0")
+    elif errs := validate_replicas(replicas, "spec.replicas"):
+        err = errs[0]
     else:
         return scale
     raise errors.ApiError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: {err.full()}',
