@@ -19,6 +19,7 @@ import aiohttp
 import orjson
 from pydantic import BaseModel
 
+from kubectl.errors import CommandError
 from machinery.client import (
     ApiClient,
     ApiError,
@@ -45,6 +46,15 @@ def _query(params: Mapping[str, Any] | None) -> dict[str, str]:
         if value is not None:
             out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
     return out
+
+
+def _checked_path(path: str) -> str:
+    """client-go's Request.Name check: "." and ".." are no names (the URL library would resolve them and
+    the request would reach another object: `delete pod ..` the namespace)."""
+    for segment in path.split("/"):
+        if segment in (".", ".."):
+            raise CommandError(f'invalid resource name "{segment}": [may not be \'{segment}\']')
+    return path
 
 
 def _dump(obj: BaseModel | Mapping[str, Any] | list[Any]) -> bytes:
@@ -109,7 +119,7 @@ class KubectlClient(ApiClient):
             headers["Accept"] = accept
         content = _dump(body) if body is not None else None
         extra: dict[str, Any] = {} if timeout is None else {"timeout": aiohttp.ClientTimeout(total=timeout)}
-        url = self._base + path
+        url = self._base + _checked_path(path)
         query = _query(params)
         self._log(method, url, query, content)
         try:
@@ -136,7 +146,7 @@ class KubectlClient(ApiClient):
         query = _query({**params, "watch": "true"})
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout, sock_read=None)
         headers = {"Accept": accept} if accept else None
-        url = self._base + path
+        url = self._base + _checked_path(path)
         try:
             async with self._http().get(url, params=query, headers=headers, timeout=timeout) as response:
                 self._warnings(response)

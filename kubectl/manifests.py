@@ -30,6 +30,22 @@ _Loader.yaml_implicit_resolvers = {
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 
+
+def _unique_keys(loader: _Loader, node: yaml.MappingNode) -> dict[Any, Any]:
+    """A key given twice is an error, as go-yaml has it (the server would only ever see the last one)."""
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if isinstance(key, str) and key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f'mapping key "{key}" already defined at line {seen[key] + 1}', key_node.start_mark)
+        if isinstance(key, str):
+            seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_keys)
+
 # PyYAML's words for a problem → go-yaml's, for the problems people actually make
 _GO_WORDING = (
     ("mapping values are not allowed here", "mapping values are not allowed in this context"),
