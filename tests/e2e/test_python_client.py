@@ -160,21 +160,44 @@ def test_official_python_client_drives_a_deployment(local_cluster: LocalCluster,
     assert missing.value.status == 404 and "NotFound" in missing.value.body
 
 
-@pytest.mark.xfail(strict=True, reason="apiserver bug: DELETE of a Deployment that is gone at once answers the deleted "
-                   "object, where upstream answers a Status (kind Status, status Success, details name/group/kind/"
-                   "uid); the client then returns a plain dict instead of a V1Status")
-def test_immediate_delete_answers_a_status(namespace: str, k8s: client.ApiClient) -> None:
-    apps = client.AppsV1Api(k8s)
-    apps.create_namespaced_deployment(namespace, web_deployment(0))
+def test_delete_answers_like_upstream(namespace: str, k8s: client.ApiClient) -> None:
+    """Gone at once: a Success Status naming it (a pod: the pod itself); held by a finalizer: the object."""
+    apps, core = client.AppsV1Api(k8s), client.CoreV1Api(k8s)
+    created = apps.create_namespaced_deployment(namespace, web_deployment(0))
+    # this client types a Deployment's DELETE answer as `object` (a Status or the Deployment): a plain dict
     answer = apps.delete_namespaced_deployment(APP, namespace, propagation_policy="Background")
-    assert isinstance(answer, client.V1Status), type(answer)
-    assert answer.status == "Success" and answer.details.name == APP and answer.details.kind == "deployments"
+    assert isinstance(answer, dict), type(answer)
+    assert (answer["kind"], answer["apiVersion"], answer["status"]) == ("Status", "v1", "Success"), answer
+    assert answer["details"] == {"name": APP, "group": "apps", "kind": "deployments", "uid": created.metadata.uid}
+
+    held = web_deployment(0)
+    held.metadata.finalizers = ["example.com/hold"]
+    apps.create_namespaced_deployment(namespace, held)
+    answer = apps.delete_namespaced_deployment(APP, namespace)
+    assert isinstance(answer, dict) and answer["kind"] == "Deployment", answer
+    assert answer["metadata"]["deletionTimestamp"] and answer["metadata"]["finalizers"] == ["example.com/hold"]
+    apps.patch_namespaced_deployment(APP, namespace, {"metadata": {"finalizers": None}})
+    with pytest.raises(ApiException) as gone:
+        apps.read_namespaced_deployment(APP, namespace)
+    assert gone.value.status == 404
+
+    # pods answer with the pod (upstream's ReturnDeletedObject); one no scheduler takes goes at once
+    core.create_namespaced_pod(namespace, client.V1Pod(
+        metadata=client.V1ObjectMeta(name="unscheduled"),
+        spec=client.V1PodSpec(scheduler_name="nobody", containers=[client.V1Container(name="c", image=HTTPD)])))
+    answer = core.delete_namespaced_pod("unscheduled", namespace)
+    assert isinstance(answer, client.V1Pod) and answer.metadata.name == "unscheduled", type(answer)
+    with pytest.raises(ApiException) as gone:
+        core.read_namespaced_pod("unscheduled", namespace)
+    assert gone.value.status == 404
 
 
-@pytest.mark.xfail(strict=True, reason="apiserver bug: GET /api/v1/ and /apis/apps/v1/ (with the trailing slash the "
-                   "client's get_api_resources() sends) answer 404 NotFound; /api/v1 and /apis/apps/v1 answer 200")
 def test_resource_discovery_through_the_client(k8s: client.ApiClient) -> None:
     core = client.CoreV1Api(k8s).get_api_resources()
     assert "pods" in {r.name for r in core.resources}
     apps = client.AppsV1Api(k8s).get_api_resources()
     assert "deployments/scale" in {r.name for r in apps.resources}
+    # /api/, /apis/ and /apis/apps/ (answered through a redirect to the path without the slash)
+    assert client.CoreApi(k8s).get_api_versions().versions == ["v1"]
+    assert "apps" in {g.name for g in client.ApisApi(k8s).get_api_versions().groups}
+    assert client.AppsApi(k8s).get_api_group().preferred_version.group_version == "apps/v1"

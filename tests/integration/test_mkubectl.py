@@ -614,31 +614,37 @@ def test_rollout_history_like_kubectl(mk: Mk, kubectl: Kubectl, api: httpx.Clien
     same_output(mk, kubectl, "rollout", "history", "deploy/web", "--revision=2")
 
 
+@pytest.mark.kubectl
+def test_rollout_on_a_real_node_like_kubectl(mk: Mk, kubectl: Kubectl, api: httpx.Client, namespace: str,
+                                             controllers: ControllerProcess, kubelet_node: str, tmp_path: Path) -> None:
+    """Pods that really run: `rollout status` ends with exit 0 and `logs deploy/web` reads the container of the
+    deployment's pod; a rollout stuck past its progress deadline ends both CLIs with exit 1 and the same line."""
+    from tests.node_process import BUSYBOX
+
+    web = deployment("web", replicas=1, image=BUSYBOX)
+    web["spec"]["template"]["spec"].update(nodeName=kubelet_node, terminationGracePeriodSeconds=1)
+    web["spec"]["template"]["spec"]["containers"][0]["command"] = ["sh", "-c", "echo version 1; exec sleep 3600"]
+    mk.run("apply", "-f", str(write(tmp_path / "web.yaml", web))).ok()
+    done = mk.run("rollout", "status", "deploy/web", "--timeout=120s", timeout=150).ok()
+    assert done.stdout.splitlines()[-1] == 'deployment "web" successfully rolled out', done
+    assert all(line.startswith("Waiting for deployment") for line in done.stdout.splitlines()[:-1]), done
+    assert mk.run("logs", "deploy/web").ok().stdout == "version 1\n"
+    assert kubectl.run("logs", "deploy/web").ok().stdout == "version 1\n"
+
+    stuck = deployment("stuck", replicas=1, image=BUSYBOX)
+    stuck["spec"]["progressDeadlineSeconds"] = 2
+    stuck["spec"]["template"]["spec"]["nodeName"] = "no-such-node"  # no kubelet: the pod never runs
+    mk.run("apply", "-f", str(write(tmp_path / "stuck.yaml", stuck))).ok()
+    wait_for(lambda: any(c["reason"] == "ProgressDeadlineExceeded" for c in (api.get(
+        f"{deployments(namespace)}/stuck").json().get("status") or {}).get("conditions") or []), 60, 0.2,
+        what="the progress deadline to pass")
+    expected = 'error: deployment "stuck" exceeded its progress deadline'
+    assert mk.fails("rollout", "status", "deploy/stuck") == expected
+    theirs = kubectl.run("rollout", "status", "deploy/stuck")
+    assert (theirs.returncode, theirs.stderr) == (1, expected + "\n"), theirs
+
+
 # -- logs and exec on a real kubelet -------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def kubelet_node(apiserver: ApiServer) -> Iterator[str]:
-    try:
-        import docker
-
-        docker.from_env().ping()
-    except Exception as e:
-        pytest.skip(f"no Docker engine to run a kubelet's pods: {e}")
-    from tests.node_process import KubeletProcess, cleanup, ensure_images, free_pod_cidrs
-
-    ensure_images()
-    workdir = make_workdir("minik8s-mkubectl-kubelet-")
-    kubelet = KubeletProcess(workdir, apiserver, f"mk-{uuid.uuid4().hex[:6]}", free_pod_cidrs(1)[0])
-    try:
-        with httpx.Client(base_url=apiserver.url, timeout=10) as api:
-            kubelet.start(api)
-        yield kubelet.node
-    finally:
-        cleanup([kubelet])
-        with httpx.Client(base_url=apiserver.url, timeout=10) as api:
-            api.delete(f"/api/v1/nodes/{kubelet.node}")  # no later test's scheduler may pick it
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def test_logs_and_exec_through_a_kubelet(mk: Mk, api: httpx.Client, namespace: str, kubelet_node: str) -> None:
