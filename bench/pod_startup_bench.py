@@ -1,6 +1,7 @@
 """Pod startup: from creation to Running as a watch observes it, against raw Docker in the same run.
 
-    python -m bench.pod_startup_bench [--quick] [--reps-deployment N] [--timeout S] [--keep]
+    python -m bench.pod_startup_bench [--quick] [--counts N,N,..] [--reps N,N,..] [--reps-deployment N]
+                                      [--hollow NODES] [--timeout S] [--output FILE] [--keep]
 
 Starts its own whole cluster of local processes (tests/e2e/local_cluster.py: etcd, apiserver,
 controller-manager, scheduler, two kubelets on this host's Docker engine and CNI plugins) and removes
@@ -25,6 +26,14 @@ Phases (each under a deadline; the nodes are quiet at the start of each):
    are all Running; target ≤ 100 MB for the kubelet holding 30 pods. The RSS of both kubelets while the
    30 pods of phase 1 ran over both nodes is in the JSON too.
 
+--counts/--reps change the batch sizes of phases 1 and 2 (bench.report adds 100 real pods).
+
+With --hollow NODES the pods run on NODES hollow nodes instead (bench/hollow_node.py: the real kubelet,
+whose runtime records containers as started without running any, as kubemark's hollow-node): only phase 1
+runs, for 10, 100 and 1,000 pods by default, and the JSON goes to _output/bench/pod_startup_hollow.json.
+A thousand pods fit on this machine that way; the figures are what the control plane and the kubelet's
+own code cost, without Docker and CNI.
+
 Prints one table with targets and verdicts, and writes everything to _output/bench/pod_startup.json.
 All figures come from one run on a shared 2-core machine: ratios are steadier than absolute times.
 """
@@ -41,7 +50,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -60,10 +69,12 @@ from bench.apiserver_bench import (
     render_table,
     verdict,
 )
-from tests.cluster import REPO
-from tests.e2e.local_cluster import LocalCluster
-from tests.kubectl import Kubectl, find_kubectl
-from tests.node_process import HTTPD, PAUSE
+from tests.cluster import REPO, ApiServer
+from tests.controller_process import ControllerProcess
+from tests.e2e.local_cluster import CONTROLLERS, LocalCluster
+from tests.kubectl import Kubectl, find_kubectl, write_kubeconfig
+from tests.node_process import HTTPD, PAUSE, KubeletProcess
+from tests.scheduler_process import SchedulerProcess
 
 OUTPUT = REPO / "_output" / "bench"
 NAMESPACE = "bench-startup"
@@ -81,6 +92,49 @@ JSONDict = dict[str, Any]
 
 class Deadline(Exception):
     """The overall time limit (--timeout) passed."""
+
+
+# -- hollow nodes (--hollow) ---------------------------------------------------------------------------
+
+
+HOLLOW_CLUSTER_CIDR = "100.64.0.0/16"  # shared address space (RFC 6598): never a real pod network here
+
+
+class HollowKubeletProcess(KubeletProcess):
+    """`python -m bench.hollow_node` with the flags, state dir and readiness wait of the tests' kubelets."""
+
+    def __init__(self, workdir: Path, apiserver: ApiServer, node: str, *, extra_args: Sequence[str] = ()) -> None:
+        super().__init__(workdir, apiserver, node, extra_args=extra_args)
+        argv = self.process.argv
+        argv[argv.index("kubelet")] = "bench.hollow_node"
+
+
+class HollowCluster(LocalCluster):
+    """`LocalCluster`'s control plane (etcd, apiserver, controller-manager with node IPAM for every node,
+    scheduler) with hollow kubelets instead of real ones. `stop()` is LocalCluster's: kill -9 the kubelets,
+    clean their nodes (a hollow node left nothing on the host), stop the control plane."""
+
+    def start(self) -> HollowCluster:
+        try:
+            self.etcd.start()
+            self.apiserver.start()
+            write_kubeconfig(self.kubeconfig, self.url)
+            # node IPAM hands each node a /24 as usual; hollow pods' addresses exist only in API objects (no
+            # bridge, route or rule on the host), so the block needs no claim against the host's networks
+            self.controllers = ControllerProcess(self.workdir, self.url, CONTROLLERS, "--cluster-cidr",
+                                                 HOLLOW_CLUSTER_CIDR, "--node-cidr-mask-size", "24")
+            self.controllers.start()
+            self.scheduler = SchedulerProcess(self.workdir, self.url)
+            self.scheduler.start()
+            self.kubelets = [HollowKubeletProcess(self.workdir, self.apiserver, name, extra_args=self.kubelet_args)
+                             for name in self.node_names]
+            with self.client() as api, concurrent.futures.ThreadPoolExecutor(len(self.kubelets)) as pool:
+                # all at once: each waits for its Node Ready with a podCIDR and its server up
+                list(pool.map(lambda k: k.start(api, timeout=90), self.kubelets))
+        except BaseException:
+            self.stop()
+            raise
+        return self
 
 
 # -- watching pods ------------------------------------------------------------------------------------------
@@ -330,7 +384,7 @@ class Bench:
             runs.append({"per_pod_s": [round(v, 4) for v in per_pod], "batch_s": round(batch, 4), "nodes": nodes,
                          "create_to_bound_s": [round(v, 4) for v in to_bound],
                          **({"kubelet_memory_mb": memory} if memory else {})})
-            self.delete_pods(list(created))
+            self.delete_pods(list(created), timeout=120 + count / 4)
         per_pod_all = [v for r in runs for v in r["per_pod_s"]]
         self.results["pods"][str(count)] = {
             "per_pod": summary(per_pod_all), "batch": summary([r["batch_s"] for r in runs]),
@@ -451,8 +505,9 @@ class Bench:
     def warm_up(self) -> None:
         """One raw pod and one minik8s pod, not measured: first-use costs (page cache, Docker's and the
         kubelets' first containers, connection set-up) do not land in either side's figures."""
-        self.raw_pod(f"mk8s-bench-raw-{self.tag}-warm")
-        self.raw_cleanup()
+        if not self.args.hollow:
+            self.raw_pod(f"mk8s-bench-raw-{self.tag}-warm")
+            self.raw_cleanup()
         assert self.watch is not None
         for node in self.cluster.node_names:
             created = self.create_pods(1, f"warm-{node}-{self.tag}", {"kubernetes.io/hostname": node})
@@ -467,10 +522,12 @@ class Bench:
         self.watch = PodWatch(self.cluster.url, NAMESPACE)
         phases: list[tuple[str, Callable[[], None]]] = [("warm-up", self.warm_up)]
         for count, reps in zip(self.args.counts, self.args.reps, strict=True):
-            phases.append((f"raw docker {count}", lambda c=count, n=reps: self.raw_phase(c, n)))
+            if not self.args.hollow:  # hollow nodes run no containers: raw Docker is no baseline for them
+                phases.append((f"raw docker {count}", lambda c=count, n=reps: self.raw_phase(c, n)))
             phases.append((f"pods {count}", lambda c=count, n=reps: self.pods_phase(c, n)))
-        phases.append(("deployment", lambda: self.deployment_phase(self.args.reps_deployment)))
-        phases.append(("kubelet memory", lambda: self.memory_phase(max(self.args.counts))))
+        if not self.args.hollow:
+            phases.append(("deployment", lambda: self.deployment_phase(self.args.reps_deployment)))
+            phases.append(("kubelet memory", lambda: self.memory_phase(30)))
         started = time.monotonic()
         meter = CpuMeter(self.cluster)
         for name, phase in phases:
@@ -507,14 +564,27 @@ class Bench:
             spread = ", ".join("/".join(str(v) for v in sorted(r["nodes"].values())) for r in ours.get("runs", []))
             pods = f"{count} pod" + ("s" if count > 1 else "")
             bound = ours.get("create_to_bound", {}).get("p50")
+            if self.args.hollow:
+                per_node = [v for r in ours.get("runs", []) for v in r["nodes"].values()]
+                spread = f"{min(per_node)}-{max(per_node)}" if per_node else ""
             rows.append(Row(f"{pods}: create → Running, p50 per pod", p50, "s",
                             note=f"n={n}; pods per node {spread}; bound after {bound:.3f} s (p50)" if n else ""))
+            if self.args.hollow:
+                rows.append(Row(f"{count} pods: all Running (batch), p50", batch, "s"))
+                continue
             rows.append(Row(f"{pods}: raw docker pause+app, p50 per pod", raw_p50, "s"))
             rows.append(Row(f"{pods}: per-pod ratio minik8s/raw", ratio(p50, raw_p50), "x", TARGET_RATIO))
             if count > 1:
                 rows.append(Row(f"{count} pods: all Running (batch), p50", batch, "s",
                                 note=f"raw docker {raw_batch:.3f} s" if raw_batch else ""))
                 rows.append(Row(f"{count} pods: batch ratio minik8s/raw", ratio(batch, raw_batch), "x", TARGET_RATIO))
+        if self.args.hollow:
+            runs = self.results["pods"].get(str(max(self.args.counts)), {}).get("runs", [])
+            held = [m["rss_mb"] for r in runs for m in (r.get("kubelet_memory_mb") or {}).values()]
+            rows.append(Row(f"hollow kubelet RSS, largest, {max(self.args.counts)} pods over "
+                            f"{self.args.hollow} nodes", max(held, default=None), "MB",
+                            note="the kubelet's own state and workers; no Docker, no CNI"))
+            return rows
         for key, label in (("api_apply", "Deployment 3 replicas: apply → all Running, p50"),
                            ("kubectl_apply", "  the same with real kubectl apply -f, p50")):
             d = self.results["deployment"].get(key, {})
@@ -560,16 +630,40 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="one repetition per pod count, 5 Deployment repetitions")
     p.add_argument("--reps-deployment", type=int, default=7, help="Deployment repetitions (≥ 5; default %(default)s)")
     p.add_argument("--timeout", type=float, default=900, help="overall time limit in seconds (default %(default)s)")
-    p.add_argument("--output", type=Path, default=OUTPUT / "pod_startup.json", help="JSON results (%(default)s)")
+    p.add_argument("--output", type=Path, default=None,
+                   help="JSON results (default _output/bench/pod_startup.json, with --hollow pod_startup_hollow.json)")
     p.add_argument("--keep", action="store_true", help="keep the work directory (component logs)")
+    p.add_argument("--counts", type=_int_list, default=None, metavar="N,N,...",
+                   help="pods created at once per batch (default 1,10,30; with --hollow 10,100,1000)")
+    p.add_argument("--reps", type=_int_list, default=None, metavar="N,N,...",
+                   help="repetitions per count (default 5,3,2; with --hollow 3,2,1; --quick: 1 each)")
+    p.add_argument("--hollow", type=int, default=0, metavar="NODES",
+                   help="run the pods on NODES hollow nodes (bench/hollow_node.py: real kubelets whose runtime "
+                        "starts no container) instead of two real ones; only the pod batches are measured")
     args = p.parse_args(argv)
-    args.counts = [1, 10, 30]
-    args.reps = [1, 1, 1] if args.quick else [5, 3, 2]
+    default_counts, default_reps = ([10, 100, 1000], [3, 2, 1]) if args.hollow else ([1, 10, 30], [5, 3, 2])
+    args.counts = args.counts or default_counts
+    args.reps = [1] * len(args.counts) if args.quick else args.reps or (
+        default_reps if args.counts == default_counts else [1] * len(args.counts))
+    if len(args.reps) != len(args.counts):
+        p.error("--reps needs one repetition count per --counts entry")
+    if args.output is None:
+        args.output = OUTPUT / ("pod_startup_hollow.json" if args.hollow else "pod_startup.json")
     if args.quick:
         args.reps_deployment = 5
     if args.reps_deployment < 5:
         p.error("--reps-deployment must be at least 5 (the target is a median)")
     return args
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give positive integers")
+    return values
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -579,7 +673,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.setitimer(signal.ITIMER_REAL, args.timeout)
     started = time.time()
     busy_before = background_load()
-    cluster = LocalCluster("podbench", 2, kubelet_args=KUBELET_DEFAULTS)
+    cluster = (HollowCluster("hollow", args.hollow, kubelet_args=KUBELET_DEFAULTS) if args.hollow
+               else LocalCluster("podbench", 2, kubelet_args=KUBELET_DEFAULTS))
     bench: Bench | None = None
     status = "completed"
     logs = ""
@@ -606,7 +701,9 @@ def main(argv: list[str] | None = None) -> int:
     if bench is None:
         print(f"pod startup benchmark {status}\n{logs}", file=sys.stderr)
         return 1
-    results = {"status": status, "duration_s": round(time.time() - started, 1), "machine": {
+    results = {"status": status, "duration_s": round(time.time() - started, 1),
+               "nodes": {"kind": "hollow" if args.hollow else "real", "count": args.hollow or 2},
+               "counts": args.counts, "reps": args.reps, "machine": {
         "cpus": os.cpu_count(), "busy_cores_before_start": round(busy_before, 2)},
         "targets": {"ratio_vs_raw_docker": TARGET_RATIO, "deployment_p50_s": TARGET_DEPLOYMENT_S,
                     "kubelet_rss_mb": TARGET_KUBELET_MB},
@@ -616,7 +713,8 @@ def main(argv: list[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     print(f"\nminik8s pod startup benchmark ({status}, {os.cpu_count()} CPUs, {results['duration_s']:.0f}s, "
-          "two kubelets on one host; one run: compare ratios, not absolutes)\n")
+          f"{f'{args.hollow} hollow kubelets' if args.hollow else 'two kubelets'} on one host; one run: compare "
+          "ratios, not absolutes)\n")
     print(bench.table())
     print("\nCPU per phase (cores busy on average; minik8s = etcd, apiserver, controller-manager, scheduler and "
           "the kubelets with their CNI plugins; others = everything else on the machine, container shims "

@@ -1,6 +1,6 @@
 """Scheduler throughput: pending pods bound per second by the real `python -m scheduler` process.
 
-    python -m bench.scheduler_bench [--config NODESxPODS ...] [--keep]
+    python -m bench.scheduler_bench [--quick] [--config NODESxPODS ...] [--repeat N] [--output FILE] [--keep]
 
 For each configuration (default: 10x100, 10x1000 and the issue's 100x1000), a fresh etcd and
 apiserver are started (tests/cluster.py helpers), NODES hollow Node objects are registered (what a
@@ -17,6 +17,10 @@ appears. Printed per configuration:
 - finally the scheduling cycles alone, in this process without any API call: what the algorithm
   would allow if binding and events cost nothing.
 
+With --repeat N each configuration runs N times (a fresh cluster each time) and the table shows the
+median run by binding-window rate. Everything, every run included, goes to _output/bench/scheduler.json
+(--output). --quick: 100x10 and 100x100, once each.
+
 Not a test: it prints figures and checks only that every pod got bound.
 """
 
@@ -25,21 +29,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
+import math
+import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 
-from tests.cluster import ApiServer, Etcd, Process, make_workdir
+from tests.cluster import REPO, ApiServer, Etcd, Process, make_workdir
 
+OUTPUT = REPO / "_output" / "bench"
 NAMESPACE = "bench-sched"
 TARGET_PODS_PER_SECOND = 500.0  # issue 3: 100 hollow nodes, 1,000 pending pods
 
@@ -64,6 +72,21 @@ class Result:
     @property
     def total_rate(self) -> float:
         return self.bound / self.total_s if self.total_s > 0 else float("inf")
+
+    def as_json(self) -> dict[str, Any]:
+        return {**{k: _finite(v) if isinstance(v, float) else v for k, v in asdict(self).items()},
+                "pods_per_s_window": _finite(self.window_rate), "pods_per_s_from_start": _finite(self.total_rate)}
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no NaN or infinity: those become null."""
+    return round(value, 3) if math.isfinite(value) else None
+
+
+def median_run(runs: list[Result]) -> Result:
+    """The run with the median binding-window rate (the lower middle one for an even count)."""
+    ordered = sorted(runs, key=lambda r: r.window_rate if r.bound == r.pods else -1.0)
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def hollow_node(i: int) -> dict[str, Any]:
@@ -246,17 +269,30 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.scheduler_bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", action="append", type=parse_config, metavar="NODESxPODS",
                    help="nodes x pending pods (repeatable; default 10x100, 10x1000, 100x1000)")
+    p.add_argument("--quick", action="store_true", help="100x10 and 100x100 once each (unless --config is given)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N", help="runs per configuration; the median is shown")
+    p.add_argument("--output", type=Path, default=OUTPUT / "scheduler.json", help="JSON results (%(default)s)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for all bindings per config")
     p.add_argument("--keep", action="store_true", help="keep the work directories (logs, etcd data)")
     p.add_argument("--profile", type=Path, default=None, metavar="FILE",
                    help="sample the scheduler with py-spy while it binds; folded stacks to FILE (last config)")
     args = p.parse_args(argv)
-    configs = args.config or [(10, 100), (10, 1000), (100, 1000)]
-    results = []
+    if args.repeat < 1:
+        p.error("--repeat must be at least 1")
+    configs = args.config or ([(100, 10), (100, 100)] if args.quick else [(10, 100), (10, 1000), (100, 1000)])
+    started = time.time()
+    all_runs: list[list[Result]] = []
     for nodes, pods in configs:
-        print(f"scheduling {pods} pending pods onto {nodes} hollow nodes ...", flush=True)
-        results.append(asyncio.run(run_config(nodes, pods, args.keep, args.timeout, args.profile)))
+        runs = []
+        for i in range(args.repeat):
+            print(f"scheduling {pods} pending pods onto {nodes} hollow nodes"
+                  f"{f' (run {i + 1}/{args.repeat})' if args.repeat > 1 else ''} ...", flush=True)
+            runs.append(asyncio.run(run_config(nodes, pods, args.keep, args.timeout, args.profile)))
+        all_runs.append(runs)
+    results = [median_run(runs) for runs in all_runs]
     print()
+    if args.repeat > 1:
+        print(f"each row: the median of {args.repeat} runs by binding-window rate (all runs in the JSON)")
     print(f"{'nodes':>5} {'pods':>5} {'bound':>5} {'window s':>8} {'pods/s':>7} {'start→end s':>11} "
           f"{'pods/s':>7} {'per node':>9} {'RSS MB':>6} {'sched CPU s':>11} {'apiserver CPU s':>15}")
     ok = True
@@ -265,11 +301,25 @@ def main(argv: list[str] | None = None) -> int:
               f"{r.total_rate:>7.0f} {r.min_per_node:>4}-{r.max_per_node:<4} {r.rss_mb:>6.1f} "
               f"{r.scheduler_cpu_s:>11.2f} {r.apiserver_cpu_s:>15.2f}")
         ok = ok and r.bound == r.pods
+    algorithm = {}
     for nodes, pods in configs:
-        print(f"scheduling cycles alone (no API calls), {nodes} nodes x {pods} pods: "
-              f"{algorithm_rate(nodes, pods):,.0f} pods/s of one core")
+        algorithm[f"{nodes}x{pods}"] = rate = algorithm_rate(nodes, pods)
+        print(f"scheduling cycles alone (no API calls), {nodes} nodes x {pods} pods: {rate:,.0f} pods/s of one core")
     print(f"\npods/s: over the binding window (first to last binding) and from scheduler start to last binding;"
           f"\ntarget (issue 3, 100 nodes x 1000 pods): >= {TARGET_PODS_PER_SECOND:.0f} pods/s bound, RSS <= 100 MB")
+    ok = ok and all(r.bound == r.pods for runs in all_runs for r in runs)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps({
+        "benchmark": "scheduler", "quick": args.quick, "repeat": args.repeat,
+        "duration_s": round(time.time() - started, 1), "cpus": os.cpu_count(),
+        "target_pods_per_s": TARGET_PODS_PER_SECOND, "target_config": "100x1000",
+        "configs": [{"nodes": nodes, "pods": pods, "median": median.as_json(),
+                     "window_rates": [round(r.window_rate, 1) for r in runs],
+                     "runs": [r.as_json() for r in runs],
+                     "algorithm_pods_per_s": round(algorithm[f"{nodes}x{pods}"], 1)}
+                    for (nodes, pods), median, runs in zip(configs, results, all_runs, strict=True)],
+    }, indent=2) + "\n")
+    print(f"JSON: {args.output}")
     return 0 if ok else 1
 
 

@@ -1,0 +1,600 @@
+"""Every benchmark of the project in one command: one table and one JSON of all figures, with their
+targets, verdicts and ratios against the baseline each was measured with, and PNG plots of how pod
+startup time and scheduler throughput grow with the number of pods.
+
+    python -m bench.report [--quick] [--only NAME,...] [--from-json] [--timeout S]
+
+Each benchmark runs as its own subprocess, one after the other (they would disturb each other's
+figures on this 2-core machine), with its own flags (BENCHMARKS below); its output goes to
+_output/bench/logs/NAME.log and its results to its JSON in _output/bench/. The report is rebuilt from
+those JSON files: the markdown table goes to stdout and _output/bench/report.md, everything to
+_output/bench/report.json, the plots to _output/bench/*.png. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from bench.apiserver_bench import verdict
+
+REPO = Path(__file__).resolve().parent.parent
+OUTPUT = REPO / "_output" / "bench"
+JSONDict = dict[str, Any]
+
+
+# -- the benchmarks and their flags ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    module: str
+    json_name: str
+    args: tuple[str, ...] = ()  # full run
+    quick_args: tuple[str, ...] = ("--quick",)  # smoke run
+    what: str = ""
+
+
+BENCHMARKS: tuple[Benchmark, ...] = (
+    Benchmark("apiserver", "bench.apiserver_bench", "apiserver.json",
+              what="raw etcd vs apiserver creates/gets/lists, paced latency, watch delivery, RSS (issue 2)"),
+    Benchmark("auth", "bench.auth_bench", "auth.json", what="creates with the full request chain on vs off (issue 6)"),
+    # (a) of the control-plane bench is the scheduler bench at 100x1000, which the sweep below runs
+    Benchmark("control_plane", "bench.control_plane_bench", "control_plane.json", ("--skip-scheduler",),
+              ("--skip-scheduler", "--nodes", "10", "--replicas", "100", "--verb-requests", "200"),
+              what="1,000-replica Deployment to all bound, controller-manager/scheduler RSS (issue 3)"),
+    Benchmark("scheduler", "bench.scheduler_bench", "scheduler.json",
+              ("--config", "100x10", "--config", "100x100", "--config", "100x1000", "--repeat", "3"),
+              what="pods bound per second by the scheduler, 10/100/1,000 pending pods on 100 Node objects (issue 3)"),
+    Benchmark("pod_startup", "bench.pod_startup_bench", "pod_startup.json",
+              ("--counts", "1,10,30,100", "--reps", "5,3,2,1"), ("--quick",),
+              what="create → Running on two real kubelets vs raw docker run; Deployment; kubelet RSS (issue 4)"),
+    Benchmark("pod_startup_hollow", "bench.pod_startup_bench", "pod_startup_hollow.json",
+              ("--hollow", "10"), ("--hollow", "10", "--quick"),
+              what="create → Running for 10/100/1,000 pods on 10 hollow kubelets (bench/hollow_node.py)"),
+)
+BY_NAME = {b.name: b for b in BENCHMARKS}
+
+
+# -- targets, from the issues: one declarative table ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    issue: int
+    higher_is_better: bool
+    value: float
+    unit: str
+    text: str  # as the issue says it
+
+
+TARGETS: dict[str, Target] = {
+    "apiserver.creates": Target(2, True, 1000, "/s", "≥ 1,000 pod creates/s"),
+    "apiserver.create_ratio": Target(2, True, 0.20, "ratio", "≥ 20% of the raw etcd put rate"),
+    "apiserver.paced_p99": Target(2, False, 50, "ms", "p99 create ≤ 50 ms at 200 creates/s"),
+    "apiserver.watch_p99": Target(2, False, 100, "ms", "100 watchers get a write within p99 ≤ 100 ms"),
+    "apiserver.rss_held": Target(2, False, 150, "MB", "apiserver RSS ≤ 150 MB holding 10,000 pods"),
+    "scheduler.100x1000.window": Target(3, True, 500, "pods/s", "≥ 500 pods/s bound, 100 nodes, 1,000 pods"),
+    "control_plane.deployment": Target(3, False, 10, "s", "1,000-replica Deployment apply → all bound ≤ 10 s"),
+    "control_plane.rss.controller-manager": Target(3, False, 100, "MB", "controller-manager RSS ≤ 100 MB"),
+    "control_plane.rss.scheduler": Target(3, False, 100, "MB", "scheduler RSS ≤ 100 MB"),
+    "pod_startup.deployment": Target(4, False, 1.0, "s", "3-replica Deployment apply → all Running p50 ≤ 1.0 s"),
+    **{f"pod_startup.{count}.{kind}_ratio": Target(4, False, 1.5, "x", "startup ≤ 1.5x raw Docker")
+       for count in (1, 10, 30) for kind in ("per_pod", "batch")},
+    "pod_startup.kubelet_rss": Target(4, False, 100, "MB", "kubelet RSS ≤ 100 MB with 30 pods"),
+    "compose.bring_up": Target(5, False, 10, "s", "compose bring-up, images cached, ≤ 10 s to Ready nodes"),
+    "auth.throughput_cost": Target(6, False, 15, "%", "the chain costs ≤ 15% of throughput"),
+}
+
+
+# -- figures ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Figure:
+    key: str  # TARGETS key when it has a target
+    area: str
+    label: str
+    value: float | None
+    unit: str
+    baseline_label: str = ""
+    baseline: float | None = None
+    ratio: float | None = None  # value / baseline
+    note: str = ""
+    full_size: bool = True  # measured at the size the target is set for
+    target: JSONDict | None = None
+    verdict: str = "—"
+
+    def judge(self) -> Figure:
+        target = TARGETS.get(self.key)
+        if target is not None:
+            self.target = asdict(target)
+            if self.value is None and not self.full_size:
+                self.verdict = "not measured"
+            elif self.full_size:  # a target in "x" is on the ratio to the baseline, not on the value itself
+                judged = self.ratio if target.unit == "x" else self.value
+                self.verdict = verdict(judged, target.value, target.higher_is_better)
+            else:
+                self.verdict = "n/a (smaller size)"
+        return self
+
+
+def _get(d: Any, *path: str | int) -> Any:
+    for part in path:
+        if isinstance(d, dict):
+            d = d.get(part)  # type: ignore[call-overload]
+        elif isinstance(d, list) and isinstance(part, int) and -len(d) <= part < len(d):
+            d = d[part]
+        else:
+            return None
+    return d
+
+
+def _ratio(value: float | None, baseline: float | None) -> float | None:
+    return value / baseline if value is not None and baseline else None
+
+
+def apiserver_figures(d: JSONDict) -> list[Figure]:
+    out = []
+    held = _get(d, "sizes", "pods_held")
+    for key, f in (d.get("figures") or {}).items():
+        baseline = f.get("baseline")
+        out.append(Figure(
+            f"apiserver.{key}", "apiserver", f["label"].strip(), f.get("value"), f.get("unit", ""),
+            "raw etcd (EtcdStorage, same run)" if baseline is not None else "", baseline, f.get("vs_raw_etcd"),
+            f.get("note", ""), full_size=key != "rss_held" or held == 10_000))
+    return out
+
+
+def auth_figures(d: JSONDict) -> list[Figure]:
+    out = []
+    for label, s in (d.get("summary") or {}).items():
+        out.append(Figure(f"auth.{label}", "auth", f"{label}, full chain", s.get("on"), _unit_of(label),
+                          "chain off (same run)", s.get("off"), _ratio(s.get("on"), s.get("off")),
+                          f"{s.get('change_percent'):+.1f}%" if s.get("change_percent") is not None else ""))
+    cost = d.get("throughput_cost_percent")
+    out.append(Figure("auth.throughput_cost", "auth", "throughput cost of the chain", cost, "%",
+                      note=f"CPU capacity cost {d.get('cpu_capacity_cost_percent')}%; "
+                           f"median of {len(d.get('rounds') or [])} off/on rounds; negative = faster with the chain"))
+    return out
+
+
+def _unit_of(label: str) -> str:
+    return "/s" if "/s" in label.split(",")[0] else "ms" if " ms" in label else ""
+
+
+def control_plane_figures(d: JSONDict) -> list[Figure]:
+    out = []
+    dep = d.get("deployment") or {}
+    full = dep.get("replicas") == 1000 and dep.get("nodes") == 100
+    if dep:
+        out.append(Figure("control_plane.deployment", "control plane",
+                          f"{dep.get('replicas'):,}-replica Deployment: create → all pods bound",
+                          dep.get("create_to_all_bound_s"), "s",
+                          note=f"{dep.get('nodes')} hollow Node objects; last pod created after "
+                               f"{dep.get('create_to_last_pod_created_s')} s; events written after "
+                               f"{dep.get('create_to_all_events_s')} s", full_size=full))
+    for name, mem in (d.get("memory") or {}).items():
+        out.append(Figure(f"control_plane.rss.{name}", "control plane", f"{name} peak RSS (VmHWM) at that size",
+                          mem.get("VmHWM"), "MB", full_size=full))
+    for verb, v in (d.get("apiserver_verbs") or {}).items():
+        out.append(Figure(f"control_plane.verb.{verb}", "control plane", f"apiserver {verb}, 16 clients",
+                          v.get("rate_per_s"), "/s",
+                          note=f"apiserver {v.get('apiserver_cpu_ms')} CPU ms each, etcd {v.get('etcd_cpu_ms')}"))
+    return out
+
+
+def scheduler_figures(d: JSONDict) -> list[Figure]:
+    out = []
+    for c in d.get("configs") or []:
+        m = c["median"]
+        name = f"{c['nodes']}x{c['pods']}"
+        rates = c.get("window_rates") or []
+        spread = f"; runs {', '.join(f'{r:.0f}' for r in rates)}" if len(rates) > 1 else ""
+        out.append(Figure(f"scheduler.{name}.window", "scheduler",
+                          f"{c['pods']:,} pending pods on {c['nodes']} nodes: bound/s (binding window)",
+                          m.get("pods_per_s_window"), "pods/s", "scheduling cycles alone, no API (same run)",
+                          c.get("algorithm_pods_per_s"),
+                          _ratio(m.get("pods_per_s_window"), c.get("algorithm_pods_per_s")),
+                          f"median of {len(rates)}{spread}; from process start "
+                          f"{m.get('pods_per_s_from_start') or 0:.0f}/s; scheduler RSS {m.get('rss_mb') or 0:.1f} MB"))
+    return out
+
+
+def pod_startup_figures(d: JSONDict) -> list[Figure]:
+    out = []
+    for count, ours in sorted((d.get("pods") or {}).items(), key=lambda kv: int(kv[0])):
+        raw = (d.get("raw_docker") or {}).get(count) or {}
+        for kind, what in (("per_pod", "create → Running, p50 per pod"), ("batch", "all Running (batch), p50")):
+            if kind == "batch" and count == "1":
+                continue
+            value, base = _get(ours, kind, "p50"), _get(raw, kind, "p50")
+            out.append(Figure(f"pod_startup.{count}.{kind}_ratio", "pod startup (real)",
+                              f"{count} pod{'' if count == '1' else 's'}: {what}",
+                              value, "s", "raw docker pause+app (same run)", base, _ratio(value, base),
+                              f"n={_get(ours, kind, 'n')}"))
+    for key, label in (("api_apply", "Deployment 3 replicas: apply → all Running, p50"),
+                       ("kubectl_apply", "the same with real kubectl apply -f, p50")):
+        dep = (d.get("deployment") or {}).get(key) or {}
+        out.append(Figure("pod_startup.deployment" if key == "api_apply" else "pod_startup.deployment_kubectl",
+                          "pod startup (real)", label, dep.get("p50"), "s",
+                          note=dep.get("skipped") or (f"n={dep['n']}, min {dep['min']} s, max {dep['max']} s"
+                                                      if dep.get("n") else "")))
+    mem = d.get("kubelet_memory_mb") or {}
+    holder = _get(mem, "kubelets", mem.get("node", "")) or {}
+    if mem:
+        out.append(Figure("pod_startup.kubelet_rss", "pod startup (real)",
+                          f"kubelet RSS with {mem.get('pods_on_node')} pods on its node", holder.get("rss_mb"), "MB",
+                          note=f"peak {holder.get('hwm_mb')} MB", full_size=mem.get("pods_on_node") == 30))
+    return out
+
+
+def hollow_figures(d: JSONDict, real: JSONDict | None) -> list[Figure]:
+    out = []
+    nodes = _get(d, "nodes", "count")
+    for count, ours in sorted((d.get("pods") or {}).items(), key=lambda kv: int(kv[0])):
+        real_pods = _get(real, "pods", count) if real else None
+        for kind, what in (("per_pod", "create → Running, p50 per pod"), ("batch", "all Running (batch), p50")):
+            value, base = _get(ours, kind, "p50"), _get(real_pods, kind, "p50")
+            out.append(Figure(f"hollow.{count}.{kind}", "pod startup (hollow)",
+                              f"{int(count):,} pods on {nodes} hollow nodes: {what}", value, "s",
+                              "real kubelets, same count (pod_startup's run)" if base is not None else "", base,
+                              _ratio(value, base),
+                              f"bound after {_get(ours, 'create_to_bound', 'p50')} s (p50)" if kind == "per_pod"
+                              else ""))
+    largest = str(max((int(c) for c in d.get("pods") or {}), default=0))
+    held = [m["rss_mb"] for r in _get(d, "pods", largest, "runs") or []
+            for m in (r.get("kubelet_memory_mb") or {}).values()]
+    if held:
+        out.append(Figure("hollow.kubelet_rss", "pod startup (hollow)",
+                          f"hollow kubelet RSS, largest of {nodes}, holding {int(largest):,} pods over them",
+                          max(held), "MB",
+                          note="the kubelet without Docker and CNI: its own state, workers, informer cache"))
+    return out
+
+
+def compose_figures() -> list[Figure]:
+    return [Figure("compose.bring_up", "compose", "compose bring-up, images cached → Ready nodes", None, "s",
+                   note="not run by bench.report: hack/compose-up.sh prints it ('nodes Ready Ns after "
+                        "docker-compose up')", full_size=False)]
+
+
+EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
+    "apiserver": apiserver_figures, "auth": auth_figures, "control_plane": control_plane_figures,
+    "scheduler": scheduler_figures, "pod_startup": pod_startup_figures,
+}
+
+
+def build_figures(results: dict[str, JSONDict]) -> list[Figure]:
+    """Every figure of the benchmarks' JSON, judged against TARGETS."""
+    figures: list[Figure] = []
+    for bench in BENCHMARKS:
+        data = results.get(bench.name)
+        if data is None:
+            continue
+        if bench.name == "pod_startup_hollow":
+            figures += hollow_figures(data, results.get("pod_startup"))
+        else:
+            figures += EXTRACTORS[bench.name](data)
+    figures += compose_figures()
+    return [f.judge() for f in figures]
+
+
+# -- the table -----------------------------------------------------------------------------------------------
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit in ("/s", "pods/s"):
+        return f"{value:,.0f} {unit}"
+    if unit == "ratio":
+        return f"{value:.0%}"
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "%":
+        return f"{value:+.1f}%"
+    if unit == "s":
+        return f"{value:.3f} s"
+    if unit == "ms":
+        return f"{value:.2f} ms" if value < 10 else f"{value:.1f} ms"
+    if unit == "us":
+        return f"{value:,.0f} µs"
+    return f"{value:,.1f} {unit}".rstrip()
+
+
+def markdown_table(figures: list[Figure]) -> str:
+    header = ["area", "figure", "value", "target (issue)", "verdict", "baseline (same run unless noted)", "ratio",
+              "note"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for f in figures:
+        target = f"{f.target['text']} (#{f.target['issue']})" if f.target else ""
+        baseline = f"{f.baseline_label}: {fmt(f.baseline, f.unit)}" if f.baseline is not None else ""
+        ratio = f"{f.ratio:.2f}x" if f.ratio is not None else ""
+        verdict_cell = {"met": "met", "NOT MET": "**NOT MET**"}.get(f.verdict, f.verdict if f.target else "")
+        cells = [f.area, f.label, fmt(f.value, f.unit), target, verdict_cell, baseline, ratio, f.note]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def summary_line(figures: list[Figure]) -> str:
+    judged = [f for f in figures if f.target]
+    counts = {v: sum(1 for f in judged if f.verdict == v) for v in ("met", "NOT MET")}
+    other = len(judged) - counts["met"] - counts["NOT MET"]
+    return f"targets: {counts['met']} met, {counts['NOT MET']} not met, {other} not measured at their size"
+
+
+# -- plots -----------------------------------------------------------------------------------------------------
+
+
+def plot_points(results: dict[str, JSONDict]) -> JSONDict:
+    """The series of the two plots, from the benchmarks' JSON (pure: the unit test checks it)."""
+    def series(d: JSONDict | None, section: str, kind: str) -> list[tuple[int, float]]:
+        pods = (d or {}).get(section) or {}
+        return sorted((int(c), v[kind]["p50"]) for c, v in pods.items()
+                      if int(c) >= 10 and _get(v, kind, "p50") is not None)
+
+    real, hollow = results.get("pod_startup"), results.get("pod_startup_hollow")
+    sched = [(c["pods"], c["median"].get("pods_per_s_window"), c["median"].get("pods_per_s_from_start"),
+              min(c.get("window_rates") or [0]), max(c.get("window_rates") or [0]), c.get("algorithm_pods_per_s"))
+             for c in (results.get("scheduler") or {}).get("configs") or [] if c["nodes"] == 100]
+    return {
+        "startup": {"real_batch": series(real, "pods", "batch"), "real_per_pod": series(real, "pods", "per_pod"),
+                    "raw_batch": series(real, "raw_docker", "batch"),
+                    "hollow_batch": series(hollow, "pods", "batch"),
+                    "hollow_per_pod": series(hollow, "pods", "per_pod"),
+                    "hollow_nodes": _get(hollow, "nodes", "count")},
+        "scheduler": sorted(sched),
+    }
+
+
+def write_plots(results: dict[str, JSONDict], out_dir: Path) -> list[str]:
+    try:
+        import matplotlib
+    except ImportError:
+        print("plots skipped: matplotlib is missing (hack/setup.sh installs it with the test extras)",
+              file=sys.stderr)
+        return []
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    points = plot_points(results)
+    written = []
+    thousands = FuncFormatter(lambda v, _: f"{v:,.0f}")
+    s = points["startup"]
+    if any(s[k] for k in ("real_batch", "hollow_batch")):
+        fig, axes = plt.subplots(1, 2, figsize=(12, 6.2))
+        for ax, kind, title in ((axes[0], "batch", "all pods Running (first create → last Running)"),
+                                (axes[1], "per_pod", "each pod, create → Running (median)")):
+            for key, label, style in ((f"real_{kind}", "minik8s, 2 real kubelets (Docker + CNI)", "o-"),
+                                      (f"hollow_{kind}", f"minik8s, {s['hollow_nodes']} hollow kubelets "
+                                                         "(no containers)", "^--"),
+                                      ("raw_batch" if kind == "batch" else "", "raw docker run, pause + app", "s:")):
+                if key and s[key]:
+                    xs, ys = zip(*s[key], strict=True)
+                    ax.plot(xs, ys, style, label=label, markersize=7)
+                    for x, y in s[key]:
+                        offset = (-46, 4) if key == "raw_batch" else (6, -12)  # raw Docker's labels above-left
+                        ax.annotate(f"{y:.2f} s", (x, y), textcoords="offset points", xytext=offset, fontsize=8)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.xaxis.set_major_formatter(thousands)
+            ax.set_xlabel("pods created at once")
+            ax.set_ylabel("seconds")
+            ax.set_title(title)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13))
+        fig.suptitle("Pod startup vs number of pods created at once (p50 over repetitions; one 2-core machine)")
+        fig.text(0.5, 0.01, "hollow kubelet = the real kubelet (informer, pod workers, PLEG, status, events) whose "
+                 "container runtime records containers as started without running them, as kubemark's hollow-node",
+                 ha="center", fontsize=8, style="italic")
+        fig.tight_layout(rect=(0, 0.04, 1, 1))
+        path = out_dir / "pod_startup_scaling.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(str(path))
+    sched = points["scheduler"]
+    if sched:
+        fig, ax = plt.subplots(figsize=(7.5, 6.5))
+        pods = [p[0] for p in sched]
+        window = [p[1] for p in sched]
+        err = [[max(0.0, p[1] - p[3]) for p in sched], [max(0.0, p[4] - p[1]) for p in sched]]  # rates are rounded
+        ax.errorbar(pods, window, yerr=err, fmt="o-", capsize=4,
+                    label="bound/s over the binding window (median; bars: min to max of the runs)")
+        ax.plot(pods, [p[2] for p in sched], "s--", label="bound/s from scheduler start (incl. start-up, lists)")
+        if all(p[5] for p in sched):
+            ax.plot(pods, [p[5] for p in sched], "^:", label="scheduling cycles alone, no API calls (one core)")
+        target = TARGETS["scheduler.100x1000.window"]
+        ax.axhline(target.value, color="red", linestyle="-.", linewidth=1,
+                   label=f"target ≥ {target.value:.0f} pods/s at 1,000 pods (issue {target.issue})")
+        for x, y in zip(pods, window, strict=True):
+            ax.annotate(f"{y:,.0f}", (x, y), textcoords="offset points", xytext=(6, 6), fontsize=8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(thousands)
+        ax.yaxis.set_major_formatter(thousands)
+        ax.set_xlabel("pending pods")
+        ax.set_ylabel("pods bound per second")
+        ax.set_title("Scheduler throughput vs pending pods\n"
+                     "(100 hollow nodes: Node objects only; real apiserver + etcd)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1)
+        fig.tight_layout()
+        path = out_dir / "scheduler_scaling.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(str(path))
+    return written
+
+
+# -- running -------------------------------------------------------------------------------------------------
+
+
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+@dataclass
+class Run:
+    name: str
+    argv: list[str]
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    log: str = ""
+    json_fresh: bool = False
+    load_before: str = ""
+    load_after: str = ""
+    error: str = ""
+    extra: JSONDict = field(default_factory=dict)
+
+
+def run_benchmark(bench: Benchmark, quick: bool, timeout: float, out_dir: Path) -> Run:
+    argv = [sys.executable, "-m", bench.module, *(bench.quick_args if quick else bench.args)]
+    logs = out_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / f"{bench.name}.log"
+    json_path = out_dir / bench.json_name
+    before = json_path.stat().st_mtime if json_path.exists() else 0.0
+    run = Run(bench.name, argv[1:], log=str(log_path), load_before=load_average())
+    print(f"[{time.strftime('%H:%M:%S')}] {bench.name}: {' '.join(argv[2:])} (log {log_path}) ...", file=sys.stderr,
+          flush=True)
+    started = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+        try:
+            run.exit_code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            run.error = f"stopped after the {timeout:.0f} s limit"
+            os.killpg(proc.pid, signal.SIGTERM)  # the benchmarks clean up on SIGTERM
+            try:
+                run.exit_code = proc.wait(120)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                run.exit_code = proc.wait()
+        except KeyboardInterrupt:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(120)
+            raise
+    run.duration_s = round(time.monotonic() - started, 1)
+    run.load_after = load_average()
+    run.json_fresh = json_path.exists() and json_path.stat().st_mtime > before
+    if not run.json_fresh:
+        run.error = run.error or "wrote no JSON"
+    print(f"[{time.strftime('%H:%M:%S')}] {bench.name}: exit {run.exit_code} after {run.duration_s:.0f} s"
+          f"{f' — {run.error}' if run.error else ''}", file=sys.stderr, flush=True)
+    return run
+
+
+def read_results(out_dir: Path) -> tuple[dict[str, JSONDict], dict[str, str]]:
+    results, stamps = {}, {}
+    for bench in BENCHMARKS:
+        path = out_dir / bench.json_name
+        if path.exists():
+            try:
+                results[bench.name] = json.loads(path.read_text())
+            except ValueError as e:
+                print(f"{path}: unreadable ({e}); left out", file=sys.stderr)
+                continue
+            stamps[bench.name] = dt.datetime.fromtimestamp(path.stat().st_mtime).isoformat(timespec="seconds")
+    return results, stamps
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="pass --quick (or small sizes) to every benchmark: a smoke run")
+    p.add_argument("--only", default="", metavar="NAME,...",
+                   help=f"run only these ({', '.join(BY_NAME)}); the others' figures come from their existing JSON")
+    p.add_argument("--from-json", action="store_true", help="run nothing: rebuild the report from the existing JSON")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds each benchmark may take (default %(default)s)")
+    p.add_argument("--output-dir", type=Path, default=OUTPUT,
+                   help="with --from-json: where the JSON is read and the report written (default %(default)s, "
+                        "where the benchmarks write)")
+    args = p.parse_args(argv)
+    if args.output_dir.resolve() != OUTPUT.resolve() and not args.from_json:
+        p.error("--output-dir needs --from-json: the benchmarks write their JSON to _output/bench")
+    args.selected = [n.strip() for n in args.only.split(",") if n.strip()] or list(BY_NAME)
+    unknown = [n for n in args.selected if n not in BY_NAME]
+    if unknown:
+        p.error(f"--only: unknown benchmark {', '.join(unknown)} (known: {', '.join(BY_NAME)})")
+    return args
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # the running benchmark gets SIGTERM and cleans up
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    out_dir: Path = args.output_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = dt.datetime.now()
+    load_start = load_average()
+    runs: list[Run] = []
+    if not args.from_json:
+        for name in args.selected:
+            runs.append(run_benchmark(BY_NAME[name], args.quick, args.timeout, out_dir))
+    results, stamps = read_results(out_dir)
+    ran = {r.name for r in runs if r.json_fresh}
+    figures = build_figures(results)
+    plots = write_plots(results, out_dir)
+    load_end = load_average()
+    head = [f"# minik8s benchmark report — {started:%Y-%m-%d %H:%M}",
+            "",
+            f"{'rebuilt from the JSON' if args.from_json else 'quick (smoke) run' if args.quick else 'full run'} "
+            f"on {os.cpu_count()} CPUs; load average "
+            f"(1/5/15 min) {load_start} at the start, {load_end} at the end. The machine is shared: absolute "
+            "figures move with its load, ratios against a baseline of the same run much less.",
+            "",
+            "| benchmark | source | exit | duration | load before → after |",
+            "|---|---|---|---|---|"]
+    by_run = {r.name: r for r in runs}
+    for bench in BENCHMARKS:
+        r = by_run.get(bench.name)
+        if r is not None:
+            head.append(f"| {bench.name} | this run{'' if r.json_fresh else ' (no JSON: ' + r.error + ')'} | "
+                        f"{r.exit_code} | {r.duration_s:.0f} s | {r.load_before} → {r.load_after} |")
+        elif bench.name in stamps:
+            head.append(f"| {bench.name} | JSON of {stamps[bench.name]} | | | |")
+        else:
+            head.append(f"| {bench.name} | not run, no JSON | | | |")
+    text = "\n".join([*head, "", summary_line(figures), "", markdown_table(figures), ""]
+                     + ([f"Plots: {', '.join(Path(p).name for p in plots)}", ""] if plots else []))
+    print(text)
+    (out_dir / "report.md").write_text(text)
+    (out_dir / "report.json").write_text(json.dumps({
+        "generated": started.isoformat(timespec="seconds"), "quick": args.quick, "cpus": os.cpu_count(),
+        "load_average": {"start": load_start, "end": load_end},
+        "benchmarks": {b.name: {"module": b.module, "json": b.json_name, "what": b.what,
+                                "run": asdict(by_run[b.name]) if b.name in by_run else None,
+                                "json_written": stamps.get(b.name), "from_this_run": b.name in ran}
+                       for b in BENCHMARKS},
+        "targets": {k: asdict(t) for k, t in TARGETS.items()},
+        "figures": [asdict(f) for f in figures],
+        "plots": plots, "plot_points": plot_points(results),
+    }, indent=2, ensure_ascii=False) + "\n")
+    print(f"report: {out_dir / 'report.md'}, {out_dir / 'report.json'}", file=sys.stderr)
+    failed = [r.name for r in runs if r.exit_code != 0 or not r.json_fresh]
+    if failed:
+        print(f"benchmarks that failed or wrote no JSON: {', '.join(failed)} (see their logs)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""bench/report.py's table building from canned benchmark JSON: figures, targets, verdicts, ratios, plot series."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.report import TARGETS, build_figures, markdown_table, plot_points, summary_line
+
+
+def pods(batch: float, per_pod: float) -> dict[str, Any]:
+    return {"batch": {"n": 1, "p50": batch}, "per_pod": {"n": 10, "p50": per_pod},
+            "create_to_bound": {"p50": 0.05}, "runs": [{"kubelet_memory_mb": {"n1": {"rss_mb": 70.0}}}]}
+
+
+RESULTS: dict[str, dict[str, Any]] = {
+    "apiserver": {"sizes": {"pods_held": 10_000}, "figures": {
+        "etcd_put": {"label": "raw etcd puts", "value": 3000.0, "unit": "/s"},
+        "creates": {"label": "apiserver pod creates", "value": 900.0, "unit": "/s", "baseline": 3000.0,
+                    "vs_raw_etcd": 0.3},
+        "create_ratio": {"label": "apiserver create / raw etcd put", "value": 0.3, "unit": "ratio"},
+        "rss_held": {"label": "apiserver RSS holding 10,000 pods", "value": 140.0, "unit": "MB"}}},
+    "auth": {"summary": {"creates/s, 64 clients": {"off": 1000.0, "on": 900.0, "change_percent": -10.0}},
+             "throughput_cost_percent": 10.0, "cpu_capacity_cost_percent": 9.0, "rounds": [{}, {}, {}]},
+    "control_plane": {"deployment": {"replicas": 100, "nodes": 10, "create_to_all_bound_s": 1.5},
+                      "memory": {"scheduler": {"VmHWM": 60.0}}},
+    "scheduler": {"configs": [
+        {"nodes": 100, "pods": 1000, "median": {"pods_per_s_window": 450.0, "pods_per_s_from_start": 300.0},
+         "window_rates": [440.0, 450.0, 460.0], "algorithm_pods_per_s": 4500.0},
+        {"nodes": 100, "pods": 10, "median": {"pods_per_s_window": 200.0, "pods_per_s_from_start": 20.0},
+         "window_rates": [200.0], "algorithm_pods_per_s": 5000.0}]},
+    "pod_startup": {"pods": {"10": pods(2.0, 1.8)}, "raw_docker": {"10": pods(1.6, 1.5)},
+                    "deployment": {"api_apply": {"n": 7, "p50": 0.9, "min": 0.8, "max": 1.0}},
+                    "kubelet_memory_mb": {"pods_on_node": 30, "node": "n1", "kubelets": {"n1": {"rss_mb": 120.0}}}},
+    "pod_startup_hollow": {"nodes": {"kind": "hollow", "count": 10},
+                           "pods": {"10": pods(0.5, 0.4), "1000": pods(8.0, 4.0)}},
+}
+
+
+def by_key() -> dict[str, Any]:
+    return {f.key: f for f in build_figures(RESULTS)}
+
+
+def test_verdicts_follow_the_declared_targets() -> None:
+    f = by_key()
+    assert f["apiserver.creates"].verdict == "NOT MET"  # 900 < 1,000
+    assert f["apiserver.create_ratio"].verdict == "met"  # 30% >= 20%
+    assert f["apiserver.rss_held"].verdict == "met"  # 140 <= 150 MB at the target's 10,000 pods
+    assert f["scheduler.100x1000.window"].verdict == "NOT MET"  # 450 < 500
+    assert f["pod_startup.10.batch_ratio"].verdict == "met"  # on the ratio: 2.0 / 1.6 = 1.25 <= 1.5, not on 2.0 s
+    assert f["pod_startup.10.per_pod_ratio"].verdict == "met"  # 1.8 / 1.5 = 1.2
+    assert f["pod_startup.deployment"].verdict == "met"
+    assert f["pod_startup.kubelet_rss"].verdict == "NOT MET"  # 120 > 100 MB
+    assert f["auth.throughput_cost"].verdict == "met"
+    assert f["scheduler.100x10.window"].verdict == "—"  # no target at 10 pods
+    assert f["compose.bring_up"].verdict == "not measured"
+    assert f["apiserver.creates"].target == {**TARGETS["apiserver.creates"].__dict__}
+
+
+def test_a_figure_below_its_target_size_is_not_judged() -> None:
+    f = by_key()
+    assert f["control_plane.deployment"].verdict == "n/a (smaller size)"  # 100 replicas, the target is for 1,000
+    assert f["control_plane.rss.scheduler"].verdict == "n/a (smaller size)"
+
+
+def test_ratios_against_the_baseline_of_the_same_run() -> None:
+    f = by_key()
+    assert f["pod_startup.10.batch_ratio"].ratio == 2.0 / 1.6
+    assert f["pod_startup.10.per_pod_ratio"].baseline == 1.5
+    assert f["apiserver.creates"].ratio == 0.3
+    assert f["auth.creates/s, 64 clients"].ratio == 0.9
+    assert f["scheduler.100x1000.window"].ratio == 0.1
+    assert f["hollow.10.batch"].ratio == 0.25  # hollow vs real kubelets at the same count
+    assert f["hollow.1000.batch"].ratio is None  # no real run at 1,000 pods
+
+
+def test_markdown_has_one_row_per_figure_and_a_summary() -> None:
+    figures = build_figures(RESULTS)
+    table = markdown_table(figures).splitlines()
+    assert len(table) == 2 + len(figures)
+    assert table[1] == "|" + "---|" * 8
+    assert all(line.startswith("| ") and line.endswith(" |") and line.count(" | ") >= 7 for line in table[2:])
+    row = next(line for line in table if "apiserver pod creates" in line)
+    assert "**NOT MET**" in row and "≥ 1,000 pod creates/s (#2)" in row and "0.30x" in row
+    assert summary_line(figures) == "targets: 6 met, 3 not met, 3 not measured at their size"
+
+
+def test_missing_benchmarks_leave_their_figures_out() -> None:
+    figures = build_figures({"scheduler": RESULTS["scheduler"]})
+    assert {f.area for f in figures} == {"scheduler", "compose"}
+
+
+def test_plot_series() -> None:
+    points = plot_points(RESULTS)
+    assert points["startup"]["real_batch"] == [(10, 2.0)]
+    assert points["startup"]["raw_batch"] == [(10, 1.6)]
+    assert points["startup"]["hollow_batch"] == [(10, 0.5), (1000, 8.0)]
+    assert points["startup"]["hollow_nodes"] == 10
+    assert points["scheduler"] == [(10, 200.0, 20.0, 200.0, 200.0, 5000.0), (1000, 450.0, 300.0, 440.0, 460.0, 4500.0)]
