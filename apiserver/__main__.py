@@ -53,6 +53,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--audit-log-path", default=None, help="write audit events here as JSON lines ('-' = stdout)")
     p.add_argument("--audit-policy-file", default=None,
                    help="audit.k8s.io/v1 Policy (default without one: every request at Metadata)")
+    p.add_argument("--kubelet-client-certificate", default=None,
+                   help="client certificate towards kubelets (logs, exec): kubelets are then reached over HTTPS")
+    p.add_argument("--kubelet-client-key", default=None, help="the kubelet client certificate's key")
+    p.add_argument("--kubelet-certificate-authority", default=None,
+                   help="CA that signs kubelets' serving certificates (without it they are not verified)")
     p.add_argument("--advertise-address", default=None, help="address:port clients are told to use")
     p.add_argument("--etcd-compaction-interval", type=float, default=300.0,
                    help="seconds between etcd compactions; 0 disables (default %(default)s)")
@@ -74,6 +79,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             args.service_account_key_file = [str(layout.sa_pub)]
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         p.error("--tls-cert-file and --tls-private-key-file go together")
+    if bool(args.kubelet_client_certificate) != bool(args.kubelet_client_key):
+        p.error("--kubelet-client-certificate and --kubelet-client-key go together")
+    if args.kubelet_client_certificate or args.kubelet_certificate_authority:
+        from apiserver.proxy import kubelet_tls
+
+        try:  # unreadable files end the start, not a log request later
+            kubelet_tls(args.kubelet_client_certificate, args.kubelet_client_key, args.kubelet_certificate_authority)
+        except (OSError, ValueError) as e:
+            p.error(f"kubelet client TLS: {e}")
     args.secure = bool(args.secure_port and args.tls_cert_file)
     if not args.secure and not args.port:
         p.error("nothing to serve: --port is 0 and there is no secure port (give --pki-dir or --tls-cert-file)")
@@ -100,6 +114,9 @@ def main(argv: list[str] | None = None) -> None:
         admission_plugins=[name for name in _names(args.enable_admission_plugins) if name not in disabled],
         audit_log_path=args.audit_log_path,
         audit_policy_file=args.audit_policy_file,
+        kubelet_client_certificate=args.kubelet_client_certificate,
+        kubelet_client_key=args.kubelet_client_key,
+        kubelet_certificate_authority=args.kubelet_certificate_authority,
     )
     listeners = []
     if args.secure:

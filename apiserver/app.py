@@ -56,6 +56,10 @@ class ApiServerConfig:
     admission_plugins: list[str] = field(default_factory=lambda: list(ALL_PLUGINS))
     audit_log_path: str | None = None
     audit_policy_file: str | None = None
+    # reaching kubelets (apiserver/proxy.py): HTTPS with this client certificate, verified against this CA
+    kubelet_client_certificate: str | None = None
+    kubelet_client_key: str | None = None
+    kubelet_certificate_authority: str | None = None
 
 
 _RBAC = "rbac.authorization.k8s.io"
@@ -315,12 +319,15 @@ def create_app(config: ApiServerConfig) -> FastAPI:
         return _status_response(errors.internal(f"{type(e).__name__}: {e}"))
 
     # -- discovery, version, health, OpenAPI -----------------------------------------------
+    # (with and without the trailing slash, both answered directly as upstream does: no redirect)
 
     @app.get("/api", include_in_schema=False)
+    @app.get("/api/", include_in_schema=False)
     async def get_api() -> Response:
         return json_response(discovery.api_versions(config.advertise_address))
 
     @app.get("/apis", include_in_schema=False)
+    @app.get("/apis/", include_in_schema=False)
     async def get_apis() -> Response:
         return json_response(discovery.api_group_list())
 
@@ -332,6 +339,7 @@ def create_app(config: ApiServerConfig) -> FastAPI:
         return json_response(found)
 
     @app.get("/apis/{group}", include_in_schema=False)
+    @app.get("/apis/{group}/", include_in_schema=False)
     async def get_group(group: str) -> Response:
         found = discovery.api_group(group)
         if found is None:

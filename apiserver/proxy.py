@@ -2,7 +2,10 @@
 (upstream pkg/registry/core/pod/rest/log.go and subresources.go, via the node's kubelet endpoint).
 
 The kubelet is found through the Node: `status.addresses` (InternalIP, else Hostname) and
-`status.daemonEndpoints.kubeletEndpoint.Port`.
+`status.daemonEndpoints.kubeletEndpoint.Port`. With --kubelet-client-certificate/--kubelet-client-key
+it is reached over HTTPS presenting that certificate (the kubelet authorizes it), and with
+--kubelet-certificate-authority its serving certificate is verified against that CA, for the
+address dialled (upstream: without the CA, it is not verified); without them, plain HTTP.
 
 - log: the request's options (container, follow, tailLines, previous, timestamps, sinceSeconds,
   sinceTime, limitBytes) are checked, the container defaulted as upstream does, and the kubelet's
@@ -22,7 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import ssl
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -79,8 +84,22 @@ def pick_container(pod: Obj, requested: str | None) -> str:
     raise errors.bad_request(f"a container name must be specified for pod {name}, choose one of: [{listed}]")
 
 
-def kubelet_address(node: Obj) -> str:
-    """http://<InternalIP>:<kubelet port> of a Node, from its status."""
+@functools.cache
+def kubelet_tls(cert_file: str | None, key_file: str | None, ca_file: str | None) -> ssl.SSLContext | None:
+    """The apiserver's TLS towards kubelets (one context per process); None: plain HTTP."""
+    if not cert_file and not ca_file:
+        return None
+    ctx = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if not ca_file:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cert_file and key_file:
+        ctx.load_cert_chain(cert_file, key_file)
+    return ctx
+
+
+def kubelet_address(node: Obj, scheme: str = "http") -> str:
+    """http(s)://<InternalIP>:<kubelet port> of a Node, from its status."""
     status = node.get("status") or {}
     addresses = status.get("addresses") or []
     by_type = {a.get("type"): a.get("address") for a in addresses if a.get("address")}
@@ -92,11 +111,11 @@ def kubelet_address(node: Obj) -> str:
     if not port:
         raise errors.ApiError(500, "InternalError", f"node {name} reports no kubelet port")
     host = f"[{address}]" if ":" in address else address
-    return f"http://{host}:{port}"
+    return f"{scheme}://{host}:{port}"
 
 
 async def _pod_and_kubelet(request: Request | WebSocket, h: ResourceHandlers, namespace: str | None,
-                           name: str) -> tuple[Obj, str]:
+                           name: str) -> tuple[Obj, str, ssl.SSLContext | None]:
     pod = await h.store.get(namespace, name)
     node_name = (pod.get("spec") or {}).get("nodeName")
     if not node_name:
@@ -108,7 +127,10 @@ async def _pod_and_kubelet(request: Request | WebSocket, h: ResourceHandlers, na
         if e.code == 404:
             raise errors.ApiError(500, "InternalError", f'nodes "{node_name}" not found') from e
         raise
-    return pod, kubelet_address(node)
+    config = request.app.state.server.config
+    tls = kubelet_tls(config.kubelet_client_certificate, config.kubelet_client_key,
+                      config.kubelet_certificate_authority)
+    return pod, kubelet_address(node, "https" if tls else "http"), tls
 
 
 def _kubelet_error(code: int, body: bytes) -> errors.ApiError:
@@ -161,12 +183,12 @@ def _log_params(request: Request) -> dict[str, str]:
 def log_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
     async def get(request: Request, name: str, namespace: str | None = None) -> Response:
         params = _log_params(request)
-        pod, base = await _pod_and_kubelet(request, h, namespace, name)
+        pod, base, tls = await _pod_and_kubelet(request, h, namespace, name)
         container = pick_container(pod, request.query_params.get("container"))
         url = f"{base}/containerLogs/{namespace}/{name}/{container}"
         follow = params.get("follow") == "true"
         client = httpx.AsyncClient(timeout=httpx.Timeout(None if follow else 60.0, connect=KUBELET_CONNECT_TIMEOUT),
-                                   trust_env=False)
+                                   trust_env=False, verify=tls or True)
         try:
             upstream = await client.send(client.build_request("GET", url, params=params), stream=True)
         except httpx.HTTPError as e:
@@ -224,7 +246,8 @@ async def _deny(websocket: WebSocket, error: errors.ApiError) -> None:
 
 def exec_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
     async def plain(request: Request, name: str, namespace: str | None = None) -> Response:
-        await h.store.get(namespace, name)
+        pod = await h.store.get(namespace, name)
+        pick_container(pod, request.query_params.get("container"))  # upstream checks it before the upgrade
         raise errors.bad_request("Upgrade request required")
 
     async def websocket_exec(websocket: WebSocket, name: str, namespace: str | None = None) -> None:
@@ -236,16 +259,17 @@ def exec_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
         try:
             if not protocols:
                 raise errors.bad_request(f"unable to upgrade connection: no supported subprotocol in {offered}")
-            pod, base = await _pod_and_kubelet(websocket, h, namespace, name)
+            pod, base, tls = await _pod_and_kubelet(websocket, h, namespace, name)
             phase = (pod.get("status") or {}).get("phase")
             if phase in ("Succeeded", "Failed"):
                 raise errors.bad_request(f"cannot exec into a container in a completed pod; current phase is {phase}")
             container = pick_container(pod, websocket.query_params.get("container"))
-            url = base.replace("http://", "ws://", 1) + f"/exec/{namespace}/{name}/{container}?" + \
+            url = "ws" + base.removeprefix("http") + f"/exec/{namespace}/{name}/{container}?" + \
                 exec_query(websocket, container)
+            options: dict[str, Any] = {"ssl": tls} if tls else {}
             try:
                 upstream = await connect(url, subprotocols=protocols, max_size=None, compression=None,  # type: ignore[arg-type]
-                                         open_timeout=KUBELET_CONNECT_TIMEOUT, ping_interval=None)
+                                         open_timeout=KUBELET_CONNECT_TIMEOUT, ping_interval=None, **options)
             except InvalidStatus as e:
                 raise _kubelet_error(e.response.status_code, e.response.body or b"") from e
             except (OSError, WebSocketException, TimeoutError) as e:

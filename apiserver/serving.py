@@ -77,15 +77,20 @@ class Listener:
     ssl_context: ssl.SSLContext | None = None
 
 
+def tls_options(context: ssl.SSLContext) -> dict[str, Any]:
+    """uvicorn.Config arguments serving TLS with this context, the client certificate in scope["peercert"]
+    (the kubelet's server uses them too)."""
+
+    def factory(config: uvicorn.Config, default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        return context
+
+    return {"ssl_context_factory": factory, "http": TLSHttpProtocol, "ws": TLSWebSocketProtocol}
+
+
 def _config(app: Any, listener: Listener, lifespan: bool) -> uvicorn.Config:
     kwargs: dict[str, Any] = {}
     if listener.ssl_context is not None:
-        context = listener.ssl_context
-
-        def factory(config: uvicorn.Config, default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
-            return context
-
-        kwargs.update(ssl_context_factory=factory, http=TLSHttpProtocol, ws=TLSWebSocketProtocol)
+        kwargs.update(tls_options(listener.ssl_context))
     return uvicorn.Config(app, host=listener.host, port=listener.port, log_level="warning", access_log=False,
                           timeout_graceful_shutdown=2, lifespan="on" if lifespan else "off",
                           timeout_keep_alive=90,  # longer than clients keep idle connections (60 s)

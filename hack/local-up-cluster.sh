@@ -12,6 +12,11 @@
 # system:masters), controller-manager.conf, scheduler.conf, kubelet-NODE.conf.
 # The controllers each authenticate as their service account with tokens the
 # controller-manager signs with pki/sa.key. Every request is in audit.log.
+# The kubelets serve HTTPS with their own serving certificates from the cluster
+# CA (pki/kubelets/NODE/kubelet.crt) and take only the apiserver's client
+# certificate (pki/apiserver-kubelet-client.crt, kube-apiserver-kubelet-client in
+# system:masters), which the apiserver presents for logs and exec, verifying the
+# kubelet against the CA.
 # API_INSECURE_PORT=8080 also opens the plain development port (no auth).
 set -euo pipefail
 
@@ -126,7 +131,10 @@ main() {
   start_component apiserver apiserver_ready \
     "${PY}" -m apiserver --etcd-servers "${ETCD_CLIENT_URL}" \
     --bind-address "${API_HOST}" --secure-port "${API_PORT}" --port "${API_INSECURE_PORT}" \
-    --pki-dir "${OUT}" --audit-log-path "${AUDIT_LOG}"
+    --pki-dir "${OUT}" --audit-log-path "${AUDIT_LOG}" \
+    --kubelet-client-certificate "${OUT}/pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "${OUT}/pki/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority "${PKI_CA}"
 
   write_kubeconfig
 
@@ -149,7 +157,10 @@ main() {
     kubelet_port=10250
     for node in ${NODES}; do
       start_component "kubelet-${node}" - \
-        "${PY}" -m kubelet --node-name "${node}" --kubeconfig "${OUT}/kubelet-${node}.conf" --port "${kubelet_port}"
+        "${PY}" -m kubelet --node-name "${node}" --kubeconfig "${OUT}/kubelet-${node}.conf" --port "${kubelet_port}" \
+        --tls-cert-file "${OUT}/pki/kubelets/${node}/kubelet.crt" \
+        --tls-private-key-file "${OUT}/pki/kubelets/${node}/kubelet.key" \
+        --client-ca-file "${PKI_CA}"
       kubelet_port=$((kubelet_port + 1))
     done
     started_any=1

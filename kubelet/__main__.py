@@ -56,8 +56,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cluster-dns", default="", help="nameservers for pods, comma-separated")
     p.add_argument("--housekeeping-interval", type=float, default=10.0,
                    help="seconds between clean-ups of orphaned containers and leases (default %(default)s)")
+    p.add_argument("--tls-cert-file", default=None,
+                   help="serving certificate: the server speaks HTTPS (default: plain HTTP)")
+    p.add_argument("--tls-private-key-file", default=None, help="the serving certificate's key")
+    p.add_argument("--client-ca-file", default=None,
+                   help="require client certificates from this CA; only system:masters (the apiserver's "
+                        "kubelet-client identity) is authorized")
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        p.error("--tls-cert-file and --tls-private-key-file go together")
+    if args.client_ca_file and not args.tls_cert_file:
+        p.error("--client-ca-file needs --tls-cert-file")
+    return args
 
 
 def config_from_args(args: argparse.Namespace) -> KubeletConfig:
@@ -77,6 +88,8 @@ def config_from_args(args: argparse.Namespace) -> KubeletConfig:
         node_status_report_frequency=args.node_status_report_frequency,
         cluster_dns=[s.strip() for s in args.cluster_dns.split(",") if s.strip()],
         housekeeping_interval=args.housekeeping_interval,
+        tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
+        client_ca_file=args.client_ca_file,
     )
 
 

@@ -85,6 +85,9 @@ class KubeletConfig:
     cluster_dns: list[str] = field(default_factory=list)
     housekeeping_interval: float = 10.0
     relist_period: float = 10.0
+    tls_cert_file: str | None = None  # serve HTTPS (kubelet/server.py)
+    tls_private_key_file: str | None = None
+    client_ca_file: str | None = None  # ... and require client certificates from this CA
 
     def __post_init__(self) -> None:
         if not self.node_ip:
@@ -176,8 +179,8 @@ class Kubelet:
 
     async def _start_server(self) -> None:
         config = uvicorn.Config(self.server.app, host=self.config.address or self.config.node_ip, port=self.config.port,
-                                log_level="warning", access_log=False, lifespan="off", ws="websockets-sansio",
-                                timeout_graceful_shutdown=1)
+                                log_level="warning", access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=1, **self.server.uvicorn_options())
         server = _EmbeddedServer(config)
         self._uvicorn = server
         task = asyncio.create_task(server.serve(), name="kubelet-server")

@@ -12,6 +12,14 @@
   The exit code travels in the Status on channel 3 (reason NonZeroExitCode).
 
 Errors are `Status` objects with the HTTP code, which the apiserver passes on to kubectl.
+
+With --tls-cert-file/--tls-private-key-file the server speaks HTTPS; with --client-ca-file it also
+wants a client certificate from that CA (upstream's x509 authentication with anonymous requests
+off): none → 401, and only members of system:masters — the apiserver's kubelet-client identity,
+kube-apiserver-kubelet-client, is one, as kubeadm issues it — are authorized (upstream asks the
+apiserver with a SubjectAccessReview, which says yes to exactly them for a node's proxy); anyone
+else → 403 `Forbidden (user=..., verb=get, resource=nodes, subresource=proxy)`. `/healthz` stays
+open, for health checks.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -30,6 +38,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from apiserver.auth.authn import user_from_peercert
+from apiserver.serving import server_ssl_context, tls_options
 from kubelet.docker_client import STDERR, DockerError, HijackedStream
 from kubelet.runtime import ContainerInfo
 from machinery.api.core_v1 import Pod
@@ -92,10 +102,55 @@ def exec_status(exit_code: int | None, command: list[str], error: str | None = N
             "details": {"causes": [{"reason": "ExitCode", "message": str(exit_code)}]}}
 
 
+_VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+# upstream kubelet's subresource of nodes per path prefix (the rest is "proxy")
+_SUBRESOURCES = (("/stats", "stats"), ("/metrics", "metrics"), ("/logs", "log"), ("/spec", "spec"))
+PUBLIC_PATHS = frozenset({"/healthz"})
+
+Scope = dict[str, Any]
+ASGI = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+
+
+class ClientCertificateAuth:
+    """The kubelet's authentication and authorization filter (upstream pkg/kubelet/server/auth.go)."""
+
+    def __init__(self, app: ASGI) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Any]],
+                       send: Callable[[Any], Awaitable[None]]) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket") or scope["path"] in PUBLIC_PATHS:
+            await self.app(scope, receive, send)
+            return
+        peercert = scope.get("peercert")
+        user = user_from_peercert(peercert) if peercert else None
+        error: KubeletError | None = None
+        if user is None:
+            error = KubeletError(401, "Unauthorized", "Unauthorized")
+        elif not user.is_master:
+            verb = _VERBS.get(scope.get("method", "GET"), "get") if kind == "http" else "get"
+            sub = next((s for prefix, s in _SUBRESOURCES if scope["path"].startswith(prefix)), "proxy")
+            log.info("refused %s %s to %s", verb, scope["path"], user.name)
+            error = KubeletError(403, "Forbidden",
+                                 f"Forbidden (user={user.name}, verb={verb}, resource=nodes, subresource={sub})")
+        if error is None:
+            await self.app(scope, receive, send)
+        elif kind == "websocket":
+            await _deny(WebSocket(scope, receive, send), error)
+        else:
+            await error.response()(scope, receive, send)
+
+
 class KubeletServer:
     def __init__(self, kubelet: Kubelet) -> None:
         self.k = kubelet
-        self.app = Starlette(routes=[
+        config = kubelet.config
+        if bool(config.tls_cert_file) != bool(config.tls_private_key_file):
+            raise SystemExit("kubelet: --tls-cert-file and --tls-private-key-file go together")
+        if config.client_ca_file and not config.tls_cert_file:
+            raise SystemExit("kubelet: --client-ca-file needs --tls-cert-file (client certificates come with TLS)")
+        self.app: ASGI = Starlette(routes=[
             Route("/healthz", self.healthz),
             Route("/pods", self.pods),
             Route("/debug/pods", self.debug_pods),
@@ -103,6 +158,16 @@ class KubeletServer:
             WebSocketRoute("/exec/{namespace}/{pod}/{container}", self.exec_ws),
             Route("/exec/{namespace}/{pod}/{container}", self.exec_http, methods=["GET", "POST"]),
         ])
+        if config.client_ca_file:
+            self.app = ClientCertificateAuth(self.app)
+
+    def uvicorn_options(self) -> dict[str, Any]:
+        """How uvicorn serves this app: plain HTTP, or TLS (asking for client certificates with a client CA)."""
+        if not self.k.config.tls_cert_file or not self.k.config.tls_private_key_file:
+            return {"ws": "websockets-sansio"}
+        context = server_ssl_context(self.k.config.tls_cert_file, self.k.config.tls_private_key_file,
+                                     self.k.config.client_ca_file)
+        return tls_options(context)
 
     async def healthz(self, request: Request) -> Response:
         return PlainTextResponse("ok")

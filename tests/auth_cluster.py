@@ -5,6 +5,10 @@ too (system:unsecured in system:masters, handy for setting up), and an audit log
 Clients per identity: `client("scheduler")` is an httpx.Client presenting pki/scheduler.crt;
 `kubeconfig("scheduler")` is the generated scheduler.conf; `issue(name, user, groups)` makes a new
 identity signed by the cluster CA; `token_client(token)` sends a bearer token instead.
+
+The apiserver reaches kubelets over HTTPS as kube-apiserver-kubelet-client (--kubelet-client-*,
+--kubelet-certificate-authority); `kubelet(node, ...)` starts a real kubelet with its own kubeconfig,
+serving HTTPS with its certificate from the cluster CA and wanting client certificates.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from apiserver.auth.serviceaccount import load_signing_key, sign_token
 from machinery.kubeconfig import write_kubeconfig
 from tests.cluster import Etcd, Process, free_port, wait_for
 from tests.kubectl import Kubectl
+from tests.node_process import KubeletProcess
 
 
 class SecureApiServer:
@@ -41,7 +46,10 @@ class SecureApiServer:
         argv = [sys.executable, "-m", "apiserver", "--etcd-servers", etcd.endpoint, "--bind-address", "127.0.0.1",
                 "--port", str(self.port), "--secure-port", str(self.secure_port), "--pki-dir", str(self.root),
                 "--audit-log-path", str(self.audit_log), "--etcd-compaction-interval", "0",
-                "--watch-bookmark-interval", "1"]
+                "--watch-bookmark-interval", "1",
+                "--kubelet-client-certificate", str(self.pki.kubelet_client_cert),
+                "--kubelet-client-key", str(self.pki.kubelet_client_key),
+                "--kubelet-certificate-authority", str(self.pki.ca_cert)]
         if audit_policy is not None:
             policy = workdir / f"audit-policy-{self.secure_port}.yaml"
             policy.write_text(audit_policy)
@@ -101,6 +109,20 @@ class SecureApiServer:
     def kubeconfig(self, name: str) -> Path:
         return self.pki.kubeconfig(name)
 
+    def kubelet(self, workdir: Path, node: str, pod_cidr: str, *, tls: bool = True) -> KubeletProcess:
+        """A kubelet (not started) talking to the secure port as system:node:NODE; with `tls` it serves
+        HTTPS with the cluster CA's certificate for it and takes only client certificates from that CA."""
+        layout = pki.ensure_pki(self.root, self.secure_url, nodes=[node])
+        args = ["--kubeconfig", str(layout.kubeconfig(f"kubelet-{node}"))]
+        client = None
+        if tls:
+            args += ["--tls-cert-file", str(layout.kubelet_serving_cert(node)),
+                     "--tls-private-key-file", str(layout.kubelet_serving_key(node)),
+                     "--client-ca-file", str(layout.ca_cert)]
+            client = (layout.ca_cert, layout.kubelet_client_cert, layout.kubelet_client_key)
+        return KubeletProcess(workdir, _SecureUrl(self.secure_url), node, pod_cidr,  # type: ignore[arg-type]
+                              extra_args=args, tls=client)
+
     def service_account_token(self, name: str, namespace: str = "kube-system", **kwargs: Any) -> str:
         return sign_token(load_signing_key(self.pki.sa_key), namespace, name, **kwargs)
 
@@ -122,6 +144,13 @@ class SecureApiServer:
 
         wait_for(check, timeout, what=what)
         return found
+
+
+class _SecureUrl:
+    """What KubeletProcess reads of an apiserver (its --master): the secure URL."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
 
 
 class SecureKubectl(Kubectl):

@@ -12,6 +12,7 @@ import fcntl
 import ipaddress
 import os
 import random
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -158,8 +159,11 @@ class KubeletProcess:
     Node's `spec.podCIDR` comes from the controller-manager's node IPAM, and `start` waits for it."""
 
     def __init__(self, workdir: Path, apiserver: ApiServer, node: str, pod_cidr: str | None = None, *,
-                 backoff_base: float = BACKOFF_BASE, extra_args: Sequence[str] = ()) -> None:
+                 backoff_base: float = BACKOFF_BASE, extra_args: Sequence[str] = (),
+                 tls: tuple[Path, Path, Path] | None = None) -> None:
         self.node = node
+        # (ca, client cert, client key) when the kubelet serves HTTPS and wants a client certificate
+        self.tls = tls
         self.pod_cidr = pod_cidr or ""
         self.port = free_port()
         self.root_dir = workdir / f"kubelet-{node}"
@@ -189,9 +193,9 @@ class KubeletProcess:
             if not ip or not cidr or not node_ready:
                 return False
             self.pod_cidr = cidr
-            self.address = f"http://{ip}:{self.port}"
+            self.address = f"{'https' if self.tls else 'http'}://{ip}:{self.port}"
             try:
-                return bool(httpx.get(f"{self.address}/debug/pods", timeout=1).json().get("ready"))
+                return bool(self._get("/debug/pods", 1).json().get("ready"))
             except httpx.HTTPError:
                 return False
 
@@ -202,7 +206,15 @@ class KubeletProcess:
         return self.process.proc.pid if self.process.alive() and self.process.proc else None
 
     def debug(self) -> JSONDict:
-        return httpx.get(f"{self.address}/debug/pods", timeout=5).json()
+        return self._get("/debug/pods", 5).json()
+
+    def _get(self, path: str, timeout: float) -> httpx.Response:
+        if self.tls is None:
+            return httpx.get(f"{self.address}{path}", timeout=timeout)
+        ca, cert, key = self.tls
+        ctx = ssl.create_default_context(cafile=str(ca))
+        ctx.load_cert_chain(cert, key)
+        return httpx.get(f"{self.address}{path}", timeout=timeout, verify=ctx)
 
     def stop(self) -> None:
         self.process.stop()

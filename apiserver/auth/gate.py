@@ -8,7 +8,10 @@ so a request pays for it once:
    development port every request is "system:unsecured" in system:masters, as upstream's
    insecure port was;
 3. audit: the policy's level for this request; the event is written when the response completes;
-4. authorization: system:masters first, then Node, then RBAC; nothing allows → 403.
+4. impersonation: Impersonate-* headers (kubectl --as) switch to another user once the requester
+   may impersonate it (see impersonation.py); the audit event keeps the requester and notes
+   the impersonatedUser;
+5. authorization: system:masters first, then Node, then RBAC; nothing allows → 403.
 
 The user goes on to the handlers in scope["user"] (admission and access reviews read it), the
 audit context in scope["audit"].
@@ -23,9 +26,11 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from apiserver import errors
 from apiserver.audit import AuditContext, Auditor, RequestFacts
 from apiserver.auth.authn import ANONYMOUS, PUBLIC_PATHS, UNSECURED, Authenticator, UserInfo
 from apiserver.auth.authz import Attributes, Authorizer, forbidden
+from apiserver.auth.impersonation import HEADER_PREFIX, impersonate
 from apiserver.requestinfo import resolve
 from machinery.api.resources import RESOURCES
 
@@ -53,8 +58,27 @@ def _namespaced_by_group_version() -> dict[tuple[str, str], frozenset[str]]:
 _GROUP_VERSIONS = _namespaced_by_group_version()
 
 
+_REQUEST_CACHE_SIZE = 4096
+# (method, path, query) -> what request_attributes says besides the user: the same paths come again and again
+# (a controller's creates, a kubelet's status writes), and parsing one costs more than the dictionary lookup
+_requests: dict[tuple[str, str, bytes], tuple[Any, ...]] = {}
+
+
 def request_attributes(user: UserInfo, method: str, path: str, query: bytes) -> Attributes:
     """The authorizer's view of a request (upstream RequestInfoFactory.NewRequestInfo)."""
+    key = (method, path, query)
+    fields = _requests.get(key)
+    if fields is None:
+        fields = _parse_request(method, path, query)
+        if len(_requests) >= _REQUEST_CACHE_SIZE:
+            _requests.clear()
+        _requests[key] = fields
+    return Attributes(user, *fields)
+
+
+def _parse_request(method: str, path: str, query: bytes) -> tuple[Any, ...]:
+    """Attributes' fields after the user: (verb, resource_request, path, group, version, resource, subresource,
+    namespace, name, field_selector)."""
     group = version = rest = None
     if path.startswith("/api/"):
         version, _, rest = path[5:].partition("/")
@@ -73,9 +97,9 @@ def request_attributes(user: UserInfo, method: str, path: str, query: bytes) -> 
                 field_selector = (q.get("fieldSelector") or [""])[0]
             info = resolve(method, rest, namespaced, watch)
             if info is not None:
-                return Attributes(user, info.verb, True, path, group, version, info.resource,
-                                  info.subresource or "", info.namespace or "", info.name or "", field_selector)
-    return Attributes(user, method.lower(), False, path)
+                return (info.verb, True, path, group, version, info.resource, info.subresource or "",
+                        info.namespace or "", info.name or "", field_selector)
+    return (method.lower(), False, path)
 
 
 def _facts(a: Attributes) -> RequestFacts:
@@ -106,11 +130,16 @@ class Gate:
         method = scope.get("method", "GET") if kind == "http" else "POST"  # a websocket exec is a create
         path = scope["path"]
         authorization = user_agent = None
+        impersonation: list[tuple[bytes, bytes]] | None = None
         for name, value in scope["headers"]:
             if name == b"authorization":
                 authorization = value
             elif name == b"user-agent":
                 user_agent = value
+            elif name[:12] == HEADER_PREFIX:
+                if impersonation is None:
+                    impersonation = []
+                impersonation.append((name, value))
         user: UserInfo | None
         if scope.get("scheme") in ("https", "wss"):
             peercert = scope.get("peercert")
@@ -123,7 +152,7 @@ class Gate:
         else:
             user = UNSECURED
         auditor = self.auditor
-        if auditor is None and user is not None and user.is_master:
+        if auditor is None and impersonation is None and user is not None and user.is_master:
             scope["user"] = user  # the fast path: nothing to decide, nothing to log
             await self.app(scope, receive, send)
             return
@@ -139,6 +168,16 @@ class Gate:
         if user is None:
             await self._refuse(scope, send, 401, _UNAUTHORIZED, ctx, "Unauthorized")
             return
+        if impersonation is not None:
+            try:
+                acting = impersonate(user, impersonation, self.authorizer)
+            except errors.ApiError as e:
+                await self._refuse(scope, send, e.code, orjson.dumps(e.status()), ctx, e.message)
+                return
+            if acting is not user:
+                if ctx is not None:
+                    ctx.event["impersonatedUser"] = acting.to_dict()
+                user = attrs.user = acting
         annotations: dict[str, str] | None = None
         if not user.is_master:
             allowed, reason = self.authorizer.authorize(attrs)

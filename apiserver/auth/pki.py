@@ -14,7 +14,20 @@ SAN now asked for, or is not signed by the CA on disk):
     DIR/pki/scheduler.crt ...                 system:kube-scheduler
     DIR/pki/controller-manager.crt ...        system:kube-controller-manager
     DIR/pki/kubelet-NODE.crt ...              system:node:NODE, O=system:nodes
+    DIR/pki/apiserver-kubelet-client.crt .key kube-apiserver-kubelet-client, O=system:masters: the
+                                              apiserver's identity towards kubelets (kubeadm's name)
+    DIR/pki/kubelets/NODE/kubelet.crt .key    NODE's kubelet serving certificate (SANs: NODE, this host's
+                                              name and default-route address, localhost, 127.0.0.1,
+                                              --kubelet-san ...)
     DIR/admin.conf scheduler.conf controller-manager.conf kubelet-NODE.conf   (certificates embedded)
+
+The kubelet serves HTTPS with its serving certificate and asks for client certificates from the
+cluster CA: `python -m kubelet --tls-cert-file DIR/pki/kubelets/NODE/kubelet.crt
+--tls-private-key-file DIR/pki/kubelets/NODE/kubelet.key --client-ca-file DIR/pki/ca.crt`; the
+apiserver reaches it with `--kubelet-client-certificate DIR/pki/apiserver-kubelet-client.crt
+--kubelet-client-key DIR/pki/apiserver-kubelet-client.key --kubelet-certificate-authority
+DIR/pki/ca.crt`. `python -m apiserver.auth.pki kubelet-serving-cert --dir DIR --node NODE --san
+HOST` issues one node's serving certificate for the addresses it will really have (a container's).
 
 `python -m apiserver.auth.pki serving-cert --dir DIR --name NAME --san HOST` issues a serving
 certificate from the same CA for something else (an admission webhook server).
@@ -49,6 +62,8 @@ MASTERS_GROUP = "system:masters"
 SCHEDULER_USER = "system:kube-scheduler"
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 NODES_GROUP = "system:nodes"
+KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
+KUBELET_CLIENT = "apiserver-kubelet-client"  # file name under pki/
 
 
 def node_user(node: str) -> str:
@@ -220,6 +235,20 @@ class Pki:
     def sa_pub(self) -> Path:
         return self.dir / "sa.pub"
 
+    @property
+    def kubelet_client_cert(self) -> Path:
+        return self.cert(KUBELET_CLIENT)
+
+    @property
+    def kubelet_client_key(self) -> Path:
+        return self.key(KUBELET_CLIENT)
+
+    def kubelet_serving_cert(self, node: str) -> Path:
+        return self.cert(kubelet_serving_name(node))
+
+    def kubelet_serving_key(self, node: str) -> Path:
+        return self.key(kubelet_serving_name(node))
+
     def cert(self, name: str) -> Path:
         return self.dir / f"{name}.crt"
 
@@ -292,6 +321,48 @@ def default_server_hosts() -> list[str]:
     return hosts
 
 
+def kubelet_serving_name(node: str) -> str:
+    """The file name (under pki/, without .crt/.key) of a node's kubelet serving certificate: a
+    directory per node, as each kubelet keeps its own (no clash with the kubelet-NODE client files)."""
+    return f"kubelets/{node}/kubelet"
+
+
+def default_kubelet_hosts(node: str) -> list[str]:
+    """Where the apiserver may find a kubelet on this host: the node name, the host's name, the
+    address the kubelet reports as InternalIP by default (its default route's), and loopback."""
+    from kubelet.kubelet import default_node_ip  # the kubelet's own choice of InternalIP
+
+    return [node, socket.gethostname(), default_node_ip(), "localhost", "127.0.0.1"]
+
+
+def ensure_kubelet_serving_cert(pki: Pki, ca: CA, node: str, hosts: Iterable[str] = ()) -> bool:
+    """NODE's kubelet serving certificate (CN system:node:NODE, O system:nodes, server auth only,
+    as a kubelet's certificate signing request asks); True if issued."""
+    return ensure_leaf(pki, ca, kubelet_serving_name(node), node_user(node), (NODES_GROUP,), client=False,
+                       server_hosts=[node, *hosts])
+
+
+def _ensure_kubelet_certs(pki: Pki, ca: CA, nodes: Iterable[str], kubelet_hosts: Iterable[str] = ()) -> list[str]:
+    said = []
+    if ensure_leaf(pki, ca, KUBELET_CLIENT, KUBELET_CLIENT_USER, (MASTERS_GROUP,)):
+        said.append("apiserver kubelet-client certificate")
+    extra = list(kubelet_hosts)
+    for node in nodes:
+        if ensure_kubelet_serving_cert(pki, ca, node, [*default_kubelet_hosts(node), *extra]):
+            said.append(f"kubelet serving certificate of {node}")
+    return said
+
+
+def ensure_kubelet_pki(root: str | os.PathLike[str], nodes: Iterable[str] = (),
+                       kubelet_hosts: Iterable[str] = ()) -> Pki:
+    """Only what apiserver→kubelet TLS needs (for a cluster whose apiserver is otherwise plain): the CA,
+    the apiserver's kubelet-client certificate, each node's kubelet serving certificate."""
+    pki = Pki(Path(root).resolve())
+    ca, _ = ensure_ca(pki)
+    _ensure_kubelet_certs(pki, ca, nodes, kubelet_hosts)
+    return pki
+
+
 # identity name -> (file name, CN, O)
 def component_identities(nodes: Iterable[str] = ()) -> list[tuple[str, str, tuple[str, ...]]]:
     out = [
@@ -304,7 +375,7 @@ def component_identities(nodes: Iterable[str] = ()) -> list[tuple[str, str, tupl
 
 
 def ensure_pki(root: str | os.PathLike[str], server: str = "https://127.0.0.1:6443", *,
-               nodes: Iterable[str] = (), server_hosts: Iterable[str] = (),
+               nodes: Iterable[str] = (), server_hosts: Iterable[str] = (), kubelet_hosts: Iterable[str] = (),
                log: bool = False) -> Pki:
     """Everything a cluster needs, generated on first call and reused after (see the module doc)."""
     pki = Pki(Path(root).resolve())
@@ -317,6 +388,8 @@ def ensure_pki(root: str | os.PathLike[str], server: str = "https://127.0.0.1:64
         said.append("apiserver serving certificate")
     if ensure_sa_keys(pki):
         said.append("service-account key")
+    nodes = list(nodes)
+    said += _ensure_kubelet_certs(pki, ca, nodes, kubelet_hosts)
     for name, cn, orgs in component_identities(nodes):
         issued = ensure_leaf(pki, ca, name, cn, orgs)
         conf = pki.kubeconfig(name)
@@ -360,8 +433,27 @@ def issue_client_cert(root: str | os.PathLike[str], name: str, user: str,
     return pki.cert(name), pki.key(name)
 
 
+def issue_kubelet_serving_cert(root: str | os.PathLike[str], node: str, hosts: Iterable[str]) -> tuple[Path, Path]:
+    """NODE's kubelet serving certificate for exactly these hosts (and the node name)."""
+    pki = Pki(Path(root).resolve())
+    ca, _ = ensure_ca(pki)
+    ensure_kubelet_serving_cert(pki, ca, node, hosts)
+    return pki.kubelet_serving_cert(node), pki.kubelet_serving_key(node)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "kubelet-serving-cert":
+        p = argparse.ArgumentParser(prog="python -m apiserver.auth.pki kubelet-serving-cert",
+                                    description="issue a kubelet's serving certificate from the cluster CA")
+        p.add_argument("--dir", required=True, help="the PKI root (holds pki/ca.crt)")
+        p.add_argument("--node", required=True, help="the node name (CN system:node:NODE, and a SAN)")
+        p.add_argument("--san", action="append", default=[],
+                       help="host name or IP the apiserver reaches the kubelet at (repeatable)")
+        args = p.parse_args(argv[1:])
+        cert, key = issue_kubelet_serving_cert(args.dir, args.node, args.san or ["127.0.0.1", "localhost"])
+        print(f"{cert}\n{key}")
+        return 0
     if argv and argv[0] == "serving-cert":
         p = argparse.ArgumentParser(prog="python -m apiserver.auth.pki serving-cert",
                                     description="issue a serving certificate from the cluster CA")
@@ -378,8 +470,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server", default="https://127.0.0.1:6443", help="apiserver URL the kubeconfigs name")
     p.add_argument("--node", action="append", default=[], help="a kubelet's node name (repeatable)")
     p.add_argument("--san", action="append", default=[], help="extra SAN of the apiserver's certificate")
+    p.add_argument("--kubelet-san", action="append", default=[],
+                   help="extra SAN of every --node's kubelet serving certificate (repeatable)")
     args = p.parse_args(argv)
-    ensure_pki(args.dir, args.server, nodes=args.node, server_hosts=args.san, log=True)
+    ensure_pki(args.dir, args.server, nodes=args.node, server_hosts=args.san, kubelet_hosts=args.kubelet_san,
+               log=True)
     return 0
 
 

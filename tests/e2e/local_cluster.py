@@ -1,5 +1,6 @@
 """A whole minik8s cluster as local processes, for end-to-end tests and the pod-startup benchmark: its own
-etcd, apiserver (plain HTTP), controller-manager (every controller, node IPAM on a /24 block of
+etcd, apiserver (plain HTTP; it reaches the kubelets over HTTPS as kube-apiserver-kubelet-client, with
+certificates from a cluster CA in the work dir), controller-manager (every controller, node IPAM on a /24 block of
 10.244.0.0/16 free on this host), scheduler, and kubelets with unique node names driving the host's Docker
 engine and CNI plugins. `stop()` removes everything it made — processes, containers, CNI attachments,
 bridges, IP leases, state dirs, and the shared host rules when no other kubelet needs them — and is safe
@@ -18,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from apiserver.auth.pki import ensure_kubelet_pki
 from tests.cluster import ApiServer, Etcd, make_workdir
 from tests.controller_process import ControllerProcess
 from tests.kubectl import write_kubeconfig
@@ -30,7 +32,8 @@ CLUSTER_CIDR = "10.244.0.0/16"
 
 class LocalCluster:
     def __init__(self, prefix: str = "e2e", node_count: int = 2, *, backoff_base: float = BACKOFF_BASE,
-                 kubelet_args: Sequence[str] = (), workdir: Path | None = None, audit: bool = False) -> None:
+                 kubelet_args: Sequence[str] = (), workdir: Path | None = None, audit: bool = False,
+                 controller_args: Sequence[str] = ()) -> None:
         self.tag = uuid.uuid4().hex[:6]
         self.own_workdir = workdir is None
         self.workdir = workdir or make_workdir(f"minik8s-{prefix}-")
@@ -38,10 +41,16 @@ class LocalCluster:
         # with `audit`, every request is logged at level Metadata (no policy file): who, what, when
         self.audit_log: Path | None = self.workdir / "audit.log" if audit else None
         audit_args = ["--audit-log-path", str(self.audit_log)] if self.audit_log else []
-        self.apiserver = ApiServer(self.workdir, self.etcd, *audit_args)
         self.node_names = [f"{prefix}-{self.tag}-{chr(ord('a') + i)}" for i in range(node_count)]
+        # kubelets serve HTTPS and take only the apiserver's client certificate (logs, exec)
+        self.pki = ensure_kubelet_pki(self.workdir, self.node_names)
+        kubelet_tls_args = ["--kubelet-client-certificate", str(self.pki.kubelet_client_cert),
+                            "--kubelet-client-key", str(self.pki.kubelet_client_key),
+                            "--kubelet-certificate-authority", str(self.pki.ca_cert)]
+        self.apiserver = ApiServer(self.workdir, self.etcd, *audit_args, *kubelet_tls_args)
         self.backoff_base = backoff_base
         self.kubelet_args = list(kubelet_args)
+        self.controller_args = list(controller_args)
         self.ipam_cidr = ""  # the controller-manager's --cluster-cidr: a free block of this host
         self.controllers: ControllerProcess | None = None
         self.scheduler: SchedulerProcess | None = None
@@ -64,12 +73,15 @@ class LocalCluster:
             prefix = 24 - math.ceil(math.log2(max(2, len(self.node_names))))
             self.ipam_cidr = free_cidr_block(prefix)
             self.controllers = ControllerProcess(self.workdir, self.url, CONTROLLERS, "--cluster-cidr",
-                                                 self.ipam_cidr, "--node-cidr-mask-size", "24")
+                                                 self.ipam_cidr, "--node-cidr-mask-size", "24", *self.controller_args)
             self.controllers.start()
             self.scheduler = SchedulerProcess(self.workdir, self.url)
             self.scheduler.start()
             self.kubelets = [KubeletProcess(self.workdir, self.apiserver, name, backoff_base=self.backoff_base,
-                                            extra_args=self.kubelet_args) for name in self.node_names]
+                                            extra_args=[*self.kubelet_args, *self._kubelet_tls_args(name)],
+                                            tls=(self.pki.ca_cert, self.pki.kubelet_client_cert,
+                                                 self.pki.kubelet_client_key))
+                             for name in self.node_names]
             with self.client() as api:
                 for k in self.kubelets:
                     k.start(api)
@@ -77,6 +89,11 @@ class LocalCluster:
             self.stop()
             raise
         return self
+
+    def _kubelet_tls_args(self, node: str) -> list[str]:
+        return ["--tls-cert-file", str(self.pki.kubelet_serving_cert(node)),
+                "--tls-private-key-file", str(self.pki.kubelet_serving_key(node)),
+                "--client-ca-file", str(self.pki.ca_cert)]
 
     def audit_events(self) -> list[dict[str, Any]]:
         """The audit log's events so far (audit.k8s.io/v1 Event objects, one JSON per line)."""

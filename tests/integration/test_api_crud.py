@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 
 import httpx
+import pytest
 
 from tests.cluster import wait_for
 from tests.conftest import etcd_keys
@@ -378,3 +379,12 @@ def test_list_from_the_watch_cache_matches_etcd(api: httpx.Client, namespace: st
     assert listed["kind"] == "PodList" and listed["items"] == consistent["items"]
     selected = api.get(base, params={"resourceVersion": "0", "labelSelector": "app=web"}).json()
     assert [p["metadata"]["name"] for p in selected["items"]] == ["c1", "c3"]
+
+
+@pytest.mark.parametrize("path", ["/api", "/api/", "/apis", "/apis/", "/apis/apps", "/apis/apps/",
+                                  "/api/v1", "/api/v1/", "/apis/apps/v1", "/apis/apps/v1/"])
+def test_discovery_with_and_without_trailing_slash_answers_directly(api: httpx.Client, path: str) -> None:
+    """The official clients ask for /api/ and /apis/apps/v1/; upstream answers 200 there, never a redirect."""
+    r = api.get(path, follow_redirects=False)
+    assert r.status_code == 200, (path, r.status_code, r.text[:200])
+    assert r.json()["kind"] in {"APIVersions", "APIGroupList", "APIGroup", "APIResourceList"}

@@ -6,7 +6,10 @@ kubectl (`auth can-i`, get, a Forbidden error) with the generated kubeconfigs.""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import ssl
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,6 +25,7 @@ from tests.auth_cluster import SecureApiServer, SecureKubectl, wait_until_allowe
 from tests.cluster import REPO, Etcd, wait_for
 from tests.kubectl import find_kubectl
 from tests.manifests import deployment, node, pod
+from tests.node_process import BUSYBOX, KubeletProcess, cleanup, ensure_images, free_pod_cidrs
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
@@ -421,3 +425,263 @@ def test_tls_needs_the_cluster_ca(secure: SecureApiServer) -> None:
     with httpx.Client(base_url=secure.secure_url, verify=ssl.create_default_context(), timeout=5) as client, \
             pytest.raises(httpx.ConnectError):
         client.get("/healthz")
+
+
+# -- impersonation (kubectl --as) ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def impersonation(secure: SecureApiServer, admin: httpx.Client, ns: str) -> Iterator[str]:
+    """User "ops" may impersonate user jane and group devs; jane may read pods in ns."""
+    secure.issue("ops", "ops")
+    suffix = uuid.uuid4().hex[:6]
+    role = {"metadata": {"name": f"impersonate-jane-{suffix}"},
+            "rules": [{"verbs": ["impersonate"], "apiGroups": [""], "resources": ["users"], "resourceNames": ["jane"]},
+                      {"verbs": ["impersonate"], "apiGroups": [""], "resources": ["groups"],
+                       "resourceNames": ["devs"]}]}
+    binding = {"metadata": {"name": f"ops-impersonates-{suffix}"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": role["metadata"]["name"]},
+               "subjects": [{"kind": "User", "name": "ops"}]}
+    reader = {"metadata": {"name": "pod-reader"},
+              "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}]}
+    jane_reads = {"metadata": {"name": "jane-reads"},
+                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+                  "subjects": [{"kind": "User", "name": "jane"}]}
+    for path, body in ((f"{RBAC}/clusterroles", role), (f"{RBAC}/clusterrolebindings", binding),
+                       (f"{RBAC}/namespaces/{ns}/roles", reader), (f"{RBAC}/namespaces/{ns}/rolebindings", jane_reads)):
+        r = admin.post(path, json=body)
+        assert r.status_code == 201, r.text
+    with secure.client("ops", user_agent="ops-check") as ops:
+        ops.headers["Impersonate-User"] = "jane"
+        wait_until_allowed(ops, "GET", pod_path(ns), True)
+    yield ns
+    admin.delete(f"{RBAC}/clusterrolebindings/{binding['metadata']['name']}")
+    admin.delete(f"{RBAC}/clusterroles/{role['metadata']['name']}")
+
+
+@pytest.mark.kubectl
+def test_kubectl_as_impersonates_when_rbac_allows(secure: SecureApiServer, admin: httpx.Client, impersonation: str,
+                                                  tmp_path: Path) -> None:
+    ns = impersonation
+    binary = find_kubectl("1.33")
+    if binary is None:
+        pytest.skip("kubectl.1.33 is not installed")
+    assert admin.post(pod_path(ns), json=pod("web")).status_code == 201
+    as_ops = SecureKubectl(binary, "1.33", secure, "ops", tmp_path / "ops", ns)
+    as_scheduler = SecureKubectl(binary, "1.33", secure, "scheduler", tmp_path / "scheduler", ns)
+
+    # ops itself may not read pods; acting as jane (and jane in devs) it may, as jane may here
+    r = as_ops.run("get", "pods")
+    assert r.returncode != 0 and 'User "ops" cannot list resource "pods"' in r.stderr
+    assert as_ops.run("--as=jane", "get", "pods", "-o", "name").ok().stdout.split() == ["pod/web"]
+    assert as_ops.run("--as=jane", "--as-group=devs", "get", "pod", "web", "-o", "name").ok().stdout.strip() == \
+        "pod/web"
+    # ... but jane may not delete: authorized as jane, not as ops
+    r = as_ops.run("--as=jane", "delete", "pod", "web")
+    assert r.returncode != 0
+    assert (f'Error from server (Forbidden): pods "web" is forbidden: User "jane" cannot delete resource "pods" '
+            f'in API group "" in the namespace "{ns}"') in r.stderr
+    # denied: a user ops may not impersonate, a group it may not, and a requester with no impersonate right
+    r = as_ops.run("--as=bob", "get", "pods")
+    assert r.returncode != 0
+    assert ('Error from server (Forbidden): users "bob" is forbidden: User "ops" cannot impersonate resource '
+            '"users" in API group "" at the cluster scope') in r.stderr
+    r = as_ops.run("--as=jane", "--as-group=system:masters", "delete", "pod", "web")
+    assert r.returncode != 0
+    assert ('groups "system:masters" is forbidden: User "ops" cannot impersonate resource "groups" in API group "" '
+            "at the cluster scope") in r.stderr
+    # kubectl discovers first; a forbidden discovery prints only "Forbidden: unknown" (client-go cannot read the
+    # Status there, as against upstream), so the scheduler's own discovery fills its cache first
+    as_scheduler.run("get", "nodes").ok()
+    r = as_scheduler.run("--as=jane", "get", "pods")
+    assert r.returncode != 0
+    assert 'User "system:kube-scheduler" cannot impersonate resource "users" in API group ""' in r.stderr
+    # kubectl auth can-i --as answers for jane
+    assert as_ops.run("--as=jane", "auth", "can-i", "list", "pods").ok().stdout.strip() == "yes"
+    denied = as_ops.run("--as=jane", "auth", "can-i", "delete", "pods")
+    assert denied.returncode == 1 and denied.stdout.strip() == "no"
+    assert admin.get(pod_path(ns, "web")).status_code == 200  # nothing was deleted
+
+
+def test_impersonation_reaches_the_audit_log(secure: SecureApiServer, impersonation: str) -> None:
+    ns = impersonation
+    marker = uuid.uuid4().hex
+    with secure.client("ops", user_agent=f"imp-{marker}") as ops:
+        assert ops.get(pod_path(ns), headers={"Impersonate-User": "jane"}).status_code == 200
+        assert ops.get(pod_path(ns), headers={"Impersonate-User": "bob"}).status_code == 403
+    wait_for(lambda: len([e for e in secure.audit_events() if e.get("userAgent") == f"imp-{marker}"]) == 2, 10,
+             what="both requests in the audit log")
+    events = [e for e in secure.audit_events() if e.get("userAgent") == f"imp-{marker}"]
+    allowed = next(e for e in events if e["responseStatus"]["code"] == 200)
+    denied = next(e for e in events if e["responseStatus"]["code"] == 403)
+    assert allowed["user"] == {"username": "ops", "groups": ["system:authenticated"]}
+    assert allowed["impersonatedUser"] == {"username": "jane", "groups": ["system:authenticated"]}
+    assert allowed["annotations"]["authorization.k8s.io/reason"].startswith('RBAC: allowed by RoleBinding "jane-reads')
+    assert denied["user"]["username"] == "ops" and "impersonatedUser" not in denied
+    assert denied["responseStatus"]["message"].startswith('users "bob" is forbidden')
+
+
+def test_malformed_impersonation_is_a_bad_request_and_changes_nothing(secure: SecureApiServer, admin: httpx.Client,
+                                                                     ns: str) -> None:
+    for headers in ({"Impersonate-Group": "system:masters"}, {"Impersonate-Uid": "1"},
+                    {"Impersonate-Extra-Scopes": "x"}):
+        r = admin.post(pod_path(ns), json=pod("sneaky"), headers=headers)
+        assert r.status_code == 400, r.text
+        body = status(r)
+        assert body["reason"] == "BadRequest" and "without impersonating a user" in body["message"]
+    with secure.client() as anonymous:  # no credentials: 401 comes first
+        assert anonymous.get("/api/v1/pods", headers={"Impersonate-User": "kubernetes-admin"}).status_code == 401
+    with secure.client("scheduler") as scheduler:  # impersonating a master needs the right to
+        r = scheduler.post(pod_path(ns), json=pod("sneaky"), headers={"Impersonate-User": "kubernetes-admin",
+                                                                     "Impersonate-Group": "system:masters"})
+        assert r.status_code == 403 and status(r)["message"].startswith('users "kubernetes-admin" is forbidden')
+    assert admin.get(pod_path(ns, "sneaky")).status_code == 404
+
+
+# -- apiserver → kubelet over HTTPS ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tls_kubelet(secure: SecureApiServer, workdir: Path) -> Iterator[KubeletProcess]:
+    """A real kubelet serving HTTPS with the cluster CA's certificate and wanting client certificates."""
+    ensure_images()
+    kubelet = secure.kubelet(workdir, f"tls-{uuid.uuid4().hex[:6]}", free_pod_cidrs(1)[0])
+    try:
+        with secure.client("admin") as admin:
+            kubelet.start(admin, timeout=60)
+        yield kubelet
+    finally:
+        cleanup([kubelet])
+
+
+def _kubelet_get(kubelet: KubeletProcess, secure: SecureApiServer, path: str,
+                 identity: str | None = None) -> httpx.Response:
+    with httpx.Client(base_url=kubelet.address, verify=secure.ssl_context(identity), timeout=10) as client:
+        return client.get(path)
+
+
+def test_logs_and_exec_reach_the_kubelet_over_tls(secure: SecureApiServer, admin: httpx.Client, ns: str,
+                                                  tls_kubelet: KubeletProcess, tmp_path: Path) -> None:
+    assert tls_kubelet.address.startswith("https://")
+    body = pod("talker", image=BUSYBOX, nodeName=tls_kubelet.node)
+    body["spec"]["containers"][0]["command"] = ["sh", "-c", "echo hello-over-tls; exec sleep 3600"]
+    body["spec"]["terminationGracePeriodSeconds"] = 0
+    assert admin.post(pod_path(ns), json=body).status_code == 201
+
+    def logged() -> str | None:
+        r = admin.get(pod_path(ns, "talker", "log"))
+        return r.text if r.status_code == 200 and "hello-over-tls" in r.text else None
+
+    wait_for(logged, 90, 0.5, what=f"the pod's log through the apiserver\n{tls_kubelet.log_tail()}")
+    binary = find_kubectl("1.33")
+    if binary is None:
+        pytest.skip("kubectl.1.33 is not installed")
+    kubectl = SecureKubectl(binary, "1.33", secure, "admin", tmp_path / "admin", ns)
+    assert kubectl.run("logs", "talker").ok().stdout == "hello-over-tls\n"
+    done = kubectl.run("exec", "talker", "--", "sh", "-c", "echo out-$((6*7)); echo err >&2; exit 3")
+    assert (done.returncode, done.stdout) == (3, "out-42\n"), done
+    assert "err" in done.stderr
+
+
+def test_kubelet_refuses_callers_without_the_apiservers_certificate(secure: SecureApiServer, ns: str,
+                                                                    tls_kubelet: KubeletProcess) -> None:
+    path = f"/containerLogs/{ns}/talker/main"
+    assert _kubelet_get(tls_kubelet, secure, "/healthz").status_code == 200  # open, for health checks
+    r = _kubelet_get(tls_kubelet, secure, path)  # no client certificate
+    assert r.status_code == 401 and r.json()["reason"] == "Unauthorized"
+    for identity, user in (("scheduler", "system:kube-scheduler"),
+                           (f"kubelet-{tls_kubelet.node}", f"system:node:{tls_kubelet.node}")):
+        r = _kubelet_get(tls_kubelet, secure, path, identity)
+        assert r.status_code == 403, r.text
+        assert r.json()["message"] == f"Forbidden (user={user}, verb=get, resource=nodes, subresource=proxy)"
+    r = _kubelet_get(tls_kubelet, secure, "/pods", "scheduler")
+    assert r.status_code == 403
+    # the apiserver's own identity is let in
+    pki_dir = secure.pki
+    ctx = secure.ssl_context(cert=pki_dir.kubelet_client_cert, key=pki_dir.kubelet_client_key)
+    with httpx.Client(base_url=tls_kubelet.address, verify=ctx, timeout=10) as client:
+        assert client.get("/pods").status_code == 200
+    # plain HTTP and certificates of another CA do not get through the handshake
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(tls_kubelet.address.replace("https://", "http://") + path, timeout=5)
+    foreign = pki.CA.create("elsewhere")
+    cert, key = foreign.issue(pki.KUBELET_CLIENT_USER, [pki.MASTERS_GROUP])
+    folder = secure.root / "foreign"
+    folder.mkdir(exist_ok=True)
+    (folder / "f.crt").write_bytes(pki.cert_pem(cert))
+    (folder / "f.key").write_bytes(pki.key_pem(key))
+    with httpx.Client(base_url=tls_kubelet.address, verify=secure.ssl_context(cert=folder / "f.crt",
+                                                                              key=folder / "f.key"),
+                      timeout=5) as client, pytest.raises(httpx.HTTPError):
+        client.get(path)
+
+
+def test_websocket_exec_straight_to_the_kubelet_needs_its_certificate(secure: SecureApiServer, ns: str,
+                                                                      tls_kubelet: KubeletProcess) -> None:
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    url = tls_kubelet.address.replace("https://", "wss://") + f"/exec/{ns}/talker/main?command=id&stdout=true"
+    with pytest.raises(InvalidStatus) as err:
+        connect(url, ssl=secure.ssl_context("scheduler"), subprotocols=["v5.channel.k8s.io"],  # type: ignore[list-item]
+                open_timeout=10)
+    assert err.value.response.status_code == 403
+
+
+@contextlib.contextmanager
+def _https_server(cert: Path, key: Path) -> Iterator[tuple[int, list[str]]]:
+    """A real HTTPS server on 127.0.0.1 answering 200 to anything; yields its port and the paths it served."""
+    served: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            served.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.end_headers()
+            self.wfile.write(b"not a kubelet\n")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], served
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_apiserver_verifies_the_kubelets_serving_certificate(secure: SecureApiServer, admin: httpx.Client, ns: str,
+                                                             tmp_path: Path) -> None:
+    """--kubelet-certificate-authority: a "kubelet" whose certificate is another CA's, or the cluster CA's for
+    another host, gets no request from the apiserver (and the client a Status, not a 5xx from a crash)."""
+    foreign = pki.CA.create("elsewhere")
+    cert, key = foreign.issue("impostor", client=False, server_hosts=["127.0.0.1"])
+    (tmp_path / "foreign.crt").write_bytes(pki.cert_pem(cert))
+    (tmp_path / "foreign.key").write_bytes(pki.key_pem(key))
+    wrong_host = pki.issue_serving_cert(secure.root, "wrong-host", ["kubelet.elsewhere.example"])
+    node_name = f"fake-{uuid.uuid4().hex[:6]}"
+    assert admin.post("/api/v1/nodes", json=node(node_name)).status_code == 201
+    try:
+        assert admin.post(pod_path(ns), json=pod("p", nodeName=node_name)).status_code == 201
+        for cert_file, key_file, why in ((tmp_path / "foreign.crt", tmp_path / "foreign.key", "another CA"),
+                                         (*wrong_host, "another host")):
+            with _https_server(cert_file, key_file) as (port, served):
+                addresses = {"status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                                        "daemonEndpoints": {"kubeletEndpoint": {"Port": port}}}}
+                r = admin.patch(f"/api/v1/nodes/{node_name}/status", json=addresses,
+                                headers={"Content-Type": "application/merge-patch+json"})
+                assert r.status_code == 200, r.text
+                r = admin.get(pod_path(ns, "p", "log"))
+                assert r.status_code == 500, (why, r.text)
+                assert "certificate verify failed" in status(r)["message"], (why, r.text)
+                assert served == [], why
+    finally:
+        admin.delete(f"/api/v1/nodes/{node_name}")
