@@ -5,10 +5,12 @@
 #   2. whatever a node could not remove (a node container killed, or never started): its pod
 #      containers (CNI DEL first), bridge, address leases and state dir (python -m kubelet.cleanup),
 #      and the shared iptables rules once no kubelet and no pod is left on this host
-#   3. the shared mount compose-up.sh made, and the kubeconfig
+#   3. the shared mount compose-up.sh made, and the admin kubeconfig; with --purge also the rest of the
+#      state dir (_output/compose: the PKI, the per-identity kubeconfigs, the audit log), which a
+#      later compose-up.sh otherwise reuses (same CA: client certificates handed out stay valid)
 #   4. a check that none of the cluster's containers, networks, bridges or state is left (exit 1 if so)
 # The images stay (hack/cluster-images.sh rebuilds only what changed). Same settings as compose-up.sh.
-#   hack/compose-down.sh
+#   hack/compose-down.sh [--purge]
 set -euo pipefail
 
 MINIK8S_LOG_PREFIX="${MINIK8S_LOG_PREFIX:-compose-down}"
@@ -17,13 +19,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source-path=SCRIPTDIR source=compose-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/compose-lib.sh"
 
+purge=0
 for arg in "$@"; do
   case "${arg}" in
+    --purge) purge=1 ;;
     -h | --help)
-      sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
-    *) die "unknown argument: ${arg} (usage: hack/compose-down.sh)" ;;
+    *) die "unknown argument: ${arg} (usage: hack/compose-down.sh [--purge])" ;;
   esac
 done
 
@@ -146,7 +150,7 @@ EOF
 }
 
 step_host_state() {
-  log "step 3/4: host state (shared mount, kubeconfig)"
+  log "step 3/4: host state (shared mount, kubeconfig$([[ ${purge} -eq 1 ]] && echo ', PKI, audit log'))"
   if [[ -f "${SHARED_MOUNT_MARKER}" ]]; then
     if [[ -n "$(node_containers_running)" ]]; then
       log "mount: ${KUBELET_STATE_ROOT} stays shared: another compose cluster's nodes run"
@@ -159,9 +163,15 @@ step_host_state() {
   fi
   if [[ -f "${COMPOSE_KUBECONFIG}" ]]; then
     rm -f "${COMPOSE_KUBECONFIG}"
-    rmdir "${COMPOSE_OUT}" 2>/dev/null || true
     log "kubeconfig: removed ${COMPOSE_KUBECONFIG}"
   fi
+  if [[ ${purge} -eq 1 && -d "${COMPOSE_OUT}" ]]; then
+    rm -rf --one-file-system "${COMPOSE_OUT:?}/pki" "${COMPOSE_OUT}/log" "${COMPOSE_OUT}"/*.conf
+    log "purge: removed the PKI, the kubeconfigs and the audit log in ${COMPOSE_OUT}"
+  elif [[ -d "${COMPOSE_OUT}/pki" ]]; then
+    log "kept for the next compose-up.sh: the PKI, the kubeconfigs and the audit log in ${COMPOSE_OUT} (--purge removes them)"
+  fi
+  rmdir "${COMPOSE_OUT}" 2>/dev/null || true
 }
 
 step_check() {

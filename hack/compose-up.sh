@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Brings the minik8s cluster up as containers (docker-compose.yml): etcd, the apiserver, the
-# controller-manager, the scheduler and two nodes, node-1 and node-2.
+# controller-manager, the scheduler and two nodes, node-1 and node-2, each under its own identity.
 #   1. hack/setup.sh            packages (docker-compose, debootstrap, ...), dockerd, .venv
 #   2. hack/cluster-images.sh   the images, built locally (the first time a few minutes; then only
 #                               when the sources changed)
-#   3. docker-compose up -d
-#   4. waits until both nodes are Ready, through the API
-#   5. writes an admin kubeconfig to _output/compose/kubeconfig and says what to type next
+#   3. docker-compose up -d     first the one-shot service `pki`: the cluster CA, the apiserver's
+#                               serving certificate, the service-account key and one kubeconfig per
+#                               identity, generated into _output/compose/ once and reused after;
+#                               then the cluster, the apiserver on HTTPS only, its audit log in
+#                               _output/compose/log/audit.log
+#   4. writes the admin kubeconfig (kubernetes-admin, client certificate) to _output/compose/kubeconfig
+#   5. waits until both nodes are Ready, through the API, and says what to type next
 # Idempotent: running it again leaves a running cluster alone (containers whose image changed are
 # recreated). Take it down with hack/compose-down.sh.
 #   hack/compose-up.sh [--no-build]
-# Settings (ports, project name, node names, pod network): see hack/compose-lib.sh.
+# Settings (ports, project name, node names, pod network, state dir): see hack/compose-lib.sh.
 set -euo pipefail
 
 MINIK8S_LOG_PREFIX="${MINIK8S_LOG_PREFIX:-compose-up}"
@@ -26,7 +30,7 @@ for arg in "$@"; do
   case "${arg}" in
     --no-build) build=0 ;;
     -h | --help)
-      sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *) die "unknown argument: ${arg} (usage: hack/compose-up.sh [--no-build])" ;;
@@ -86,88 +90,90 @@ ensure_shared_state_root() {
   export MINIK8S_KUBELET_ROOT_PROPAGATION=rprivate
 }
 
-# node_report: prints one line on the expected nodes as the API sees them; exit 0 when all Ready.
-node_report() {
-  py - "${COMPOSE_API_URL}" "${COMPOSE_NODES[@]}" <<'EOF'
-import json
-import sys
-import urllib.request
-
-url, names = sys.argv[1], sys.argv[2:]
-try:
-    with urllib.request.urlopen(url + "/api/v1/nodes", timeout=2) as r:
-        items = json.load(r).get("items") or []
-except Exception as e:
-    print(f"apiserver not answering yet ({e.__class__.__name__})")
-    sys.exit(2)
-nodes = {i["metadata"]["name"]: i for i in items}
-parts, ready = [], 0
-for name in names:
-    node = nodes.get(name)
-    if node is None:
-        parts.append(f"{name} not registered yet")
-        continue
-    conds = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
-    cond = conds.get("Ready") or {}
-    cidr = (node.get("spec") or {}).get("podCIDR") or "no podCIDR yet"
-    if cond.get("status") == "True":
-        ready += 1
-        parts.append(f"{name} Ready ({cidr})")
-    else:
-        why = cond.get("message") or cond.get("reason") or "no Ready condition yet"
-        parts.append(f"{name} NotReady ({why})")
-print(", ".join(parts))
-sys.exit(0 if ready == len(names) else 1)
-EOF
-}
-
-wait_nodes_ready() {
-  local start=$1 last="" report rc deadline=$((SECONDS + READY_TIMEOUT))
-  while true; do
-    rc=0
-    report="$(node_report)" || rc=$?
-    if [[ "${report}" != "${last}" ]]; then
-      log "nodes: ${report} [$((SECONDS - start))s]"
-      last="${report}"
-    fi
-    if [[ ${rc} -eq 0 ]]; then
-      return 0
-    fi
-    if ((SECONDS >= deadline)); then
-      log "nodes not Ready after ${READY_TIMEOUT}s; containers and their last log lines:"
-      dc ps >&2 || true
-      dc logs --no-color --tail=25 >&2 || true
-      die "the cluster did not become Ready (hack/compose-down.sh cleans up)"
-    fi
-    sleep 0.5
-  done
-}
-
+# write_kubeconfig: admin.conf (kubernetes-admin in system:masters, its client certificate and the
+# CA embedded; written by the `pki` service) with the default namespace set, where the docs look.
 write_kubeconfig() {
-  mkdir -p "${COMPOSE_OUT}"
+  [[ -f "${COMPOSE_ADMIN_CONF}" ]] ||
+    die "${COMPOSE_ADMIN_CONF} is missing: the pki service did not run (docker-compose -p ${COMPOSE_PROJECT_NAME} logs pki)"
   local tmp="${COMPOSE_KUBECONFIG}.tmp"
-  cat >"${tmp}" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: ${COMPOSE_PROJECT_NAME}
-  cluster:
-    server: ${COMPOSE_API_URL}
-users:
-- name: kubernetes-admin
-  user: {}
-contexts:
-- name: ${COMPOSE_PROJECT_NAME}
-  context:
-    cluster: ${COMPOSE_PROJECT_NAME}
-    user: kubernetes-admin
-    namespace: default
-current-context: ${COMPOSE_PROJECT_NAME}
-preferences: {}
+  py - "${COMPOSE_ADMIN_CONF}" "${tmp}" <<'EOF'
+import sys
+
+import yaml
+
+with open(sys.argv[1]) as f:
+    doc = yaml.safe_load(f)
+doc["contexts"][0]["context"]["namespace"] = "default"
+with open(sys.argv[2], "w") as f:
+    yaml.safe_dump(doc, f, default_flow_style=False, sort_keys=False)
 EOF
   chmod 600 "${tmp}"
   mv "${tmp}" "${COMPOSE_KUBECONFIG}"
-  log "kubeconfig: wrote ${COMPOSE_KUBECONFIG} (server ${COMPOSE_API_URL}, user kubernetes-admin)"
+  log "kubeconfig: wrote ${COMPOSE_KUBECONFIG} (server ${COMPOSE_API_URL}, user kubernetes-admin, namespace default)"
+}
+
+# wait_nodes_ready UP_EPOCH: until every node of this cluster is Ready, asked as kubernetes-admin with
+# the admin kubeconfig; a line each time the picture changes (seconds since UP_EPOCH, the moment
+# `docker-compose up` began); on timeout, the containers and their last log lines.
+wait_nodes_ready() {
+  local rc=0
+  (cd "${MINIK8S_ROOT}" && py - "${COMPOSE_KUBECONFIG}" "${READY_TIMEOUT}" "$1" "${COMPOSE_NODES[@]}") <<'EOF' || rc=$?
+import asyncio
+import sys
+import time
+
+from machinery.client import ApiClient, ClientError
+
+kubeconfig, timeout, up_epoch, names = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
+
+
+def report(items: list[dict]) -> tuple[str, bool]:
+    nodes = {i["metadata"]["name"]: i for i in items}
+    parts, ready = [], 0
+    for name in names:
+        node = nodes.get(name)
+        if node is None:
+            parts.append(f"{name} not registered yet")
+            continue
+        conds = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
+        cond = conds.get("Ready") or {}
+        cidr = (node.get("spec") or {}).get("podCIDR") or "no podCIDR yet"
+        if cond.get("status") == "True":
+            ready += 1
+            parts.append(f"{name} Ready ({cidr})")
+        else:
+            why = cond.get("message") or cond.get("reason") or "no Ready condition yet"
+            parts.append(f"{name} NotReady ({why})")
+    return ", ".join(parts), ready == len(names)
+
+
+async def main() -> int:
+    last = ""
+    deadline = time.monotonic() + timeout
+    async with ApiClient.from_kubeconfig(kubeconfig, user_agent="minik8s-compose-up") as api:
+        while True:
+            try:
+                line, done = report((await api.request("GET", "/api/v1/nodes", timeout=3)).get("items") or [])
+            except ClientError as e:
+                line, done = f"apiserver not answering yet ({e})", False
+            if line != last:
+                print(f"nodes: {line} [{time.time() - up_epoch:.1f}s]", file=sys.stderr, flush=True)
+                last = line
+            if done:
+                return 0
+            if time.monotonic() >= deadline:
+                return 1
+            await asyncio.sleep(0.25)
+
+
+sys.exit(asyncio.run(main()))
+EOF
+  if [[ ${rc} -ne 0 ]]; then
+    log "nodes not Ready after ${READY_TIMEOUT}s; containers and their last log lines:"
+    dc ps >&2 || true
+    dc logs --no-color --tail=25 >&2 || true
+    die "the cluster did not become Ready (hack/compose-down.sh cleans up)"
+  fi
 }
 
 main() {
@@ -183,7 +189,8 @@ main() {
     log "step 2/5: images: skip (--no-build)"
   fi
 
-  log "step 3/5: docker-compose up -d (project ${COMPOSE_PROJECT_NAME}, apiserver on ${COMPOSE_API_URL})"
+  log "step 3/5: docker-compose up -d (project ${COMPOSE_PROJECT_NAME}, apiserver on ${COMPOSE_API_URL}," \
+    "PKI and kubeconfigs in ${COMPOSE_OUT})"
   check_ports
   local foreign=()
   mapfile -t foreign < <(foreign_kubelets)
@@ -192,23 +199,28 @@ main() {
       "stop that cluster or choose other node names (MINIK8S_NODE_PREFIX)"
   fi
   ensure_shared_state_root
-  local up_start=${SECONDS}
+  # The state dir exists before Docker would create the bind mounts' sources itself.
+  mkdir -p "${COMPOSE_OUT}/log"
+  local up_start=${SECONDS} up_epoch
+  up_epoch="$(date +%s.%N)"
   if ! dc up -d --remove-orphans 2>&1 | sed -u 's/^/  /' >&2; then
+    dc logs --no-color --tail=25 pki apiserver >&2 || true
     die "docker-compose up failed (hack/compose-down.sh cleans up)"
   fi
 
-  log "step 4/5: waiting for ${COMPOSE_NODES[*]} to be Ready (up to ${READY_TIMEOUT}s)"
-  wait_nodes_ready "${up_start}"
-  log "nodes Ready $((SECONDS - up_start))s after docker-compose up ($((SECONDS - t0))s in all)"
-
-  log "step 5/5: admin kubeconfig"
+  log "step 4/5: admin kubeconfig"
   write_kubeconfig
 
-  local rel="${COMPOSE_KUBECONFIG#"${PWD}"/}"
+  log "step 5/5: waiting for ${COMPOSE_NODES[*]} to be Ready (up to ${READY_TIMEOUT}s)"
+  wait_nodes_ready "${up_epoch}"
+  log "nodes Ready $((SECONDS - up_start))s after docker-compose up ($((SECONDS - t0))s in all)"
+
+  local rel="${COMPOSE_KUBECONFIG#"${PWD}"/}" audit="${COMPOSE_AUDIT_LOG#"${PWD}"/}" ca="${COMPOSE_CA#"${PWD}"/}"
+  local python="${MINIK8S_VENV#"${PWD}"/}/bin/python"
   cat <<EOF
 
-minik8s is up as docker-compose project '${COMPOSE_PROJECT_NAME}': nodes ${COMPOSE_NODES[*]}, apiserver ${COMPOSE_API_URL}.
-Stop it and remove its pods: hack/compose-down.sh    Component logs: docker-compose -p ${COMPOSE_PROJECT_NAME} logs -f node-1
+minik8s is up as docker-compose project '${COMPOSE_PROJECT_NAME}': nodes ${COMPOSE_NODES[*]}, apiserver ${COMPOSE_API_URL} (TLS only).
+Stop it and remove its pods: hack/compose-down.sh [--purge]    Component logs: docker-compose -p ${COMPOSE_PROJECT_NAME} logs -f node-1
 Next, type:
 
   export KUBECONFIG=${rel}
@@ -216,6 +228,9 @@ Next, type:
   kubectl apply -f examples/web-deployment.yaml
   kubectl get pods -o wide           # pod IPs on both nodes
   curl http://<a pod IP>/
+  kubectl auth can-i create pods
+  ${python} -m apiserver.audit ${audit} --verb create   # who did what
+  curl --cacert ${ca} ${COMPOSE_API_URL}/api             # no credentials: 401
 
 EOF
 }

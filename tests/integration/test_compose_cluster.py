@@ -1,13 +1,17 @@
 """The docker-compose cluster end to end (docker-compose.yml, hack/compose-up.sh, hack/compose-down.sh):
-images built locally (hack/cluster-images.sh: debootstrap base, wheels built on the host), etcd, the
-apiserver, the controller-manager, the scheduler and two kubelets as containers; a Deployment of the
-httpd image gets a Running pod with an IP on each node, each answering HTTP from the host; then
-`docker-compose down` and hack/compose-down.sh leave no containers, networks, pods, bridges, state or
-iptables rules behind.
+images built locally (hack/cluster-images.sh: debootstrap base, wheels built on the host); the one-shot
+`pki` service generating the cluster PKI and one kubeconfig per identity; etcd, the apiserver (HTTPS only,
+audit log on the host), the controller-manager, the scheduler and two kubelets as containers, each under
+its own identity. The road of the examples Deployment driven with real kubectl as kubernetes-admin: 3
+Running pods with IPs on both nodes answering HTTP from the host, the Events and the audit log showing
+each step by its component's identity (also through `python -m apiserver.audit`), scale to 5 and back,
+roll to a second image and back, delete: no pod container left. Then `docker-compose down` and
+hack/compose-down.sh leave no containers, networks, pods, bridges, state or iptables rules behind.
 
-The cluster runs under its own project name, ports, node names and cluster CIDR, so it cannot collide
-with a developer's compose or process cluster, nor with other tests' kubelets. The first run builds
-the images (a few minutes); later runs reuse them.
+The cluster runs under its own project name, ports, node names, cluster CIDR and state dir, so it cannot
+collide with a developer's compose or process cluster, nor with other tests' kubelets. One bring-up serves
+the whole module (the last test takes it down). The first run builds the images (a few minutes); later
+runs reuse them.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import json
 import os
 import random
 import shutil
+import ssl
 import subprocess
 import time
 import uuid
@@ -28,15 +33,22 @@ from typing import Any, cast
 
 import httpx
 import pytest
+import yaml
 
+from apiserver.audit import read_events
 from cni.config import bridge_name
-from machinery.kubeconfig import load_kubeconfig
+from machinery.kubeconfig import load_kubeconfig, write_kubeconfig
 from tests.cluster import REPO, free_port, make_workdir, wait_for
+from tests.e2e.conftest import KUBECTL_VERSION
+from tests.e2e.conftest import httpd_b as httpd_b  # the second web server image to roll to (a fixture)
+from tests.e2e.test_road import PAGE_TITLE, events_about, http_get, n_ready, recorded_at, wait_pods, write_manifest
+from tests.kubectl import Kubectl, find_kubectl
 from tests.manifests import deployment
 
 pytestmark = pytest.mark.compose
 
 HTTPD = "minik8s/httpd:1"
+SA = "system:serviceaccount:kube-system:"
 KUBELET_STATE = Path("/var/lib/minik8s/kubelet")
 IMAGES_TIMEOUT = 1800  # the first build: debootstrap, the wheels, the component image
 UP_TIMEOUT = 300
@@ -99,13 +111,29 @@ class ComposeCluster:
             return done.stdout + done.stderr
         return ""
 
+    @property
+    def url(self) -> str:
+        return load_kubeconfig(self.kubeconfig).server
+
+    @property
+    def pki(self) -> Path:
+        return self.workdir / "pki"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "log" / "audit.log"
+
+    def audit_events(self) -> list[JSONDict]:
+        return list(read_events(self.audit_log))
+
     def client(self) -> httpx.Client:
         """An API client from the admin kubeconfig compose-up.sh wrote (TLS and credentials as it says)."""
         config = load_kubeconfig(self.kubeconfig)
-        verify: bool | str = False if config.insecure else (config.ca_file or True)
-        cert = (config.cert_file, config.key_file) if config.cert_file and config.key_file else None
+        context = ssl.create_default_context(cafile=config.ca_file)
+        if config.cert_file and config.key_file:
+            context.load_cert_chain(config.cert_file, config.key_file)
         headers = {"Authorization": f"Bearer {config.token}"} if config.token else {}
-        return httpx.Client(base_url=config.server, verify=verify, cert=cert, headers=headers, timeout=10)
+        return httpx.Client(base_url=config.server, verify=context, headers=headers, timeout=10)
 
 
 def docker_ids(*args: str) -> list[str]:
@@ -196,7 +224,7 @@ def compose_cluster(compose_images: float) -> Iterator[ComposeCluster]:
                                       f"{done.stderr[-6000:]}\n{cluster.logs()}")
         yield cluster
     finally:
-        cluster.run(str(REPO / "hack" / "compose-down.sh"), timeout=DOWN_TIMEOUT)
+        cluster.run(str(REPO / "hack" / "compose-down.sh"), "--purge", timeout=DOWN_TIMEOUT)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -233,49 +261,243 @@ def test_compose_up_writes_kubeconfig_and_nodes_are_ready(compose_cluster: Compo
     print(f"compose-up.sh --no-build: {cluster.up_seconds:.1f}s to 2 Ready nodes")
 
 
-def test_deployment_runs_a_pod_on_each_node_that_answers_http(compose_cluster: ComposeCluster) -> None:
+def test_the_apiserver_serves_only_tls_and_each_component_has_its_own_identity(
+        compose_cluster: ComposeCluster) -> None:
     cluster = compose_cluster
-    name = f"web-{uuid.uuid4().hex[:5]}"
+    config = load_kubeconfig(cluster.kubeconfig)
+    assert config.server.startswith("https://") and config.cert_file and config.key_file and config.ca_file
+    # No credentials on the published port: 401 with a Status (the public health path stays open).
+    with httpx.Client(base_url=config.server, verify=ssl.create_default_context(cafile=cluster.pki / "ca.crt"),
+                      timeout=10) as anonymous:
+        r = anonymous.get("/api/v1/namespaces/default/pods")
+        assert r.status_code == 401, r.text
+        assert r.json()["kind"] == "Status" and r.json()["reason"] == "Unauthorized"
+        assert anonymous.get("/readyz").status_code == 200
     with cluster.client() as api:
-        start = time.monotonic()
-        r = api.post("/apis/apps/v1/namespaces/default/deployments", json=deployment(name, replicas=2, image=HTTPD))
+        review = api.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json={
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"verb": "delete", "group": "apps", "resource": "deployments"}}})
+        assert review.status_code == 201 and review.json()["status"]["allowed"] is True, review.text
+
+    # The apiserver publishes 6443 only and has its plain port off; the one-shot pki service is done.
+    ids = docker_ids("ps", "-aq", "--filter", f"label=com.docker.compose.project={cluster.project}")
+    containers = {c["Config"]["Labels"]["com.docker.compose.service"]: c
+                  for c in json.loads(cluster.run("docker", "inspect", *ids, check=True).stdout)}
+    apiserver = containers["apiserver"]
+    assert list(apiserver["HostConfig"]["PortBindings"]) == ["6443/tcp"]
+    assert "--port=0" in apiserver["Config"]["Cmd"] and "--secure-port=6443" in apiserver["Config"]["Cmd"]
+    assert (containers["pki"]["State"]["Status"], containers["pki"]["State"]["ExitCode"]) == ("exited", 0)
+
+    # Each component mounts its own kubeconfig, naming its own identity (a client certificate by the CA).
+    def mounted(service: str, target: str) -> Path:
+        return Path(next(m["Source"] for m in containers[service]["Mounts"] if m["Destination"] == target))
+
+    expected = {"controller-manager": ("/etc/kubernetes/controller-manager.conf", "system:kube-controller-manager"),
+                "scheduler": ("/etc/kubernetes/scheduler.conf", "system:kube-scheduler"),
+                "node-1": ("/etc/kubernetes/kubelet.conf", f"system:node:{cluster.nodes[0]}"),
+                "node-2": ("/etc/kubernetes/kubelet.conf", f"system:node:{cluster.nodes[1]}")}
+    for service, (target, user) in expected.items():
+        doc = yaml.safe_load(mounted(service, target).read_text())
+        assert doc["users"][0]["name"] == user, (service, doc["users"][0]["name"])
+    # The kubelets serve HTTPS with certificates from the cluster CA for the address they report, and
+    # want the apiserver's client certificate: none → 401, another identity's → 403.
+    with cluster.client() as api:
+        nodes = {n["metadata"]["name"]: n for n in api.get("/api/v1/nodes").json()["items"]}
+    for name in cluster.nodes:
+        address = next(a["address"] for a in nodes[name]["status"]["addresses"] if a["type"] == "InternalIP")
+        port = nodes[name]["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        ca = ssl.create_default_context(cafile=cluster.pki / "ca.crt")
+        as_scheduler = ssl.create_default_context(cafile=cluster.pki / "ca.crt")
+        as_scheduler.load_cert_chain(cluster.pki / "scheduler.crt", cluster.pki / "scheduler.key")
+        for context, code in ((ca, 401), (as_scheduler, 403)):
+            r = httpx.get(f"https://{address}:{port}/pods", verify=context, timeout=10, trust_env=False)
+            assert r.status_code == code, (name, r.status_code, r.text)
+    # The controllers sign their service accounts' tokens with sa.key; nothing else gets it.
+    assert mounted("controller-manager", "/etc/kubernetes/pki/sa.key") == cluster.pki / "sa.key"
+    assert not any(m["Destination"].endswith("sa.key") for s in ("scheduler", "node-1", "node-2")
+                   for m in containers[s]["Mounts"])
+
+
+@pytest.fixture
+def namespace(compose_cluster: ComposeCluster) -> Iterator[str]:
+    """A namespace per test; deleted at the end, waiting until its pods are gone from the nodes."""
+    name = f"road-{uuid.uuid4().hex[:6]}"
+    with compose_cluster.client() as api:
+        r = api.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         assert r.status_code == 201, r.text
-
-        def running() -> list[JSONDict] | None:
-            items = api.get("/api/v1/namespaces/default/pods", params={"labelSelector": f"app={name}"}).json()["items"]
-            ok = [p for p in items if p.get("status", {}).get("phase") == "Running" and p["status"].get("podIP")
-                  and all(s.get("ready") for s in p["status"].get("containerStatuses") or [{}])]
-            return ok if len(ok) == 2 and len(items) == 2 else None
-
         try:
-            pods = cast(list[JSONDict], wait_for(running, 120, 0.25, what=f"2 Running pods of {name}"))
-        except TimeoutError:
-            items = api.get("/api/v1/namespaces/default/pods", params={"labelSelector": f"app={name}"}).json()
-            raise AssertionError(f"pods: {json.dumps(items)[:4000]}\n{cluster.logs()}") from None
+            yield name
+        finally:
+            api.delete(f"/api/v1/namespaces/{name}")
+            wait_for(lambda: api.get(f"/api/v1/namespaces/{name}").status_code == 404, 90, 0.25,
+                     what=f"namespace {name} deleted")
+
+
+@pytest.fixture
+def kubectl(compose_cluster: ComposeCluster, namespace: str, tmp_path: Path) -> Kubectl:
+    """Real kubectl as kubernetes-admin: the compose cluster's admin certificate, its CA, the test's namespace."""
+    binary = find_kubectl(KUBECTL_VERSION)
+    if binary is None:
+        pytest.skip(f"kubectl {KUBECTL_VERSION} is not installed on this machine: this end-to-end test drives it")
+    cluster = compose_cluster
+    kubectl = Kubectl(binary, KUBECTL_VERSION, cluster.url, tmp_path / "kubectl", namespace)
+    write_kubeconfig(kubectl.kubeconfig, cluster.url, "kubernetes-admin", ca_file=cluster.pki / "ca.crt",
+                     cert_file=cluster.pki / "admin.crt", key_file=cluster.pki / "admin.key", embed=True,
+                     namespace=namespace)
+    return kubectl
+
+
+def web_manifest(path: Path) -> Path:
+    """examples/web-deployment.yaml at 3 replicas; busybox httpd ignores SIGTERM, so a 1 s grace period."""
+    example = yaml.safe_load((REPO / "examples" / "web-deployment.yaml").read_text())
+    example["spec"]["replicas"] = 3
+    example["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 1
+    return write_manifest(path, example)
+
+
+def assert_no_pod_containers(cluster: ComposeCluster, uids: set[str]) -> None:
+    """No container of these pods is left on this host's Docker (sandbox or app)."""
+    def left() -> list[str]:
+        return [u for u in uids if docker_ids("ps", "-aq", "--filter", f"label=io.kubernetes.pod.uid={u}")]
+
+    wait_for(lambda: not left(), 90, 0.25, what=f"the containers of {len(uids)} pods removed")
+
+
+def test_the_examples_deployment_road_by_identity(compose_cluster: ComposeCluster, namespace: str,
+                                                  kubectl: Kubectl, tmp_path: Path) -> None:
+    cluster, ns = compose_cluster, namespace
+    manifest = web_manifest(tmp_path / "web.yaml")
+    start = time.monotonic()
+    assert kubectl.run("apply", "-f", str(manifest)).ok().stdout.strip() == "deployment.apps/web created"
+    with cluster.client() as api:
+        pods = wait_pods(api, ns, "web", n_ready(3), 120, "3 web pods Running and Ready")
         elapsed = time.monotonic() - start
+        on = {p["metadata"]["name"]: (p["spec"]["nodeName"], p["status"]["podIP"], p["metadata"]["uid"]) for p in pods}
+        assert {node for node, *_ in on.values()} == set(cluster.nodes), f"pods {on}: want both nodes"
+        for name, (node, ip, uid) in on.items():
+            assert ipaddress.ip_address(ip) in ipaddress.ip_network(cluster.cluster_cidr), (name, node, ip)
+            page = http_get(f"http://{ip}/")  # from the host, through the node's bridge
+            assert page.status_code == 200 and PAGE_TITLE in page.text, (name, ip, page.text)
+            # pod containers on the host's Docker, labelled with their node: a sandbox and httpd
+            ids = docker_ids("ps", "-q", "--filter", f"label=io.kubernetes.pod.uid={uid}",
+                             "--filter", f"label=io.minik8s.node={node}")
+            assert len(ids) == 2, (name, node, ids)
+        print(f"apply -> 3 replicas Running and Ready on {sorted(cluster.nodes)}: {elapsed:.1f}s")
+        # the apiserver reaches the kubelets (kubectl logs goes through pods/{name}/log)
+        first = pods[0]["metadata"]["name"]
+        wait_for(lambda: "response:200" in kubectl.run("logs", first).stdout, 20, 0.25, what=f"{first}'s access log")
 
-        on = {p["spec"]["nodeName"]: p["status"]["podIP"] for p in pods}
-        assert set(on) == set(cluster.nodes), f"pods on {on}: want one on each of {cluster.nodes}"
-        for node, ip in on.items():
-            assert ipaddress.ip_address(ip) in ipaddress.ip_network(cluster.cluster_cidr), (node, ip)
-        # Pods are sibling containers on this host's Docker (pause sandbox + httpd), one node label each.
-        for node in cluster.nodes:
-            ids = pod_container_ids([node])
-            assert len(ids) == 2, f"node {node}: pod containers {ids}"
-        # Each pod IP answers from the host, through the node's bridge in the host's network namespace.
-        for node, ip in on.items():
-            done = subprocess.run(["curl", "-sS", "-m", "5", f"http://{ip}/"], capture_output=True, text=True,
-                                  timeout=30)
-            assert done.returncode == 0, f"curl http://{ip}/ (pod on {node}): {done.stderr}"
-            assert "minik8s httpd" in done.stdout, done.stdout
-        # And the apiserver reaches the kubelets (logs through pods/{name}/log).
-        log = api.get(f"/api/v1/namespaces/default/pods/{pods[0]['metadata']['name']}/log")
-        assert log.status_code == 200, log.text
-        print(f"2 replicas Running with IPs {on} {elapsed:.1f}s after the create")
+        # The Events of each pod: the road in order, each step by its component.
+        rs_name = next(o["name"] for o in pods[0]["metadata"]["ownerReferences"] if o.get("controller"))
 
-        r = api.delete(f"/apis/apps/v1/namespaces/default/deployments/{name}",
-                       params={"propagationPolicy": "Foreground"})
-        assert r.status_code in (200, 202), r.text
+        def road(name: str) -> list[JSONDict] | None:
+            scaled = [e for e in events_about(api, ns, "Deployment", "web") if e["reason"] == "ScalingReplicaSet"]
+            created = [e for e in events_about(api, ns, "ReplicaSet", rs_name)
+                       if e["reason"] == "SuccessfulCreate" and e["message"] == f"Created pod: {name}"]
+            about = events_about(api, ns, "Pod", name)
+            steps = [scaled, created] + [[e for e in about if e["reason"] == r]
+                                         for r in ("Scheduled", "Pulled", "Created", "Started")]
+            return [found[0] for found in steps] if all(len(found) == 1 for found in steps) else None
+
+        for name, (node, *_) in on.items():
+            chain = cast(list[JSONDict], wait_for(lambda name=name: road(name), 30, 0.25, what=f"{name}'s events"))
+            assert [e["source"]["component"] for e in chain] == [
+                "deployment-controller", "replicaset-controller", "default-scheduler", "kubelet", "kubelet", "kubelet"]
+            assert all(e["source"].get("host") == node for e in chain[3:]), chain
+            at = {e["reason"]: recorded_at(e) for e in chain}
+            # SuccessfulCreate and Scheduled race (the scheduler's watch can beat the controller's own
+            # response), as upstream; both follow the scale-up and precede the kubelet's steps.
+            assert at["ScalingReplicaSet"] < min(at["SuccessfulCreate"], at["Scheduled"])
+            assert max(at["SuccessfulCreate"], at["Scheduled"]) < at["Pulled"] < at["Created"] < at["Started"], at
+    listed = kubectl.run("get", "events", "--sort-by=.metadata.creationTimestamp").ok().stdout
+    assert all(reason in listed for reason in ("ScalingReplicaSet", "SuccessfulCreate", "Scheduled", "Started"))
+
+    # The audit log on the host: each request of the road by its own identity, in order, per pod.
+    def audited(verb: str | tuple[str, ...], resource: str, subresource: str | None, name: str) -> JSONDict | None:
+        verbs = (verb,) if isinstance(verb, str) else verb
+        return next((e for e in cluster.audit_events() if e["stage"] == "ResponseComplete" and e["verb"] in verbs
+                     and (ref := e.get("objectRef") or {}).get("resource") == resource
+                     and ref.get("subresource") == subresource and ref.get("name") == name
+                     and ref.get("namespace") == ns and 200 <= e["responseStatus"]["code"] < 300), None)
+
+    for name, (node, *_) in on.items():
+        steps = [("create", "deployments", None, "web", "kubernetes-admin", "kubectl"),
+                 ("create", "replicasets", None, rs_name, f"{SA}deployment-controller", "kube-controller-manager/"),
+                 ("create", "pods", None, name, f"{SA}replicaset-controller", "kube-controller-manager/"),
+                 ("create", "pods", "binding", name, "system:kube-scheduler", "kube-scheduler/"),
+                 (("patch", "update"), "pods", "status", name, f"system:node:{node}", "kubelet/")]
+        found = cast(list[JSONDict], wait_for(
+            lambda steps=steps: all(hit := [audited(*step[:4]) for step in steps]) and hit, 20, 0.25,
+            what=f"{name}'s road in {cluster.audit_log}"))
+        assert [e["user"]["username"] for e in found] == [user for *_, user, _ in steps]
+        agents = [e["userAgent"] for e in found]
+        assert all(a.startswith(want) for a, (*_, want) in zip(agents, steps, strict=True)), agents
+        received = [e["requestReceivedTimestamp"] for e in found]
+        assert received == sorted(received), list(zip([s[:4] for s in steps], received, strict=True))
+
+    # The audit CLI on the compose audit log answers the seed question: who bound the pods?
+    done = cluster.run(str(REPO / ".venv" / "bin" / "python"), "-m", "apiserver.audit", str(cluster.audit_log),
+                       "--resource", "pods/binding", "--namespace", ns, check=True)
+    rows = [line.split() for line in done.stdout.splitlines()[1:]]
+    assert sorted(r[4] for r in rows) == sorted(on), done.stdout
+    assert {r[6] for r in rows} == {"system:kube-scheduler"}, done.stdout
+    done = cluster.run(str(REPO / ".venv" / "bin" / "python"), "-m", "apiserver.audit", str(cluster.audit_log),
+                       "--resource", "deployments.apps", "--verb", "create", "-n", ns, "-o", "json", check=True)
+    created = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(e["objectRef"]["name"], e["user"]["username"]) for e in created] == [("web", "kubernetes-admin")]
+    assert "system:masters" in created[0]["user"]["groups"]
+
+    # delete: no pod container left
+    kubectl.run("delete", "-f", str(manifest)).ok()
+    assert_no_pod_containers(cluster, {p["metadata"]["uid"] for p in pods})
+    with cluster.client() as api:
+        wait_for(lambda: not api.get(f"/api/v1/namespaces/{ns}/pods").json()["items"], 60, 0.25, what="no pods")
+
+
+def test_scale_to_5_and_back_roll_to_a_second_image_and_back_then_delete(
+        compose_cluster: ComposeCluster, namespace: str, kubectl: Kubectl, httpd_b: str, tmp_path: Path) -> None:
+    cluster, ns = compose_cluster, namespace
+    manifest = web_manifest(tmp_path / "web.yaml")
+    kubectl.run("apply", "-f", str(manifest)).ok()
+    uids: set[str] = set()
+
+    def rollout_done() -> None:
+        done = kubectl.run("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
+        assert done.returncode == 0 and "successfully rolled out" in done.stdout, done
+
+    with cluster.client() as api:
+        three = wait_pods(api, ns, "web", n_ready(3, HTTPD), 120, "3 pods")
+        kubectl.run("scale", "deployment/web", "--replicas=5").ok()
+        five = wait_pods(api, ns, "web", n_ready(5, HTTPD), 120, "5 pods")
+        assert {p["metadata"]["uid"] for p in three} < {p["metadata"]["uid"] for p in five}
+        assert {p["spec"]["nodeName"] for p in five} == set(cluster.nodes)
+        kubectl.run("scale", "deployment/web", "--replicas=3").ok()
+        back = wait_pods(api, ns, "web", n_ready(3, HTTPD), 120, "back to 3 pods")
+        removed = {p["metadata"]["uid"] for p in five} - {p["metadata"]["uid"] for p in back}
+        assert len(removed) == 2
+        assert_no_pod_containers(cluster, removed)
+        uids |= {p["metadata"]["uid"] for p in five}
+
+        # roll to the second image: new pods serving its page; then back (rollout undo)
+        kubectl.run("set", "image", "deployment/web", f"httpd={httpd_b}").ok()
+        rollout_done()
+        rolled = wait_pods(api, ns, "web", n_ready(3, httpd_b), 120, f"3 pods of {httpd_b}")
+        uids |= {p["metadata"]["uid"] for p in rolled}
+        for p in rolled:
+            page = http_get(f"http://{p['status']['podIP']}/version.txt")
+            assert page.status_code == 200 and page.text == "b\n", (p["metadata"]["name"], page.text)
+        kubectl.run("rollout", "undo", "deployment/web").ok()
+        rollout_done()
+        undone = wait_pods(api, ns, "web", n_ready(3, HTTPD), 120, "3 pods of the first image again")
+        uids |= {p["metadata"]["uid"] for p in undone}
+        assert http_get(f"http://{undone[0]['status']['podIP']}/version.txt").status_code == 404
+        revision = api.get(f"/apis/apps/v1/namespaces/{ns}/deployments/web").json()["metadata"]["annotations"]
+        assert revision["deployment.kubernetes.io/revision"] == "3"
+
+        # delete: no pod, no pod container of any of them
+        kubectl.run("delete", "-f", str(manifest)).ok()
+        wait_for(lambda: not api.get(f"/api/v1/namespaces/{ns}/pods").json()["items"], 90, 0.25, what="no pods")
+    assert_no_pod_containers(cluster, uids)
 
 
 def test_compose_up_again_leaves_the_running_cluster_alone(compose_cluster: ComposeCluster) -> None:
@@ -322,3 +544,8 @@ def test_down_leaves_nothing_behind(compose_cluster: ComposeCluster) -> None:
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     assert leftovers(cluster) == []
     assert not cluster.kubeconfig.exists()
+    # The PKI and the audit log stay for the next compose-up.sh; --purge takes them too.
+    assert (cluster.pki / "ca.crt").is_file() and cluster.audit_log.is_file()
+    done = cluster.run(str(REPO / "hack" / "compose-down.sh"), "--purge", timeout=DOWN_TIMEOUT)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert not cluster.workdir.exists(), sorted(cluster.workdir.rglob("*"))
