@@ -151,6 +151,9 @@ class PodWorker:
                 if self.removed or self.pod.metadata.deletion_timestamp:
                     if not self.terminated:
                         await self.terminate()
+                    elif not self.removed:
+                        # stopped, but the confirmation did not reach the apiserver (it was away): say it again
+                        await self.confirm_deletion()
                     if self.removed:
                         return
                 else:
