@@ -155,12 +155,13 @@ class EtcdStorage:
         resp = await self._call(self.kv.Range, rpc.RangeRequest(key=key.encode()))
         return _kv(resp.kvs[0]) if resp.kvs else None
 
-    async def list(self, prefix: str, *, revision: int = 0, limit: int = 0,
-                   start_key: str | None = None) -> tuple[list[KV], int, bool]:
-        """Keys under prefix at `revision` (0 = now), from start_key on; returns (kvs, revision, more)."""
+    async def list(self, prefix: str, *, revision: int = 0, limit: int = 0, start_key: str | None = None,
+                   serializable: bool = False) -> tuple[list[KV], int, bool]:
+        """Keys under prefix at `revision` (0 = now), from start_key on; returns (kvs, revision, more).
+        `serializable` answers from the member's own state instead of the leader's (tests: did it catch up)."""
         pfx = prefix.encode()
         request = rpc.RangeRequest(key=start_key.encode() if start_key else pfx, range_end=prefix_end(pfx),
-                                   revision=revision, limit=limit)
+                                   revision=revision, limit=limit, serializable=serializable)
         resp = await self._call(self.kv.Range, request)
         return [_kv(kv) for kv in resp.kvs], resp.header.revision, resp.more
 
