@@ -176,7 +176,7 @@ class KubeletProcess:
         self.process = Process(f"kubelet-{node}", argv, workdir / f"kubelet-{node}.log")
         self.address = ""
 
-    def start(self, api: httpx.Client, timeout: float = 30.0) -> None:
+    def start(self, api: httpx.Client, timeout: float = 60.0) -> None:
         self.process.start()
 
         def ready() -> bool:
@@ -207,6 +207,10 @@ class KubeletProcess:
 
     def debug(self) -> JSONDict:
         return self._get("/debug/pods", 5).json()
+
+    def pods(self) -> list[JSONDict]:
+        """The kubelet's own view of its pods (its /pods endpoint, as upstream's kubelet serves it)."""
+        return self._get("/pods", 5).json()["items"]
 
     def _get(self, path: str, timeout: float) -> httpx.Response:
         if self.tls is None:

@@ -1,0 +1,115 @@
+"""A multi-member etcd as real `etcd` processes on loopback ports (`--initial-cluster` of all members),
+for tests that kill a member and bring it back. A member restarts on its own data dir and ports, so it
+rejoins as itself and catches up from the leader.
+
+`EtcdCluster` stands in wherever a single `tests.cluster.Etcd` is taken: its `endpoint` is the
+comma-separated list of every member, which is what `--etcd-servers` wants."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import httpx
+
+from apiserver.storage.etcd import KV, EtcdStorage
+from tests.cluster import Process, free_port, wait_for
+
+
+class EtcdMember:
+    def __init__(self, workdir: Path, name: str, token: str) -> None:
+        self.name = name
+        self.client_port, self.peer_port = free_port(), free_port()
+        self.endpoint = f"http://127.0.0.1:{self.client_port}"
+        self.peer_url = f"http://127.0.0.1:{self.peer_port}"
+        self.data_dir = workdir / f"etcd-{name}"
+        self.log_path = workdir / f"etcd-{name}.log"
+        self.token = token
+        self.initial_cluster = ""  # set by the cluster once every member's peer URL is known
+        self.process: Process | None = None
+
+    def start(self) -> None:
+        etcd = shutil.which("etcd") or "/usr/bin/etcd"
+        self.process = Process(f"etcd-{self.name}", [
+            etcd, "--name", self.name, "--data-dir", str(self.data_dir),
+            "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
+            "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
+            "--initial-cluster", self.initial_cluster, "--initial-cluster-token", self.token,
+            "--initial-cluster-state", "new",  # ignored once the data dir exists: a restart rejoins
+            "--heartbeat-interval", "100", "--election-timeout", "1000", "--log-level", "warn",
+        ], self.log_path)
+        self.process.start()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.alive()
+
+    def healthy(self) -> bool:
+        """The member answers and sees a leader (etcd's /health is false without quorum)."""
+        if not self.alive():
+            raise RuntimeError(f"etcd member {self.name} exited:\n{self.log_tail()}")
+        try:
+            r = httpx.get(f"{self.endpoint}/health", timeout=1)
+            return r.status_code == 200 and r.json().get("health") == "true"
+        except (httpx.HTTPError, ValueError):
+            return False
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+
+    def log_tail(self, lines: int = 40) -> str:
+        return self.process.log_tail(lines) if self.process is not None else ""
+
+    def read(self, prefix: str, revision: int = 0) -> tuple[dict[str, KV], int]:
+        """This member's own view (a serializable read, not forwarded to the leader): keys under prefix at
+        `revision` (0: the newest it has applied) and the revision it has applied."""
+
+        async def read() -> tuple[dict[str, KV], int]:
+            storage = EtcdStorage([self.endpoint])
+            try:
+                kvs, revision_now, _ = await storage.list(prefix, revision=revision, serializable=True)
+                return {kv.key: kv for kv in kvs}, revision_now
+            finally:
+                await storage.close()
+
+        return asyncio.run(read())
+
+
+class EtcdCluster:
+    def __init__(self, workdir: Path, size: int = 3) -> None:
+        token = f"minik8s-test-{free_port()}"
+        self.members = [EtcdMember(workdir, f"m{i}", token) for i in range(size)]
+        initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+        for m in self.members:
+            m.initial_cluster = initial
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [m.endpoint for m in self.members]
+
+    @property
+    def endpoint(self) -> str:
+        return ",".join(self.endpoints)
+
+    def start(self) -> None:
+        try:
+            for m in self.members:
+                m.start()
+            wait_for(lambda: all(m.healthy() for m in self.members), 30, 0.1, what="etcd cluster healthy")
+        except BaseException:
+            self.stop()  # never leave a half-started cluster behind
+            raise
+
+    def restart_member(self, index: int) -> None:
+        member = self.members[index]
+        member.start()
+        wait_for(member.healthy, 30, 0.1, what=f"etcd member {member.name} back")
+
+    def stop(self) -> None:
+        for m in self.members:
+            m.stop()
