@@ -10,7 +10,10 @@
 #      later compose-up.sh otherwise reuses (same CA: client certificates handed out stay valid)
 #   4. a check that none of the cluster's containers, networks, bridges or state is left (exit 1 if so)
 # The images stay (hack/cluster-images.sh rebuilds only what changed). Same settings as compose-up.sh.
-#   hack/compose-down.sh [--purge]
+# Either mode: docker-compose down runs on docker-compose.yml and docker-compose.ha.yml together, so a
+# high-availability cluster's etcd members, their data volumes and the standbys go too (--ha is accepted,
+# as compose-up.sh takes it, and changes nothing).
+#   hack/compose-down.sh [--purge] [--ha]
 set -euo pipefail
 
 MINIK8S_LOG_PREFIX="${MINIK8S_LOG_PREFIX:-compose-down}"
@@ -23,13 +26,16 @@ purge=0
 for arg in "$@"; do
   case "${arg}" in
     --purge) purge=1 ;;
+    --ha) ;;
     -h | --help)
-      sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
-    *) die "unknown argument: ${arg} (usage: hack/compose-down.sh [--purge])" ;;
+    *) die "unknown argument: ${arg} (usage: hack/compose-down.sh [--purge] [--ha])" ;;
   esac
 done
+# The union of both modes' services and volumes: whatever this project was brought up as goes.
+MINIK8S_COMPOSE_HA=1
 
 docker_running || die "docker does not answer: nothing can be taken down (hack/setup.sh starts dockerd)"
 
@@ -56,8 +62,10 @@ bridges() {
 }
 
 step_compose_down() {
-  if [[ -z "$(compose_containers all)" ]] && [[ -z "$(docker network ls -q --filter "label=com.docker.compose.project=${COMPOSE_PROJECT_NAME}")" ]]; then
-    log "step 1/4: docker-compose down: skip, project ${COMPOSE_PROJECT_NAME} has no containers or networks"
+  local project="label=com.docker.compose.project=${COMPOSE_PROJECT_NAME}"
+  if [[ -z "$(compose_containers all)" && -z "$(docker network ls -q --filter "${project}")" &&
+    -z "$(docker volume ls -q --filter "${project}")" ]]; then
+    log "step 1/4: docker-compose down: skip, project ${COMPOSE_PROJECT_NAME} has no containers, networks or volumes"
     return 0
   fi
   log "step 1/4: docker-compose down (project ${COMPOSE_PROJECT_NAME}; nodes remove their pods as they stop)"
@@ -180,6 +188,8 @@ step_check() {
   [[ -z "${ids// /}" ]] || problems+=("compose containers: ${ids}")
   ids="$(docker network ls -q --filter "label=com.docker.compose.project=${COMPOSE_PROJECT_NAME}" | tr '\n' ' ')"
   [[ -z "${ids// /}" ]] || problems+=("compose networks: ${ids}")
+  ids="$(docker volume ls -q --filter "label=com.docker.compose.project=${COMPOSE_PROJECT_NAME}" | tr '\n' ' ')"
+  [[ -z "${ids// /}" ]] || problems+=("compose volumes: ${ids}")
   ids="$(pod_containers | tr '\n' ' ')"
   [[ -z "${ids// /}" ]] || problems+=("pod containers: ${ids}")
   while read -r br; do
@@ -201,7 +211,7 @@ step_check() {
   if iptables -w 5 -S MINIK8S-FORWARD >/dev/null 2>&1; then
     rules="the chains stay for other clusters on this host"
   fi
-  log "step 4/4: nothing of project ${COMPOSE_PROJECT_NAME} is left (containers, networks, pods, bridges," \
+  log "step 4/4: nothing of project ${COMPOSE_PROJECT_NAME} is left (containers, networks, volumes, pods, bridges," \
     "state); minik8s iptables rules: ${rules}"
 }
 

@@ -13,7 +13,10 @@
 #   5. waits until both nodes are Ready, through the API, and says what to type next
 # Idempotent: running it again leaves a running cluster alone (containers whose image changed are
 # recreated). Take it down with hack/compose-down.sh.
-#   hack/compose-up.sh [--no-build]
+#   hack/compose-up.sh [--no-build] [--ha]
+# --ha: high availability (docker-compose.ha.yml on top): a three-member etcd (etcd-1..3) behind the
+# apiserver, a standby controller-manager and scheduler (leader election). A project keeps the mode it was
+# brought up in: switching takes hack/compose-down.sh first (the etcd data does not move across).
 # Settings (ports, project name, node names, pod network, state dir): see hack/compose-lib.sh.
 set -euo pipefail
 
@@ -29,11 +32,12 @@ build=1
 for arg in "$@"; do
   case "${arg}" in
     --no-build) build=0 ;;
+    --ha) MINIK8S_COMPOSE_HA=1 ;;
     -h | --help)
-      sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
-    *) die "unknown argument: ${arg} (usage: hack/compose-up.sh [--no-build])" ;;
+    *) die "unknown argument: ${arg} (usage: hack/compose-up.sh [--no-build] [--ha])" ;;
   esac
 done
 
@@ -65,6 +69,20 @@ check_ports() {
         "process cluster) or choose other ports (MINIK8S_API_PORT, MINIK8S_KUBELET_PORT_1/2)"
     fi
   done
+}
+
+# check_mode: a project stays in the mode it was brought up in; `up` in the other mode would drop its
+# etcd (scaled to 0, or taken away as an orphan) and start an empty one: every object would be lost.
+check_mode() {
+  local want=single running
+  [[ "${MINIK8S_COMPOSE_HA}" == 1 ]] && want=ha
+  running="$(running_mode)"
+  if [[ -n "${running}" && "${running}" != "${want}" ]]; then
+    local flag="without --ha"
+    [[ "${running}" == ha ]] && flag="with --ha"
+    die "project ${COMPOSE_PROJECT_NAME} runs in ${running} mode: run hack/compose-up.sh ${flag}, or take it" \
+      "down first (hack/compose-down.sh) to switch; its etcd data would not come across"
+  fi
 }
 
 # ensure_shared_state_root: the kubelets' state dir as a shared mount, so that the tmpfs a node
@@ -189,8 +207,11 @@ main() {
     log "step 2/5: images: skip (--no-build)"
   fi
 
-  log "step 3/5: docker-compose up -d (project ${COMPOSE_PROJECT_NAME}, apiserver on ${COMPOSE_API_URL}," \
+  local mode="single etcd"
+  [[ "${MINIK8S_COMPOSE_HA}" == 1 ]] && mode="HA: etcd-1..3 on ${MINIK8S_HA_NET}.11-13, standby controller-manager and scheduler"
+  log "step 3/5: docker-compose up -d (project ${COMPOSE_PROJECT_NAME}, ${mode}, apiserver on ${COMPOSE_API_URL}," \
     "PKI and kubeconfigs in ${COMPOSE_OUT})"
+  check_mode
   check_ports
   local foreign=()
   mapfile -t foreign < <(foreign_kubelets)
@@ -204,7 +225,7 @@ main() {
   local up_start=${SECONDS} up_epoch
   up_epoch="$(date +%s.%N)"
   if ! dc up -d --remove-orphans 2>&1 | sed -u 's/^/  /' >&2; then
-    dc logs --no-color --tail=25 pki apiserver >&2 || true
+    dc logs --no-color --tail=25 >&2 || true
     die "docker-compose up failed (hack/compose-down.sh cleans up)"
   fi
 
@@ -216,10 +237,14 @@ main() {
   log "nodes Ready $((SECONDS - up_start))s after docker-compose up ($((SECONDS - t0))s in all)"
 
   local rel="${COMPOSE_KUBECONFIG#"${PWD}"/}" audit="${COMPOSE_AUDIT_LOG#"${PWD}"/}" ca="${COMPOSE_CA#"${PWD}"/}"
-  local python="${MINIK8S_VENV#"${PWD}"/}/bin/python"
+  local python="${MINIK8S_VENV#"${PWD}"/}/bin/python" ha_note=""
+  if [[ "${MINIK8S_COMPOSE_HA}" == 1 ]]; then
+    ha_note="
+HA: etcd-1..3 (${MINIK8S_HA_NET}.11-13), controller-manager and scheduler with standbys (-2); who leads: kubectl -n kube-system get leases"
+  fi
   cat <<EOF
 
-minik8s is up as docker-compose project '${COMPOSE_PROJECT_NAME}': nodes ${COMPOSE_NODES[*]}, apiserver ${COMPOSE_API_URL} (TLS only).
+minik8s is up as docker-compose project '${COMPOSE_PROJECT_NAME}': nodes ${COMPOSE_NODES[*]}, apiserver ${COMPOSE_API_URL} (TLS only).${ha_note}
 Stop it and remove its pods: hack/compose-down.sh [--purge]    Component logs: docker-compose -p ${COMPOSE_PROJECT_NAME} logs -f node-1
 Next, type:
 

@@ -17,6 +17,7 @@ runs reuse them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import json
 import os
@@ -94,6 +95,7 @@ class ComposeCluster:
     kubeconfig: Path
     workdir: Path
     up_seconds: float = 0.0
+    files: tuple[str, ...] = ("docker-compose.yml",)  # in REPO, as `docker-compose -f` takes them
 
     def run(self, *argv: str, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(list(argv), cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout)
@@ -102,8 +104,8 @@ class ComposeCluster:
         return done
 
     def compose(self, *args: str, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess[str]:
-        return self.run("docker-compose", "-f", str(REPO / "docker-compose.yml"), "-p", self.project, *args,
-                        timeout=timeout, check=check)
+        files = [arg for name in self.files for arg in ("-f", str(REPO / name))]
+        return self.run("docker-compose", *files, "-p", self.project, *args, timeout=timeout, check=check)
 
     def logs(self, tail: int = 40) -> str:
         with contextlib.suppress(Exception):
@@ -188,6 +190,12 @@ def compose_images() -> float:
     reason = _missing_prerequisite()
     if reason:
         pytest.skip(reason)
+    return _build_images()
+
+
+@functools.cache
+def _build_images() -> float:
+    """Once per session, however many modules import the fixture."""
     start = time.monotonic()
     done = subprocess.run([str(REPO / "hack" / "cluster-images.sh")], cwd=REPO, capture_output=True, text=True,
                           timeout=IMAGES_TIMEOUT)
@@ -198,13 +206,23 @@ def compose_images() -> float:
 @pytest.fixture(scope="module")
 def compose_cluster(compose_images: float) -> Iterator[ComposeCluster]:
     """The compose cluster up (hack/compose-up.sh --no-build) on settings of its own; always taken down."""
+    with compose_cluster_up("e2e") as cluster:
+        yield cluster
+
+
+@contextlib.contextmanager
+def compose_cluster_up(kind: str, *up_args: str, files: tuple[str, ...] = ("docker-compose.yml",),
+                       extra_env: dict[str, str] | None = None) -> Iterator[ComposeCluster]:
+    """hack/compose-up.sh --no-build [up_args] as project minik8s-<kind>-<tag>, with ports, node names, cluster
+    CIDR and state dir of its own (and `extra_env` on top); hack/compose-down.sh --purge at the end, come what may."""
     tag = uuid.uuid4().hex[:6]
     workdir = make_workdir("minik8s-compose-")
     cidr = free_cluster_cidr()
     prefix = f"c{tag[:4]}-"
     env = {
         **os.environ,
-        "COMPOSE_PROJECT_NAME": f"minik8s-e2e-{tag}",
+        **(extra_env or {}),
+        "COMPOSE_PROJECT_NAME": f"minik8s-{kind}-{tag}",
         "MINIK8S_API_PORT": str(free_port()),
         "MINIK8S_KUBELET_PORT_1": str(free_port()),
         "MINIK8S_KUBELET_PORT_2": str(free_port()),
@@ -215,10 +233,11 @@ def compose_cluster(compose_images: float) -> Iterator[ComposeCluster]:
     for var in ("KUBECONFIG", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
         env.pop(var, None)
     cluster = ComposeCluster(project=env["COMPOSE_PROJECT_NAME"], nodes=[f"{prefix}node-1", f"{prefix}node-2"],
-                             cluster_cidr=cidr, env=env, kubeconfig=workdir / "kubeconfig", workdir=workdir)
+                             cluster_cidr=cidr, env=env, kubeconfig=workdir / "kubeconfig", workdir=workdir,
+                             files=files)
     try:
         start = time.monotonic()
-        done = cluster.run(str(REPO / "hack" / "compose-up.sh"), "--no-build", timeout=UP_TIMEOUT)
+        done = cluster.run(str(REPO / "hack" / "compose-up.sh"), "--no-build", *up_args, timeout=UP_TIMEOUT)
         cluster.up_seconds = time.monotonic() - start
         assert done.returncode == 0, (f"hack/compose-up.sh exited {done.returncode}:\n{done.stdout}\n"
                                       f"{done.stderr[-6000:]}\n{cluster.logs()}")
