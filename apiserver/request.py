@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from starlette.requests import Request
 
-from apiserver import errors
+from apiserver import errors, protobuf
 from apiserver.patch import YamlLoader, yaml_key
 from apiserver.registry.generic import DeleteOptions, WriteOptions
 from apiserver.validation import INT64_MAX, check_body_values
@@ -87,6 +87,8 @@ def decode_object(body: bytes, content_type: str) -> tuple[dict[str, Any], list[
             value = yaml.load(body, Loader=_DupYamlLoader)
         elif media in ("application/json", "", "*/*"):
             value = json.loads(body, object_pairs_hook=_pairs, parse_constant=_no_constant)
+        elif media == protobuf.CONTENT_TYPE:  # kubectl 1.32+ typed creates; protobuf has no duplicate keys
+            value = protobuf.decode(body)
         else:
             raise errors.unsupported_media_type(content_type)
         check_body_values(value)

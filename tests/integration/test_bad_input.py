@@ -34,6 +34,7 @@ DEPLOYS = "/apis/apps/v1/namespaces/{ns}/deployments"
 JSON, YAML = "application/json", "application/yaml"
 MERGE, JSONPATCH = "application/merge-patch+json", "application/json-patch+json"
 SMP, APPLY = "application/strategic-merge-patch+json", "application/apply-patch+yaml"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
 
 Body = bytes | Callable[[], bytes] | None
 
@@ -306,8 +307,18 @@ CASES = [
     C("text-plain", "POST", PODS, lambda: pod_with({}), 415, "UnsupportedMediaType", "text/plain",
       content_type="text/plain"),
     C("xml", "POST", PODS, b"<pod/>", 415, "UnsupportedMediaType", "application/xml", content_type="application/xml"),
-    C("protobuf", "POST", PODS, b"k8s\x00", 415, "UnsupportedMediaType", "protobuf",
-      content_type="application/vnd.kubernetes.protobuf"),
+    # Kubernetes protobuf (kubectl 1.32+'s typed creates): a malformed body is a 400, a valid one is validated
+    C("protobuf-envelope-only", "POST", PODS, b"k8s\x00", 400, "BadRequest", "names no kind", content_type=PROTOBUF),
+    C("protobuf-no-magic", "POST", PODS, b'{"kind": "Pod"}', 400, "BadRequest", "k8s", content_type=PROTOBUF),
+    C("protobuf-truncated", "POST", PODS, b"k8s\x00\n\x05\n\x02v1", 400, "BadRequest", "runs past the end",
+      content_type=PROTOBUF),
+    C("protobuf-unknown-kind", "POST", PODS, b'k8s\x00\n\x0f\n\x02v1\x12\tConfigMap\x12\x00\x1a\x00"\x00', 400,
+      "BadRequest", 'no protobuf decoding for kind "ConfigMap"', content_type=PROTOBUF),
+    C("protobuf-name-as-number", "POST", PODS, b'k8s\x00\n\t\n\x02v1\x12\x03Pod\x12\x04\n\x02\x08\x05\x1a\x00"\x00',
+      400, "BadRequest", "metadata.name: wire type 0", content_type=PROTOBUF),
+    C("protobuf-name-uppercase", "POST", PODS,
+      b'k8s\x00\n\t\n\x02v1\x12\x03Pod\x12\x11\n\x05\n\x03Bad\x12\x08\x12\x06\n\x01c\x12\x01i\x1a\x00"\x00', 422,
+      "Invalid", "RFC 1123 subdomain", "metadata.name", content_type=PROTOBUF),
     C("patch-as-json", "PATCH", DEPLOYS + "/seed", b'{"spec": {}}', 415, "UnsupportedMediaType", "unknown format"),
     # patches
     C("merge-patch-list", "PATCH", DEPLOYS + "/seed", b"[]", 400, "BadRequest", "must be a JSON object",
