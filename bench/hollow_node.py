@@ -23,17 +23,15 @@ runtime, and no test uses this one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import hashlib
 import ipaddress
 import logging
-import signal
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from kubelet.__main__ import config_from_args, parse_args
+from kubelet.__main__ import main as kubelet_main
 from kubelet.docker_client import Conflict, DockerClient, DockerError, HijackedStream, NotFound
 from kubelet.kubelet import Kubelet, KubeletConfig
 from kubelet.network import PodNetwork
@@ -272,24 +270,8 @@ class HollowKubelet(Kubelet):
         pass  # a hollow node never installed the host's forwarding rules: leave the real nodes' alone
 
 
-async def run_hollow_kubelet(config: KubeletConfig) -> None:
-    """`kubelet.kubelet.run_kubelet` with the hollow kubelet."""
-    kubelet = HollowKubelet(config)
-    loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-    assert main is not None
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, main.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await kubelet.run()
-
-
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)  # the kubelet's own flags
-    level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    asyncio.run(run_hollow_kubelet(config_from_args(args)))
+    kubelet_main(argv, HollowKubelet)  # the kubelet's own flags and signal handling
 
 
 if __name__ == "__main__":

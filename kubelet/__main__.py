@@ -9,7 +9,7 @@ import socket
 from pathlib import Path
 
 from cni.config import DEFAULT_CLUSTER_CIDR, DEFAULT_CNI_BIN_DIRS
-from kubelet.kubelet import DEFAULT_PAUSE_IMAGE, KubeletConfig, run_kubelet
+from kubelet.kubelet import DEFAULT_PAUSE_IMAGE, Kubelet, KubeletConfig, run_kubelet
 
 
 def _labels(text: str) -> dict[str, str]:
@@ -93,12 +93,12 @@ def config_from_args(args: argparse.Namespace) -> KubeletConfig:
     )
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, kubelet_class: type[Kubelet] = Kubelet) -> None:
     args = parse_args(argv)
     level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    asyncio.run(run_kubelet(config_from_args(args)))
+    asyncio.run(run_kubelet(config_from_args(args), kubelet_class))
 
 
 if __name__ == "__main__":

@@ -306,8 +306,9 @@ class _EmbeddedServer(uvicorn.Server):
         yield
 
 
-async def run_kubelet(config: KubeletConfig) -> None:
-    kubelet = Kubelet(config)
+async def run_kubelet(config: KubeletConfig, kubelet_class: type[Kubelet] = Kubelet) -> None:
+    """Run until SIGTERM/SIGINT. `kubelet_class`: bench/hollow_node.py's hollow kubelet, as kubemark's."""
+    kubelet = kubelet_class(config)
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     assert main is not None
