@@ -2,9 +2,8 @@
 `kubectl auth can-i` sends) and SubjectAccessReview ("may they?"). Each is created, answered
 by the same authorizer the request chain uses, and returned with its status; nothing is stored.
 
-kubectl's typed client sends these reviews as protobuf (`application/vnd.kubernetes.protobuf`,
-the runtime.Unknown envelope), whatever else it speaks JSON; the few fields of a review are
-decoded here, and the answer goes back as JSON, which client-go reads by its Content-Type."""
+kubectl's typed client sends these reviews as protobuf (apiserver/protobuf.py decodes them, as
+every request body); the answer goes back as JSON, which client-go reads by its Content-Type."""
 
 from __future__ import annotations
 
@@ -42,95 +41,6 @@ def attributes_of(user: UserInfo, spec: Obj) -> Attributes:
                                                   "must be specified"}]})
 
 
-PROTOBUF = "application/vnd.kubernetes.protobuf"
-_ENVELOPE = b"k8s\x00"
-
-
-def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
-    """A protobuf message's (field number, value) pairs: varints as ints, length-delimited as bytes."""
-    out: list[tuple[int, int | bytes]] = []
-    i = 0
-    while i < len(data):
-        key, i = _varint(data, i)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, i = _varint(data, i)
-            out.append((number, value))
-        elif wire == 2:
-            size, i = _varint(data, i)
-            if i + size > len(data):
-                raise ValueError("truncated field")
-            out.append((number, data[i:i + size]))
-            i += size
-        elif wire == 1:
-            i += 8
-        elif wire == 5:
-            i += 4
-        else:
-            raise ValueError(f"unsupported wire type {wire}")
-    return out
-
-
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if i >= len(data) or shift > 63:
-            raise ValueError("truncated varint")
-        byte = data[i]
-        i += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, i
-        shift += 7
-
-
-def _strings(data: bytes, names: dict[int, str]) -> Obj:
-    out: Obj = {}
-    for number, value in _fields(data):
-        if number in names and isinstance(value, bytes):
-            out[names[number]] = value.decode("utf-8")
-    return out
-
-
-_RESOURCE_ATTRIBUTES = {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource",
-                        7: "name"}
-_NON_RESOURCE_ATTRIBUTES = {1: "path", 2: "verb"}
-
-
-def decode_protobuf_review(body: bytes, kind: str) -> Obj:
-    """The JSON form of a (Self)SubjectAccessReview sent as Kubernetes protobuf."""
-    if not body.startswith(_ENVELOPE):
-        raise ValueError("not a Kubernetes protobuf envelope")
-    raw = next((v for n, v in _fields(body[4:]) if n == 2 and isinstance(v, bytes)), b"")
-    spec: Obj = {}
-    for number, value in _fields(raw):
-        if number != 2 or not isinstance(value, bytes):
-            continue  # metadata (1) and status (3) carry nothing a review needs
-        groups: list[str] = []
-        for field, item in _fields(value):
-            if not isinstance(item, bytes):
-                continue
-            if field == 1:
-                attrs = _strings(item, _RESOURCE_ATTRIBUTES)
-                selector = next((v for n, v in _fields(item) if n == 8 and isinstance(v, bytes)), None)
-                if selector is not None:
-                    raw_selector = _strings(selector, {1: "rawSelector"})
-                    if raw_selector:
-                        attrs["fieldSelector"] = raw_selector
-                spec["resourceAttributes"] = attrs
-            elif field == 2:
-                spec["nonResourceAttributes"] = _strings(item, _NON_RESOURCE_ATTRIBUTES)
-            elif field == 3 and kind == "SubjectAccessReview":
-                spec["user"] = item.decode("utf-8")
-            elif field == 4 and kind == "SubjectAccessReview":
-                groups.append(item.decode("utf-8"))
-            elif field == 6 and kind == "SubjectAccessReview":
-                spec["uid"] = item.decode("utf-8")
-        if groups:
-            spec["groups"] = groups
-    return {"spec": spec}
-
-
 class ReviewStore:
     """Stands where a Store would for a virtual resource: `create` is the only verb."""
 
@@ -154,20 +64,13 @@ class ReviewStore:
         from apiserver.handlers import json_response
 
         opts = write_options(request)
-        content_type = request.headers.get("content-type", "application/json")
-        raw = await read_body(request)
-        if content_type.split(";")[0].strip() == PROTOBUF:
-            try:
-                body = decode_protobuf_review(raw, self.info.kind)
-            except (ValueError, UnicodeDecodeError) as e:
-                raise errors.bad_request(f"the body of the request could not be decoded: {e}") from None
-        else:
-            body, _ = decode_object(raw, content_type)
+        body, _ = decode_object(await read_body(request), request.headers.get("content-type", "application/json"))
         return json_response(await self.create(None, body, opts), 201)
 
     async def create(self, namespace: str | None, body: Obj, opts: WriteOptions) -> Obj:
         body.setdefault("apiVersion", self.info.api_version)
         body.setdefault("kind", self.info.kind)
+        body.pop("status", None)  # the answer; what a client sends there (kubectl: an empty one) is ignored
         review = self._checked(body)
         spec = review.get("spec") or {}
         if self.info.kind == "SelfSubjectAccessReview":
