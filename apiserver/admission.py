@@ -31,9 +31,8 @@ import ssl
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
 
 from apiserver import errors
@@ -42,6 +41,9 @@ from apiserver.patch import PatchError, json_patch
 from apiserver.registry.generic import AdmissionAttributes, Store, WriteOptions
 from apiserver.storage.cacher import Cacher
 from machinery.selectors import LabelSelector, SelectorError, selector_from_label_selector
+
+if TYPE_CHECKING:
+    import aiohttp
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +222,9 @@ class AdmissionChain:
             await self._session.close()
 
     def _http(self) -> aiohttp.ClientSession:
+        # imported on the first webhook call: an apiserver with no webhooks never needs the HTTP client (~10 MB)
+        import aiohttp
+
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64), trust_env=False,
                                                   json_serialize=lambda o: orjson.dumps(o).decode())
@@ -368,6 +373,8 @@ class AdmissionChain:
         return True
 
     async def _call(self, hook: Webhook, a: AdmissionAttributes) -> Obj:
+        import aiohttp  # see _http
+
         uid = str(uuid.uuid4())
         body = orjson.dumps(admission_review(a, uid))
         url = hook.url

@@ -32,7 +32,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-import httpx
 import orjson
 from starlette.background import BackgroundTask
 from starlette.requests import Request
@@ -187,29 +186,33 @@ def log_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
         container = pick_container(pod, request.query_params.get("container"))
         url = f"{base}/containerLogs/{namespace}/{name}/{container}"
         follow = params.get("follow") == "true"
-        client = httpx.AsyncClient(timeout=httpx.Timeout(None if follow else 60.0, connect=KUBELET_CONNECT_TIMEOUT),
-                                   trust_env=False, verify=tls or True)
+        # aiohttp, the project's one HTTP client (machinery/client.py), imported on the first call to a kubelet: an
+        # apiserver that never proxies never loads it (~10 MB). A read may wait forever only when following.
+        import aiohttp
+
+        timeout = aiohttp.ClientTimeout(total=None, connect=KUBELET_CONNECT_TIMEOUT, sock_read=None if follow else 60.0)
+        session = aiohttp.ClientSession(timeout=timeout, trust_env=False)
         try:
-            upstream = await client.send(client.build_request("GET", url, params=params), stream=True)
-        except httpx.HTTPError as e:
-            await client.aclose()
+            upstream = await session.get(url, params=params, ssl=tls if tls is not None else True)
+        except (TimeoutError, aiohttp.ClientError) as e:
+            await session.close()
             raise errors.ApiError(500, "InternalError", f"Get \"{url}\": {e}") from e
-        if upstream.status_code != 200:
-            body = await upstream.aread()
-            await upstream.aclose()
-            await client.aclose()
-            raise _kubelet_error(upstream.status_code, body)
+        if upstream.status != 200:
+            body = await upstream.read()
+            upstream.release()
+            await session.close()
+            raise _kubelet_error(upstream.status, body)
 
         async def relay() -> AsyncIterator[bytes]:
             try:
-                async for chunk in upstream.aiter_raw():
+                async for chunk in upstream.content.iter_any():
                     yield chunk
-            except httpx.HTTPError as e:
+            except (TimeoutError, aiohttp.ClientError) as e:
                 log.info("log stream of %s/%s from %s ended: %s", namespace, name, base, e)
 
         async def close() -> None:
-            await upstream.aclose()
-            await client.aclose()
+            upstream.release()
+            await session.close()
 
         return StreamingResponse(relay(), media_type="text/plain", background=BackgroundTask(close))
 
