@@ -196,14 +196,18 @@ def test_two_schedulers_bind_once_by_the_leader_hand_over_and_release_the_lease(
         first = [f"before-{i}" for i in range(3)]
         make_pods(api, namespace, first, scheduler, run)
         wait_for(lambda: all_bound(api, namespace, first, node_name), 30, what="the leader to bind 3 pods")
-        assert sorted(bound_by(a, namespace)) == first and bound_by(b, namespace) == []
+        # the log line of a binding follows the API's answer to it: wait for it, do not race it
+        wait_for(lambda: sorted(bound_by(a, namespace)) == first, 10, what=f"the leader's log to show 3 bindings\n"
+                 f"{a.log_tail()}")
+        assert bound_by(b, namespace) == []
 
         kill_and_check_takeover(api, lease_name, a, b)
         second = [f"after-{i}" for i in range(3)]
         make_pods(api, namespace, second, scheduler, run)
         wait_for(lambda: all_bound(api, namespace, second, node_name), 30,
                  what=f"the new leader to bind 3 pods\n{b.log_tail()}")
-        assert sorted(bound_by(b, namespace)) == second  # each pod bound once, by the one leader
+        wait_for(lambda: sorted(bound_by(b, namespace)) == second, 10,  # each pod bound once, by the one leader
+                 what=f"the new leader's log to show 3 bindings\n{b.log_tail()}")
         assert not BIND_FAILED.search(a.log_text() + b.log_text())
 
         # a leader stopped on purpose gives the Lease back as upstream's release does
@@ -225,7 +229,8 @@ def test_two_schedulers_bind_once_by_the_leader_hand_over_and_release_the_lease(
         third = ["late-0"]
         make_pods(api, namespace, third, scheduler, run)
         wait_for(lambda: all_bound(api, namespace, third, node_name), 30, what="the newcomer to bind")
-        assert bound_by(c, namespace) == third
+        wait_for(lambda: bound_by(c, namespace) == third, 10, what=f"the newcomer's log to show its binding\n"
+                 f"{c.log_tail()}")
 
         steal_and_check_exit(api, lease_name, c)
     finally:
