@@ -28,37 +28,19 @@ def leader_election_flags(flags: tuple[str, ...]) -> list[str]:
     return ["--leader-elect=false"]
 
 
-class ControllerProcess:
-    """Test-side handle: start the process, wait until its log says the caches synced, stop it."""
+class ComponentProcess:
+    """What the controller-manager's and the scheduler's handles share: the process, this run's part of its
+    log, its leader-election identity, stop and kill."""
 
-    def __init__(self, workdir: Path, server: str, controllers: list[str], *flags: str) -> None:
-        self.controllers = controllers
-        self.process = Process(
-            "controller-manager",
-            [sys.executable, "-m", "controllers", "--master", server, "--controllers", ",".join(controllers),
-             *leader_election_flags(flags), *flags],
-            workdir / f"controller-manager-{'-'.join(controllers)}-{uuid.uuid4().hex[:6]}.log",
-            # no kubeconfig of the machine's: --master alone says where the apiserver is
-            env={"KUBECONFIG": str(workdir / "no-kubeconfig")},
-        )
+    def __init__(self, process: Process) -> None:
+        self.process = process
         self._start_at = 0
 
-    def start(self, timeout: float = 30.0, *, wait_synced: bool = True) -> None:
-        """Start; wait until the controllers' caches synced (wait_synced=False: a standby, which syncs
-        nothing until it leads, is waited for only until it campaigns)."""
+    def _launch(self) -> None:
+        """Start the process; this run's log begins where the file ends now."""
         log = self.process.log_path
         self._start_at = log.stat().st_size if log.exists() else 0
         self.process.start()
-
-        def ready() -> bool:
-            if not self.process.alive():
-                raise RuntimeError(f"controller-manager exited:\n{self.process.log_tail()}")
-            text = self.log_text()
-            if not wait_synced:
-                return IDENTITY.search(text) is not None
-            return all(f"{name}: caches synced" in text for name in self.controllers)
-
-        wait_for(ready, timeout, what=f"controllers {self.controllers} to start\n{self.process.log_tail()}")
 
     def log_text(self) -> str:
         """What this run of the process logged so far."""
@@ -83,3 +65,33 @@ class ControllerProcess:
 
     def log_tail(self, lines: int = 60) -> str:
         return self.process.log_tail(lines)
+
+
+class ControllerProcess(ComponentProcess):
+    """Test-side handle: start the process, wait until its log says the caches synced, stop it."""
+
+    def __init__(self, workdir: Path, server: str, controllers: list[str], *flags: str) -> None:
+        self.controllers = controllers
+        super().__init__(Process(
+            "controller-manager",
+            [sys.executable, "-m", "controllers", "--master", server, "--controllers", ",".join(controllers),
+             *leader_election_flags(flags), *flags],
+            workdir / f"controller-manager-{'-'.join(controllers)}-{uuid.uuid4().hex[:6]}.log",
+            # no kubeconfig of the machine's: --master alone says where the apiserver is
+            env={"KUBECONFIG": str(workdir / "no-kubeconfig")},
+        ))
+
+    def start(self, timeout: float = 30.0, *, wait_synced: bool = True) -> None:
+        """Start; wait until the controllers' caches synced (wait_synced=False: a standby, which syncs
+        nothing until it leads, is waited for only until it campaigns)."""
+        self._launch()
+
+        def ready() -> bool:
+            if not self.process.alive():
+                raise RuntimeError(f"controller-manager exited:\n{self.process.log_tail()}")
+            text = self.log_text()
+            if not wait_synced:
+                return IDENTITY.search(text) is not None
+            return all(f"{name}: caches synced" in text for name in self.controllers)
+
+        wait_for(ready, timeout, what=f"controllers {self.controllers} to start\n{self.process.log_tail()}")
