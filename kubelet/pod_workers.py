@@ -101,6 +101,7 @@ class PodWorker:
         self.pod_ip: str | None = None
         self.sandbox_ready = False
         self.last_status: dict[str, Any] | None = None
+        self.last_status_rv = 0  # the pod's resourceVersion our last status write produced
         self.failures = 0
         self.syncs = 0  # completed syncs (the kubelet's /debug/pods shows them)
         self._wake = asyncio.Event()
@@ -692,8 +693,10 @@ class PodWorkers:
         old = worker.pod
         if _rv(pod) >= _rv(old):
             worker.pod = pod
-            if _only_status_changed(old, pod):
-                return  # as upstream's pod config: a status update (mostly our own) is no reason to sync
+            if _only_status_changed(old, pod) and _rv(pod) <= worker.last_status_rv:
+                return  # as upstream's pod config: our own status write coming back is no reason to sync
+            # a status another writer changed (the node lifecycle controller's Ready=False) is synced, so the
+            # status manager writes what the kubelet sees over it, as upstream's reconciles with the apiserver
         worker.wake()
 
     def remove(self, pod: Pod) -> None:

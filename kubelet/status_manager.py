@@ -1,10 +1,10 @@
 """Writing pod status to the apiserver (upstream pkg/kubelet/status/status_manager.go).
 
-Only a status that differs from what was last written (or, for a pod the kubelet has not written
-yet, from what the API object holds) is sent: a merge patch of `status` through the status
-subresource, carrying `metadata.uid` so that, as upstream's status manager does, a pod deleted
-and recreated under the same name is not written with a stale status. Fields the kubelet drops
-are sent as null so the patch removes them.
+Only a status that differs from what was last written, or from what a newer copy of the API
+object holds (another writer changed it, or the kubelet has not written yet), is sent: a merge
+patch of `status` through the status subresource, carrying `metadata.uid` so that, as upstream's
+status manager does, a pod deleted and recreated under the same name is not written with a stale
+status. Fields the kubelet drops are sent as null so the patch removes them.
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return patch
 
 
+def _rv(pod: Pod) -> int:
+    rv = pod.metadata.resource_version or "0"
+    return int(rv) if rv.isdigit() else 0
+
+
 class StatusManager:
     def __init__(self, client: ApiClient) -> None:
         self.client = client
@@ -39,10 +44,12 @@ class StatusManager:
         """Send `status` for the worker's pod if it changed; True if a write was made."""
         pod = worker.pod
         api_status = pod.status.to_dict() if pod.status else {}
-        base = worker.last_status if worker.last_status is not None else api_status
-        if status == base:
-            return False
         patch = status_patch(api_status, status)
+        if status == worker.last_status and (not patch or _rv(pod) <= worker.last_status_rv):
+            # unchanged since our last write, and the API's copy is either ours or older than it; a copy newer
+            # than our write that differs (the node lifecycle controller set Ready=False) is written over, as
+            # upstream's status manager reconciles what it finds in the apiserver
+            return False
         if not patch:
             worker.last_status = status
             return False
@@ -60,6 +67,7 @@ class StatusManager:
         if updated.metadata.uid != meta.uid:
             log.warning("status of %s/%s landed on a pod with another uid", meta.namespace, meta.name)
         worker.last_status = status
+        worker.last_status_rv = _rv(updated)
         if updated.status is not None and (worker.pod.metadata.resource_version or "0").isdigit() \
                 and int(updated.metadata.resource_version or "0") > int(worker.pod.metadata.resource_version or "0"):
             worker.pod = updated

@@ -589,3 +589,19 @@ def test_kubelet_restart_adopts_containers_and_cleans_orphans(apiserver: ApiServ
         assert httpx.get(f"http://{pod['status']['podIP']}/", timeout=5).status_code == 200
     finally:
         cleanup([k])
+
+
+def test_ready_set_false_by_another_writer_is_reconciled(nodes: tuple[KubeletProcess, KubeletProcess],
+                                                         api: httpx.Client, namespace: str) -> None:
+    """The node lifecycle controller marks pods Ready=False when their node goes NotReady; once the kubelet
+    is back it writes what it sees again (upstream's status manager reconciles with the apiserver's copy)."""
+    a, _ = nodes
+    create(api, namespace, pod_manifest("steady", a.node, [container("web", HTTPD)], terminationGracePeriodSeconds=1))
+    pod = wait_pod(api, namespace, "steady", lambda p: condition(p, "Ready") == "True", 30, what="Ready")
+    conditions = [dict(c, status="False") if c["type"] == "Ready" else c for c in pod["status"]["conditions"]]
+    r = api.patch(f"/api/v1/namespaces/{namespace}/pods/steady/status", json={"status": {"conditions": conditions}},
+                  headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    assert condition(r.json(), "Ready") == "False"
+    wait_pod(api, namespace, "steady", lambda p: condition(p, "Ready") == "True", 30,
+             what="the kubelet to write Ready=True back")
