@@ -333,3 +333,17 @@ def wait_caches_match(cluster: LocalCluster, api: httpx.Client, informer: Inform
     except TimeoutError as e:
         raise AssertionError(f"{e}; caches differ from a fresh list (key, cache, list): {diff}\n"
                              f"{cluster.logs(30)}") from None
+
+
+def assert_nothing_lost_or_leaked(cluster: LocalCluster, api: httpx.Client, before: dict[str, str],
+                                  informer: InformerThread, writer: LeaseWriter | None = None,
+                                  watching: list[KubeletProcess] | None = None) -> None:
+    """The invariants every failure test ends on: no object lost (nor any write the apiserver acknowledged), no
+    container, address or bridge leaked, and every watch consumer's cache (the test's informer, the kubelets in
+    `watching`, all of them by default) equal to a fresh list."""
+    if writer is not None:
+        writer.stop()
+        assert writer.missing(api) == []
+    assert lost_objects(api, before) == []
+    wait_no_leaks(cluster, api, cluster.kubelets)
+    wait_caches_match(cluster, api, informer, cluster.kubelets if watching is None else watching)

@@ -22,9 +22,9 @@ from tests.failure.checks import (
     SLOW_TO_STOP,
     InformerThread,
     LeaseWriter,
+    assert_nothing_lost_or_leaked,
     create_deployment,
     fresh,
-    lost_objects,
     max_pods_since,
     object_uids,
     ok,
@@ -33,8 +33,6 @@ from tests.failure.checks import (
     rollout_complete,
     set_version,
     wait,
-    wait_caches_match,
-    wait_no_leaks,
 )
 from tests.failure.conftest import FailureCluster
 from tests.watching import WatchStream
@@ -143,13 +141,9 @@ def test_apiserver_kill_9_mid_rollout(make_cluster: Callable[..., FailureCluster
             wait(cluster, lambda: writer.acked_since(down_at) >= 3, 20, "writes through the restarted apiserver")
 
             wait(cluster, lambda: rollout_complete(api, replicas, "2"), 90, "version 2 to roll out")
-            writer.stop()
             peak = max_pods_since(api, since)
             assert replicas < peak <= replicas + surge, f"{peak} pods at once"
-            assert lost_objects(api, before) == []
-            assert writer.missing(api) == []
-            wait_no_leaks(cluster, api, cluster.kubelets)
-            wait_caches_match(cluster, api, informer, cluster.kubelets)
+            assert_nothing_lost_or_leaked(cluster, api, before, informer, writer)
         finally:
             writer.stop()
             informer.close()

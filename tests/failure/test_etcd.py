@@ -15,8 +15,8 @@ from tests.failure.checks import (
     InformerThread,
     LeaseWriter,
     active,
+    assert_nothing_lost_or_leaked,
     create_deployment,
-    lost_objects,
     max_pods_since,
     object_uids,
     pod_list,
@@ -25,8 +25,6 @@ from tests.failure.checks import (
     scale,
     set_version,
     wait,
-    wait_caches_match,
-    wait_no_leaks,
 )
 from tests.failure.conftest import FailureCluster
 
@@ -65,12 +63,8 @@ def test_one_etcd_member_of_three_killed_writes_go_on_and_it_catches_up(
             assert views[0] == views[1] == views[2]  # keys, values and revisions alike
             assert any(key.startswith("/registry/pods/") for key in views[0])
 
-            writer.stop()
             assert max_pods_since(api, since) == 10
-            assert lost_objects(api, before) == []
-            assert writer.missing(api) == []
-            wait_no_leaks(cluster, api, cluster.kubelets)
-            wait_caches_match(cluster, api, informer, cluster.kubelets)
+            assert_nothing_lost_or_leaked(cluster, api, before, informer, writer)
         finally:
             writer.stop()
             informer.close()
@@ -98,13 +92,9 @@ def test_whole_etcd_restarted_watches_resume(make_cluster: Callable[..., Failure
             # a change made after the restart is seen (through watches) and carried out by every component
             set_version(api, "2")
             wait(cluster, lambda: rollout_complete(api, 8, "2"), 90, "version 2 to roll out")
-            writer.stop()
             peak = max_pods_since(api, since)
             assert 8 < peak <= 8 + SURGE, f"{peak} pods at once"
-            assert lost_objects(api, before) == []
-            assert writer.missing(api) == []
-            wait_no_leaks(cluster, api, cluster.kubelets)
-            wait_caches_match(cluster, api, informer, cluster.kubelets)
+            assert_nothing_lost_or_leaked(cluster, api, before, informer, writer)
         finally:
             writer.stop()
             informer.close()

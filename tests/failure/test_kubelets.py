@@ -12,8 +12,8 @@ from tests.failure.checks import (
     InformerThread,
     LeaseWriter,
     active,
+    assert_nothing_lost_or_leaked,
     create_deployment,
-    lost_objects,
     max_pods_since,
     object_uids,
     ok,
@@ -22,8 +22,6 @@ from tests.failure.checks import (
     rollout_complete,
     set_version,
     wait,
-    wait_caches_match,
-    wait_no_leaks,
 )
 from tests.failure.conftest import FAST_NODE_LIFECYCLE, FailureCluster
 
@@ -65,13 +63,9 @@ def test_kubelet_kill_9_mid_rollout_and_restart(make_cluster: Callable[..., Fail
             victim.start(api)  # same node, port and root dir: it finds its containers and carries on
 
             wait(cluster, lambda: rollout_complete(api, REPLICAS, "2"), 90, "version 2 to roll out")
-            writer.stop()
             peak = max_pods_since(api, since)
             assert REPLICAS < peak <= REPLICAS + SURGE, f"{peak} pods at once"
-            assert lost_objects(api, before) == []
-            assert writer.missing(api) == []
-            wait_no_leaks(cluster, api, cluster.kubelets)
-            wait_caches_match(cluster, api, informer, cluster.kubelets)
+            assert_nothing_lost_or_leaked(cluster, api, before, informer, writer)
         finally:
             writer.stop()
             informer.close()
@@ -105,10 +99,8 @@ def test_kubelet_gone_for_good_node_not_ready_pods_evicted_and_run_elsewhere(
 
             peak = max_pods_since(api, since)
             assert REPLICAS < peak <= REPLICAS + SURGE, f"{peak} pods at once"
-            assert lost_objects(api, before) == []
             # the dead node still runs the evicted pods' containers: they belong to pods the API still has
             # (Terminating until a kubelet confirms), so they are accounted for, not leaked
-            wait_no_leaks(cluster, api, cluster.kubelets)
-            wait_caches_match(cluster, api, informer, [survivor])
+            assert_nothing_lost_or_leaked(cluster, api, before, informer, watching=[survivor])
         finally:
             informer.close()

@@ -12,8 +12,8 @@ from tests.e2e.local_cluster import CONTROLLERS
 from tests.failure.checks import (
     InformerThread,
     active,
+    assert_nothing_lost_or_leaked,
     create_deployment,
-    lost_objects,
     max_pods_since,
     object_uids,
     pod_list,
@@ -21,8 +21,6 @@ from tests.failure.checks import (
     rollout_complete,
     set_version,
     wait,
-    wait_caches_match,
-    wait_no_leaks,
 )
 from tests.failure.conftest import FailureCluster
 from tests.integration.test_leader_election import TIMINGS, held_by
@@ -49,9 +47,7 @@ def run_rollout_killing(cluster: FailureCluster, lease: str, leader: ControllerP
             wait(cluster, lambda: rollout_complete(api, REPLICAS, "2"), 90, "version 2 to roll out")
             peak = max_pods_since(api, since)
             assert REPLICAS < peak <= REPLICAS + SURGE, f"{peak} pods at once"
-            assert lost_objects(api, before) == []
-            wait_no_leaks(cluster, api, cluster.kubelets)
-            wait_caches_match(cluster, api, informer, cluster.kubelets)
+            assert_nothing_lost_or_leaked(cluster, api, before, informer)
         finally:
             informer.close()
 
