@@ -1,0 +1,302 @@
+"""What a watch costs the apiserver in memory: its RSS with no watches, with 0.2 N and with N concurrent
+pod watches (default N = 1,000), as the real clusters run it.
+
+    python -m bench.watch_memory_bench [--quick] [--watches N] [--keep]
+
+One etcd and one apiserver process with the whole gate on (HTTPS with the cluster PKI, x509
+authentication of a user that is *not* in system:masters so RBAC decides each request, admission,
+the audit log at Metadata). This process is the client: aiohttp over keep-alive HTTP/1.1, one TLS
+connection per watch (its own memory does not count). The watches are a mix, as controllers and
+kubelets open them: all pods, one namespace, a label selector, a node's pods by field selector; most
+from the current resourceVersion, some from "" (the matching pods replayed first); all with bookmarks
+(the apiserver sends them every second here). A writer keeps changing pods all along, so every
+watcher's queue carries events, and the bench checks they arrive.
+
+Each step opens watches until every one has had its first line (event or bookmark), lets the
+apiserver's memory settle (RSS sampled until it stops moving) and reads VmRSS from /proc/PID/status.
+The baseline is the same apiserver's RSS after a warm-up (a few watches opened and closed, so code
+paths and caches are in) with no watch open. Figures: KB of apiserver RSS per watch at N (over the
+baseline) and the slope between 0.2 N and N. Target (issue 10): ≤ 20 KB per watch at 1,000.
+Writes _output/bench/watch_memory.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import resource
+import shutil
+import ssl
+import sys
+import time
+from typing import Any
+
+import aiohttp
+import httpx
+import orjson
+import uvloop
+
+from bench.apiserver_bench import render_table
+from tests.auth_cluster import SecureApiServer
+from tests.cluster import REPO, Etcd, make_workdir, wait_for
+
+OUTPUT = REPO / "_output" / "bench"
+NAMESPACES = 10
+PODS_PER_NAMESPACE = 5
+NODES = 10
+TARGET_KB = 20.0
+
+
+def rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+async def settled_rss(pid: int, quick: bool) -> int:
+    """VmRSS once it stops moving (the apiserver's collections and frees have run): the lowest of the
+    last samples once three in a row stay within 0.5% (or after a deadline)."""
+    samples: list[int] = []
+    deadline = time.monotonic() + (6 if quick else 20)
+    while time.monotonic() < deadline:
+        samples.append(rss_kb(pid))
+        recent = samples[-3:]
+        if len(recent) == 3 and max(recent) - min(recent) <= 0.005 * max(recent):
+            break
+        await asyncio.sleep(0.5)
+    return min(samples[-3:])
+
+
+def pod(name: str, namespace: str, i: int) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {"app": f"app-{i % 7}", "tier": "web"}},
+            "spec": {"nodeName": f"node-{i % NODES}",
+                     "containers": [{"name": "web", "image": "nginx:1.25",
+                                     "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
+
+
+def watch_url(i: int, rv: str) -> str:
+    """The i-th watch of the mix."""
+    ns = f"bench-watch-{i % NAMESPACES}"
+    start = "" if i % 10 == 9 else rv  # one in ten replays its matching pods first
+    common = f"watch=1&allowWatchBookmarks=true&resourceVersion={start}"
+    kind = i % 4
+    if kind == 0:
+        return f"/api/v1/pods?{common}"
+    if kind == 1:
+        return f"/api/v1/namespaces/{ns}/pods?{common}"
+    if kind == 2:
+        return f"/api/v1/namespaces/{ns}/pods?{common}&labelSelector=app%3Dapp-{i % 7}"
+    return f"/api/v1/pods?{common}&fieldSelector=spec.nodeName%3Dnode-{i % NODES}"
+
+
+class Watches:
+    """Open watches; each reads its stream line by line and counts what it gets."""
+
+    def __init__(self, base: str, context: ssl.SSLContext):
+        self.base = base
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=context, limit=0, force_close=False),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30))
+        self.tasks: list[asyncio.Task[None]] = []
+        self.first: list[asyncio.Event] = []
+        self.events = 0
+        self.bookmarks = 0
+        self.errors: list[str] = []
+        self.ended = 0
+
+    async def _one(self, url: str, first: asyncio.Event) -> None:
+        try:
+            async with self.session.get(self.base + url) as resp:
+                if resp.status != 200:
+                    self.errors.append(f"{resp.status} {(await resp.read())[:200]!r}")
+                    return
+                async for line in resp.content:
+                    first.set()
+                    kind = orjson.loads(line)["type"]
+                    if kind == "BOOKMARK":
+                        self.bookmarks += 1
+                    elif kind == "ERROR":
+                        self.errors.append(line.decode()[:200])
+                    else:
+                        self.events += 1
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # counted and reported
+            self.errors.append(repr(e))
+        finally:
+            first.set()
+            self.ended += 1
+
+    async def open(self, count: int, rv: str, timeout: float) -> float:
+        """Open count more watches; seconds until each has had its first line."""
+        t = time.monotonic()
+        start = len(self.tasks)
+        for i in range(start, start + count):
+            first = asyncio.Event()
+            self.first.append(first)
+            self.tasks.append(asyncio.create_task(self._one(watch_url(i, rv), first)))
+            if i % 50 == 49:  # let handshakes finish rather than queue 1,000 of them at once
+                await asyncio.sleep(0)
+        async with asyncio.timeout(timeout):
+            await asyncio.gather(*(f.wait() for f in self.first[start:]))
+        return time.monotonic() - t
+
+    @property
+    def open_count(self) -> int:
+        return len(self.tasks) - self.ended
+
+    async def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.tasks.clear()
+        self.first.clear()
+        await self.session.close()
+
+
+async def writer(base: str, context: ssl.SSLContext, stop: asyncio.Event, period: float) -> int:
+    """Keep pods changing (a label bump on one pod after another) until stop; returns the writes done."""
+    writes = 0
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session:
+        while not stop.is_set():
+            i = writes % (NAMESPACES * PODS_PER_NAMESPACE)
+            ns, name = f"bench-watch-{i % NAMESPACES}", f"pod-{i // NAMESPACES}"
+            patch = {"metadata": {"annotations": {"bench/write": str(writes)}}}
+            async with session.patch(f"{base}/api/v1/namespaces/{ns}/pods/{name}", data=orjson.dumps(patch),
+                                     headers={"content-type": "application/merge-patch+json"}) as resp:
+                await resp.read()
+                if resp.status == 200:
+                    writes += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), period)
+    return writes
+
+
+async def measure(server: SecureApiServer, pid: int, context: ssl.SSLContext, total: int, quick: bool,
+                  say: Any) -> dict[str, Any]:
+    base = server.secure_url
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as s, \
+            s.get(f"{base}/api/v1/pods?limit=1") as resp:
+        rv = (await resp.json())["metadata"]["resourceVersion"]
+
+    # warm-up: every kind of watch opened, fed and closed once
+    warm = Watches(base, context)
+    await warm.open(40, rv, 60)
+    await asyncio.sleep(1.5)
+    await warm.close()
+    baseline = await settled_rss(pid, quick)
+    say(f"baseline RSS {baseline / 1024:.1f} MB")
+
+    stop = asyncio.Event()
+    write_task = asyncio.create_task(writer(base, context, stop, 0.05))
+    watches = Watches(base, context)
+    steps: list[dict[str, Any]] = []
+    try:
+        for count in (total // 5, total):
+            opened = await watches.open(count - watches.open_count, rv, 120)
+            events_before = watches.events
+            await asyncio.sleep(2 if quick else 5)  # events and bookmarks go through every queue
+            rss = await settled_rss(pid, quick)
+            if watches.events == events_before:
+                raise RuntimeError("no watch event arrived while the writer ran")
+            step = {"watches": count, "open": watches.open_count, "rss_kb": rss,
+                    "kb_per_watch": (rss - baseline) / count, "open_seconds": round(opened, 2)}
+            steps.append(step)
+            say(f"{count:,} watches: RSS {rss / 1024:.1f} MB, {step['kb_per_watch']:.1f} KB per watch "
+                f"(opened in {opened:.1f} s; {watches.events:,} events, {watches.bookmarks:,} bookmarks so far)")
+        if watches.open_count != total or watches.errors:
+            raise RuntimeError(f"{watches.open_count} of {total} watches open; errors: {watches.errors[:5]}")
+    finally:
+        stop.set()
+        writes = await write_task
+        events, bookmarks = watches.events, watches.bookmarks
+        await watches.close()
+    after = await settled_rss(pid, quick)
+    low, high = steps
+    slope = (high["rss_kb"] - low["rss_kb"]) / (high["watches"] - low["watches"])
+    return {"baseline_rss_kb": baseline, "steps": steps, "kb_per_watch": high["kb_per_watch"],
+            "slope_kb_per_watch": slope, "after_close_rss_kb": after, "writes": writes, "events": events,
+            "bookmarks": bookmarks}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.watch_memory_bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="shorter holds and settling (under a minute)")
+    p.add_argument("--watches", type=int, default=1000, help="concurrent watches at the top step (default 1,000)")
+    p.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = p.parse_args(argv)
+
+    # a socket per watch on both sides of loopback; the apiserver inherits the limit
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, max(soft, 4 * args.watches + 1024)) if hard != resource.RLIM_INFINITY else 4 * args.watches + 1024
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+    def say(text: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr)
+
+    workdir = make_workdir("minik8s-watch-memory-bench-")
+    etcd = Etcd(workdir)
+    etcd.start()
+    server = SecureApiServer(workdir, etcd)
+    try:
+        server.start()
+        pid = server.process.proc.pid  # type: ignore[union-attr]
+        server.issue("bench-watcher", "bench-watcher")
+        with server.client("admin") as admin:
+            admin.post("/apis/rbac.authorization.k8s.io/v1/clusterroles", json={
+                "metadata": {"name": "bench:pod-watcher"},
+                "rules": [{"verbs": ["get", "list", "watch", "patch"], "apiGroups": [""], "resources": ["pods"]}]})
+            admin.post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", json={
+                "metadata": {"name": "bench:pod-watcher"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": "bench:pod-watcher"},
+                "subjects": [{"kind": "User", "name": "bench-watcher"}]})
+            for n in range(NAMESPACES):
+                ns = f"bench-watch-{n}"
+                admin.post("/api/v1/namespaces", json={"metadata": {"name": ns}})
+                for j in range(PODS_PER_NAMESPACE):
+                    admin.post(f"/api/v1/namespaces/{ns}/pods", json=pod(f"pod-{j}", ns, n * PODS_PER_NAMESPACE + j))
+        context = server.ssl_context("bench-watcher")
+        with httpx.Client(base_url=server.secure_url, verify=context) as watcher:
+            wait_for(lambda: watcher.get("/api/v1/pods?limit=1").status_code == 200, 10, what="the watcher's binding")
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            result = runner.run(measure(server, pid, context, args.watches, args.quick, say))
+    finally:
+        server.stop()
+        etcd.stop()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    base, (low, high) = result["baseline_rss_kb"], result["steps"]
+    rows = [("no watches (baseline)", f"{base / 1024:.1f}", "", ""),
+            *((f"{s['watches']:,} watches", f"{s['rss_kb'] / 1024:.1f}", f"{(s['rss_kb'] - base) / 1024:+.1f}",
+               f"{s['kb_per_watch']:.1f}") for s in (low, high)),
+            (f"slope {low['watches']:,} → {high['watches']:,}", "", "", f"{result['slope_kb_per_watch']:.1f}"),
+            ("after closing them all", f"{result['after_close_rss_kb'] / 1024:.1f}",
+             f"{(result['after_close_rss_kb'] - base) / 1024:+.1f}", "")]
+    print()
+    print(f"apiserver memory per watch ({'quick' if args.quick else 'full'}; HTTPS, x509 non-master user, RBAC, "
+          f"admission, audit at Metadata; {result['writes']:,} writes, {result['events']:,} events and "
+          f"{result['bookmarks']:,} bookmarks delivered)")
+    print()
+    print(render_table(("apiserver", "RSS MB", "over baseline MB", "KB per watch"), rows))
+    print()
+    kb = result["kb_per_watch"]
+    print(f"RSS per watch at {high['watches']:,} watches: {kb:.1f} KB (target ≤ {TARGET_KB:.0f} KB: "
+          f"{'met' if kb <= TARGET_KB else 'NOT MET'})")
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    out = OUTPUT / "watch_memory.json"
+    out.write_text(json.dumps({"benchmark": "watch_memory", "quick": args.quick, "watches": args.watches, **result},
+                              indent=2))
+    print(f"JSON: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
