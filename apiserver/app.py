@@ -29,7 +29,7 @@ from apiserver.auth.authz import AlwaysAllow, Authorizer, Decider, NodeAuthorize
 from apiserver.auth.gate import Gate
 from apiserver.auth.reviews import ReviewStore
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys
-from apiserver.handlers import build_router, json_response
+from apiserver.handlers import Dispatch, WatchShortcut, build_router, json_response
 from apiserver.registry import STRATEGIES
 from apiserver.registry.generic import Store, WriteOptions
 from apiserver.storage.etcd import EtcdStorage, StorageError
@@ -270,6 +270,16 @@ def _status_response(e: errors.ApiError) -> Response:
     return json_response(e.status(), e.code)
 
 
+def _error_response(request: Request, e: Exception) -> Response:
+    """The Status the app's exception handlers answer for e (for WatchShortcut, which runs outside them)."""
+    if isinstance(e, errors.ApiError):
+        return _status_response(e)
+    if isinstance(e, StorageError):
+        return _status_response(errors.unavailable(f"storage is unavailable: {e}"))
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return _status_response(errors.internal(f"{type(e).__name__}: {e}"))
+
+
 def create_app(config: ApiServerConfig) -> FastAPI:
     server = ApiServer(config)
 
@@ -288,6 +298,8 @@ def create_app(config: ApiServerConfig) -> FastAPI:
 
     app = FastAPI(title="minik8s apiserver", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.server = server
+    watch_dispatchers: dict[str, Dispatch] = {}  # filled by build_router below
+    app.add_middleware(WatchShortcut, dispatchers=watch_dispatchers, error_response=_error_response)  # inside the gate
     app.add_middleware(Gate, authenticator=server.authenticator, authorizer=server.authorizer,
                        auditor=server.auditor)
 
@@ -389,6 +401,6 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     for group_version in group_versions():
         stores = [reviews[i.plural] if i.virtual else server.stores[(i.group, i.plural)]
                   for i in group_versions()[group_version]]
-        app.include_router(build_router(stores))  # type: ignore[arg-type]
+        app.include_router(build_router(stores, watch_dispatchers))  # type: ignore[arg-type]
 
     return app

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from apiserver import errors
@@ -32,7 +33,7 @@ from apiserver.request import (
     write_options,
 )
 from apiserver.requestinfo import resolve
-from apiserver.storage.cacher import CachedObject, Watcher
+from apiserver.storage.cacher import CachedObject, Watcher, WatchItem, event_line
 from apiserver.storage.predicate import Predicate
 from machinery.api.resources import ResourceInfo
 from machinery.selectors import SelectorError
@@ -162,7 +163,8 @@ class ResourceHandlers:
         include = _include_object(request) if table else "Object"
         bookmarks = q.get("allowWatchBookmarks") == "true"
         try:
-            watcher = await self.store.watch(namespace, predicate, q.get("resourceVersion", ""), bookmarks)
+            watcher = await self.store.watch(namespace, predicate, q.get("resourceVersion", ""), bookmarks,
+                                             encoded=not table)
         except errors.ApiError as e:
             if e.code != 410:
                 raise
@@ -170,11 +172,11 @@ class ResourceHandlers:
             line = orjson.dumps({"type": "ERROR", "object": e.status()}) + b"\n"
             return StreamingResponse(iter([line]), media_type=JSON)
         initial_end = q.get("sendInitialEvents") == "true" and bookmarks
-        return StreamingResponse(self._stream(watcher, timeout, table, include, initial_end), media_type=JSON)
+        return WatchResponse(self, watcher, timeout, table, include, initial_end)
 
     def _event_line(self, kind: str, obj: CachedObject, table: bool, include: str, first: bool) -> bytes:
         if not table:
-            return b'{"type":"' + kind.encode() + b'","object":' + obj.raw + b"}\n"
+            return event_line(kind, obj.raw)
         rendered = table_for(self.info.plural, [obj.obj()], include_object=include,
                              resource_version=str(obj.rv))
         if not first:
@@ -189,45 +191,141 @@ class ResourceHandlers:
                                                              "apiVersion": self.info.api_version,
                                                              "metadata": meta}}) + b"\n"
 
-    async def _stream(self, watcher: Watcher, timeout: int, table: bool, include: str,
-                      initial_end: bool) -> AsyncIterator[bytes]:
-        first = True
-        initial = watcher.queue.qsize() if initial_end else -1
+
+class WatchResponse(Response):
+    """A watch stream: the watcher's batches written as they come, until the watch times out, the
+    cache ends it, or the client goes away.
+
+    Starlette's StreamingResponse would hold an anyio task group, a cancel scope, an async generator
+    and a second task for each of thousands of open watches; this holds one small task waiting for
+    the disconnect and a timer (upstream's handler likewise ends a watch on its timeout or on the
+    request context's cancellation)."""
+
+    media_type = JSON
+
+    def __init__(self, handlers: ResourceHandlers, watcher: Watcher, timeout: int, table: bool, include: str,
+                 initial_end: bool) -> None:
+        self.status_code = 200
+        self.background = None
+        self.init_headers()
+        self.handlers = handlers
+        self.watcher = watcher
+        self.timeout = timeout
+        self.table = table
+        self.include = include
+        self.initial_end = initial_end
+        self._first = True  # the first table row carries the column definitions
+        self._initial = -1  # events of the initial replay left before its end bookmark (sendInitialEvents)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        watcher = self.watcher
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(self.timeout, watcher.stop)
+        gone = loop.create_task(_disconnected(receive))
+        gone.add_done_callback(lambda _: watcher.stop())
         try:
-            async with asyncio.timeout(timeout):
-                async for batch in watcher.items():
-                    out = []
-                    for item in batch:
-                        if item is None:
-                            break
-                        kind, payload = item
-                        if kind == "BOOKMARK":
-                            assert isinstance(payload, int)
-                            out.append(self._bookmark_line(payload))
-                        else:
-                            assert isinstance(payload, CachedObject)
-                            out.append(self._event_line(kind, payload, table, include, first))
-                            first = False
-                        if initial > 0:
-                            initial -= 1
-                            if initial == 0:
-                                out.append(self._bookmark_line(watcher.start_rv, True))
-                    if initial == 0 and not out:
-                        out.append(self._bookmark_line(watcher.start_rv, True))
-                    if initial == 0:
-                        initial = -1
-                    if out:
-                        yield b"".join(out)
-        except TimeoutError:
-            return
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            await self._stream(send)
+            if not gone.done():
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
+            timer.cancel()
+            gone.cancel()
             watcher.stop()
 
+    async def _stream(self, send: Send) -> None:
+        self._first = True
+        self._initial = len(self.watcher.queue) if self.initial_end else -1
+        while True:
+            # nothing of a batch stays referenced while the watch waits for the next one
+            body, end = self._encode(await self.watcher.next_batch())
+            if body:
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+            if end:
+                return
 
-def build_router(stores: list[Store]) -> APIRouter:
+    def _encode(self, batch: list[WatchItem]) -> tuple[bytes, bool]:
+        """The lines of a batch, and whether the stream ends after them."""
+        h, watcher = self.handlers, self.watcher
+        out: list[bytes] = []
+        end = False
+        for item in batch:
+            if item is None:
+                end = True
+                break
+            if type(item) is bytes:  # an event line the cache encoded for all its watchers
+                out.append(item)
+            elif type(item) is int:
+                out.append(h._bookmark_line(item))
+            else:
+                kind, obj = item  # type: ignore[misc]
+                out.append(h._event_line(kind, obj, self.table, self.include, self._first))
+                self._first = False
+            if self._initial > 0:
+                self._initial -= 1
+                if self._initial == 0:
+                    out.append(h._bookmark_line(watcher.start_rv, True))
+        if self._initial == 0:
+            if not out:  # nothing to replay: the end of the initial events comes first
+                out.append(h._bookmark_line(watcher.start_rv, True))
+            self._initial = -1
+        return b"".join(out), end
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Returns when the client has gone away (a GET has no body to wait for)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+Dispatch = Callable[[Request, str], Awaitable[Response]]
+
+
+class WatchShortcut:
+    """ASGI middleware, inside the gate: a watch (GET of a collection with watch=true) goes straight
+    to its group-version's dispatch, past FastAPI's routing, exception and exit-stack layers. A watch
+    holds its whole call chain for as long as it streams, and those layers held about 12 KB of frames,
+    closures and exit stacks for each of thousands of open watches. Errors become a Status, as the
+    app's exception handlers answer (`error_response`)."""
+
+    def __init__(self, app: ASGIApp, dispatchers: dict[str, Dispatch],
+                 error_response: Callable[[Request, Exception], Response]) -> None:
+        self.app = app
+        self.dispatchers = dispatchers  # group-version prefix (/api/v1, /apis/apps/v1) → its dispatch
+        self.error_response = error_response
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET" and b"watch=" in scope["query_string"]:
+            target = self._target(scope["path"])
+            if target is not None:
+                request = Request(scope, receive)
+                if request.query_params.get("watch") in ("true", "1"):
+                    dispatch, rest = target
+                    try:
+                        response = await dispatch(request, rest)
+                    except Exception as e:
+                        response = self.error_response(request, e)
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+    def _target(self, path: str) -> tuple[Dispatch, str] | None:
+        parts = path.split("/", 4)  # "", "api", "v1", rest  |  "", "apis", group, version, rest
+        if len(parts) >= 4 and parts[1] == "api":
+            prefix, rest = f"/api/{parts[2]}", path[len(parts[2]) + 6:]
+        elif len(parts) == 5 and parts[1] == "apis":
+            prefix, rest = f"/apis/{parts[2]}/{parts[3]}", parts[4]
+        else:
+            return None
+        dispatch = self.dispatchers.get(prefix)
+        return (dispatch, rest) if dispatch is not None and rest else None
+
+
+def build_router(stores: list[Store], watch_dispatchers: dict[str, Dispatch] | None = None) -> APIRouter:
     """One router for a group-version, with one route: the path after the prefix is resolved to a
     resource, namespace, name and subresource as upstream's RequestInfo does, then dispatched by a
-    dictionary lookup (matching a regex per resource route cost 40-100 µs a request)."""
+    dictionary lookup (matching a regex per resource route cost 40-100 µs a request). The dispatch
+    goes into `watch_dispatchers` too, for WatchShortcut."""
     prefix = stores[0].info.prefix
     handlers = {s.info.plural: ResourceHandlers(s) for s in stores}
     namespaced = frozenset(p for p, h in handlers.items() if h.info.namespaced)
@@ -274,6 +372,8 @@ def build_router(stores: list[Store]) -> APIRouter:
         endpoint, kwargs = target("WEBSOCKET", path, False)
         await endpoint(websocket, **kwargs)
 
+    if watch_dispatchers is not None:
+        watch_dispatchers[prefix] = dispatch
     router = APIRouter(prefix=prefix)
     router.add_api_route("/{path:path}", dispatch, methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
                          include_in_schema=False)

@@ -303,12 +303,12 @@ class Store:
         return ListResult(items, str(revision), token)
 
     async def watch(self, namespace: str | None, predicate: Predicate, resource_version: str,
-                    bookmarks: bool) -> Watcher:
+                    bookmarks: bool, encoded: bool = True) -> Watcher:
         rv = _parse_rv(resource_version)
         if rv and rv > self.cacher.rv and rv > await self.storage.current_revision():
             raise errors.timeout(f"Too large resource version: {rv}, current: {self.cacher.rv}")
         try:
-            return await self.cacher.watch(predicate, rv, bookmarks)
+            return await self.cacher.watch(predicate, rv, bookmarks, encoded)
         except TooOld as e:
             raise errors.gone(f"too old resource version: {rv} ({e})") from e
 

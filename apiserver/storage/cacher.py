@@ -45,8 +45,15 @@ class CacheEvent:
     prev: CachedObject | None
 
 
-# What a watcher's queue carries: (type, object) for an event, ("BOOKMARK", rv), or None at the end.
-WatchItem = tuple[str, CachedObject] | tuple[str, int] | None
+# What a watcher's queue carries: an event line already encoded (shared by every watcher that gets the
+# same event), (type, object) for an event its consumer encodes itself (tables, replays), a bookmark's
+# resourceVersion, or None at the end.
+WatchItem = bytes | tuple[str, CachedObject] | int | None
+
+
+def event_line(kind: str, raw: bytes) -> bytes:
+    """One line of a JSON watch stream."""
+    return b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
 
 
 class TooOld(Exception):
@@ -54,70 +61,108 @@ class TooOld(Exception):
 
 
 class Watcher:
-    """One HTTP watch: a bounded queue the cache (or a private etcd watch) fills in order."""
+    """One HTTP watch: a bounded queue the cache (or a private etcd watch) fills in order.
 
-    def __init__(self, predicate: Predicate, start_rv: int, bookmarks: bool, capacity: int):
+    A watch is held for minutes by each of thousands of clients, so it is kept small: a deque and
+    at most one waiting future, no task of its own; the cache encodes an event once for all
+    watchers that see it the same way (`encoded`), rather than once per watcher."""
+
+    __slots__ = ("_on_close", "_pump", "_waiter", "bookmarks", "capacity", "closed", "encoded", "predicate", "queue",
+                 "start_rv")
+
+    def __init__(self, predicate: Predicate, start_rv: int, bookmarks: bool, capacity: int,
+                 encoded: bool = True):
         self.predicate = predicate
         self.start_rv = start_rv
         self.bookmarks = bookmarks
-        self.queue: asyncio.Queue[WatchItem] = asyncio.Queue(maxsize=capacity)
+        self.capacity = capacity
+        self.encoded = encoded  # its consumer writes JSON lines: give it the shared encoded line
+        self.queue: deque[WatchItem] = deque()
         self.closed = False
+        self._waiter: asyncio.Future[None] | None = None
         self._pump: asyncio.Task[None] | None = None
         self._on_close: Callable[[Watcher], None] | None = None
 
-    def deliver(self, event: CacheEvent) -> None:
-        """Turn a store event into what this watcher sees: an object that stops matching its
-        selectors is DELETED for it, one that starts matching is ADDED."""
+    def kind_for(self, event: CacheEvent) -> str | None:
+        """What this watcher sees of a store event: an object that stops matching its selectors is
+        DELETED for it, one that starts matching is ADDED; None if it sees nothing."""
+        p = self.predicate
+        if event.type == "DELETED":
+            return "DELETED" if p.matches(event.obj.attrs) else None
+        now = p.matches(event.obj.attrs)
+        before = event.prev is not None and p.matches(event.prev.attrs)
+        if now:
+            return "MODIFIED" if before else "ADDED"
+        return "DELETED" if before else None
+
+    def deliver(self, event: CacheEvent, lines: dict[str, bytes] | None = None) -> None:
+        """Queue what this watcher sees of event; `lines` caches the encoded lines of this event
+        across the watchers it is fanned out to."""
         if self.closed or event.rv <= self.start_rv:
             return
-        p = self.predicate
-        now = event.type != "DELETED" and p.matches(event.obj.attrs)
-        before = event.prev is not None and p.matches(event.prev.attrs)
-        if event.type == "DELETED":
-            kind = "DELETED" if p.matches(event.obj.attrs) else None
-        elif now and before:
-            kind = "MODIFIED"
-        elif now:
-            kind = "ADDED"
-        elif before:
-            kind = "DELETED"
-        else:
-            kind = None
-        if kind is not None:
+        kind = self.kind_for(event)
+        if kind is None:
+            return
+        if not self.encoded:
             self._put((kind, event.obj))
+            return
+        if lines is None:
+            self._put(event_line(kind, event.obj.raw))
+            return
+        line = lines.get(kind)
+        if line is None:
+            line = lines[kind] = event_line(kind, event.obj.raw)
+        self._put(line)
 
     def bookmark(self, rv: int) -> None:
         if self.bookmarks and not self.closed:
-            self._put(("BOOKMARK", max(rv, self.start_rv)))
+            self._put(max(rv, self.start_rv))
 
     def _put(self, item: WatchItem) -> None:
-        try:
-            self.queue.put_nowait(item)
-        except asyncio.QueueFull:
-            log.info("closing a watcher that fell %d events behind", self.queue.qsize())
+        if len(self.queue) >= self.capacity:
+            log.info("closing a watcher that fell %d events behind", len(self.queue))
+            self.queue.clear()  # too slow: drop its backlog, it resumes from its last resourceVersion
             self.stop()
+            return
+        self.queue.append(item)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def stop(self) -> None:
         """End the stream: the consumer sees None after what it has already been given."""
         if self.closed:
             return
         self.closed = True
-        if self.queue.full():  # too slow: drop its backlog, it resumes from its last resourceVersion
-            while not self.queue.empty():
-                self.queue.get_nowait()
-        self.queue.put_nowait(None)
+        self.queue.append(None)
+        self._wake()
         if self._pump is not None:
             self._pump.cancel()
+            self._pump = None
         if self._on_close is not None:
             self._on_close(self)
+            self._on_close = None
+
+    async def next_batch(self) -> list[WatchItem]:
+        """Everything queued so far (waiting for at least one item); the last batch ends with None."""
+        while not self.queue:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        batch = list(self.queue)
+        self.queue.clear()
+        return batch
 
     async def items(self) -> AsyncIterator[list[WatchItem]]:
         """Batches of items (everything queued at once), ending after None."""
         try:
             while True:
-                batch = [await self.queue.get()]
-                while not self.queue.empty():
-                    batch.append(self.queue.get_nowait())
+                batch = await self.next_batch()
                 yield batch
                 if batch[-1] is None:
                     return
@@ -214,8 +259,9 @@ class Cacher:
         if len(self.window) == self.window.maxlen:
             self.window_start = self.window[0].rv
         self.window.append(event)
+        lines: dict[str, bytes] = {}  # the event encoded once per kind, shared by the watchers
         for w in list(self.watchers):
-            w.deliver(event)
+            w.deliver(event, lines)
 
     def send_bookmarks(self) -> None:
         for w in list(self.watchers):
@@ -235,32 +281,32 @@ class Cacher:
         matching.sort(key=lambda o: o.key)
         return matching, self.rv
 
-    async def watch(self, predicate: Predicate, rv: int | None, bookmarks: bool) -> Watcher:
-        """A watcher from rv on; None (or 0) first replays the current state as ADDED events."""
+    async def watch(self, predicate: Predicate, rv: int | None, bookmarks: bool, encoded: bool = True) -> Watcher:
+        """A watcher from rv on; None (or 0) first replays the current state as ADDED events.
+        `encoded`: its consumer wants JSON lines (not objects, as a table does)."""
         await self.ready.wait()
         if rv is None or rv == 0:
             objs, at = self.snapshot(predicate)
-            w = Watcher(predicate, at, bookmarks, max(self.watcher_capacity, len(objs) + 64))
-            for obj in objs:
-                w.queue.put_nowait(("ADDED", obj))
+            w = Watcher(predicate, at, bookmarks, max(self.watcher_capacity, len(objs) + 64), encoded)
+            w.queue.extend(("ADDED", obj) for obj in objs)
             self._register(w)
             return w
         if rv >= self.window_start:
-            w = Watcher(predicate, rv, bookmarks, self.watcher_capacity)
+            w = Watcher(predicate, rv, bookmarks, self.watcher_capacity, encoded)
             for event in self.window:
                 if event.rv > rv:
                     w.deliver(event)
             self._register(w)
             return w
-        return await self._watch_etcd(predicate, rv, bookmarks)
+        return await self._watch_etcd(predicate, rv, bookmarks, encoded)
 
     def _register(self, w: Watcher) -> None:
         self.watchers.add(w)
         w._on_close = self.watchers.discard
 
-    async def _watch_etcd(self, predicate: Predicate, rv: int, bookmarks: bool) -> Watcher:
+    async def _watch_etcd(self, predicate: Predicate, rv: int, bookmarks: bool, encoded: bool) -> Watcher:
         """A private etcd watch for a resourceVersion older than the window."""
-        w = Watcher(predicate, rv, bookmarks, self.watcher_capacity)
+        w = Watcher(predicate, rv, bookmarks, self.watcher_capacity, encoded)
         try:  # does etcd still have that history? (a watch would only say so in a later message)
             await self.storage.list(self.prefix, revision=rv, limit=1)
         except Compacted as e:
