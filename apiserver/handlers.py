@@ -298,16 +298,22 @@ class WatchShortcut:
         if scope["type"] == "http" and scope["method"] == "GET" and b"watch=" in scope["query_string"]:
             target = self._target(scope["path"])
             if target is not None:
-                request = Request(scope, receive)
-                if request.query_params.get("watch") in ("true", "1"):
-                    dispatch, rest = target
-                    try:
-                        response = await dispatch(request, rest)
-                    except Exception as e:
-                        response = self.error_response(request, e)
+                response = await self._respond(scope, receive, *target)
+                if response is not None:
                     await response(scope, receive, send)
                     return
         await self.app(scope, receive, send)
+
+    async def _respond(self, scope: Scope, receive: Receive, dispatch: Dispatch, rest: str) -> Response | None:
+        """The response to a watch, None if the request is no watch; the Request is not kept while the
+        watch streams."""
+        request = Request(scope, receive)
+        if request.query_params.get("watch") not in ("true", "1"):
+            return None
+        try:
+            return await dispatch(request, rest)
+        except Exception as e:
+            return self.error_response(request, e)
 
     def _target(self, path: str) -> tuple[Dispatch, str] | None:
         parts = path.split("/", 4)  # "", "api", "v1", rest  |  "", "apis", group, version, rest

@@ -17,6 +17,11 @@ apiserver's memory settle (RSS sampled until it stops moving) and reads VmRSS fr
 The baseline is the same apiserver's RSS after a warm-up (a few watches opened and closed, so code
 paths and caches are in) with no watch open. Figures: KB of apiserver RSS per watch at N (over the
 baseline) and the slope between 0.2 N and N. Target (issue 10): ≤ 20 KB per watch at 1,000.
+
+Each watch here is a connection of its own (HTTP/1.1), so a second apiserver (fresh, same etcd and
+warm-up) measures what N idle keep-alive HTTPS connections cost, each after one GET: the floor a
+watch pays for its connection (uvloop's TLS transport, OpenSSL's SSL object and the verified client
+certificate, uvicorn's protocol), shown apart from what the watch itself adds.
 Writes _output/bench/watch_memory.json.
 """
 
@@ -39,6 +44,7 @@ import orjson
 import uvloop
 
 from bench.apiserver_bench import render_table
+from bench.auth_bench import TlsConn
 from tests.auth_cluster import SecureApiServer
 from tests.cluster import REPO, Etcd, make_workdir, wait_for
 
@@ -225,6 +231,35 @@ async def measure(server: SecureApiServer, pid: int, context: ssl.SSLContext, to
             "bookmarks": bookmarks}
 
 
+async def measure_idle(server: SecureApiServer, pid: int, context: ssl.SSLContext, total: int, quick: bool,
+                       say: Any) -> dict[str, Any]:
+    """RSS of N idle keep-alive HTTPS connections, each after one GET, over the same warm-up baseline."""
+    async def connect(i: int) -> TlsConn:
+        conn = await TlsConn("127.0.0.1", server.secure_port, context).connect()
+        ns = f"bench-watch-{i % NAMESPACES}"
+        status, _ = await conn.request("GET", f"/api/v1/namespaces/{ns}/pods/pod-{i % PODS_PER_NAMESPACE}")
+        if status != 200:
+            raise RuntimeError(f"GET answered {status}")
+        return conn
+
+    async def open_all(count: int) -> list[TlsConn]:
+        conns = []
+        for start in range(0, count, 50):
+            conns += await asyncio.gather(*(connect(i) for i in range(start, min(count, start + 50))))
+        return conns
+
+    for conn in await open_all(40):
+        conn.close()
+    baseline = await settled_rss(pid, quick)
+    conns = await open_all(total)
+    rss = await settled_rss(pid, quick)
+    for conn in conns:
+        conn.close()
+    kb = (rss - baseline) / total
+    say(f"{total:,} idle HTTPS connections: RSS {baseline / 1024:.1f} → {rss / 1024:.1f} MB, {kb:.1f} KB each")
+    return {"baseline_rss_kb": baseline, "rss_kb": rss, "connections": total, "kb_per_connection": kb}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.watch_memory_bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="shorter holds and settling (under a minute)")
@@ -244,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     etcd = Etcd(workdir)
     etcd.start()
     server = SecureApiServer(workdir, etcd)
+    idle_server: SecureApiServer | None = None
     try:
         server.start()
         pid = server.process.proc.pid  # type: ignore[union-attr]
@@ -267,19 +303,33 @@ def main(argv: list[str] | None = None) -> int:
             wait_for(lambda: watcher.get("/api/v1/pods?limit=1").status_code == 200, 10, what="the watcher's binding")
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             result = runner.run(measure(server, pid, context, args.watches, args.quick, say))
+        server.stop()
+
+        idle_server = SecureApiServer(workdir, etcd)  # fresh: the watches' freed memory would be reused
+        idle_server.start()
+        idle_server.issue("bench-watcher", "bench-watcher")
+        idle_context = idle_server.ssl_context("bench-watcher")
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            result["idle"] = runner.run(measure_idle(idle_server, idle_server.process.proc.pid,  # type: ignore[union-attr]
+                                                     idle_context, args.watches, args.quick, say))
     finally:
         server.stop()
+        if idle_server is not None:
+            idle_server.stop()
         etcd.stop()
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    base, (low, high) = result["baseline_rss_kb"], result["steps"]
+    base, (low, high), idle = result["baseline_rss_kb"], result["steps"], result["idle"]
+    result["own_kb_per_watch"] = result["kb_per_watch"] - idle["kb_per_connection"]
     rows = [("no watches (baseline)", f"{base / 1024:.1f}", "", ""),
             *((f"{s['watches']:,} watches", f"{s['rss_kb'] / 1024:.1f}", f"{(s['rss_kb'] - base) / 1024:+.1f}",
                f"{s['kb_per_watch']:.1f}") for s in (low, high)),
             (f"slope {low['watches']:,} → {high['watches']:,}", "", "", f"{result['slope_kb_per_watch']:.1f}"),
             ("after closing them all", f"{result['after_close_rss_kb'] / 1024:.1f}",
-             f"{(result['after_close_rss_kb'] - base) / 1024:+.1f}", "")]
+             f"{(result['after_close_rss_kb'] - base) / 1024:+.1f}", ""),
+            (f"{idle['connections']:,} idle HTTPS connections (2nd apiserver)", f"{idle['rss_kb'] / 1024:.1f}",
+             f"{(idle['rss_kb'] - idle['baseline_rss_kb']) / 1024:+.1f}", f"{idle['kb_per_connection']:.1f}")]
     print()
     print(f"apiserver memory per watch ({'quick' if args.quick else 'full'}; HTTPS, x509 non-master user, RBAC, "
           f"admission, audit at Metadata; {result['writes']:,} writes, {result['events']:,} events and "
@@ -289,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     kb = result["kb_per_watch"]
     print(f"RSS per watch at {high['watches']:,} watches: {kb:.1f} KB (target ≤ {TARGET_KB:.0f} KB: "
-          f"{'met' if kb <= TARGET_KB else 'NOT MET'})")
+          f"{'met' if kb <= TARGET_KB else 'NOT MET'}); its connection alone (idle keep-alive HTTPS) "
+          f"{idle['kb_per_connection']:.1f} KB, the watch over it {result['own_kb_per_watch']:.1f} KB")
     OUTPUT.mkdir(parents=True, exist_ok=True)
     out = OUTPUT / "watch_memory.json"
     out.write_text(json.dumps({"benchmark": "watch_memory", "quick": args.quick, "watches": args.watches, **result},

@@ -63,7 +63,7 @@ class TooOld(Exception):
 class Watcher:
     """One HTTP watch: a bounded queue the cache (or a private etcd watch) fills in order.
 
-    A watch is held for minutes by each of thousands of clients, so it is kept small: a deque and
+    A watch is held for minutes by each of thousands of clients, so it is kept small: a list and
     at most one waiting future, no task of its own; the cache encodes an event once for all
     watchers that see it the same way (`encoded`), rather than once per watcher."""
 
@@ -77,7 +77,7 @@ class Watcher:
         self.bookmarks = bookmarks
         self.capacity = capacity
         self.encoded = encoded  # its consumer writes JSON lines: give it the shared encoded line
-        self.queue: deque[WatchItem] = deque()
+        self.queue: list[WatchItem] = []  # a list: an empty deque is 760 bytes, an empty list 56
         self.closed = False
         self._waiter: asyncio.Future[None] | None = None
         self._pump: asyncio.Task[None] | None = None
@@ -121,7 +121,7 @@ class Watcher:
     def _put(self, item: WatchItem) -> None:
         if len(self.queue) >= self.capacity:
             log.info("closing a watcher that fell %d events behind", len(self.queue))
-            self.queue.clear()  # too slow: drop its backlog, it resumes from its last resourceVersion
+            self.queue = []  # too slow: drop its backlog, it resumes from its last resourceVersion
             self.stop()
             return
         self.queue.append(item)
@@ -154,8 +154,7 @@ class Watcher:
                 await self._waiter
             finally:
                 self._waiter = None
-        batch = list(self.queue)
-        self.queue.clear()
+        batch, self.queue = self.queue, []
         return batch
 
     async def items(self) -> AsyncIterator[list[WatchItem]]:
