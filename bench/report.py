@@ -64,6 +64,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("pod_startup_hollow", "bench.pod_startup_bench", "pod_startup_hollow.json",
               ("--hollow", "10"), ("--hollow", "10", "--quick"),
               what="create → Running for 10/100/1,000 pods on 10 hollow kubelets (bench/hollow_node.py)"),
+    Benchmark("watch_memory", "bench.watch_memory_bench", "watch_memory.json",
+              what="apiserver RSS per concurrent HTTPS watch at 200 and 1,000, and per idle connection (issue 10)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -96,6 +98,7 @@ TARGETS: dict[str, Target] = {
     "pod_startup.kubelet_rss": Target(4, False, 100, "MB", "kubelet RSS ≤ 100 MB with 30 pods"),
     "compose.bring_up": Target(5, False, 10, "s", "compose bring-up, images cached, ≤ 10 s to Ready nodes"),
     "auth.throughput_cost": Target(6, False, 15, "%", "the chain costs ≤ 15% of throughput"),
+    "watch_memory.kb_per_watch": Target(10, False, 20, "KB", "RSS per watch at 1,000 concurrent watches ≤ 20 KB"),
 }
 
 
@@ -168,6 +171,30 @@ def auth_figures(d: JSONDict) -> list[Figure]:
     out.append(Figure("auth.throughput_cost", "auth", "throughput cost of the chain", cost, "%",
                       note=f"CPU capacity cost {d.get('cpu_capacity_cost_percent')}%; "
                            f"median of {len(d.get('rounds') or [])} off/on rounds; negative = faster with the chain"))
+    return out
+
+
+def watch_memory_figures(d: JSONDict) -> list[Figure]:
+    steps = d.get("steps") or []
+    if not steps:
+        return []
+    base, top, idle = d.get("baseline_rss_kb"), steps[-1], d.get("idle") or {}
+    out = [Figure("watch_memory.kb_per_watch", "watch memory",
+                  f"apiserver RSS per watch, {top['watches']:,} concurrent HTTPS watches", d.get("kb_per_watch"), "KB",
+                  note=f"over the same apiserver with no watch (same run): RSS {(base or 0) / 1024:.1f} → "
+                       f"{top['rss_kb'] / 1024:.1f} MB; each watch on its own TLS connection (HTTP/1.1)",
+                  full_size=top["watches"] == 1000)]
+    if len(steps) > 1:
+        out.append(Figure("watch_memory.slope", "watch memory",
+                          f"slope {steps[0]['watches']:,} → {top['watches']:,} watches", d.get("slope_kb_per_watch"),
+                          "KB", note=f"{steps[0]['kb_per_watch']:.1f} KB per watch at {steps[0]['watches']:,}"))
+    if idle:
+        out.append(Figure("watch_memory.idle_connection", "watch memory",
+                          "apiserver RSS per idle keep-alive HTTPS connection (one GET done)",
+                          idle.get("kb_per_connection"), "KB",
+                          note="a second, fresh apiserver: the floor each watch pays for its own connection"))
+        out.append(Figure("watch_memory.own", "watch memory", "what a watch adds over its idle connection",
+                          d.get("own_kb_per_watch"), "KB"))
     return out
 
 
@@ -273,7 +300,7 @@ def compose_figures() -> list[Figure]:
 
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "control_plane": control_plane_figures,
-    "scheduler": scheduler_figures, "pod_startup": pod_startup_figures,
+    "scheduler": scheduler_figures, "pod_startup": pod_startup_figures, "watch_memory": watch_memory_figures,
 }
 
 

@@ -33,6 +33,11 @@ RESULTS: dict[str, dict[str, Any]] = {
                     "kubelet_memory_mb": {"pods_on_node": 30, "node": "n1", "kubelets": {"n1": {"rss_mb": 120.0}}}},
     "pod_startup_hollow": {"nodes": {"kind": "hollow", "count": 10},
                            "pods": {"10": pods(0.5, 0.4), "1000": pods(8.0, 4.0)}},
+    "watch_memory": {"baseline_rss_kb": 90_000, "kb_per_watch": 45.0, "slope_kb_per_watch": 44.0,
+                     "own_kb_per_watch": 10.0,
+                     "steps": [{"watches": 200, "rss_kb": 99_000, "kb_per_watch": 45.0},
+                               {"watches": 1000, "rss_kb": 135_000, "kb_per_watch": 45.0}],
+                     "idle": {"connections": 1000, "kb_per_connection": 35.0}},
 }
 
 
@@ -53,6 +58,8 @@ def test_verdicts_follow_the_declared_targets() -> None:
     assert f["auth.throughput_cost"].verdict == "met"
     assert f["scheduler.100x10.window"].verdict == "—"  # no target at 10 pods
     assert f["compose.bring_up"].verdict == "not measured"
+    assert f["watch_memory.kb_per_watch"].verdict == "NOT MET"  # 45 > 20 KB at 1,000 watches
+    assert (f["watch_memory.idle_connection"].value, f["watch_memory.own"].value) == (35.0, 10.0)
     assert f["apiserver.creates"].target == {**TARGETS["apiserver.creates"].__dict__}
 
 
@@ -81,7 +88,7 @@ def test_markdown_has_one_row_per_figure_and_a_summary() -> None:
     assert all(line.startswith("| ") and line.endswith(" |") and line.count(" | ") >= 7 for line in table[2:])
     row = next(line for line in table if "apiserver pod creates" in line)
     assert "**NOT MET**" in row and "≥ 1,000 pod creates/s (#2)" in row and "0.30x" in row
-    assert summary_line(figures) == "targets: 6 met, 3 not met, 3 not measured at their size"
+    assert summary_line(figures) == "targets: 6 met, 4 not met, 3 not measured at their size"
 
 
 def test_missing_benchmarks_leave_their_figures_out() -> None:
