@@ -39,9 +39,6 @@ from machinery.api.resources import ResourceInfo
 from machinery.selectors import SelectorError
 
 JSON = "application/json"
-# A TLS connection keeps the largest write it ever encrypted in its outgoing buffer (OpenSSL's memory BIO
-# under uvloop's transport grows and never shrinks): a watch writes at most this much at a time.
-WATCH_WRITE_SIZE = 8192
 MIN_WATCH_TIMEOUT = 1800  # upstream's --min-request-timeout: a watch lasts 30-60 minutes by default
 
 
@@ -242,8 +239,8 @@ class WatchResponse(Response):
         while True:
             # nothing of a batch stays referenced while the watch waits for the next one
             body, end = self._encode(await self.watcher.next_batch())
-            for at in range(0, len(body), WATCH_WRITE_SIZE):
-                await send({"type": "http.response.body", "body": body[at:at + WATCH_WRITE_SIZE], "more_body": True})
+            if body:  # (a TLS connection hands it to the TLS layer in pieces: serving.PacedWrites)
+                await send({"type": "http.response.body", "body": body, "more_body": True})
             if end:
                 return
 
