@@ -26,6 +26,7 @@ from apiserver.audit import Auditor, LogWriter, Policy
 from apiserver.auth import bootstrap
 from apiserver.auth.authn import Authenticator, load_token_file
 from apiserver.auth.authz import AlwaysAllow, Authorizer, Decider, NodeAuthorizer, RBACAuthorizer
+from apiserver.auth.escalation import RbacPolicy
 from apiserver.auth.gate import Gate
 from apiserver.auth.reviews import ReviewStore
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys
@@ -101,13 +102,15 @@ class ApiServer:
         self.authenticator = Authenticator(tokens, verifier)
         # authorization
         deciders: list[Decider] = []
+        # the RBAC rule resolver: the RBAC authorizer, and the escalation checks whatever the modes
+        rbac = RBACAuthorizer(CachedRbac([self.stores[(_RBAC, r)] for r in _RBAC_RESOURCES]))
         for mode in config.authorization_modes:
             if mode == "AlwaysAllow":
                 deciders.append(AlwaysAllow())
             elif mode == "Node":
                 deciders.append(NodeAuthorizer(self._pod_node))
             elif mode == "RBAC":
-                deciders.append(RBACAuthorizer(CachedRbac([self.stores[(_RBAC, r)] for r in _RBAC_RESOURCES])))
+                deciders.append(rbac)
             else:
                 raise ValueError(f"unknown authorization mode {mode!r} (known: AlwaysAllow, Node, RBAC)")
         self.authorizer = Authorizer(deciders)
@@ -122,6 +125,9 @@ class ApiServer:
         if config.admission_plugins:
             for store in self.stores.values():
                 store.admission = self.admission
+        for plural in _RBAC_RESOURCES:
+            store = self.stores[(_RBAC, plural)]
+            store.admission = RbacPolicy(self.authorizer, rbac, store.admission)
         # audit
         self.auditor: Auditor | None = None
         if config.audit_log_path:

@@ -330,6 +330,14 @@ SCHEMA: dict[str, str] = {
     "LabelSelectorAttributes": "1 rawSelector:str; 2 requirements:[LabelSelectorRequirement]",
     "NonResourceAttributes": "1 path:str; 2 verb:str",
     "SubjectAccessReviewStatus": "1 allowed:bool; 4 denied:bool; 2 reason:str; 3 evaluationError:str",
+    "SelfSubjectRulesReview": (
+        "1 metadata:ObjectMeta; 2 spec:SelfSubjectRulesReviewSpec; 3 status:SubjectRulesReviewStatus"),
+    "SelfSubjectRulesReviewSpec": "1 namespace:str",
+    "SubjectRulesReviewStatus": (
+        "1 resourceRules:[ResourceRule]; 2 nonResourceRules:[NonResourceRule]; 3 incomplete:bool; "
+        "4 evaluationError:str"),
+    "ResourceRule": "1 verbs:[str]; 2 apiGroups:[str]; 3 resources:[str]; 4 resourceNames:[str]",
+    "NonResourceRule": "1 verbs:[str]; 2 nonResourceURLs:[str]",
     "SubjectAccessReview": "1 metadata:ObjectMeta; 2 spec:SubjectAccessReviewSpec; 3 status:SubjectAccessReviewStatus",
     "SubjectAccessReviewSpec": (
         "1 resourceAttributes:ResourceAttributes; 2 nonResourceAttributes:NonResourceAttributes; 3 user:str; "
@@ -348,7 +356,8 @@ KINDS: dict[tuple[str, str], str] = {
     **{("rbac.authorization.k8s.io/v1", k): k for k in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")},
     **{("admissionregistration.k8s.io/v1", k): k
        for k in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")},
-    **{("authorization.k8s.io/v1", k): k for k in ("SelfSubjectAccessReview", "SubjectAccessReview")},
+    **{("authorization.k8s.io/v1", k): k for k in ("SelfSubjectAccessReview", "SelfSubjectRulesReview",
+                                                         "SubjectAccessReview")},
     **{(v, "DeleteOptions"): "DeleteOptions" for v in ("v1", "meta.k8s.io/v1")},
 }
 

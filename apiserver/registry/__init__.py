@@ -37,6 +37,7 @@ STRATEGIES: dict[str, Strategy] = {
     "admissionregistration.k8s.io/mutatingwebhookconfigurations": MutatingWebhookConfigurationStrategy(),
     "admissionregistration.k8s.io/validatingwebhookconfigurations": ValidatingWebhookConfigurationStrategy(),
     "authorization.k8s.io/selfsubjectaccessreviews": Strategy(),
+    "authorization.k8s.io/selfsubjectrulesreviews": Strategy(),
     "authorization.k8s.io/subjectaccessreviews": Strategy(),
 }
 

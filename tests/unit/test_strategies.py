@@ -1391,6 +1391,7 @@ class TestRegistry:
                                    "admissionregistration.k8s.io/mutatingwebhookconfigurations",
                                    "admissionregistration.k8s.io/validatingwebhookconfigurations",
                                    "authorization.k8s.io/selfsubjectaccessreviews",
+                                   "authorization.k8s.io/selfsubjectrulesreviews",
                                    "authorization.k8s.io/subjectaccessreviews"}
         assert isinstance(strategy_for("", "pods"), PodStrategy)
         assert type(strategy_for("x", "nothing")) is Strategy
