@@ -7,8 +7,9 @@ Mutating, after the resource's defaults and before its validation:
                              with an admission.k8s.io/v1 AdmissionReview; their JSONPatch is
                              applied and the object defaulted again
 Validating, after the resource's validation (schema and rules):
-  NodeRestriction            a kubelet may write only its own Node and Lease, and the status (or
-                             the final delete) of pods bound to it — checked on the stored object
+  NodeRestriction            a kubelet may write only its own Node (no forbidden labels, no taint
+                             changes) and Lease, and the status (or the final delete) of pods
+                             bound to it — checked on the objects (apiserver/noderestriction.py)
   ValidatingAdmissionWebhook ValidatingWebhookConfigurations, called concurrently; any denial
                              refuses the request
 
@@ -37,6 +38,7 @@ import orjson
 
 from apiserver import errors
 from apiserver.auth.authn import UserInfo
+from apiserver.noderestriction import node_restriction
 from apiserver.patch import PatchError, json_patch
 from apiserver.registry.generic import AdmissionAttributes, Store, WriteOptions
 from apiserver.storage.cacher import Cacher
@@ -330,24 +332,7 @@ class AdmissionChain:
 
     @staticmethod
     def _node_restriction(a: AdmissionAttributes, node: str) -> None:
-        """Upstream's NodeRestriction plugin, on the objects themselves (the Node authorizer saw only names)."""
-        info = a.store.info
-        name = a.name
-        if info.group == "" and info.plural == "nodes":
-            if name != node:
-                raise errors.forbidden(info, name, f'node "{node}" is not allowed to modify node "{name}"')
-        elif info.group == "" and info.plural == "pods":
-            if a.operation == "CREATE" and not a.subresource:
-                raise errors.forbidden(info, name, f'node "{node}" can only create mirror pods, and minik8s has none')
-            bound = ((a.old or {}).get("spec") or {}).get("nodeName")
-            if bound != node:
-                raise errors.forbidden(info, name, f'node "{node}" can only update pod status and delete pods '
-                                       f"with spec.nodeName set to itself")
-            if a.operation == "UPDATE" and a.subresource != "status":
-                raise errors.forbidden(info, name, f'node "{node}" can only update pod status')
-        elif info.group == "coordination.k8s.io" and info.plural == "leases" and a.namespace == "kube-node-lease" \
-                and name != node:
-            raise errors.forbidden(info, name, "can only access node lease with the same name as the requesting node")
+        node_restriction(a, node)  # apiserver/noderestriction.py
 
     # -- calling -----------------------------------------------------------------------------------
 
