@@ -127,7 +127,9 @@ class ApiServer:
                 store.admission = self.admission
         for plural in _RBAC_RESOURCES:
             store = self.stores[(_RBAC, plural)]
-            store.admission = RbacPolicy(self.authorizer, rbac, store.admission)
+            store.admission = RbacPolicy(self.authorizer, rbac, {"Role": self.stores[(_RBAC, "roles")],
+                                                                 "ClusterRole": self.stores[(_RBAC, "clusterroles")]},
+                                         store.admission)
         # audit
         self.auditor: Auditor | None = None
         if config.audit_log_path:

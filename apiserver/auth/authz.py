@@ -249,17 +249,6 @@ class RBACAuthorizer:
                     out.extend(r.raw for r in rules)
         return out
 
-    def role_rules(self, kind: str, name: str, namespace: str) -> list[Obj] | None:
-        """The rules of the role a roleRef names (upstream GetRoleReferenceRules); None if it does not exist."""
-        cluster_roles, roles, _, _ = self.source.objects()
-        if kind == "ClusterRole":
-            found = [r for r in cluster_roles if r["metadata"]["name"] == name]
-        elif kind == "Role":
-            found = [r for r in roles if r["metadata"]["name"] == name and r["metadata"].get("namespace") == namespace]
-        else:
-            found = []
-        return list(found[0].get("rules") or ()) if found else None
-
 
 # -- Node --------------------------------------------------------------------------------------------
 

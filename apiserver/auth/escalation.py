@@ -24,7 +24,7 @@ from typing import Any
 from apiserver import errors
 from apiserver.auth.authn import UserInfo
 from apiserver.auth.authz import Attributes, Authorizer, RBACAuthorizer
-from apiserver.registry.generic import Admission, AdmissionAttributes
+from apiserver.registry.generic import Admission, AdmissionAttributes, Store
 
 Obj = dict[str, Any]
 
@@ -162,9 +162,11 @@ class RbacPolicy:
     """Stands in front of the admission chain of the four RBAC stores (the check cannot be
     switched off with the admission plugins, as upstream's policybased storage cannot)."""
 
-    def __init__(self, authorizer: Authorizer, resolver: RBACAuthorizer, inner: Admission | None):
+    def __init__(self, authorizer: Authorizer, resolver: RBACAuthorizer, roles: dict[str, Store],
+                 inner: Admission | None):
         self.authorizer = authorizer
         self.resolver = resolver
+        self.roles = roles  # "Role" / "ClusterRole" -> its store: a roleRef is read from etcd, as upstream's getter
         self.inner = inner
 
     async def mutate(self, a: AdmissionAttributes) -> Obj:
@@ -175,7 +177,7 @@ class RbacPolicy:
 
     async def validate(self, a: AdmissionAttributes) -> None:
         if a.operation in ("CREATE", "UPDATE") and a.obj is not None and isinstance(a.user, UserInfo):
-            self.check(a, a.user)
+            await self.check(a, a.user)
         if self.inner is not None:
             await self.inner.validate(a)
 
@@ -184,7 +186,20 @@ class RbacPolicy:
                                                           namespace, name))
         return allowed
 
-    def check(self, a: AdmissionAttributes, user: UserInfo) -> None:
+    async def role_rules(self, kind: str, name: str, namespace: str) -> list[Obj] | None:
+        """GetRoleReferenceRules: the rules of the role a roleRef names; None if there is no such role."""
+        store = self.roles.get(kind)
+        if store is None:
+            return None
+        try:
+            role = await store.get(namespace if store.info.namespaced else None, name)
+        except errors.ApiError as e:
+            if e.code == 404:
+                return None
+            raise
+        return list(role.get("rules") or [])
+
+    async def check(self, a: AdmissionAttributes, user: UserInfo) -> None:
         info = a.store.info
         obj = a.obj
         assert obj is not None
@@ -213,7 +228,7 @@ class RbacPolicy:
             plural = {"Role": "roles", "ClusterRole": "clusterroles"}.get(kind)
             if plural is not None and self._allowed(user, "bind", plural, namespace, role):
                 return
-            rules = self.resolver.role_rules(kind, role, namespace)
+            rules = await self.role_rules(kind, role, namespace)
             if rules is None:
                 if plural is None:
                     raise errors.bad_request(f"unknown roleRef kind {kind!r}")

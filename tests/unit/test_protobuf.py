@@ -260,3 +260,10 @@ def test_schema_matches_upstream_generated_proto() -> None:
         full = f".k8s.io.api.{package}.{kind}" if package else f".k8s.io.apimachinery.pkg.apis.meta.v1.{kind}"
         check(name, full)
     assert checked == set(protobuf.SCHEMA), f"unreachable table entries: {set(protobuf.SCHEMA) - checked}"
+
+
+def test_self_subject_rules_review() -> None:
+    """What `kubectl auth can-i --list` sends."""
+    review = [(1, meta("")), (2, [(1, "team-a")])]
+    obj = protobuf.decode(envelope("authorization.k8s.io/v1", "SelfSubjectRulesReview", enc(review)))
+    assert obj["kind"] == "SelfSubjectRulesReview" and obj["spec"] == {"namespace": "team-a"}

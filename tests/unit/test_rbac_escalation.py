@@ -139,9 +139,6 @@ def test_rules_for_a_user_in_a_namespace() -> None:
     assert rbac.rules_for(alice, "team") == [rule(["get"], [""], ["pods"]), urls(["get"], ["/x"]),
                                               rule(["create"], [""], ["pods"])]
     assert rbac.rules_for(alice, "other") == rbac.rules_for(alice, "")
-    assert rbac.role_rules("Role", "writer", "team") == [rule(["create"], [""], ["pods"])]
-    assert rbac.role_rules("Role", "writer", "other") is None
-    assert rbac.role_rules("ClusterRole", "reader", "team") is not None
 
 
 def test_union_rules_for() -> None:
