@@ -5,15 +5,15 @@ clusterrolebindings).
 
 - A Role or ClusterRole may be written only with rules its writer already holds (in the role's
   namespace; cluster-wide for a ClusterRole), unless the writer may `escalate` roles/clusterroles.
-  Setting or changing an aggregationRule needs full authority (`*` on everything).
+  Writing a ClusterRole that has (or had) an aggregationRule needs full authority (`*` on everything).
 - A RoleBinding or ClusterRoleBinding may be written only by someone who holds every rule of the
   role it refers to (in the binding's namespace), unless they may `bind` that role (resourceName
   aware).
 - system:masters may do both; a write that changes only what the garbage collector changes
   (ownerReferences, finalizers, deletion fields) is not checked.
 
-The check runs in the store's admission step on create, update and patch alike, on the final
-object and with the requesting user (after impersonation): see RbacPolicy.
+The check runs in the store's admission step on create, update and patch alike, on the object
+mutating admission made, with the requesting user (after impersonation): see RbacPolicy.
 """
 
 from __future__ import annotations
@@ -155,6 +155,10 @@ def only_gc_fields_changed(new: Obj, old: Obj | None) -> bool:
     return stripped[0] == stripped[1]
 
 
+def _aggregates(role: Obj | None) -> bool:
+    return bool(((role or {}).get("aggregationRule") or {}).get("clusterRoleSelectors"))
+
+
 # -- the storage step ----------------------------------------------------------------------------------
 
 
@@ -170,14 +174,16 @@ class RbacPolicy:
         self.inner = inner
 
     async def mutate(self, a: AdmissionAttributes) -> Obj:
+        """Upstream checks the object mutating admission made, before the strategy validates it (an
+        escalating role that is also invalid is a 403, not a 422)."""
         if self.inner is not None:
-            return await self.inner.mutate(a)
+            a.obj = await self.inner.mutate(a)
+        if a.operation in ("CREATE", "UPDATE") and a.obj is not None and isinstance(a.user, UserInfo):
+            await self.check(a, a.user)
         assert a.obj is not None
         return a.obj
 
     async def validate(self, a: AdmissionAttributes) -> None:
-        if a.operation in ("CREATE", "UPDATE") and a.obj is not None and isinstance(a.user, UserInfo):
-            await self.check(a, a.user)
         if self.inner is not None:
             await self.inner.validate(a)
 
@@ -216,9 +222,9 @@ class RbacPolicy:
             message = escalation_message(user, held, list(obj.get("rules") or []))
             if message is not None:
                 raise errors.forbidden(info, a.name, message)
-            aggregation = obj.get("aggregationRule")
-            if info.plural == "clusterroles" and aggregation is not None and (
-                    a.old is None or a.old.get("aggregationRule") != aggregation) \
+            # an aggregationRule can gather anything (and keep a role from being tightened): writing a role
+            # that has or had one needs full authority
+            if info.plural == "clusterroles" and (_aggregates(obj) or _aggregates(a.old)) \
                     and escalation_message(user, held, FULL_AUTHORITY) is not None:
                 raise errors.forbidden(info, a.name, "must have cluster-admin privileges to use the aggregationRule")
         elif info.plural in BINDING_RESOURCES:

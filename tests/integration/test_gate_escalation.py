@@ -136,6 +136,12 @@ def test_a_role_granting_everything_is_refused_on_create_update_and_patch(admin:
     r = mallory.post(path, json=role("god", rule(["*"], ["*"], ["*"])))
     refused(r, f'roles.{RBAC_GROUP} "god" is forbidden: {MALLORY} {NOT_HELD}{STAR}')
     assert admin.get(f"{path}/god").status_code == 404
+    # escalation is checked before validation, as upstream: an invalid escalating role is a 403 too
+    url_rule = {"verbs": ["get"], "nonResourceURLs": ["/version"]}  # held, but not for a namespaced Role
+    r = mallory.post(path, json=role("bad", rule(["*"], ["*"], ["*"]), url_rule))
+    refused(r, f'roles.{RBAC_GROUP} "bad" is forbidden: {MALLORY} {NOT_HELD}{STAR}')
+    r = mallory.post(path, json=role("bad", url_rule))
+    assert r.status_code == 422 and "namespaced rules cannot apply to non-resource URLs" in r.text, r.text
     # a role she holds the rules of is fine; growing it past them is not, by PUT or by PATCH
     created(mallory.post(path, json=role("small", rule(["get"], [RBAC_GROUP], ["roles"]))))
     stored = admin.get(f"{path}/small").json()
@@ -151,10 +157,42 @@ def test_a_role_granting_everything_is_refused_on_create_update_and_patch(admin:
     after = admin.get(f"{path}/small").json()
     assert after["rules"] == stored["rules"] and after["metadata"]["resourceVersion"] == \
         stored["metadata"]["resourceVersion"]
-    # a ClusterRole needs the rules cluster-wide: hers are only in her namespace
-    r = admin.post(f"{RBAC}/clusterroles", json=role("x", rule(["get"], [RBAC_GROUP], ["roles"])),
-                   headers={"Impersonate-User": "mallory", "Impersonate-Group": "dev"})
-    assert r.status_code == 403  # (she may not write cluster roles at all)
+
+
+def test_a_cluster_role_needs_the_rules_cluster_wide(secure: SecureApiServer, admin: httpx.Client, ns: str) -> None:
+    """carol may write ClusterRoles; she reads pods in ns only, and secrets everywhere."""
+    suffix = uuid.uuid4().hex[:6]
+    writer = f"cluster-role-writer-{suffix}"
+    created(admin.post(f"{RBAC}/clusterroles", json=role(
+        writer, rule(["create", "get", "update", "patch"], [RBAC_GROUP], ["clusterroles"]),
+        rule(["get"], [""], ["secrets"]))))
+    created(admin.post(f"{RBAC}/clusterrolebindings", json=binding(writer, "ClusterRole", writer, "carol")))
+    created(admin.post(f"{RBAC}/namespaces/{ns}/roles", json=role("carol-pods", rule(["get"], [""], ["pods"]))))
+    created(admin.post(f"{RBAC}/namespaces/{ns}/rolebindings",
+                       json=binding("carol-pods", "Role", "carol-pods", "carol")))
+    secure.issue("carol", "carol")
+    path = f"{RBAC}/clusterroles"
+    who = 'user "carol" (groups=["system:authenticated"])'
+    with secure.client("carol") as carol:
+        wait_until_allowed(carol, "GET", f"{path}/{writer}", True)
+        wait_until_allowed(carol, "GET", f"/api/v1/namespaces/{ns}/pods/x", True)
+        created(carol.post(path, json=role(f"secrets-{suffix}", rule(["get"], [""], ["secrets"]))))
+        r = carol.post(path, json=role(f"pods-{suffix}", rule(["get"], [""], ["pods"])))
+        refused(r, f'clusterroles.{RBAC_GROUP} "pods-{suffix}" is forbidden: {who} {NOT_HELD}'
+                   '{APIGroups:[""], Resources:["pods"], Verbs:["get"]}')
+        aggregated = {"metadata": {"name": f"agg-{suffix}"},
+                      "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}}
+        r = carol.post(path, json=aggregated)
+        refused(r, f'clusterroles.{RBAC_GROUP} "agg-{suffix}" is forbidden: must have cluster-admin privileges '
+                   "to use the aggregationRule")
+        assert admin.get(f"{path}/agg-{suffix}").status_code == 404
+        # nor may she touch one an admin made
+        created(admin.post(path, json=aggregated))
+        r = carol.patch(f"{path}/agg-{suffix}", json={"aggregationRule": None}, headers=MERGE)
+        assert r.status_code == 403 and "aggregationRule" in r.json()["message"]
+    for name in (writer, f"secrets-{suffix}", f"agg-{suffix}"):
+        admin.delete(f"{path}/{name}")
+    admin.delete(f"{RBAC}/clusterrolebindings/{writer}")
 
 
 def test_impersonation_is_checked_as_the_impersonated_user(admin: httpx.Client, mallory: httpx.Client,
