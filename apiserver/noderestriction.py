@@ -1,6 +1,6 @@
-"""The NodeRestriction admission plugin (upstream: plugin/pkg/admission/noderestriction/admission.go,
-with the kubelet's label list of pkg/kubelet/apis/well_known_labels.go). The Node authorizer saw
-only names; this looks at the objects a kubelet (system:node:NAME) writes:
+"""The NodeRestriction admission plugin (upstream: plugin/pkg/admission/noderestriction/admission.go;
+the kubelet's labels, pkg/kubelet/apis/well_known_labels.go, are in machinery/nodelabels.py). The
+Node authorizer saw only names; this looks at the objects a kubelet (system:node:NAME) writes:
 
 - nodes: only its own; it may set only the `kubernetes.io` / `k8s.io` labels a kubelet owns
   (kubernetes.io/hostname, os, arch, topology, instance type, and anything under
@@ -17,39 +17,11 @@ from typing import Any
 
 from apiserver import errors
 from apiserver.registry.generic import AdmissionAttributes
+from machinery.nodelabels import in_namespace, is_kubelet_label, is_kubernetes_label, label_namespace
 
 Obj = dict[str, Any]
 
 NODE_RESTRICTION_NAMESPACE = "node-restriction.kubernetes.io"
-KUBELET_LABELS = frozenset({
-    "kubernetes.io/hostname", "topology.kubernetes.io/zone", "topology.kubernetes.io/region",
-    "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
-    "beta.kubernetes.io/instance-type", "node.kubernetes.io/instance-type", "kubernetes.io/os", "kubernetes.io/arch",
-    "beta.kubernetes.io/os", "beta.kubernetes.io/arch",
-})
-KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
-
-
-def _label_namespace(key: str) -> str:
-    prefix, slash, _ = key.partition("/")
-    return prefix if slash else ""
-
-
-def _in_namespace(namespace: str, allowed: str) -> bool:
-    return namespace == allowed or namespace.endswith("." + allowed)
-
-
-def is_kubelet_label(key: str) -> bool:
-    """kubeletapis.IsKubeletLabel: a label the kubelet may set on its own Node."""
-    if key in KUBELET_LABELS:
-        return True
-    namespace = _label_namespace(key)
-    return any(_in_namespace(namespace, allowed) for allowed in KUBELET_LABEL_NAMESPACES)
-
-
-def is_kubernetes_label(key: str) -> bool:
-    namespace = _label_namespace(key)
-    return _in_namespace(namespace, "kubernetes.io") or _in_namespace(namespace, "k8s.io")
 
 
 def modified_labels(new: dict[str, str], old: dict[str, str]) -> set[str]:
@@ -59,7 +31,7 @@ def modified_labels(new: dict[str, str], old: dict[str, str]) -> set[str]:
 def forbidden_labels(modified: set[str]) -> list[str]:
     """The labels among modified a node may not set (sorted, as upstream's sets.String.List)."""
     return sorted(k for k in modified
-                  if _in_namespace(_label_namespace(k), NODE_RESTRICTION_NAMESPACE)
+                  if in_namespace(label_namespace(k), NODE_RESTRICTION_NAMESPACE)
                   or (is_kubernetes_label(k) and not is_kubelet_label(k)))
 
 

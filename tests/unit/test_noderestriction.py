@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from apiserver import errors
-from apiserver.noderestriction import forbidden_labels, is_kubelet_label, modified_labels, node_restriction
+from apiserver.noderestriction import forbidden_labels, modified_labels, node_restriction
 from apiserver.registry.generic import AdmissionAttributes
 from machinery.api.resources import resource_for
+from machinery.nodelabels import is_kubelet_label
 
 NODES: Any = SimpleNamespace(info=resource_for("", "nodes"))
 
@@ -77,3 +78,14 @@ def test_update() -> None:
 def test_another_node() -> None:
     with pytest.raises(errors.ApiError, match='node "n1" is not allowed to modify node "n2"'):
         admit("UPDATE", node(), node(), name="n2")
+
+
+def test_kubelet_refuses_node_labels_it_could_not_register_with(capsys: pytest.CaptureFixture[str]) -> None:
+    from kubelet.__main__ import parse_args
+
+    args = parse_args(["--node-labels", "kubernetes.io/os=linux,node.kubernetes.io/pool=a,example.com/rack=1"])
+    assert args.node_labels["example.com/rack"] == "1"
+    with pytest.raises(SystemExit):
+        parse_args(["--node-labels", "node-role.kubernetes.io/worker=,kubernetes.io/x=1"])
+    assert ("unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: "
+            "[kubernetes.io/x node-role.kubernetes.io/worker]") in capsys.readouterr().err
