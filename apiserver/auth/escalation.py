@@ -215,8 +215,8 @@ class RbacPolicy:
             return
         namespace = a.namespace or ""
         if info.plural in ROLE_RESOURCES:
-            # RoleEscalationAuthorized
-            if self._allowed(user, "escalate", info.plural, namespace, a.name):
+            # RoleEscalationAuthorized asks with the name of the request's URL: none on a create
+            if self._allowed(user, "escalate", info.plural, namespace, "" if a.operation == "CREATE" else a.name):
                 return
             held = self.resolver.rules_for(user, namespace)
             message = escalation_message(user, held, list(obj.get("rules") or []))

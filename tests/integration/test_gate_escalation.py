@@ -273,6 +273,27 @@ def test_escalate_bind_and_held_rules_allow(secure: SecureApiServer, admin: http
     created(admin.post(bindings, json=binding("root", "ClusterRole", "cluster-admin", "root")))
 
 
+def test_escalate_on_one_role_by_name(secure: SecureApiServer, admin: httpx.Client, ns: str) -> None:
+    """escalate with resourceNames covers writes to that role; a create has no name yet, as upstream."""
+    roles = f"{RBAC}/namespaces/{ns}/roles"
+    created(admin.post(roles, json=role("named-escalator", rule(["create", "get", "update", "patch"], [RBAC_GROUP],
+                                                                ["roles"]),
+                                        rule(["escalate"], [RBAC_GROUP], ["roles"], ["target"]))))
+    created(admin.post(f"{RBAC}/namespaces/{ns}/rolebindings",
+                       json=binding("named-escalator", "Role", "named-escalator", "dana")))
+    secure.issue("dana", "dana")
+    with secure.client("dana") as dana:
+        wait_until_allowed(dana, "GET", f"{roles}/named-escalator", True)
+        r = dana.post(roles, json=role("target", rule(["*"], ["*"], ["*"])))
+        assert r.status_code == 403 and NOT_HELD in r.json()["message"], r.text
+        created(admin.post(roles, json=role("target")))
+        r = dana.patch(f"{roles}/target", json={"rules": [rule(["*"], ["*"], ["*"])]}, headers=MERGE)
+        assert r.status_code == 200 and r.json()["rules"] == [rule(["*"], ["*"], ["*"])], r.text
+        created(admin.post(roles, json=role("other")))
+        r = dana.patch(f"{roles}/other", json={"rules": [rule(["*"], ["*"], ["*"])]}, headers=MERGE)
+        assert r.status_code == 403 and NOT_HELD in r.json()["message"], r.text
+
+
 # -- SelfSubjectRulesReview ------------------------------------------------------------------------------
 
 
