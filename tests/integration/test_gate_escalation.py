@@ -339,6 +339,10 @@ def test_kubectl_auth_can_i_list(secure: SecureApiServer, mallory: httpx.Client,
     assert ["selfsubjectrulesreviews.authorization.k8s.io", "[]", "[]", "[create]"] in lines, out
     assert ["[/api/*]", "[]", "[get]"] in lines, out
     assert "rbac.authorization.k8s.io" not in kubectl.run("auth", "can-i", "--list", "-n", "default").ok().stdout
+    kubelet = SecureKubectl(binary, version, secure, "kubelet-node-a", tmp_path / "kubelet", ns)
+    listed = kubelet.run("auth", "can-i", "--list").ok()
+    assert "Warning: the list may be incomplete: node authorizer does not support user rule resolution" in \
+        listed.stderr, listed.stderr
 
 
 # -- NodeRestriction ---------------------------------------------------------------------------------------
