@@ -232,12 +232,12 @@ class RbacPolicy:
             kind, role = ref.get("kind") or "", ref.get("name") or ""
             # BindingAuthorized: bind on the role, asked in the binding's namespace
             plural = {"Role": "roles", "ClusterRole": "clusterroles"}.get(kind)
-            if plural is not None and self._allowed(user, "bind", plural, namespace, role):
+            if plural is None:
+                return  # no role to escalate through; validation refuses the kind (422)
+            if self._allowed(user, "bind", plural, namespace, role):
                 return
             rules = await self.role_rules(kind, role, namespace)
             if rules is None:
-                if plural is None:
-                    raise errors.bad_request(f"unknown roleRef kind {kind!r}")
                 raise errors.ApiError(404, "NotFound", f'{plural}.{RBAC_GROUP} "{role}" not found',
                                       {"name": role, "group": RBAC_GROUP, "kind": plural})
             message = escalation_message(user, self.resolver.rules_for(user, namespace), rules)

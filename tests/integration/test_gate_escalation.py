@@ -233,6 +233,10 @@ def test_binding_a_missing_role_is_not_found(mallory: httpx.Client, ns: str) -> 
     r = mallory.post(f"{RBAC}/namespaces/{ns}/rolebindings", json=binding("b", "Role", "nowhere", "mallory"))
     assert r.status_code == 404, r.text
     assert r.json()["message"] == f'roles.{RBAC_GROUP} "nowhere" not found'
+    bad = binding("b", "Group", "x", "mallory")
+    r = mallory.post(f"{RBAC}/namespaces/{ns}/rolebindings", json=bad)
+    assert r.status_code == 422 and "roleRef.kind" in r.text, r.text
+    assert mallory.get(f"{RBAC}/namespaces/{ns}/rolebindings/b").status_code == 404
 
 
 # -- who may ---------------------------------------------------------------------------------------------
