@@ -56,6 +56,10 @@ MAX_HEADER_BYTES = 1 << 20
 # lets tests wait seconds rather than half a minute for it.
 READ_HEADER_TIMEOUT_ENV = "MINIK8S_READ_HEADER_TIMEOUT_SECONDS"
 DEFAULT_READ_HEADER_TIMEOUT = 32.0
+# kube-apiserver's IdleTimeout ("matches http.DefaultTransport keep-alive timeout"): a kept-alive connection
+# without a request for that long is closed (uvicorn's timeout_keep_alive); clients keep theirs 60 s
+IDLE_TIMEOUT_ENV = "MINIK8S_IDLE_TIMEOUT_SECONDS"
+DEFAULT_IDLE_TIMEOUT = 90.0
 # how long a refused connection is still read (and dropped) after the 431, so the client, still writing,
 # reads the answer before the close resets the connection (Go's rstAvoidanceDelay)
 _RST_AVOIDANCE_DELAY = 0.5
@@ -67,6 +71,11 @@ _HEADERS_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
 def read_header_timeout() -> float:
     value = os.environ.get(READ_HEADER_TIMEOUT_ENV, "")
     return float(value) if value else DEFAULT_READ_HEADER_TIMEOUT
+
+
+def idle_timeout() -> float:
+    value = os.environ.get(IDLE_TIMEOUT_ENV, "")
+    return float(value) if value else DEFAULT_IDLE_TIMEOUT
 
 
 class TLSHttpProtocol(HttpToolsProtocol):
@@ -194,7 +203,7 @@ def _config(app: Any, listener: Listener, lifespan: bool) -> uvicorn.Config:
         kwargs.update(tls_options(listener.ssl_context))
     return uvicorn.Config(app, host=listener.host, port=listener.port, log_level="warning", access_log=False,
                           timeout_graceful_shutdown=2, lifespan="on" if lifespan else "off",
-                          timeout_keep_alive=90,  # Go's IdleTimeout as kube-apiserver sets it; clients keep 60 s
+                          timeout_keep_alive=idle_timeout(),  # type: ignore[arg-type]  # call_later takes a float
                           **kwargs)
 
 

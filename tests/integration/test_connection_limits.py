@@ -2,7 +2,8 @@
 real apiserver (the limits of Go's net/http server kube-apiserver relies on, apiserver/serving.py):
 request headers over 1 MiB (a single 100 MB header included) get 431 before they are buffered, and
 a connection that has not sent its request headers within the header timeout (32 s; 1 s here through
-MINIK8S_READ_HEADER_TIMEOUT_SECONDS) is closed, however slowly it trickles bytes."""
+MINIK8S_READ_HEADER_TIMEOUT_SECONDS) is closed, however slowly it trickles bytes; a kept-alive
+connection is closed after the idle timeout (90 s; 4 s here through MINIK8S_IDLE_TIMEOUT_SECONDS)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from apiserver.serving import MAX_HEADER_BYTES, READ_HEADER_TIMEOUT_ENV
+from apiserver.serving import IDLE_TIMEOUT_ENV, MAX_HEADER_BYTES, READ_HEADER_TIMEOUT_ENV
 from tests.auth_cluster import SecureApiServer
 from tests.cluster import Etcd, wait_for
 
 HEADER_TIMEOUT = 1.0
+IDLE_TIMEOUT = 4.0
 MB = 1 << 20
 
 
@@ -31,6 +33,7 @@ MB = 1 << 20
 def secure(workdir: Path, etcd: Etcd) -> Iterator[SecureApiServer]:
     server = SecureApiServer(workdir, etcd)
     server.process.env[READ_HEADER_TIMEOUT_ENV] = str(HEADER_TIMEOUT)
+    server.process.env[IDLE_TIMEOUT_ENV] = str(IDLE_TIMEOUT)
     server.start()
     yield server
     server.stop()
@@ -211,7 +214,7 @@ def test_connections_that_never_finish_their_headers_are_closed(secure: SecureAp
     started = time.monotonic()
     socks = [connect(secure) for _ in range(10)]
     try:
-        for i, sock in enumerate(socks):
+        for i, sock in enumerate(socks[:8]):  # half a request; the last two send nothing at all
             sock.sendall(b"GET /api HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow-%d: " % i)
         assert all(closed_within(sock, 15 * HEADER_TIMEOUT) for sock in socks)
         assert time.monotonic() - started >= HEADER_TIMEOUT * 0.9  # the timeout, not a refusal
@@ -253,3 +256,16 @@ def test_an_idle_kept_alive_connection_outlives_the_header_timeout(secure: Secur
         assert conn.sock is first  # the same connection answered both
     finally:
         conn.close()
+
+
+def test_an_idle_kept_alive_connection_is_closed_after_the_idle_timeout(secure: SecureApiServer) -> None:
+    sock = connect(secure)
+    try:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        sock.settimeout(10)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 ")  # answered, kept alive
+        started = time.monotonic()
+        assert closed_within(sock, 5 * IDLE_TIMEOUT)
+        assert time.monotonic() - started >= IDLE_TIMEOUT * 0.9
+    finally:
+        sock.close()
