@@ -42,7 +42,10 @@ if [[ -d "${OUT}" ]]; then
     # NAME.pid is hack/supervise.sh's, the leader of NAME's process group: the one signal stops the
     # supervisor and the component together, so nothing is restarted behind our back
     stop_pidfile "${pidfile}" "${name}" "${STOP_TIMEOUT}"
-    rm -f "${OUT}/${name}.child"
+    # a component whose supervisor was killed on its own is still running: stop it by its own pid file
+    if [[ -f "${OUT}/${name}.child" ]]; then
+      stop_pidfile "${OUT}/${name}.child" "${name}" "${STOP_TIMEOUT}"
+    fi
     stopped=$((stopped + 1))
   done
   if [[ ${stopped} -eq 0 ]]; then

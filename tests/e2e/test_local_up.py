@@ -189,6 +189,11 @@ def test_a_killed_controller_manager_is_restarted_and_takes_its_lease_again(loca
 
 def test_down_stops_the_supervisors_and_leaves_nothing_behind(local_up: LocalUp) -> None:
     supervisors = [read_pid(OUT / f"{name}.pid") for name in COMPONENTS]
+    # a supervisor killed on its own leaves its component running: down.sh stops that one too
+    orphan = read_pid(OUT / "scheduler.child")
+    os.kill(read_pid(OUT / "scheduler.pid"), signal.SIGKILL)  # type: ignore[arg-type]
+    wait_for(lambda: not alive(read_pid(OUT / "scheduler.pid")), 10, what="the scheduler's supervisor to die")
+    assert alive(orphan)
     local_up.down()
     assert not OUT.exists()
     assert local_up.seen_pids and supervisors
