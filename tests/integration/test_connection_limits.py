@@ -150,13 +150,16 @@ def test_a_100mb_header_without_credentials_gets_431_while_others_are_served(sec
         assert client.get("/api/v1/namespaces/default").status_code == 200
 
 
-@pytest.mark.parametrize("tls", [True, False], ids=["secure-port", "plain-port"])
-def test_headers_over_1mib_get_431_on_both_ports(secure: SecureApiServer, tls: bool) -> None:
-    # many small headers add up as one big one does
+@pytest.mark.parametrize(("tls", "upgrade"), [(True, False), (False, False), (True, True)],
+                         ids=["secure-port", "plain-port", "websocket-handshake"])
+def test_headers_over_1mib_get_431_on_both_ports(secure: SecureApiServer, tls: bool, upgrade: bool) -> None:
+    # many small headers add up as one big one does; a websocket handshake (exec, attach) is counted alike
     many = b"".join(b"X-Header-%d: %s\r\n" % (i, b"b" * 1000) for i in range(1100))
+    handshake = (b"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                 b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n") if upgrade else b""
     sock = connect(secure, tls)
     try:
-        sock.sendall(b"GET /api HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        sock.sendall(b"GET /api HTTP/1.1\r\nHost: 127.0.0.1\r\n" + handshake)
         with contextlib.suppress(ConnectionError, ssl.SSLError):
             sock.sendall(many + b"\r\n")
         answer = read_answer(sock)
