@@ -64,6 +64,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("pod_startup_hollow", "bench.pod_startup_bench", "pod_startup_hollow.json",
               ("--hollow", "10"), ("--hollow", "10", "--quick"),
               what="create → Running for 10/100/1,000 pods on 10 hollow kubelets (bench/hollow_node.py)"),
+    Benchmark("dos", "bench.dos_bench", "dos.json",
+              what="64 clients' GET p99 under a 100 MB header + 100 slow-header attack; leases kept (issue 10)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -96,6 +98,8 @@ TARGETS: dict[str, Target] = {
     "pod_startup.kubelet_rss": Target(4, False, 100, "MB", "kubelet RSS ≤ 100 MB with 30 pods"),
     "compose.bring_up": Target(5, False, 10, "s", "compose bring-up, images cached, ≤ 10 s to Ready nodes"),
     "auth.throughput_cost": Target(6, False, 15, "%", "the chain costs ≤ 15% of throughput"),
+    "dos.p99": Target(10, False, 2.0, "x", "GET p99 under the attack ≤ 2x without it"),
+    "dos.leases_lost": Target(10, False, 0, "components", "no component loses its lease"),
 }
 
 
@@ -265,6 +269,26 @@ def hollow_figures(d: JSONDict, real: JSONDict | None) -> list[Figure]:
     return out
 
 
+def dos_figures(d: JSONDict) -> list[Figure]:
+    base, attacked = _get(d, "baseline", "latency_ms", "p99"), _get(d, "attacked", "latency_ms", "p99")
+    big, slow = _get(d, "attack", "big_header") or {}, _get(d, "attack", "slow") or {}
+    rss = d.get("apiserver_rss_mb") or {}
+    lost = {name: reasons for name, reasons in (d.get("lost_leases") or {}).items() if reasons}
+    return [
+        Figure("dos.p99", "denial of service", f"{d.get('clients')} clients' GET p99 during the attack", attacked,
+               "ms", "the same GETs without the attack (same run)", base, _ratio(attacked, base),
+               f"100 MB header answered {big.get('answer')!r} after {big.get('sent_mb')} MB; "
+               f"{slow.get('count')} slow-header connections, {slow.get('closed_by_server')} closed by the server; "
+               f"{d.get('seconds')} s per phase; max {_get(d, 'attacked', 'latency_ms', 'max'):.0f} ms"),
+        Figure("dos.leases_lost", "denial of service", "components losing their lease during the attack",
+               d.get("components_losing_lease"), "components",
+               note="; ".join(f"{n}: {', '.join(r)}" for n, r in lost.items()) or
+                    "controller-manager and scheduler kept holder, transitions and renewals"),
+        Figure("dos.rss_growth", "denial of service", "apiserver peak RSS growth during the attack",
+               rss.get("growth"), "MB", note=f"{rss.get('before_attack')} MB before, peak {rss.get('peak')} MB"),
+    ]
+
+
 def compose_figures() -> list[Figure]:
     return [Figure("compose.bring_up", "compose", "compose bring-up, images cached → Ready nodes", None, "s",
                    note="not run by bench.report: hack/compose-up.sh prints it ('nodes Ready Ns after "
@@ -273,7 +297,7 @@ def compose_figures() -> list[Figure]:
 
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "control_plane": control_plane_figures,
-    "scheduler": scheduler_figures, "pod_startup": pod_startup_figures,
+    "scheduler": scheduler_figures, "pod_startup": pod_startup_figures, "dos": dos_figures,
 }
 
 

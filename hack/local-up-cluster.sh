@@ -2,7 +2,9 @@
 # Brings a local minik8s cluster up on this machine (after upstream's
 # hack/local-up-cluster.sh): setup, then etcd, the apiserver, and — when their
 # modules exist — the controller-manager, the scheduler and a kubelet, each a
-# background process with its log and pid file under _output/local-up/.
+# background process with its log and pid file under _output/local-up/, kept
+# running by hack/supervise.sh (restarted with back-off when it exits; the
+# restarts are in its log).
 # Idempotent: what already runs (live pid file + health check) is left alone.
 # Stop it all with hack/down.sh (add --purge to also drop etcd's data).
 #
@@ -45,12 +47,15 @@ apiserver_ready() { curl -fsS --max-time 2 --cacert "${PKI_CA}" "${API_URL}/read
 # start_component NAME HEALTH_FN CMD [ARG...]
 # Skips NAME when its pid file names a live process that passes HEALTH_FN
 # (or, with HEALTH_FN "-", is merely alive). Otherwise starts CMD in the
-# background and waits for HEALTH_FN; on failure shows the log's tail and
-# exits non-zero.
+# background under hack/supervise.sh, which restarts it with back-off whenever
+# it exits (NAME.pid is the supervisor's, NAME.child the running CMD's), and
+# waits for HEALTH_FN; when the first run fails, shows the log's tail and exits
+# non-zero.
 start_component() {
   local name="$1" health="$2"
   shift 2
-  local pidfile="${OUT}/${name}.pid" logfile="${OUT}/${name}.log" pid log_from=0
+  local pidfile="${OUT}/${name}.pid" logfile="${OUT}/${name}.log" childfile="${OUT}/${name}.child"
+  local pid child="" log_from=0
   if pid="$(pidfile_pid "${pidfile}")"; then
     if [[ "${health}" == "-" ]] || "${health}"; then
       log "${name}: skip, already running (pid ${pid})"
@@ -58,32 +63,36 @@ start_component() {
     fi
     log "${name}: pid ${pid} is running but not healthy yet; waiting"
   else
-    rm -f "${pidfile}"
+    rm -f "${pidfile}" "${childfile}"
     if [[ "${health}" != "-" ]] && "${health}"; then
       die "${name}: something not started by this script already answers on its port; stop it first"
     fi
-    log "${name}: starting (log ${logfile#"${MINIK8S_ROOT}"/})"
+    log "${name}: starting under hack/supervise.sh (log ${logfile#"${MINIK8S_ROOT}"/})"
     log_from="$(stat -c %s "${logfile}" 2>/dev/null || echo 0)"
     printf '=== %s: %s\n' "$(date '+%F %T')" "$*" >>"${logfile}"
-    pid="$(start_background "${logfile}" "$@")"
+    pid="$(start_background "${logfile}" "${MINIK8S_ROOT}/hack/supervise.sh" "${name}" "${childfile}" "$@")"
     write_pidfile "${pidfile}" "${pid}"
+    # the first run of CMD: when it exits before it is up, starting failed (rather than crash-looping)
+    wait_for --quiet --pid "${pid}" "${name}" 10 pidfile_pid "${childfile}" || true
+    child="$(pidfile_pid "${childfile}")" || child="${pid}"
   fi
 
   local ok=0
   if [[ "${health}" == "-" ]]; then
     # No health endpoint: alive after a short grace period counts as up.
     sleep 2
-    _pid_gone "${pid}" || ok=1
-  elif wait_for --pid "${pid}" "${name}" "${START_TIMEOUT}" "${health}"; then
+    _pid_gone "${child:-${pid}}" || ok=1
+  elif wait_for --pid "${child:-${pid}}" "${name}" "${START_TIMEOUT}" "${health}"; then
     ok=1
   fi
   if [[ ${ok} -ne 1 ]]; then
     log "${name}: failed to start; last lines of ${logfile}:"
     tail -c "+$((log_from + 1))" "${logfile}" | tail -n 40 >&2 || true
     stop_pidfile "${pidfile}" "${name}" 5 >/dev/null 2>&1 || true
+    rm -f "${childfile}"
     die "${name} did not become ready (command: $*)"
   fi
-  log "${name}: running (pid ${pid})"
+  log "${name}: running (supervisor pid ${pid}${child:+, ${name} pid ${child}})"
 }
 
 write_kubeconfig() {
