@@ -1,5 +1,6 @@
 """Reading a request: body size limit, JSON/YAML decoding with duplicate-field detection, content
-negotiation (plain JSON or a meta.k8s.io Table), and the write options in the query string."""
+negotiation (plain JSON or a meta.k8s.io Table), and the write options in the query string (from the
+one parse the gate made: apiserver.requestinfo)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from typing import Any
 
 import yaml
 from starlette.requests import Request
+from starlette.websockets import WebSocket
 
 from apiserver import errors, protobuf
 from apiserver.patch import YamlLoader, yaml_key
 from apiserver.registry.generic import DeleteOptions, WriteOptions
+from apiserver.requestinfo import Query, of_scope
 from apiserver.validation import INT64_MAX, check_body_values
 
 MAX_REQUEST_BYTES = 3 * 1024 * 1024  # upstream's limit on a request body
@@ -101,8 +104,13 @@ def decode_object(body: bytes, content_type: str) -> tuple[dict[str, Any], list[
     return value, _duplicate_paths(value)
 
 
+def query(request: Request | WebSocket) -> Query:
+    """The request's query options, as the gate parsed them once (first value of a repeated parameter)."""
+    return of_scope(request.scope).query
+
+
 def write_options(request: Request) -> WriteOptions:
-    q = request.query_params
+    q = query(request)
     validation = q.get("fieldValidation") or "Warn"
     if validation not in ("Strict", "Warn", "Ignore"):
         raise errors.bad_request(f'fieldValidation must be one of "Ignore", "Warn" or "Strict", got "{validation}"')
@@ -136,7 +144,7 @@ def check_duplicates(duplicates: list[str], opts: WriteOptions, kind: str) -> No
 
 
 def delete_options(request: Request, body: bytes) -> DeleteOptions:
-    q = request.query_params
+    q = query(request)
     data: dict[str, Any] = {}
     if body.strip():
         data, _ = decode_object(body, request.headers.get("content-type", "application/json"))
@@ -188,7 +196,7 @@ def wants_table(request: Request) -> bool:
 
 
 def int_param(request: Request, name: str, default: int = 0) -> int:
-    raw = request.query_params.get(name)
+    raw = query(request).get(name)
     if raw in (None, ""):
         return default
     value = _int64(raw, name)
