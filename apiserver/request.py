@@ -118,7 +118,7 @@ def write_options(request: Request) -> WriteOptions:
     if any(d != "All" for d in dry_run):
         raise errors.bad_request(f'unsupported dryRun value: {dry_run}; only "All" is supported')
     return WriteOptions(dry_run=bool(dry_run), field_validation=validation, field_manager=q.get("fieldManager"),
-                        force=q.get("force") == "true", user=request.scope.get("user"))
+                        force=q.flag("force"), user=request.scope.get("user"))
 
 
 def check_path_name(name: str) -> None:
@@ -157,9 +157,10 @@ def delete_options(request: Request, body: bytes) -> DeleteOptions:
         raise errors.bad_request(f'propagationPolicy must be one of "Orphan", "Background" or "Foreground", '
                                  f'got "{policy}"')
     opts.propagation_policy = policy
-    orphan = q.get("orphanDependents", data.get("orphanDependents"))
-    if orphan is not None:
-        opts.orphan_dependents = orphan in (True, "true")
+    if "orphanDependents" in q:
+        opts.orphan_dependents = q.flag("orphanDependents")
+    elif data.get("orphanDependents") is not None:
+        opts.orphan_dependents = data["orphanDependents"] is True
     pre = data.get("preconditions") or {}
     if not isinstance(pre, dict):
         raise errors.bad_request("preconditions must be an object")
