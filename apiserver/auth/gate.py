@@ -61,11 +61,6 @@ _TIMEOUT_BODY = orjson.dumps(_TIMEOUT.status())
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
-def request_attributes(user: UserInfo, method: str, path: str, query: bytes) -> Attributes:
-    """The authorizer's view of a request, from its one RequestInfo."""
-    return Attributes(user, *request_info(method, path, query).attributes)
-
-
 def _facts(a: Attributes) -> RequestFacts:
     return RequestFacts(a.user.name, a.user.groups, a.verb, a.resource_request, a.path, a.api_group, a.api_version,
                         a.resource, a.subresource, a.namespace, a.name)
