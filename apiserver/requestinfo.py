@@ -93,6 +93,7 @@ class RequestInfo:
     target: ResourcePath | None = None  # None: not a resource request
     long_running: bool = False
     read_only: bool = True
+    asked_timeout: str | None = None  # the client's ?timeout=, a Go duration
     # the authorizer's Attributes after the user (verb, resource request, path, group, version, resource,
     # subresource, namespace, name, field selector): built once, not per request
     attributes: tuple[Any, ...] = ()
@@ -188,10 +189,11 @@ def _parse(method: str, path: str, raw_query: bytes) -> RequestInfo:
                 return RequestInfo(verb, True, path, query, group, version, target,
                                    long_running=(verb in _LONG_RUNNING_VERBS
                                                  or target.subresource in _LONG_RUNNING_SUBRESOURCES),
-                                   read_only=verb in _READ_ONLY_VERBS, attributes=attributes)
+                                   read_only=verb in _READ_ONLY_VERBS, asked_timeout=query.get("timeout"),
+                                   attributes=attributes)
     verb = method.lower()
     return RequestInfo(verb, False, path, query, read_only=verb in _READ_ONLY_VERBS,
-                       attributes=(verb, False, path))
+                       asked_timeout=query.get("timeout"), attributes=(verb, False, path))
 
 
 def of_scope(scope: MutableMapping[str, Any]) -> RequestInfo:

@@ -76,6 +76,47 @@ class Limits:
     request_timeout: float = 60.0
 
 
+_TICK = 0.05
+
+
+class Deadlines:
+    """The deadlines of the requests being served, checked by one task every 50 ms: a timer per request
+    (asyncio.timeout) cost more than the rest of the gate. An expired request's task is cancelled."""
+
+    def __init__(self) -> None:
+        self.pending: dict[asyncio.Task[Any], float] = {}
+        self.expired: set[asyncio.Task[Any]] = set()
+        self._ticker: asyncio.Task[None] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def add(self, task: asyncio.Task[Any], at: float) -> None:
+        self.pending[task] = at
+        if self._ticker is None or self._ticker.done():
+            self._ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    def done(self, task: asyncio.Task[Any]) -> None:
+        if self.pending.pop(task, None) is None and task in self.expired:
+            self.expired.discard(task)
+            task.uncancel()  # cancelled by us, and answered: the task goes on (uvicorn finishes the response)
+
+    async def _tick(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        try:
+            await self._check()
+        finally:
+            self.loop = None
+
+    async def _check(self) -> None:
+        while True:
+            await asyncio.sleep(_TICK)
+            if self.pending:
+                now = time.monotonic()
+                for task in [t for t, at in self.pending.items() if at <= now]:
+                    del self.pending[task]
+                    self.expired.add(task)
+                    task.cancel()
+
+
 class Gate:
     """The ASGI middleware; `authn` None means no TLS port (every request is on the plain port)."""
 
@@ -88,6 +129,7 @@ class Gate:
         self.limits = limits or Limits()
         self.inflight = 0  # non-long-running read-only requests being served, system:masters apart
         self.mutating_inflight = 0
+        self.deadlines = Deadlines()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -160,7 +202,8 @@ class Gate:
         # max in flight: after authentication and impersonation, before authorization (upstream's chain);
         # long-running requests and system:masters are not counted
         counted = 0
-        if not info.long_running and not user.is_master:
+        master = user.is_master
+        if not info.long_running and not master:
             if info.read_only:
                 limit, current, counted = self.limits.max_requests_inflight, self.inflight, 1
             else:
@@ -176,34 +219,32 @@ class Gate:
             else:
                 self.mutating_inflight += 1
         try:
-            await self._authorized(scope, receive, send, user, attrs, ctx, info.long_running, timeout)
+            annotations: dict[str, str] | None = None
+            if not master:
+                allowed, reason = self.authorizer.authorize(attrs)
+                if not allowed:
+                    error = forbidden(attrs, reason)
+                    if ctx is not None:
+                        annotations = {"authorization.k8s.io/decision": "forbid",
+                                       "authorization.k8s.io/reason": reason}
+                    await self._refuse(scope, send, 403, orjson.dumps(error.status()), ctx, error.message,
+                                       annotations)
+                    return
+                if ctx is not None:
+                    annotations = {"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": reason}
+            elif ctx is not None:
+                annotations = {"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": ""}
+            scope["user"] = user
+            if ctx is None or auditor is None:
+                await self._serve(scope, receive, send, timeout)
+            else:
+                scope["audit"] = ctx
+                await self._audited(scope, receive, send, auditor, ctx, info.long_running, annotations, timeout)
         finally:
             if counted == 1:
                 self.inflight -= 1
             elif counted == 2:
                 self.mutating_inflight -= 1
-
-    async def _authorized(self, scope: Scope, receive: Receive, send: Send, user: UserInfo, attrs: Attributes,
-                          ctx: AuditContext | None, long_running: bool, timeout: float) -> None:
-        annotations: dict[str, str] | None = None
-        if not user.is_master:
-            allowed, reason = self.authorizer.authorize(attrs)
-            if not allowed:
-                error = forbidden(attrs, reason)
-                if ctx is not None:
-                    annotations = {"authorization.k8s.io/decision": "forbid", "authorization.k8s.io/reason": reason}
-                await self._refuse(scope, send, 403, orjson.dumps(error.status()), ctx, error.message, annotations)
-                return
-            if ctx is not None:
-                annotations = {"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": reason}
-        elif ctx is not None:
-            annotations = {"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": ""}
-        scope["user"] = user
-        if ctx is None or self.auditor is None:
-            await self._serve(scope, receive, send, timeout)
-            return
-        scope["audit"] = ctx
-        await self._audited(scope, receive, send, self.auditor, ctx, long_running, annotations, timeout)
 
     def _timeout(self, info: RequestInfo) -> float:
         """The request's deadline in seconds, 0 for none (upstream request_deadline.go): --request-timeout
@@ -211,7 +252,7 @@ class Gate:
         if info.long_running:
             return 0.0
         timeout = self.limits.request_timeout
-        asked = info.query.get("timeout")
+        asked = info.asked_timeout
         if asked:
             try:
                 seconds = parse_go_duration(asked)
@@ -227,24 +268,22 @@ class Gate:
         if timeout <= 0 or scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
-
-        async def send_wrapper(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        deadlines = self.deadlines
+        task = asyncio.current_task(deadlines.loop)  # the loop known: current_task() would look it up
+        assert task is not None
+        deadlines.add(task, time.monotonic() + timeout)
         try:
-            async with asyncio.timeout(timeout) as deadline:
-                await self.app(scope, receive, send_wrapper)
-        except TimeoutError:
-            if not deadline.expired():
+            await self.app(scope, receive, send)
+        except asyncio.CancelledError:
+            if task not in deadlines.expired:
                 raise
-            if started:  # half an answer is out: end the connection, as upstream aborts the handler
-                raise
-            await send({"type": "http.response.start", "status": 504, "headers": list(_JSON_HEADERS)})
+            try:
+                await send({"type": "http.response.start", "status": 504, "headers": list(_JSON_HEADERS)})
+            except RuntimeError:  # half an answer is out: the connection ends, as upstream aborts the handler
+                return
             await send({"type": "http.response.body", "body": _TIMEOUT_BODY})
+        finally:
+            deadlines.done(task)
 
     async def _audited(self, scope: Scope, receive: Receive, send: Send, auditor: Auditor, ctx: AuditContext,
                        long_running: bool, annotations: dict[str, str] | None, timeout: float) -> None:
