@@ -10,6 +10,7 @@ holds each review until the test lets it go, called for pods labelled slow=true.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import http.server
@@ -27,6 +28,8 @@ import httpx
 import pytest
 
 from apiserver.auth import pki
+from machinery.api.core_v1 import Pod
+from machinery.client import ApiClient
 from tests.auth_cluster import SecureApiServer, wait_until_allowed
 from tests.cluster import Etcd, wait_for
 from tests.manifests import pod
@@ -198,6 +201,33 @@ def test_mutating_requests_past_the_limit_get_429(secure: SecureApiServer, admin
     refused = secure.wait_audit(lambda e: e["user"]["username"] == "writer" and e["stage"] == "ResponseComplete"
                                 and e.get("responseStatus", {}).get("code") == 429, what="the 429 in the audit log")
     assert refused[0]["verb"] == "create" and refused[0]["objectRef"]["resource"] == "pods"
+
+
+def test_the_client_comes_back_after_retry_after(secure: SecureApiServer, admin: httpx.Client, ns: str,
+                                                 webhook: HeldWebhook) -> None:
+    """machinery's ApiClient (every component's client) retries a 429 after its Retry-After, as client-go does."""
+    pods = f"/api/v1/namespaces/{ns}/pods"
+
+    async def create(name: str) -> dict[str, Any]:
+        async with ApiClient.from_kubeconfig(str(secure.kubeconfig("writer")), user_agent="limits-test") as client:
+            return await client.create_raw(Pod, pod(name), ns)
+
+    with secure.client("writer", timeout=30) as slow_writer, ThreadPoolExecutor(2) as pool:
+        with webhook.held():
+            before = webhook.arrived
+            slow = pool.submit(slow_writer.post, pods, json=pod("slow-2", labels=SLOW))
+            webhook.wait_arrived(before + 1)
+            retried = pool.submit(asyncio.run, create("retried"))
+
+            def refused() -> bool:
+                if retried.done():
+                    raise AssertionError(f"the client did not wait for the slot: {retried.result()}")
+                return any(e.get("userAgent") == "limits-test" and e["stage"] == "ResponseComplete"
+                           and e.get("responseStatus", {}).get("code") == 429 for e in secure.audit_events())
+
+            wait_for(refused, 10, what="the client's create refused with 429")
+        assert slow.result(timeout=30).status_code == 201
+        assert retried.result(timeout=30)["metadata"]["name"] == "retried"
 
 
 def test_a_request_past_its_deadline_gets_504_and_is_cancelled(secure: SecureApiServer, admin: httpx.Client, ns: str,
