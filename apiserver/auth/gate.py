@@ -80,19 +80,27 @@ _TICK = 0.05
 
 
 class Deadlines:
-    """The deadlines of the requests being served, checked by one task every 50 ms: a timer per request
-    (asyncio.timeout) cost more than the rest of the gate. An expired request's task is cancelled."""
+    """The deadlines of the requests being served, checked by one task every 50 ms while there are any: a
+    timer per request (asyncio.timeout) cost more than the rest of the gate. An expired request's task is
+    cancelled."""
 
     def __init__(self) -> None:
         self.pending: dict[asyncio.Task[Any], float] = {}
         self.expired: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # known, current_task() need not look it up
 
-    def add(self, task: asyncio.Task[Any], at: float) -> None:
+    def add(self, at: float) -> asyncio.Task[Any]:
+        """The current request's task, to be cancelled at `at` (time.monotonic())."""
+        task = asyncio.current_task(self._loop) if self._loop is not None else None
+        if task is None:
+            self._loop = asyncio.get_running_loop()
+            task = asyncio.current_task(self._loop)
+            assert task is not None
         self.pending[task] = at
         if self._ticker is None or self._ticker.done():
-            self._ticker = asyncio.get_running_loop().create_task(self._tick())
+            self._ticker = self._loop.create_task(self._tick())
+        return task
 
     def done(self, task: asyncio.Task[Any]) -> None:
         if self.pending.pop(task, None) is None and task in self.expired:
@@ -100,21 +108,15 @@ class Deadlines:
             task.uncancel()  # cancelled by us, and answered: the task goes on (uvicorn finishes the response)
 
     async def _tick(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        try:
-            await self._check()
-        finally:
-            self.loop = None
-
-    async def _check(self) -> None:
         while True:
             await asyncio.sleep(_TICK)
-            if self.pending:
-                now = time.monotonic()
-                for task in [t for t, at in self.pending.items() if at <= now]:
-                    del self.pending[task]
-                    self.expired.add(task)
-                    task.cancel()
+            if not self.pending:
+                return  # idle: no wake-ups until a request with a deadline starts another
+            now = time.monotonic()
+            for task in [t for t, at in self.pending.items() if at <= now]:
+                del self.pending[task]
+                self.expired.add(task)
+                task.cancel()
 
 
 class Gate:
@@ -269,9 +271,7 @@ class Gate:
             await self.app(scope, receive, send)
             return
         deadlines = self.deadlines
-        task = asyncio.current_task(deadlines.loop)  # the loop known: current_task() would look it up
-        assert task is not None
-        deadlines.add(task, time.monotonic() + timeout)
+        task = deadlines.add(time.monotonic() + timeout)
         try:
             await self.app(scope, receive, send)
         except asyncio.CancelledError:
