@@ -19,11 +19,20 @@ import sys
 from apiserver.admission import ALL_PLUGINS
 from apiserver.app import ApiServerConfig, create_app
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER
+from apiserver.requestinfo import parse_go_duration
 from apiserver.serving import Listener, run, server_ssl_context
 
 
 def _names(text: str) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def _duration(text: str) -> float:
+    """A Go duration ("60s", "1m0s"), as upstream's flag takes it."""
+    try:
+        return parse_go_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,6 +74,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="seconds between BOOKMARK events to watchers that allow them (default %(default)s)")
     p.add_argument("--watch-cache-window", type=int, default=4096,
                    help="events per resource the watch cache keeps for resuming watches (default %(default)s)")
+    p.add_argument("--max-requests-inflight", type=int, default=400,
+                   help="read-only requests served at once, long-running ones apart; past it 429 (default "
+                        "%(default)s; 0 disables)")
+    p.add_argument("--max-mutating-requests-inflight", type=int, default=200,
+                   help="mutating requests served at once; past it 429 (default %(default)s; 0 disables)")
+    p.add_argument("--request-timeout", type=_duration, default=60.0,
+                   help="the longest a request that is not long-running may take, as a Go duration; past it 504 "
+                        "Timeout (default 1m0s)")
+    p.add_argument("--min-request-timeout", type=int, default=1800,
+                   help="seconds a watch without timeoutSeconds lasts at least; it ends at a random time "
+                        "between this and twice this (default %(default)s)")
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
     args = p.parse_args(argv)
     if args.pki_dir:
@@ -117,6 +137,10 @@ def main(argv: list[str] | None = None) -> None:
         kubelet_client_certificate=args.kubelet_client_certificate,
         kubelet_client_key=args.kubelet_client_key,
         kubelet_certificate_authority=args.kubelet_certificate_authority,
+        max_requests_inflight=args.max_requests_inflight,
+        max_mutating_requests_inflight=args.max_mutating_requests_inflight,
+        request_timeout=args.request_timeout,
+        min_request_timeout=args.min_request_timeout,
     )
     listeners = []
     if args.secure:

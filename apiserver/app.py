@@ -27,7 +27,7 @@ from apiserver.auth import bootstrap
 from apiserver.auth.authn import Authenticator, load_token_file
 from apiserver.auth.authz import AlwaysAllow, Authorizer, Decider, NodeAuthorizer, RBACAuthorizer
 from apiserver.auth.escalation import RbacPolicy
-from apiserver.auth.gate import Gate
+from apiserver.auth.gate import Gate, Limits
 from apiserver.auth.reviews import ReviewStore
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys
 from apiserver.handlers import build_router, json_response
@@ -61,6 +61,12 @@ class ApiServerConfig:
     kubelet_client_certificate: str | None = None
     kubelet_client_key: str | None = None
     kubelet_certificate_authority: str | None = None
+    # the request chain's limits (upstream --max-requests-inflight, --max-mutating-requests-inflight,
+    # --request-timeout, --min-request-timeout)
+    max_requests_inflight: int = 400
+    max_mutating_requests_inflight: int = 200
+    request_timeout: float = 60.0
+    min_request_timeout: float = 1800.0
 
 
 _RBAC = "rbac.authorization.k8s.io"
@@ -297,7 +303,9 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     app = FastAPI(title="minik8s apiserver", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.server = server
     app.add_middleware(Gate, authenticator=server.authenticator, authorizer=server.authorizer,
-                       auditor=server.auditor)
+                       auditor=server.auditor,
+                       limits=Limits(config.max_requests_inflight, config.max_mutating_requests_inflight,
+                                     config.request_timeout))
 
     @app.exception_handler(errors.ApiError)
     async def api_error(request: Request, e: errors.ApiError) -> Response:
@@ -397,6 +405,6 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     for group_version in group_versions():
         stores = [reviews[i.plural] if i.virtual else server.stores[(i.group, i.plural)]
                   for i in group_versions()[group_version]]
-        app.include_router(build_router(stores))  # type: ignore[arg-type]
+        app.include_router(build_router(stores, config.min_request_timeout))  # type: ignore[arg-type]
 
     return app

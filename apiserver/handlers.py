@@ -27,18 +27,19 @@ from apiserver.request import (
     decode_object,
     delete_options,
     int_param,
+    query,
     read_body,
     wants_table,
     write_options,
 )
-from apiserver.requestinfo import resolve
+from apiserver.requestinfo import ResourcePath, of_scope
 from apiserver.storage.cacher import CachedObject, Watcher
 from apiserver.storage.predicate import Predicate
 from machinery.api.resources import ResourceInfo
 from machinery.selectors import SelectorError
 
 JSON = "application/json"
-MIN_WATCH_TIMEOUT = 1800  # upstream's --min-request-timeout: a watch lasts 30-60 minutes by default
+MIN_REQUEST_TIMEOUT = 1800.0  # upstream's --min-request-timeout: a watch lasts 30-60 minutes by default
 
 
 def json_response(obj: Any, code: int = 200, warnings: list[str] | None = None) -> Response:
@@ -50,7 +51,7 @@ def json_response(obj: Any, code: int = 200, warnings: list[str] | None = None) 
 
 
 def _predicate(request: Request, namespace: str | None, store: Store) -> Predicate:
-    q = request.query_params
+    q = query(request)
     try:
         predicate = Predicate.parse(namespace, q.get("labelSelector"), q.get("fieldSelector"))
         if predicate.field is not None:
@@ -61,7 +62,7 @@ def _predicate(request: Request, namespace: str | None, store: Store) -> Predica
 
 
 def _include_object(request: Request) -> str:
-    value = request.query_params.get("includeObject") or "Metadata"
+    value = query(request).get("includeObject") or "Metadata"
     if value not in ("None", "Metadata", "Object"):
         raise errors.bad_request(f'includeObject must be one of "None", "Metadata" or "Object", got "{value}"')
     return value
@@ -70,16 +71,18 @@ def _include_object(request: Request) -> str:
 class ResourceHandlers:
     """The endpoints of one resource, bound to its Store."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, min_request_timeout: float = MIN_REQUEST_TIMEOUT):
         self.store = store
         self.info: ResourceInfo = store.info
+        self.min_request_timeout = min_request_timeout
 
     # -- collection --------------------------------------------------------------------------
 
     async def list_or_watch(self, request: Request, namespace: str | None = None) -> Response:
-        q = request.query_params
+        info = of_scope(request.scope)
+        q = info.query
         predicate = _predicate(request, namespace, self.store)
-        if q.get("watch") in ("true", "1"):
+        if info.verb == "watch":  # the verb the authorizer saw
             return await self.watch(request, namespace, predicate)
         result = await self.store.list(namespace, predicate, limit=int_param(request, "limit"),
                                        continue_token=q.get("continue", ""),
@@ -156,11 +159,12 @@ class ResourceHandlers:
     # -- watch -------------------------------------------------------------------------------
 
     async def watch(self, request: Request, namespace: str | None, predicate: Predicate) -> Response:
-        q = request.query_params
-        timeout = int_param(request, "timeoutSeconds") or int(MIN_WATCH_TIMEOUT * (1 + random.random()))
+        q = query(request)
+        # upstream's watch timeout: timeoutSeconds, else --min-request-timeout with jitter in [min, 2 min)
+        timeout = int_param(request, "timeoutSeconds") or self.min_request_timeout * (1 + random.random())
         table = wants_table(request)
         include = _include_object(request) if table else "Object"
-        bookmarks = q.get("allowWatchBookmarks") == "true"
+        bookmarks = q.flag("allowWatchBookmarks")
         try:
             watcher = await self.store.watch(namespace, predicate, q.get("resourceVersion", ""), bookmarks)
         except errors.ApiError as e:
@@ -169,7 +173,7 @@ class ResourceHandlers:
             # a watch answers "too old" in-stream, as upstream's cacher does
             line = orjson.dumps({"type": "ERROR", "object": e.status()}) + b"\n"
             return StreamingResponse(iter([line]), media_type=JSON)
-        initial_end = q.get("sendInitialEvents") == "true" and bookmarks
+        initial_end = q.flag("sendInitialEvents") and bookmarks
         return StreamingResponse(self._stream(watcher, timeout, table, include, initial_end), media_type=JSON)
 
     def _event_line(self, kind: str, obj: CachedObject, table: bool, include: str, first: bool) -> bytes:
@@ -189,7 +193,7 @@ class ResourceHandlers:
                                                              "apiVersion": self.info.api_version,
                                                              "metadata": meta}}) + b"\n"
 
-    async def _stream(self, watcher: Watcher, timeout: int, table: bool, include: str,
+    async def _stream(self, watcher: Watcher, timeout: float, table: bool, include: str,
                       initial_end: bool) -> AsyncIterator[bytes]:
         first = True
         initial = watcher.queue.qsize() if initial_end else -1
@@ -224,18 +228,16 @@ class ResourceHandlers:
             watcher.stop()
 
 
-def build_router(stores: list[Store]) -> APIRouter:
-    """One router for a group-version, with one route: the path after the prefix is resolved to a
-    resource, namespace, name and subresource as upstream's RequestInfo does, then dispatched by a
-    dictionary lookup (matching a regex per resource route cost 40-100 µs a request)."""
+def build_router(stores: list[Store], min_request_timeout: float = MIN_REQUEST_TIMEOUT) -> APIRouter:
+    """One router for a group-version, with one route: the request's RequestInfo (the gate's one parse of
+    the path: resource, namespace, name and subresource) picks the endpoint by a dictionary lookup
+    (matching a regex per resource route cost 40-100 µs a request)."""
     prefix = stores[0].info.prefix
-    handlers = {s.info.plural: ResourceHandlers(s) for s in stores}
-    namespaced = frozenset(p for p, h in handlers.items() if h.info.namespaced)
+    handlers = {s.info.plural: ResourceHandlers(s, min_request_timeout) for s in stores}
     subresources = {(p, sub): make(h) for p, h in handlers.items()
                     for sub in h.info.subresources if (make := SUBRESOURCE_HANDLERS.get(sub)) is not None}
 
-    def target(method: str, path: str, watch: bool) -> tuple[Endpoint, dict[str, Any]]:
-        info = resolve(method, path, namespaced, watch)
+    def target(method: str, path: str, info: ResourcePath | None) -> tuple[Endpoint, dict[str, Any]]:
         h = handlers.get(info.resource) if info else None
         if info is None or h is None:
             raise errors.page_not_found()
@@ -267,11 +269,11 @@ def build_router(stores: list[Store]) -> APIRouter:
     async def dispatch(request: Request, path: str) -> Response:
         if not path and request.method == "GET":  # /api/v1/, /apis/apps/v1/: discovery, as upstream serves it
             return json_response(api_resource_list(stores[0].info.api_version))
-        endpoint, kwargs = target(request.method, path, request.query_params.get("watch") in ("true", "1"))
+        endpoint, kwargs = target(request.method, path, of_scope(request.scope).target)
         return await endpoint(request, **kwargs)
 
     async def dispatch_websocket(websocket: WebSocket, path: str) -> None:
-        endpoint, kwargs = target("WEBSOCKET", path, False)
+        endpoint, kwargs = target("WEBSOCKET", path, of_scope(websocket.scope).target)
         await endpoint(websocket, **kwargs)
 
     router = APIRouter(prefix=prefix)

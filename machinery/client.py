@@ -35,6 +35,9 @@ from machinery.kubeconfig import ClientConfig, load_kubeconfig
 from machinery.selectors import escape_field_value
 
 KUBE_VERSION = "v1.30.0"
+# 429 TooManyRequests with Retry-After is retried (client-go's request.go: maxRetries 10)
+MAX_RETRIES = 10
+MAX_RETRY_AFTER = 10
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -391,13 +394,19 @@ class ApiClient:
         content = _dump(body) if body is not None else None
         extra: dict[str, Any] = {} if timeout is None else {"timeout": aiohttp.ClientTimeout(total=timeout)}
         url = self._base + path
-        try:
-            async with self._http().request(method, url, params=query, data=content, headers=headers,
-                                            **extra) as response:
-                payload = await response.read()
-                code = response.status
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise ApiUnavailable(f"{method} {path}: {type(e).__name__}: {e}") from e
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                async with self._http().request(method, url, params=query, data=content, headers=headers,
+                                                **extra) as response:
+                    payload = await response.read()
+                    code = response.status
+                    retry_after = response.headers.get("Retry-After")
+            except (aiohttp.ClientError, TimeoutError) as e:
+                raise ApiUnavailable(f"{method} {path}: {type(e).__name__}: {e}") from e
+            # the apiserver's max-in-flight limit: come back when it says, as client-go's request retry does
+            if code != 429 or attempt == MAX_RETRIES or retry_after is None or not retry_after.isdigit():
+                break
+            await asyncio.sleep(min(int(retry_after), MAX_RETRY_AFTER))
         if not 200 <= code < 300:
             raise ApiError(status_from_body(code, payload), code, method, url)
         if not payload:
