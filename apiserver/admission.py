@@ -9,6 +9,7 @@ Mutating, after the resource's defaults and before its validation:
 Validating, after the resource's validation (schema and rules):
   NodeRestriction            a kubelet may write only its own Node and Lease, and the status (or
                              the final delete) of pods bound to it — checked on the stored object
+  PodSecurity                the Pod Security Standards by namespace label (apiserver/podsecurity)
   ValidatingAdmissionWebhook ValidatingWebhookConfigurations, called concurrently; any denial
                              refuses the request
 
@@ -38,6 +39,7 @@ import orjson
 from apiserver import errors
 from apiserver.auth.authn import UserInfo
 from apiserver.patch import PatchError, json_patch
+from apiserver.podsecurity.admission import PodSecurity
 from apiserver.registry.generic import AdmissionAttributes, Store, WriteOptions
 from apiserver.storage.cacher import Cacher
 from machinery.selectors import LabelSelector, SelectorError, selector_from_label_selector
@@ -49,7 +51,8 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
-ALL_PLUGINS = ("ServiceAccount", "MutatingAdmissionWebhook", "NodeRestriction", "ValidatingAdmissionWebhook")
+ALL_PLUGINS = ("ServiceAccount", "MutatingAdmissionWebhook", "NodeRestriction", "PodSecurity",
+               "ValidatingAdmissionWebhook")
 # webhooks are never called for their own configurations (upstream excludes them, so a broken
 # webhook can always be removed) nor for access reviews
 _NOT_WEBHOOKED = frozenset({"admissionregistration.k8s.io", "authorization.k8s.io"})
@@ -206,7 +209,8 @@ class AdmissionChain:
 
     def __init__(self, plugins: list[str] | tuple[str, ...], *,
                  namespace_labels: Callable[[str], dict[str, str] | None],
-                 mutating_webhooks: WebhookSource | None = None, validating_webhooks: WebhookSource | None = None):
+                 mutating_webhooks: WebhookSource | None = None, validating_webhooks: WebhookSource | None = None,
+                 pod_security: PodSecurity | None = None):
         unknown = set(plugins) - set(ALL_PLUGINS)
         if unknown:
             raise ValueError(f"unknown admission plugins: {', '.join(sorted(unknown))} "
@@ -215,6 +219,7 @@ class AdmissionChain:
         self.namespace_labels = namespace_labels
         self.mutating_webhooks = mutating_webhooks if "MutatingAdmissionWebhook" in self.plugins else None
         self.validating_webhooks = validating_webhooks if "ValidatingAdmissionWebhook" in self.plugins else None
+        self.pod_security = pod_security if "PodSecurity" in self.plugins else None
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -310,6 +315,8 @@ class AdmissionChain:
     async def validate(self, a: AdmissionAttributes) -> None:
         if "NodeRestriction" in self.plugins and isinstance(a.user, UserInfo) and a.user.node_name is not None:
             self._node_restriction(a, a.user.node_name)
+        if self.pod_security is not None:
+            self.pod_security.validate(a)
         if self.validating_webhooks is not None and a.store.info.group not in _NOT_WEBHOOKED:
             hooks = [h for h in self.validating_webhooks.hooks() if self._matches(h, a)]
             if hooks:
