@@ -279,3 +279,9 @@ def test_warnings_are_bounded() -> None:
         recorder.add_warning(f"{i} " + "w" * 10_000)
     assert all(len(w) <= 4096 for w in recorder.warnings)
     assert sum(len(w) for w in recorder.warnings) <= 64 * 1024
+
+
+def test_the_local_up_and_compose_configuration_keeps_privileged_and_exempts_kube_system() -> None:
+    config = load_admission_config(Path(__file__).parents[2] / "hack" / "admission-config.yaml")
+    assert config.defaults == PRIVILEGED_POLICY
+    assert config.exempt_namespaces == {"kube-system"}
