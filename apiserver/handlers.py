@@ -34,6 +34,7 @@ from apiserver.request import (
 from apiserver.requestinfo import resolve
 from apiserver.storage.cacher import CachedObject, Watcher
 from apiserver.storage.predicate import Predicate
+from apiserver.warning import add_warning
 from machinery.api.resources import ResourceInfo
 from machinery.selectors import SelectorError
 
@@ -42,11 +43,9 @@ MIN_WATCH_TIMEOUT = 1800  # upstream's --min-request-timeout: a watch lasts 30-6
 
 
 def json_response(obj: Any, code: int = 200, warnings: list[str] | None = None) -> Response:
-    response = Response(orjson.dumps(obj), status_code=code, media_type=JSON)
     for warning in warnings or ():
-        escaped = warning.replace("\\", "\\\\").replace('"', '\\"')
-        response.raw_headers.append((b"warning", f'299 - "{escaped}"'.encode()))
-    return response
+        add_warning(warning)  # one channel for every warning: apiserver.warning writes the headers
+    return Response(orjson.dumps(obj), status_code=code, media_type=JSON)
 
 
 def _predicate(request: Request, namespace: str | None, store: Store) -> Predicate:
