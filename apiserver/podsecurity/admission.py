@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from apiserver import errors
-from apiserver.podsecurity.api import LEVEL_PRIVILEGED, PolicyError, compare_levels, policy_to_evaluate
+from apiserver.podsecurity.api import LABELS, LEVEL_PRIVILEGED, Policy, PolicyError, compare_levels, policy_to_evaluate
 from apiserver.podsecurity.config import PodSecurityConfiguration
 from apiserver.podsecurity.policy import Aggregate, evaluate_pod
 from apiserver.validation import FieldError
@@ -93,6 +93,19 @@ class PodSecurity:
         self.config = config
         self.namespace_labels = namespace_labels
         self.pods_in_namespace = pods_in_namespace
+        # every pod write asks for its namespace's policy: the few distinct label values are parsed once
+        self._policies: dict[tuple[str | None, ...], tuple[Policy, PolicyError | None]] = {}
+
+    def policy(self, labels: dict[str, str] | None) -> tuple[Policy, PolicyError | None]:
+        if not labels:
+            return self.config.defaults, None
+        values = tuple(labels.get(k) for k in LABELS)
+        found = self._policies.get(values)
+        if found is None:
+            if len(self._policies) >= 1024:
+                self._policies.clear()
+            found = self._policies[values] = policy_to_evaluate(labels, self.config.defaults)
+        return found
 
     def validate(self, a: AdmissionAttributes) -> None:
         if a.operation not in ("CREATE", "UPDATE") or a.obj is None:
@@ -122,13 +135,13 @@ class PodSecurity:
             return
         assert a.obj is not None
         labels = _d(_d(a.obj.get("metadata")).get("labels"))
-        policy, error = policy_to_evaluate(labels, self.config.defaults)
+        policy, error = self.policy(labels)
         if a.operation == "CREATE" or a.old is None:
             if error is not None:
                 raise self._invalid(a, error)
             return
         old_labels = _d(_d(a.old.get("metadata")).get("labels"))
-        old_policy, old_error = policy_to_evaluate(old_labels, self.config.defaults)
+        old_policy, old_error = self.policy(old_labels)
         if error is not None and (old_error is None or str(error) != str(old_error)):
             raise self._invalid(a, error)
         new, old = policy.enforce, old_policy.enforce
@@ -213,7 +226,7 @@ class PodSecurity:
     def _evaluate(self, a: AdmissionAttributes, meta: Obj, spec: Obj, *, enforce: bool) -> None:
         """Upstream's EvaluatePod: enforce (pods only), then audit, then warn, reusing a result when
         two modes share a level and version."""
-        policy, error = policy_to_evaluate(self.namespace_labels(a.namespace or ""), self.config.defaults)
+        policy, error = self.policy(self.namespace_labels(a.namespace or ""))
         if error is None and policy.audit.level == policy.warn.level == LEVEL_PRIVILEGED \
                 and (not enforce or policy.enforce.level == LEVEL_PRIVILEGED):
             if enforce:

@@ -100,11 +100,11 @@ def parse_version(value: str) -> tuple[Version, str | None]:
     return Version(int(match.group(1))), None
 
 
+LABELS = (ENFORCE_LEVEL_LABEL, ENFORCE_VERSION_LABEL, AUDIT_LEVEL_LABEL, AUDIT_VERSION_LABEL, WARN_LEVEL_LABEL,
+          WARN_VERSION_LABEL)
+
+
 def policy_to_evaluate(labels: dict[str, str] | None, defaults: Policy) -> tuple[Policy, PolicyError | None]:
-    """Upstream's PolicyToEvaluate: the namespace's labels over the defaults; warn follows a stricter
-    enforce level the namespace set, unless the namespace also set warn."""
-    if not labels:
-        return defaults, None
     causes: list[tuple[str, str, str]] = []
     modes = {"enforce": defaults.enforce, "audit": defaults.audit, "warn": defaults.warn}
     has_enforce_level = has_warn_level = has_warn_version = False
