@@ -316,7 +316,7 @@ class AdmissionChain:
         if "NodeRestriction" in self.plugins and isinstance(a.user, UserInfo) and a.user.node_name is not None:
             self._node_restriction(a, a.user.node_name)
         if self.pod_security is not None:
-            self.pod_security.validate(a)
+            await self.pod_security.validate(a)
         if self.validating_webhooks is not None and a.store.info.group not in _NOT_WEBHOOKED:
             hooks = [h for h in self.validating_webhooks.hooks() if self._matches(h, a)]
             if hooks:

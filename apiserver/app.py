@@ -125,7 +125,7 @@ class ApiServer:
             validating_webhooks=WebhookSource(self.stores[(admission, "validatingwebhookconfigurations")].cacher,
                                               False),
             pod_security=PodSecurity(load_admission_config(config.admission_control_config_file),
-                                     namespace_labels=self._namespace_labels, pods_in_namespace=self._pods_in))
+                                     namespace_labels=self._namespace_labels_or_read, pods_in_namespace=self._pods_in))
         if config.admission_plugins:
             for store in self.stores.values():
                 store.admission = self.admission
@@ -145,6 +145,18 @@ class ApiServer:
         pods = self.stores[("", "pods")]
         prefix = pods.prefix(namespace)
         return [o.obj() for k, o in list(pods.cacher.store.items()) if k.startswith(prefix)]
+
+    async def _namespace_labels_or_read(self, namespace: str) -> dict[str, str] | None:
+        """From the watch cache, or from etcd for a namespace the cache has not seen yet (just created):
+        a policy must not fall back to the cluster default because the cache is a moment behind."""
+        cached = self.namespaces.cached(None, namespace)
+        if cached is not None:
+            return cached.attrs.labels
+        try:
+            obj = await self.namespaces.get(None, namespace)
+        except errors.ApiError:
+            return None
+        return (obj.get("metadata") or {}).get("labels") or {}
 
     def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
         cached = self.namespaces.cached(None, namespace)

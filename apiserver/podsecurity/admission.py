@@ -16,7 +16,7 @@ Exempt namespaces, users and runtime classes are not evaluated (audit annotation
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from apiserver import errors
@@ -88,7 +88,7 @@ def is_significant_pod_update(pod: Obj, old: Obj) -> bool:
 
 class PodSecurity:
     def __init__(self, config: PodSecurityConfiguration, *,
-                 namespace_labels: Callable[[str], dict[str, str] | None],
+                 namespace_labels: Callable[[str], Awaitable[dict[str, str] | None]],
                  pods_in_namespace: Callable[[str], list[Obj]]):
         self.config = config
         self.namespace_labels = namespace_labels
@@ -107,16 +107,16 @@ class PodSecurity:
             found = self._policies[values] = policy_to_evaluate(labels, self.config.defaults)
         return found
 
-    def validate(self, a: AdmissionAttributes) -> None:
+    async def validate(self, a: AdmissionAttributes) -> None:
         if a.operation not in ("CREATE", "UPDATE") or a.obj is None:
             return
         info = a.store.info
         if info.group == "" and info.plural == "namespaces":
             self._validate_namespace(a)
         elif info.group == "" and info.plural == "pods":
-            self._validate_pod(a)
+            await self._validate_pod(a)
         elif (info.group, info.plural) in TEMPLATE_PATHS and not a.subresource:
-            self._validate_pod_controller(a, TEMPLATE_PATHS[(info.group, info.plural)])
+            await self._validate_pod_controller(a, TEMPLATE_PATHS[(info.group, info.plural)])
 
     # -- exemptions --------------------------------------------------------------------------------
 
@@ -199,7 +199,7 @@ class PodSecurity:
 
     # -- pods and their templates ------------------------------------------------------------------
 
-    def _validate_pod(self, a: AdmissionAttributes) -> None:
+    async def _validate_pod(self, a: AdmissionAttributes) -> None:
         if a.subresource in IGNORED_POD_SUBRESOURCES:
             return
         exemption = self._exemption(a)
@@ -209,9 +209,9 @@ class PodSecurity:
         assert a.obj is not None
         if a.operation == "UPDATE" and a.old is not None and not is_significant_pod_update(a.obj, a.old):
             return
-        self._evaluate(a, _d(a.obj.get("metadata")), _d(a.obj.get("spec")), enforce=True)
+        await self._evaluate(a, _d(a.obj.get("metadata")), _d(a.obj.get("spec")), enforce=True)
 
-    def _validate_pod_controller(self, a: AdmissionAttributes, path: tuple[str, ...]) -> None:
+    async def _validate_pod_controller(self, a: AdmissionAttributes, path: tuple[str, ...]) -> None:
         exemption = self._exemption(a)
         if exemption is not None:
             add_audit_annotation(AUDIT_PREFIX + "exempt", exemption)
@@ -221,12 +221,12 @@ class PodSecurity:
             template = _d(template).get(key)
         if not isinstance(template, dict):
             return  # a kind whose template is optional and absent
-        self._evaluate(a, _d(template.get("metadata")), _d(template.get("spec")), enforce=False)
+        await self._evaluate(a, _d(template.get("metadata")), _d(template.get("spec")), enforce=False)
 
-    def _evaluate(self, a: AdmissionAttributes, meta: Obj, spec: Obj, *, enforce: bool) -> None:
+    async def _evaluate(self, a: AdmissionAttributes, meta: Obj, spec: Obj, *, enforce: bool) -> None:
         """Upstream's EvaluatePod: enforce (pods only), then audit, then warn, reusing a result when
         two modes share a level and version."""
-        policy, error = self.policy(self.namespace_labels(a.namespace or ""))
+        policy, error = self.policy(await self.namespace_labels(a.namespace or ""))
         if error is None and policy.audit.level == policy.warn.level == LEVEL_PRIVILEGED \
                 and (not enforce or policy.enforce.level == LEVEL_PRIVILEGED):
             if enforce:

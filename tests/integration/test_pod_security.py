@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.auth_cluster import SecureApiServer, SecureKubectl
-from tests.cluster import REPO, Etcd
+from tests.cluster import REPO, Etcd, wait_for
 from tests.kubectl import find_kubectl
 from tests.manifests import deployment, pod
 
@@ -103,6 +103,14 @@ def pods(ns: str) -> str:
     return f"/api/v1/namespaces/{ns}/pods"
 
 
+def wait_enforced(admin: httpx.Client, ns: str) -> None:
+    """A label change reaches admission through the watch cache: wait until a host pod is refused
+    (a dry run: nothing is written)."""
+    probe = pod("probe", hostNetwork=True)
+    wait_for(lambda: admin.post(f"{pods(ns)}?dryRun=All", json=probe).status_code == 403, 10,
+             what=f"namespace {ns}'s new enforce label to apply")
+
+
 def manifest(obj: dict[str, Any]) -> str:
     import json
 
@@ -131,6 +139,7 @@ def test_restricted_namespace_refuses_host_access_with_upstreams_message(admin: 
     ns = make_ns()
     k = kubectl(ns)
     k.run("label", "namespace", ns, f"{PREFIX}enforce=restricted").ok()
+    wait_enforced(admin, ns)
     for name, (obj, detail) in host_pods().items():
         message = f'pods "{name}" is forbidden: violates PodSecurity "restricted:latest": {detail}'
         r = admin.post(pods(ns), json=obj)
@@ -230,6 +239,7 @@ def test_tightening_a_namespace_warns_about_its_existing_pods(admin: httpx.Clien
         in r.stderr, r.stderr
     assert "Warning: a (and 2 other pods): host namespaces" in r.stderr
     assert "Warning: d: privileged" in r.stderr  # pods are grouped by their reasons, named by the first
+    wait_enforced(admin, ns)
     # the pods stay (enforce checks new pods), and updates that do not change what runs are admitted
     r = admin.patch(f"{pods(ns)}/a", json={"metadata": {"labels": {"touched": "yes"}}},
                     headers={"Content-Type": "application/merge-patch+json"})
