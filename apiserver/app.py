@@ -12,7 +12,6 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 from fastapi import FastAPI
@@ -141,10 +140,13 @@ class ApiServer:
         cached = self.stores[("", "pods")].cached(namespace, name)
         return cached.attrs.fields.get("spec.nodeName", "") if cached is not None else None
 
-    def _pods_in(self, namespace: str) -> list[dict[str, Any]]:
+    def _pods_in(self, namespace: str) -> list[bytes]:
+        """The namespace's pods as the watch cache holds them (JSON, by name): PodSecurity decodes
+        only as many as it has time to check."""
         pods = self.stores[("", "pods")]
         prefix = pods.prefix(namespace)
-        return [o.obj() for k, o in list(pods.cacher.store.items()) if k.startswith(prefix)]
+        found = sorted((k, o.raw) for k, o in list(pods.cacher.store.items()) if k.startswith(prefix))
+        return [raw for _, raw in found]
 
     async def _namespace_labels_or_read(self, namespace: str) -> dict[str, str] | None:
         """From the watch cache, or from etcd for a namespace the cache has not seen yet (just created):

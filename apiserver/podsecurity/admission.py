@@ -19,6 +19,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from apiserver import errors
 from apiserver.podsecurity.api import LABELS, LEVEL_PRIVILEGED, Policy, PolicyError, compare_levels, policy_to_evaluate
 from apiserver.podsecurity.config import PodSecurityConfiguration
@@ -89,7 +91,7 @@ def is_significant_pod_update(pod: Obj, old: Obj) -> bool:
 class PodSecurity:
     def __init__(self, config: PodSecurityConfiguration, *,
                  namespace_labels: Callable[[str], Awaitable[dict[str, str] | None]],
-                 pods_in_namespace: Callable[[str], list[Obj]]):
+                 pods_in_namespace: Callable[[str], list[bytes]]):
         self.config = config
         self.namespace_labels = namespace_labels
         self.pods_in_namespace = pods_in_namespace
@@ -161,12 +163,13 @@ class PodSecurity:
 
     def _evaluate_pods_in_namespace(self, namespace: str, enforce: Any) -> list[str]:
         deadline = time.monotonic() + NAMESPACE_POD_CHECK_TIMEOUT
-        pods = sorted(self.pods_in_namespace(namespace), key=lambda p: _d(p.get("metadata")).get("name") or "")
+        pods = self.pods_in_namespace(namespace)
         total = len(pods)
         pods = pods[:NAMESPACE_MAX_PODS_TO_CHECK]
         checked = len(pods)
         by_reason: dict[str, list[Any]] = {}  # reason -> [first pod name, count], in first-seen order
-        for i, pod in enumerate(pods):
+        for i, raw in enumerate(pods):
+            pod = orjson.loads(raw)
             spec, meta = _d(pod.get("spec")), _d(pod.get("metadata"))
             if spec.get("runtimeClassName") and spec["runtimeClassName"] in self.config.exempt_runtime_classes:
                 continue
