@@ -285,3 +285,78 @@ def test_the_local_up_and_compose_configuration_keeps_privileged_and_exempts_kub
     config = load_admission_config(Path(__file__).parents[2] / "hack" / "admission-config.yaml")
     assert config.defaults == PRIVILEGED_POLICY
     assert config.exempt_namespaces == {"kube-system"}
+
+
+# -- the plugin on its own (no server): truncation, and namespaces whose labels no longer parse ----------------
+
+class _Store:
+    def __init__(self, plural: str) -> None:
+        from machinery.api.resources import RESOURCES
+
+        self.info = next(i for i in RESOURCES if i.group == "" and i.plural == plural)
+
+
+class _Audit:
+    def __init__(self) -> None:
+        self.event: dict[str, Any] = {}
+
+
+def _run_plugin(plugin: Any, attrs: Any) -> tuple[Recorder, BaseException | None]:
+    import asyncio
+
+    from apiserver.warning import _current
+
+    recorder = Recorder(_Audit())
+    token = _current.set(recorder)
+    try:
+        asyncio.run(plugin.validate(attrs))
+        error = None
+    except Exception as e:
+        error = e
+    finally:
+        _current.reset(token)
+    return recorder, error
+
+
+def _plugin(labels: dict[str, str], pods: list[dict[str, Any]]) -> Any:
+    import orjson
+
+    from apiserver.podsecurity.admission import PodSecurity
+    from apiserver.podsecurity.config import PodSecurityConfiguration
+
+    async def namespace_labels(_: str) -> dict[str, str]:
+        return labels
+
+    return PodSecurity(PodSecurityConfiguration(), namespace_labels=namespace_labels,
+                       pods_in_namespace=lambda _: [orjson.dumps(p) for p in pods])
+
+
+def test_a_namespace_whose_labels_no_longer_parse_is_evaluated_as_restricted() -> None:
+    from apiserver.registry.generic import AdmissionAttributes
+
+    plugin = _plugin({"pod-security.kubernetes.io/enforce": "strict"}, [])
+    obj = {"metadata": {"name": "p"}, "spec": spec(c("main"))}
+    recorder, error = _run_plugin(plugin, AdmissionAttributes("CREATE", _Store("pods"), "ns", "p", None, obj, None,
+                                                              "jane", False))
+    assert error is not None and getattr(error, "code", None) == 403
+    assert 'violates PodSecurity "restricted:latest"' in str(error)
+    assert recorder.audit.event["annotations"]["pod-security.kubernetes.io/error"].startswith(
+        'Failed to parse policy: metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "strict"')
+
+
+def test_tightening_checks_at_most_the_first_pods(monkeypatch: pytest.MonkeyPatch) -> None:
+    from apiserver.podsecurity import admission
+    from apiserver.registry.generic import AdmissionAttributes
+
+    monkeypatch.setattr(admission, "NAMESPACE_MAX_PODS_TO_CHECK", 2)
+    pods = [{"metadata": {"name": f"p{i}"}, "spec": spec(c("main"), hostPID=True)} for i in range(3)]
+    plugin = _plugin({}, pods)
+    old = {"metadata": {"name": "ns", "labels": {}}}
+    new = {"metadata": {"name": "ns", "labels": {"pod-security.kubernetes.io/enforce": "baseline"}}}
+    recorder, error = _run_plugin(plugin, AdmissionAttributes("UPDATE", _Store("namespaces"), None, "ns", None, new,
+                                                              old, "jane", False))
+    assert error is None
+    assert recorder.warnings == [
+        "new PodSecurity enforce level only checked against the first 2 of 3 existing pods",
+        'existing pods in namespace "ns" violate the new PodSecurity enforce level "baseline:latest"',
+        "p0 (and 1 other pod): host namespaces"]
