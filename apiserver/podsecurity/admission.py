@@ -101,7 +101,7 @@ class PodSecurity:
     def policy(self, labels: dict[str, str] | None) -> tuple[Policy, PolicyError | None]:
         if not labels:
             return self.config.defaults, None
-        values = tuple(labels.get(k) for k in LABELS)
+        values = tuple(map(labels.get, LABELS))
         found = self._policies.get(values)
         if found is None:
             if len(self._policies) >= 1024:

@@ -10,7 +10,7 @@ admission configuration's `defaults`, privileged:latest without one).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 LEVEL_PRIVILEGED, LEVEL_BASELINE, LEVEL_RESTRICTED = "privileged", "baseline", "restricted"
 LEVELS = (LEVEL_PRIVILEGED, LEVEL_BASELINE, LEVEL_RESTRICTED)
@@ -40,9 +40,9 @@ class PolicyError(ValueError):
         return ", ".join(f'{f}: Invalid value: "{v}": {why}' for f, v, why in self.causes)
 
 
-@dataclass(frozen=True, slots=True)
-class Version:
-    """A policy version: v1.X, or latest (minor None)."""
+class Version(NamedTuple):
+    """A policy version: v1.X, or latest (minor None). Tuples: hashed and compared at C speed, as
+    every pod write looks its policy up."""
 
     minor: int | None = None
 
@@ -61,8 +61,7 @@ class Version:
 LATEST = Version()
 
 
-@dataclass(frozen=True, slots=True)
-class LevelVersion:
+class LevelVersion(NamedTuple):
     level: str
     version: Version
 
@@ -70,8 +69,7 @@ class LevelVersion:
         return f"{self.level}:{self.version}"
 
 
-@dataclass(frozen=True, slots=True)
-class Policy:
+class Policy(NamedTuple):
     enforce: LevelVersion
     audit: LevelVersion
     warn: LevelVersion
@@ -119,14 +117,14 @@ def policy_to_evaluate(labels: dict[str, str] | None, defaults: Policy) -> tuple
                 has_enforce_level = True
             if mode == "warn":
                 has_warn_level = True
-            lv = replace(lv, level=level)
+            lv = lv._replace(level=level)
         if version_label in labels:
             version, why = parse_version(labels[version_label])
             if why is not None:
                 causes.append((f"metadata.labels[{version_label}]", labels[version_label], why))
             if mode == "warn":
                 has_warn_version = True
-            lv = replace(lv, version=version)
+            lv = lv._replace(version=version)
         modes[mode] = lv
     enforce, warn = modes["enforce"], modes["warn"]
     if not has_warn_level and has_enforce_level and compare_levels(enforce.level, warn.level) > 0:

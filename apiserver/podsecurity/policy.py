@@ -11,7 +11,7 @@ registration order (its file names), which is the order of the reasons in a refu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,12 +46,16 @@ def _l(v: Any) -> list[Any]:
     return v if isinstance(v, list) else []
 
 
-def containers(spec: Obj) -> Iterator[Obj]:
+# the containers of the spec evaluate_pod is checking, listed once for all its checks
+_listed: list[Any] = [None, None]
+
+
+def containers(spec: Obj) -> list[Obj]:
     """Every container of the pod: init containers, containers, ephemeral containers (visitor.go)."""
-    for key in ("initContainers", "containers", "ephemeralContainers"):
-        for c in _l(spec.get(key)):
-            if isinstance(c, dict):
-                yield c
+    if _listed[0] is spec:
+        return _listed[1]  # type: ignore[no-any-return]
+    return [c for key in ("initContainers", "containers", "ephemeralContainers") for c in _l(spec.get(key))
+            if isinstance(c, dict)]
 
 
 def _name(c: Obj) -> str:
@@ -499,8 +503,12 @@ class Aggregate:
 def evaluate_pod(lv: LevelVersion, meta: Obj, spec: Obj) -> Aggregate:
     minor = lv.version.effective()
     failures = []
-    for check in checks_for(lv.level, minor):
-        result = check.fn(meta, spec, minor)
-        if result is not None:
-            failures.append(result)
+    _listed[0], _listed[1] = spec, containers(spec)
+    try:
+        for check in checks_for(lv.level, minor):
+            result = check.fn(meta, spec, minor)
+            if result is not None:
+                failures.append(result)
+    finally:
+        _listed[0] = _listed[1] = None
     return Aggregate(tuple(failures))
