@@ -42,6 +42,7 @@ from apiserver.patch import PatchError, json_patch
 from apiserver.podsecurity.admission import PodSecurity
 from apiserver.registry.generic import AdmissionAttributes, Store, WriteOptions
 from apiserver.storage.cacher import Cacher
+from apiserver.warning import add_warning
 from machinery.selectors import LabelSelector, SelectorError, selector_from_label_selector
 
 if TYPE_CHECKING:
@@ -201,6 +202,13 @@ def _denied(hook: Webhook, result: Obj | None) -> errors.ApiError:
     return errors.ApiError(code, reason or _REASONS.get(code, "BadRequest"), message)
 
 
+def _warn(response: Obj) -> None:
+    """A webhook's warnings reach the client as Warning headers (upstream: warning.AddWarning)."""
+    for text in response.get("warnings") or ():
+        if isinstance(text, str):
+            add_warning(text)
+
+
 # -- the chain -----------------------------------------------------------------------------------------
 
 
@@ -268,6 +276,7 @@ class AdmissionChain:
                 raise errors.internal(f'failed calling webhook "{hook.name}": {e}') from None
             if not response.get("allowed"):
                 raise _denied(hook, response.get("status"))
+            _warn(response)
             patch = response.get("patch")
             if not patch:
                 continue
@@ -334,6 +343,7 @@ class AdmissionChain:
                 raise result
             if not result.get("allowed"):
                 raise _denied(hook, result.get("status"))
+            _warn(result)
 
     @staticmethod
     def _node_restriction(a: AdmissionAttributes, node: str) -> None:
