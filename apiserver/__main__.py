@@ -19,6 +19,7 @@ import sys
 from apiserver.admission import ALL_PLUGINS
 from apiserver.app import ApiServerConfig, create_app
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER
+from apiserver.podsecurity.config import ConfigError, load_admission_config
 from apiserver.requestinfo import parse_go_duration
 from apiserver.serving import Listener, run, server_ssl_context
 
@@ -59,6 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--enable-admission-plugins", default=",".join(ALL_PLUGINS),
                    help="admission plugins (default: all of %(default)s)")
     p.add_argument("--disable-admission-plugins", default="", help="admission plugins to turn off")
+    p.add_argument("--admission-control-config-file", default=None,
+                   help="AdmissionConfiguration (apiserver.config.k8s.io/v1): PodSecurity's defaults and exemptions")
     p.add_argument("--audit-log-path", default=None, help="write audit events here as JSON lines ('-' = stdout)")
     p.add_argument("--audit-policy-file", default=None,
                    help="audit.k8s.io/v1 Policy (default without one: every request at Metadata)")
@@ -119,6 +122,10 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     disabled = set(_names(args.disable_admission_plugins))
+    try:
+        load_admission_config(args.admission_control_config_file)
+    except ConfigError as e:
+        sys.exit(f"--admission-control-config-file: {e}")
     port = args.secure_port if args.secure else args.port
     config = ApiServerConfig(
         etcd_servers=_names(args.etcd_servers),
@@ -134,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
         admission_plugins=[name for name in _names(args.enable_admission_plugins) if name not in disabled],
         audit_log_path=args.audit_log_path,
         audit_policy_file=args.audit_policy_file,
+        admission_control_config_file=args.admission_control_config_file,
         kubelet_client_certificate=args.kubelet_client_certificate,
         kubelet_client_key=args.kubelet_client_key,
         kubelet_certificate_authority=args.kubelet_certificate_authority,

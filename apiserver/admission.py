@@ -10,6 +10,7 @@ Validating, after the resource's validation (schema and rules):
   NodeRestriction            a kubelet may write only its own Node (no forbidden labels, no taint
                              changes) and Lease, and the status (or the final delete) of pods
                              bound to it — checked on the objects (apiserver/noderestriction.py)
+  PodSecurity                the Pod Security Standards by namespace label (apiserver/podsecurity)
   ValidatingAdmissionWebhook ValidatingWebhookConfigurations, called concurrently; any denial
                              refuses the request
 
@@ -40,8 +41,10 @@ from apiserver import errors
 from apiserver.auth.authn import UserInfo
 from apiserver.noderestriction import node_restriction
 from apiserver.patch import PatchError, json_patch
+from apiserver.podsecurity.admission import PodSecurity
 from apiserver.registry.generic import AdmissionAttributes, Store, WriteOptions
 from apiserver.storage.cacher import Cacher
+from apiserver.warning import add_warning
 from machinery.selectors import LabelSelector, SelectorError, selector_from_label_selector
 
 if TYPE_CHECKING:
@@ -51,7 +54,8 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
-ALL_PLUGINS = ("ServiceAccount", "MutatingAdmissionWebhook", "NodeRestriction", "ValidatingAdmissionWebhook")
+ALL_PLUGINS = ("ServiceAccount", "MutatingAdmissionWebhook", "NodeRestriction", "PodSecurity",
+               "ValidatingAdmissionWebhook")
 # webhooks are never called for their own configurations (upstream excludes them, so a broken
 # webhook can always be removed) nor for access reviews
 _NOT_WEBHOOKED = frozenset({"admissionregistration.k8s.io", "authorization.k8s.io"})
@@ -200,6 +204,13 @@ def _denied(hook: Webhook, result: Obj | None) -> errors.ApiError:
     return errors.ApiError(code, reason or _REASONS.get(code, "BadRequest"), message)
 
 
+def _warn(response: Obj) -> None:
+    """A webhook's warnings reach the client as Warning headers (upstream: warning.AddWarning)."""
+    for text in response.get("warnings") or ():
+        if isinstance(text, str):
+            add_warning(text)
+
+
 # -- the chain -----------------------------------------------------------------------------------------
 
 
@@ -208,7 +219,8 @@ class AdmissionChain:
 
     def __init__(self, plugins: list[str] | tuple[str, ...], *,
                  namespace_labels: Callable[[str], dict[str, str] | None],
-                 mutating_webhooks: WebhookSource | None = None, validating_webhooks: WebhookSource | None = None):
+                 mutating_webhooks: WebhookSource | None = None, validating_webhooks: WebhookSource | None = None,
+                 pod_security: PodSecurity | None = None):
         unknown = set(plugins) - set(ALL_PLUGINS)
         if unknown:
             raise ValueError(f"unknown admission plugins: {', '.join(sorted(unknown))} "
@@ -217,6 +229,7 @@ class AdmissionChain:
         self.namespace_labels = namespace_labels
         self.mutating_webhooks = mutating_webhooks if "MutatingAdmissionWebhook" in self.plugins else None
         self.validating_webhooks = validating_webhooks if "ValidatingAdmissionWebhook" in self.plugins else None
+        self.pod_security = pod_security if "PodSecurity" in self.plugins else None
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -265,6 +278,7 @@ class AdmissionChain:
                 raise errors.internal(f'failed calling webhook "{hook.name}": {e}') from None
             if not response.get("allowed"):
                 raise _denied(hook, response.get("status"))
+            _warn(response)
             patch = response.get("patch")
             if not patch:
                 continue
@@ -312,6 +326,8 @@ class AdmissionChain:
     async def validate(self, a: AdmissionAttributes) -> None:
         if "NodeRestriction" in self.plugins and isinstance(a.user, UserInfo) and a.user.node_name is not None:
             self._node_restriction(a, a.user.node_name)
+        if self.pod_security is not None:
+            await self.pod_security.validate(a)
         if self.validating_webhooks is not None and a.store.info.group not in _NOT_WEBHOOKED:
             hooks = [h for h in self.validating_webhooks.hooks() if self._matches(h, a)]
             if hooks:
@@ -329,6 +345,7 @@ class AdmissionChain:
                 raise result
             if not result.get("allowed"):
                 raise _denied(hook, result.get("status"))
+            _warn(result)
 
     @staticmethod
     def _node_restriction(a: AdmissionAttributes, node: str) -> None:

@@ -31,9 +31,12 @@ from apiserver.auth.gate import Gate, Limits
 from apiserver.auth.reviews import ReviewStore
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys
 from apiserver.handlers import build_router, json_response
+from apiserver.podsecurity.admission import PodSecurity
+from apiserver.podsecurity.config import load_admission_config
 from apiserver.registry import STRATEGIES
 from apiserver.registry.generic import Store, WriteOptions
 from apiserver.storage.etcd import EtcdStorage, StorageError
+from apiserver.warning import WarningRecorder
 from machinery.api.resources import RESOURCES, group_versions
 
 log = logging.getLogger(__name__)
@@ -55,6 +58,7 @@ class ApiServerConfig:
     service_account_issuer: str = DEFAULT_ISSUER
     authorization_modes: list[str] = field(default_factory=lambda: ["Node", "RBAC"])
     admission_plugins: list[str] = field(default_factory=lambda: list(ALL_PLUGINS))
+    admission_control_config_file: str | None = None  # PodSecurity's defaults and exemptions
     audit_log_path: str | None = None
     audit_policy_file: str | None = None
     # reaching kubelets (apiserver/proxy.py): HTTPS with this client certificate, verified against this CA
@@ -127,7 +131,9 @@ class ApiServer:
             config.admission_plugins, namespace_labels=self._namespace_labels,
             mutating_webhooks=WebhookSource(self.stores[(admission, "mutatingwebhookconfigurations")].cacher, True),
             validating_webhooks=WebhookSource(self.stores[(admission, "validatingwebhookconfigurations")].cacher,
-                                              False))
+                                              False),
+            pod_security=PodSecurity(load_admission_config(config.admission_control_config_file),
+                                     namespace_labels=self._namespace_labels_or_read, pods_in_namespace=self._pods_in))
         if config.admission_plugins:
             for store in self.stores.values():
                 store.admission = self.admission
@@ -147,6 +153,26 @@ class ApiServer:
     def _pod_node(self, namespace: str, name: str) -> str | None:
         cached = self.stores[("", "pods")].cached(namespace, name)
         return cached.attrs.fields.get("spec.nodeName", "") if cached is not None else None
+
+    def _pods_in(self, namespace: str) -> list[bytes]:
+        """The namespace's pods as the watch cache holds them (JSON, by name): PodSecurity decodes
+        only as many as it has time to check."""
+        pods = self.stores[("", "pods")]
+        prefix = pods.prefix(namespace)
+        found = sorted((k, o.raw) for k, o in list(pods.cacher.store.items()) if k.startswith(prefix))
+        return [raw for _, raw in found]
+
+    async def _namespace_labels_or_read(self, namespace: str) -> dict[str, str] | None:
+        """From the watch cache, or from etcd for a namespace the cache has not seen yet (just created):
+        a policy must not fall back to the cluster default because the cache is a moment behind."""
+        cached = self.namespaces.cached(None, namespace)
+        if cached is not None:
+            return cached.attrs.labels
+        try:
+            obj = await self.namespaces.get(None, namespace)
+        except errors.ApiError:
+            return None
+        return (obj.get("metadata") or {}).get("labels") or {}
 
     def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
         cached = self.namespaces.cached(None, namespace)
@@ -302,6 +328,7 @@ def create_app(config: ApiServerConfig) -> FastAPI:
 
     app = FastAPI(title="minik8s apiserver", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.server = server
+    app.add_middleware(WarningRecorder)  # inside the gate: it reads the request's audit context
     app.add_middleware(Gate, authenticator=server.authenticator, authorizer=server.authorizer,
                        auditor=server.auditor,
                        limits=Limits(config.max_requests_inflight, config.max_mutating_requests_inflight,

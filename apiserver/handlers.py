@@ -35,6 +35,7 @@ from apiserver.request import (
 from apiserver.requestinfo import ResourcePath, of_scope
 from apiserver.storage.cacher import CachedObject, Watcher
 from apiserver.storage.predicate import Predicate
+from apiserver.warning import add_warning
 from machinery.api.resources import ResourceInfo
 from machinery.selectors import SelectorError
 
@@ -43,11 +44,9 @@ MIN_REQUEST_TIMEOUT = 1800.0  # upstream's --min-request-timeout: a watch lasts 
 
 
 def json_response(obj: Any, code: int = 200, warnings: list[str] | None = None) -> Response:
-    response = Response(orjson.dumps(obj), status_code=code, media_type=JSON)
     for warning in warnings or ():
-        escaped = warning.replace("\\", "\\\\").replace('"', '\\"')
-        response.raw_headers.append((b"warning", f'299 - "{escaped}"'.encode()))
-    return response
+        add_warning(warning)  # one channel for every warning: apiserver.warning writes the headers
+    return Response(orjson.dumps(obj), status_code=code, media_type=JSON)
 
 
 def _predicate(request: Request, namespace: str | None, store: Store) -> Predicate:

@@ -51,6 +51,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("apiserver", "bench.apiserver_bench", "apiserver.json",
               what="raw etcd vs apiserver creates/gets/lists, paced latency, watch delivery, RSS (issue 2)"),
     Benchmark("auth", "bench.auth_bench", "auth.json", what="creates with the full request chain on vs off (issue 6)"),
+    Benchmark("podsecurity", "bench.podsecurity_bench", "podsecurity.json",
+              what="creates with PodSecurity off, on (privileged namespace) and enforcing restricted (issue 10)"),
     # (a) of the control-plane bench is the scheduler bench at 100x1000, which the sweep below runs
     Benchmark("control_plane", "bench.control_plane_bench", "control_plane.json", ("--skip-scheduler",),
               ("--skip-scheduler", "--nodes", "10", "--replicas", "100", "--verb-requests", "200"),
@@ -175,6 +177,20 @@ def auth_figures(d: JSONDict) -> list[Figure]:
     return out
 
 
+def podsecurity_figures(d: JSONDict) -> list[Figure]:
+    out = []
+    for label, s in (d.get("summary") or {}).items():
+        for mode in ("privileged", "restricted"):
+            out.append(Figure(f"podsecurity.{mode}.{label}", "podsecurity", f"{label}, {mode} namespace", s.get(mode),
+                              _unit_of(label), "PodSecurity off (same run)", s.get("without"),
+                              _ratio(s.get(mode), s.get("without"))))
+    costs = d.get("throughput_cost_percent") or {}
+    for mode in ("privileged", "restricted"):
+        out.append(Figure(f"podsecurity.{mode}.throughput_cost", "podsecurity",
+                          f"throughput cost of PodSecurity, {mode} namespace", costs.get(mode), "%"))
+    return out
+
+
 def _unit_of(label: str) -> str:
     return "/s" if "/s" in label.split(",")[0] else "ms" if " ms" in label else ""
 
@@ -296,7 +312,8 @@ def compose_figures() -> list[Figure]:
 
 
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
-    "apiserver": apiserver_figures, "auth": auth_figures, "control_plane": control_plane_figures,
+    "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
+    "control_plane": control_plane_figures,
     "scheduler": scheduler_figures, "pod_startup": pod_startup_figures, "dos": dos_figures,
 }
 

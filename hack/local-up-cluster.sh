@@ -141,6 +141,7 @@ main() {
     "${PY}" -m apiserver --etcd-servers "${ETCD_CLIENT_URL}" \
     --bind-address "${API_HOST}" --secure-port "${API_PORT}" --port "${API_INSECURE_PORT}" \
     --pki-dir "${OUT}" --audit-log-path "${AUDIT_LOG}" \
+    --admission-control-config-file "${MINIK8S_ROOT}/hack/admission-config.yaml" \
     --kubelet-client-certificate "${OUT}/pki/apiserver-kubelet-client.crt" \
     --kubelet-client-key "${OUT}/pki/apiserver-kubelet-client.key" \
     --kubelet-certificate-authority "${PKI_CA}"

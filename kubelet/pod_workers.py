@@ -302,7 +302,8 @@ class PodWorker:
             sandbox = await self.k.runtime.create_sandbox(
                 pod_uid=self.uid, pod_name=pod.metadata.name or "", namespace=pod.metadata.namespace or "",
                 attempt=attempt, hostname=hostname, dns=self.k.config.cluster_dns or None,
-                host_network=self.host_network)
+                host_network=self.host_network, host_pid=bool(spec and spec.host_pid),
+                host_ipc=bool(spec and spec.host_ipc))
         except DockerError as e:
             self.event("Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {e.message}")
             raise

@@ -180,6 +180,10 @@ def test_validating_webhook_denies(secure: SecureApiServer, admin: httpx.Client,
                                    "sidecar.minik8s.io/deny=true are not allowed here")
         assert admin.get(f"/api/v1/namespaces/{ns}/pods/refused").status_code == 404
         assert create_pod(admin, ns, "allowed").status_code == 201
+        # a webhook's warnings reach the client (kubectl prints each as "Warning: ...")
+        r = create_pod(admin, ns, "warned", {"sidecar.minik8s.io/warn": "true"})
+        assert r.status_code == 201
+        assert r.headers["warning"] == '299 - "pods labelled sidecar.minik8s.io/warn=true are discouraged"'
 
 
 def test_webhook_needs_the_ca_that_signed_it(admin: httpx.Client, webhook: str, ns: str) -> None:

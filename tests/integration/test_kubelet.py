@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -315,6 +316,29 @@ def test_host_network_pod_uses_the_node_address(nodes: tuple[KubeletProcess, Kub
     wait_for(lambda: pod_containers(created["metadata"]["uid"]) == [], 20, what="hostnet removed")
     lo = subprocess.run(["ip", "link", "show", "lo"], capture_output=True, text=True, check=True).stdout
     assert "UP" in lo.split(">")[0]  # no CNI plugin ever ran in the host's namespace
+
+
+def test_host_pid_pod_sees_the_nodes_processes(nodes: tuple[KubeletProcess, KubeletProcess], api: httpx.Client,
+                                               namespace: str) -> None:
+    """hostPID was accepted and ignored; now the pod's containers join the node's PID namespace (and
+    hostIPC its IPC namespace), as upstream's kubelet does: this test's own process is visible."""
+    a, _ = nodes
+    me = os.getpid()
+    script = f"tr '\\0' ' ' < /proc/{me}/cmdline || echo missing; echo; sleep 3600"
+    created = create(api, namespace, pod_manifest("hostpid", a.node, [container("c", command=sh(script))],
+                                                  hostPID=True, hostIPC=True, terminationGracePeriodSeconds=0))
+    create(api, namespace, pod_manifest("ownpid", a.node, [container("c", command=sh(script))],
+                                        terminationGracePeriodSeconds=0))
+    wait_pod(api, namespace, "hostpid", running, what="hostpid running")
+    wait_pod(api, namespace, "ownpid", running, what="ownpid running")
+    wait_for(lambda: "pytest" in log_of(api, namespace, "hostpid"), 20, what="the hostPID pod seeing pytest's pid")
+    wait_for(lambda: log_of(api, namespace, "ownpid").strip() != "", 20, what="the other pod's answer")
+    assert "pytest" not in log_of(api, namespace, "ownpid")
+    app = next(c for c in pod_containers(created["metadata"]["uid"])
+               if c.labels["io.kubernetes.docker.type"] != "podsandbox")
+    assert app.attrs["HostConfig"]["PidMode"] == "host" and app.attrs["HostConfig"]["IpcMode"] == "host"
+    for name in ("hostpid", "ownpid"):
+        assert api.delete(f"/api/v1/namespaces/{namespace}/pods/{name}").status_code == 200
 
 
 def test_memory_limit_oom_kills_and_cpu_limit_applies(nodes: tuple[KubeletProcess, KubeletProcess],

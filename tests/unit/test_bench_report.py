@@ -21,6 +21,9 @@ RESULTS: dict[str, dict[str, Any]] = {
         "rss_held": {"label": "apiserver RSS holding 10,000 pods", "value": 140.0, "unit": "MB"}}},
     "auth": {"summary": {"creates/s, 64 clients": {"off": 1000.0, "on": 900.0, "change_percent": -10.0}},
              "throughput_cost_percent": 10.0, "cpu_capacity_cost_percent": 9.0, "rounds": [{}, {}, {}]},
+    "podsecurity": {"summary": {"creates/s, 64 clients": {"without": 1000.0, "privileged": 990.0,
+                                                          "restricted": 950.0}},
+                    "throughput_cost_percent": {"privileged": 1.0, "restricted": 5.0}},
     "control_plane": {"deployment": {"replicas": 100, "nodes": 10, "create_to_all_bound_s": 1.5},
                       "memory": {"scheduler": {"VmHWM": 60.0}}},
     "scheduler": {"configs": [
@@ -68,6 +71,8 @@ def test_ratios_against_the_baseline_of_the_same_run() -> None:
     assert f["pod_startup.10.per_pod_ratio"].baseline == 1.5
     assert f["apiserver.creates"].ratio == 0.3
     assert f["auth.creates/s, 64 clients"].ratio == 0.9
+    assert f["podsecurity.restricted.creates/s, 64 clients"].ratio == 0.95
+    assert f["podsecurity.privileged.throughput_cost"].value == 1.0
     assert f["scheduler.100x1000.window"].ratio == 0.1
     assert f["hollow.10.batch"].ratio == 0.25  # hollow vs real kubelets at the same count
     assert f["hollow.1000.batch"].ratio is None  # no real run at 1,000 pods
