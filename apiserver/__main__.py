@@ -51,7 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--api-audiences", default="",
                    help="comma-separated audiences tokens must name (default: --service-account-issuer)")
     p.add_argument("--service-account-max-token-expiration", type=parse_duration, default=0.0,
-                   help="longest a TokenRequest token may live (e.g. 24h); 0: no limit")
+                   help="longest a TokenRequest token may live (e.g. 24h); 0: no limit. Upstream refuses "
+                        "values under 1h; minik8s takes any, so tests can watch tokens expire and be refreshed")
     p.add_argument("--authorization-mode", default="Node,RBAC",
                    help="ordered authorizers: Node, RBAC, AlwaysAllow (default %(default)s)")
     p.add_argument("--enable-admission-plugins", default=",".join(ALL_PLUGINS),

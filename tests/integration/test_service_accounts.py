@@ -228,9 +228,13 @@ def test_token_request_refusals(secure: SecureApiServer, admin: httpx.Client, ns
     assert r.status_code == 409 and status_of(r)["reason"] == "Conflict"
     # nothing was written: the account is as it was, no TokenRequest objects exist
     assert admin.get(accounts(ns, "svc")).status_code == 200
-    # a malformed body: 400, not 500
+    # a malformed body: 400, a field of the wrong type: 422; never a 500
     r = admin.post(f"{accounts(ns, 'svc')}/token", content=b"{not json", headers={"content-type": "application/json"})
-    assert r.status_code == 400
+    assert r.status_code == 400 and status_of(r)["reason"] == "BadRequest"
+    r = token_request(admin, ns, "svc", expirationSeconds="an hour")
+    assert r.status_code == 422 and status_of(r)["details"]["causes"][0]["field"] == "spec.expirationSeconds"
+    r = token_request(admin, ns, "svc", audiences="not-a-list")
+    assert r.status_code == 422 and status_of(r)["details"]["causes"][0]["field"] == "spec.audiences"
 
 
 def test_token_request_is_authorized_as_create_serviceaccounts_token(secure: SecureApiServer, admin: httpx.Client,
