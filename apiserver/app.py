@@ -32,7 +32,7 @@ from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_pu
 from apiserver.handlers import build_router, json_response
 from apiserver.registry import STRATEGIES
 from apiserver.registry.generic import Store, WriteOptions
-from apiserver.registry.serviceaccount import LiveTokenValidator, TokenIssuer
+from apiserver.registry.token import LiveTokenValidator, TokenIssuer
 from apiserver.storage.etcd import EtcdStorage, StorageError
 from machinery.api.resources import RESOURCES, group_versions
 

@@ -1,4 +1,4 @@
-"""apiserver.registry.serviceaccount.LiveTokenValidator and the authenticator around it: a verified
+"""apiserver.registry.token.LiveTokenValidator and the authenticator around it: a verified
 token holds only while its service account (and bound pod) exist with the uids it names, as
 upstream's pkg/serviceaccount/claims.go validator decides (things deleted less than a minute ago
 still count, as its leeway allows)."""
@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from apiserver.auth import serviceaccount as sa
 from apiserver.auth.authn import Authenticator
-from apiserver.registry.serviceaccount import LiveTokenValidator
+from apiserver.registry.token import LiveTokenValidator
 from apiserver.storage.cacher import CachedObject
 from apiserver.storage.predicate import Attrs
 
