@@ -352,6 +352,15 @@ def test_kubectl_create_get_describe_and_create_token(secure: SecureApiServer, n
     c = claims(token)
     assert c["sub"] == f"system:serviceaccount:{ns}:deployer" and c["exp"] - c["iat"] == MAX_EXPIRATION
     assert code_with(secure, token) == 200
+    # bound to a pod that runs as the account: the token names the pod, and dies with it
+    kubectl.run("run", "bound", "--image=busybox:1.36", "--overrides",
+                json.dumps({"spec": {"serviceAccountName": "deployer"}})).ok()
+    bound = kubectl.run("create", "token", "deployer", "--bound-object-kind=Pod", "--bound-object-name=bound").ok()
+    bound_token = bound.stdout.strip()
+    assert claims(bound_token)["kubernetes.io"]["pod"]["name"] == "bound"
+    assert code_with(secure, bound_token) == 200
+    kubectl.run("delete", "pod", "bound", "--wait=false").ok()
+    wait_for(lambda: code_with(secure, bound_token) == 401, 10, what="the pod-bound token to be refused")
     missing = kubectl.run("create", "token", "nobody")
     assert missing.returncode != 0 and 'serviceaccounts "nobody" not found' in missing.stderr
     short = kubectl.run("create", "token", "deployer", "--duration=1m")
