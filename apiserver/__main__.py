@@ -22,6 +22,7 @@ from apiserver.auth.serviceaccount import DEFAULT_ISSUER
 from apiserver.podsecurity.config import ConfigError, load_admission_config
 from apiserver.requestinfo import parse_go_duration
 from apiserver.serving import Listener, run, server_ssl_context
+from machinery.leaderelection import parse_duration
 
 
 def _names(text: str) -> list[str]:
@@ -55,6 +56,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--service-account-key-file", action="append", default=[],
                    help="public (or private) key verifying service-account tokens (repeatable)")
     p.add_argument("--service-account-issuer", default=DEFAULT_ISSUER)
+    p.add_argument("--service-account-signing-key-file", default=None,
+                   help="private key that signs TokenRequest tokens (serviceaccounts/NAME/token)")
+    p.add_argument("--api-audiences", default="",
+                   help="comma-separated audiences tokens must name (default: --service-account-issuer)")
+    p.add_argument("--service-account-max-token-expiration", type=parse_duration, default=0.0,
+                   help="longest a TokenRequest token may live (e.g. 24h); 0: no limit. Upstream refuses "
+                        "values under 1h; minik8s takes any, so tests can watch tokens expire and be refreshed")
     p.add_argument("--authorization-mode", default="Node,RBAC",
                    help="ordered authorizers: Node, RBAC, AlwaysAllow (default %(default)s)")
     p.add_argument("--enable-admission-plugins", default=",".join(ALL_PLUGINS),
@@ -100,6 +108,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.client_ca_file = args.client_ca_file or str(layout.ca_cert)
         if not args.service_account_key_file:
             args.service_account_key_file = [str(layout.sa_pub)]
+        args.service_account_signing_key_file = args.service_account_signing_key_file or str(layout.sa_key)
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         p.error("--tls-cert-file and --tls-private-key-file go together")
     if bool(args.kubelet_client_certificate) != bool(args.kubelet_client_key):
@@ -137,6 +146,9 @@ def main(argv: list[str] | None = None) -> None:
         token_auth_file=args.token_auth_file,
         service_account_key_files=args.service_account_key_file,
         service_account_issuer=args.service_account_issuer,
+        service_account_signing_key_file=args.service_account_signing_key_file,
+        api_audiences=_names(args.api_audiences),
+        service_account_max_token_expiration=int(args.service_account_max_token_expiration),
         authorization_modes=_names(args.authorization_mode),
         admission_plugins=[name for name in _names(args.enable_admission_plugins) if name not in disabled],
         audit_log_path=args.audit_log_path,

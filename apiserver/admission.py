@@ -2,7 +2,9 @@
 chain the generic store runs on every write that came through the API (internal writes skip it).
 
 Mutating, after the resource's defaults and before its validation:
-  ServiceAccount             a pod without a service account runs as "default"
+  ServiceAccount             a pod without a service account runs as "default"; validating, a new
+                             pod's service account must exist (403 "error looking up service
+                             account NS/NAME: serviceaccount "NAME" not found"), mirror pods aside
   MutatingAdmissionWebhook   MutatingWebhookConfigurations, called one after another over HTTPS
                              with an admission.k8s.io/v1 AdmissionReview; their JSONPatch is
                              applied and the object defaulted again
@@ -31,7 +33,7 @@ import copy
 import logging
 import ssl
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +56,7 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 ALL_PLUGINS = ("ServiceAccount", "MutatingAdmissionWebhook", "NodeRestriction", "PodSecurity",
                "ValidatingAdmissionWebhook")
 # webhooks are never called for their own configurations (upstream excludes them, so a broken
@@ -220,13 +223,15 @@ class AdmissionChain:
     def __init__(self, plugins: list[str] | tuple[str, ...], *,
                  namespace_labels: Callable[[str], dict[str, str] | None],
                  mutating_webhooks: WebhookSource | None = None, validating_webhooks: WebhookSource | None = None,
-                 pod_security: PodSecurity | None = None):
+                 pod_security: PodSecurity | None = None,
+                 service_account_exists: Callable[[str, str], Awaitable[bool]] | None = None):
         unknown = set(plugins) - set(ALL_PLUGINS)
         if unknown:
             raise ValueError(f"unknown admission plugins: {', '.join(sorted(unknown))} "
                              f"(known: {', '.join(ALL_PLUGINS)})")
         self.plugins = frozenset(plugins)
         self.namespace_labels = namespace_labels
+        self.service_account_exists = service_account_exists
         self.mutating_webhooks = mutating_webhooks if "MutatingAdmissionWebhook" in self.plugins else None
         self.validating_webhooks = validating_webhooks if "ValidatingAdmissionWebhook" in self.plugins else None
         self.pod_security = pod_security if "PodSecurity" in self.plugins else None
@@ -324,6 +329,9 @@ class AdmissionChain:
     # -- validating --------------------------------------------------------------------------------
 
     async def validate(self, a: AdmissionAttributes) -> None:
+        if "ServiceAccount" in self.plugins and self.service_account_exists is not None and a.operation == "CREATE" \
+                and a.store.info.group == "" and a.store.info.plural == "pods" and not a.subresource:
+            await self._service_account_exists(a)
         if "NodeRestriction" in self.plugins and isinstance(a.user, UserInfo) and a.user.node_name is not None:
             self._node_restriction(a, a.user.node_name)
         if self.pod_security is not None:
@@ -346,6 +354,17 @@ class AdmissionChain:
             if not result.get("allowed"):
                 raise _denied(hook, result.get("status"))
             _warn(result)
+
+    async def _service_account_exists(self, a: AdmissionAttributes) -> None:
+        """upstream serviceAccount.Validate: a pod runs as an account that exists (mirror pods aside)."""
+        assert a.obj is not None and self.service_account_exists is not None
+        if MIRROR_POD_ANNOTATION in ((a.obj.get("metadata") or {}).get("annotations") or {}):
+            return
+        account = (a.obj.get("spec") or {}).get("serviceAccountName") or "default"
+        namespace = a.namespace or ""
+        if not await self.service_account_exists(namespace, account):
+            raise errors.forbidden(a.store.info, a.name, f"error looking up service account {namespace}/{account}: "
+                                   f'serviceaccount "{account}" not found')
 
     @staticmethod
     def _node_restriction(a: AdmissionAttributes, node: str) -> None:

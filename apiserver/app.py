@@ -29,12 +29,13 @@ from apiserver.auth.authz import AlwaysAllow, Authorizer, Decider, NodeAuthorize
 from apiserver.auth.escalation import RbacPolicy
 from apiserver.auth.gate import Gate, Limits
 from apiserver.auth.reviews import ReviewStore
-from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys
+from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys, load_signing_key
 from apiserver.handlers import build_router, json_response
 from apiserver.podsecurity.admission import PodSecurity
 from apiserver.podsecurity.config import load_admission_config
 from apiserver.registry import STRATEGIES
 from apiserver.registry.generic import Store, WriteOptions
+from apiserver.registry.token import LiveTokenValidator, TokenIssuer
 from apiserver.storage.etcd import EtcdStorage, StorageError
 from apiserver.warning import WarningRecorder
 from machinery.api.resources import RESOURCES, group_versions
@@ -56,6 +57,10 @@ class ApiServerConfig:
     token_auth_file: str | None = None
     service_account_key_files: list[str] = field(default_factory=list)
     service_account_issuer: str = DEFAULT_ISSUER
+    # TokenRequest (serviceaccounts/token): signed with this key, for these audiences (default: the issuer)
+    service_account_signing_key_file: str | None = None
+    api_audiences: list[str] = field(default_factory=list)
+    service_account_max_token_expiration: int = 0  # seconds; 0: no limit
     authorization_modes: list[str] = field(default_factory=lambda: ["Node", "RBAC"])
     admission_plugins: list[str] = field(default_factory=lambda: list(ALL_PLUGINS))
     admission_control_config_file: str | None = None  # PodSecurity's defaults and exemptions
@@ -108,8 +113,16 @@ class ApiServer:
         # authentication
         tokens = load_token_file(config.token_auth_file) if config.token_auth_file else {}
         keys = [k for f in config.service_account_key_files for k in load_public_keys(f)]
-        verifier = TokenVerifier(keys, (config.service_account_issuer,)) if keys else None
-        self.authenticator = Authenticator(tokens, verifier)
+        audiences = tuple(config.api_audiences) or (config.service_account_issuer,)
+        verifier = TokenVerifier(keys, (config.service_account_issuer,), audiences) if keys else None
+        # every service-account token is checked against the live account (and bound pod)
+        validator = LiveTokenValidator(self.stores[("", "serviceaccounts")], self.stores[("", "pods")])
+        self.authenticator = Authenticator(tokens, verifier, validator)
+        self.token_issuer: TokenIssuer | None = None
+        if config.service_account_signing_key_file:
+            self.token_issuer = TokenIssuer(load_signing_key(config.service_account_signing_key_file),
+                                            config.service_account_issuer, audiences,
+                                            config.service_account_max_token_expiration)
         # authorization
         deciders: list[Decider] = []
         # the RBAC rule resolver: the RBAC authorizer, and the escalation checks whatever the modes
@@ -133,7 +146,8 @@ class ApiServer:
             validating_webhooks=WebhookSource(self.stores[(admission, "validatingwebhookconfigurations")].cacher,
                                               False),
             pod_security=PodSecurity(load_admission_config(config.admission_control_config_file),
-                                     namespace_labels=self._namespace_labels_or_read, pods_in_namespace=self._pods_in))
+                                     namespace_labels=self._namespace_labels_or_read, pods_in_namespace=self._pods_in),
+            service_account_exists=self._service_account_exists)
         if config.admission_plugins:
             for store in self.stores.values():
                 store.admission = self.admission
@@ -173,6 +187,20 @@ class ApiServer:
         except errors.ApiError:
             return None
         return (obj.get("metadata") or {}).get("labels") or {}
+
+    async def _service_account_exists(self, namespace: str, name: str) -> bool:
+        """The watch cache first; etcd when it has not seen the account (yet), as upstream's lister
+        falls back to a live lookup for an account created a moment ago."""
+        accounts = self.stores[("", "serviceaccounts")]
+        if accounts.cached(namespace, name) is not None:
+            return True
+        try:
+            await accounts.get(namespace, name)
+        except errors.ApiError as e:
+            if e.code == 404:
+                return False
+            raise
+        return True
 
     def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
         cached = self.namespaces.cached(None, namespace)

@@ -271,6 +271,13 @@ SCHEMA: dict[str, str] = {
         "7 fieldPath:str"),
     "EventSource": "1 component:str; 2 host:str",
     "EventSeries": "1 count:int; 2 lastObservedTime:microtime",
+    "ServiceAccount": (
+        "1 metadata:ObjectMeta; 2 secrets:[ObjectReference]; 3 imagePullSecrets:[LocalObjectReference]; "
+        "4 automountServiceAccountToken:bool?"),
+    "TokenRequest": "1 metadata:ObjectMeta; 2 spec:TokenRequestSpec; 3 status:TokenRequestStatus",
+    "TokenRequestSpec": "1 audiences:[str]; 4 expirationSeconds:int?; 3 boundObjectRef:BoundObjectReference",
+    "BoundObjectReference": "1 kind:str; 2 apiVersion:str; 3 name:str; 4 uid:str",
+    "TokenRequestStatus": "1 token:str; 2 expirationTimestamp:time",
     "Deployment": "1 metadata:ObjectMeta; 2 spec:DeploymentSpec; 3 status:DeploymentStatus",
     "DeploymentSpec": (
         "1 replicas:int?; 2 selector:LabelSelector; 3 template:PodTemplateSpec; 4 strategy:DeploymentStrategy; "
@@ -350,7 +357,8 @@ SCHEMA: dict[str, str] = {
 
 # (apiVersion, kind) of the envelope → the message of `raw`; the kinds we serve, and DeleteOptions.
 KINDS: dict[tuple[str, str], str] = {
-    **{("v1", k): k for k in ("Namespace", "Node", "Pod", "Event")},
+    **{("v1", k): k for k in ("Namespace", "Node", "Pod", "Event", "ServiceAccount")},
+    ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     **{("apps/v1", k): k for k in ("Deployment", "ReplicaSet")},
     ("coordination.k8s.io/v1", "Lease"): "Lease",
     **{("rbac.authorization.k8s.io/v1", k): k for k in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")},

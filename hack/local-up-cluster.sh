@@ -13,7 +13,8 @@
 # certificate, and one kubeconfig per identity — admin.conf (kubernetes-admin,
 # system:masters), controller-manager.conf, scheduler.conf, kubelet-NODE.conf.
 # The controllers each authenticate as their service account with tokens the
-# controller-manager signs with pki/sa.key. Every request is in audit.log.
+# controller-manager asks the apiserver for (TokenRequest; only the apiserver
+# holds pki/sa.key). Every request is in audit.log.
 # The kubelets serve HTTPS with their own serving certificates from the cluster
 # CA (pki/kubelets/NODE/kubelet.crt) and take only the apiserver's client
 # certificate (pki/apiserver-kubelet-client.crt, kube-apiserver-kubelet-client in
@@ -151,8 +152,7 @@ main() {
   log "step 4/4: controllers, scheduler, kubelet (those whose modules exist)"
   local started_any=0
   if [[ -f controllers/__main__.py ]]; then
-    start_component controllers - "${PY}" -m controllers --kubeconfig "${OUT}/controller-manager.conf" \
-      --service-account-private-key-file "${OUT}/pki/sa.key"
+    start_component controllers - "${PY}" -m controllers --kubeconfig "${OUT}/controller-manager.conf"
     started_any=1
   else
     log "controllers: skip, controllers/__main__.py does not exist yet"

@@ -120,13 +120,20 @@ class Etcd:
         self.process.stop()
 
 
+# Most tests run no service-account controller, so no namespace has its `default` ServiceAccount and
+# the ServiceAccount admission plugin would refuse every pod: as upstream's integration tests do, the
+# test apiservers run without it unless a test turns it on (a later --disable-admission-plugins wins).
+WITHOUT_SERVICE_ACCOUNT_ADMISSION = ("--disable-admission-plugins", "ServiceAccount")
+ALL_ADMISSION = ("--disable-admission-plugins", "")
+
+
 class ApiServer:
     def __init__(self, workdir: Path, etcd: Etcd, *extra_args: str, port: int | None = None):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = Process("apiserver", [
             sys.executable, "-m", "apiserver", "--etcd-servers", etcd.endpoint, "--bind-address", "127.0.0.1",
-            "--port", str(self.port), *extra_args,
+            "--port", str(self.port), *WITHOUT_SERVICE_ACCOUNT_ADMISSION, *extra_args,
         ], workdir / f"apiserver-{self.port}.log")
 
     def start(self) -> None:

@@ -70,6 +70,8 @@ RESOURCES: tuple[ResourceInfo, ...] = (
                  short_names=("po",), categories=("all",),
                  subresources={"status": "Pod", "binding": "Binding", "log": "", "exec": ""}),
     ResourceInfo("", "v1", "Event", "events", "event", True, core_v1.Event, short_names=("ev",)),
+    ResourceInfo("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", True, core_v1.ServiceAccount,
+                 short_names=("sa",), subresources={"token": "TokenRequest"}),
     ResourceInfo("apps", "v1", "Deployment", "deployments", "deployment", True, apps_v1.Deployment,
                  short_names=("deploy",), categories=("all",),
                  subresources={"status": "Deployment", "scale": "Scale"}),

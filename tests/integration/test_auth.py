@@ -69,7 +69,7 @@ def ns(admin: httpx.Client) -> Iterator[str]:
 
 
 def sa_token(secure: SecureApiServer, name: str) -> str:
-    return secure.service_account_token(name)
+    return secure.request_token(name)
 
 
 def status(r: httpx.Response) -> dict[str, Any]:
@@ -162,9 +162,15 @@ def test_identities_reach_the_audit_log(secure: SecureApiServer) -> None:
     wait_for(logged, 10, what="the four requests in the audit log")
     for name, (user, groups) in expected.items():
         assert by_agent[f"who-{name}-{marker}"] == {"username": user, "groups": groups}
-    assert by_agent[f"who-rs-{marker}"] == {
+    account = secure.ensure_service_account("replicaset-controller")
+    rs_user = by_agent[f"who-rs-{marker}"]
+    credential = rs_user["extra"]["authentication.kubernetes.io/credential-id"]
+    assert rs_user == {
         "username": "system:serviceaccount:kube-system:replicaset-controller",
-        "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]}
+        "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
+        "uid": account["metadata"]["uid"],  # the account's uid and the token's id, as upstream logs them
+        "extra": {"authentication.kubernetes.io/credential-id": credential}}
+    assert credential[0].startswith("JTI=")
 
 
 def test_plain_port_is_system_unsecured(secure: SecureApiServer) -> None:

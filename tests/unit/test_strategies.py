@@ -1383,7 +1383,7 @@ class TestLease:
 
 class TestRegistry:
     def test_keys(self) -> None:
-        assert set(STRATEGIES) == {"/namespaces", "/nodes", "/pods", "/events", "apps/deployments",
+        assert set(STRATEGIES) == {"/namespaces", "/nodes", "/pods", "/events", "/serviceaccounts", "apps/deployments",
                                    "apps/replicasets", "coordination.k8s.io/leases",
                                    "rbac.authorization.k8s.io/clusterroles",
                                    "rbac.authorization.k8s.io/clusterrolebindings",
