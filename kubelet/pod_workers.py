@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from cni.invoke import CniError
+from kubelet.backoff import Backoff
 from kubelet.container_config import ConfigError, PodContext, build_create_config, container_env, spec_hash
 from kubelet.docker_client import DockerError
 from kubelet.probes import ProbeTarget
@@ -81,6 +82,24 @@ def now_rfc3339() -> str:
     return rfc3339(time.time()) or ""
 
 
+def image_pull_waiting(backoff: Backoff, key: str, showing: str) -> tuple[str, float] | None:
+    """What a container whose image pull `key` failed waits with while its back-off window is open,
+    and in how many seconds that changes; None once the pull may be tried again.
+
+    ErrImagePull stays for the first half of the window and ImagePullBackOff shows for the rest, by
+    the clock, not by how many syncs run in between: a sync woken early (the new sandbox's Docker
+    events during the first pull, another writer's status) would otherwise replace ErrImagePull within
+    milliseconds, before anyone reading the pod could see it. A container not showing ErrImagePull
+    (another one sharing the image, a restarted worker) goes straight to ImagePullBackOff."""
+    if not backoff.in_backoff(key):
+        return None
+    remaining = backoff.remaining_since_update(key)
+    half = backoff.get(key) / 2
+    if showing == "ErrImagePull" and remaining > half:
+        return "ErrImagePull", remaining - half
+    return "ImagePullBackOff", remaining
+
+
 @dataclass
 class KillRequest:
     container_id: str
@@ -102,6 +121,8 @@ class PodWorker:
         self.sandbox_ready = False
         self.last_status: dict[str, Any] | None = None
         self.last_status_rv = 0  # the pod's resourceVersion our last status write produced
+        self.writing_status = False  # a status write is on its way (its response not yet in)
+        self.unsettled_status_rv = 0  # the newest status-only copy seen meanwhile: ours, or another writer's
         self.failures = 0
         self.syncs = 0  # completed syncs (the kubelet's /debug/pods shows them)
         self._wake = asyncio.Event()
@@ -123,6 +144,16 @@ class PodWorker:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def status_write_done(self, rv: int) -> None:
+        """Our status write came back with resourceVersion `rv` (0: it failed). A status-only copy that
+        arrived while it was on its way was our own write, its watch event faster than the response,
+        unless it is newer than the write: then another writer changed the status after us, and a sync
+        writes ours over it."""
+        self.writing_status = False
+        if self.unsettled_status_rv > rv:
+            self.wake()
+        self.unsettled_status_rv = 0
 
     def wake_after(self, delay: float) -> None:
         """Wake in `delay` seconds (an earlier pending wake-up wins)."""
@@ -423,11 +454,15 @@ class PodWorker:
             return True
         key = f"{self.uid}/{image}"
         backoff = self.k.image_backoff
-        if backoff.in_backoff(key):
-            message = f'Back-off pulling image "{image}"'
-            self.waiting[c.name] = ("ImagePullBackOff", message)
-            self.event_once(f"pullbackoff/{c.name}", backoff.last_update(key), "Normal", "BackOff", message)
-            self.wake_after(backoff.remaining_since_update(key) + 0.05)
+        shown = image_pull_waiting(backoff, key, self.waiting.get(c.name, ("", ""))[0])
+        if shown is not None:
+            reason, changes_in = shown
+            if reason == "ImagePullBackOff":
+                message = f'Back-off pulling image "{image}"'
+                self.waiting[c.name] = ("ImagePullBackOff", message)
+                self.event_once(f"pullbackoff/{c.name}", backoff.last_update(key), "Normal", "BackOff", message)
+            # else the failed pull's ErrImagePull and its message stay
+            self.wake_after(changes_in + 0.05)
             return False
         self.event("Normal", "Pulling", f'Pulling image "{image}"')
         started = time.monotonic()
@@ -693,8 +728,14 @@ class PodWorkers:
         old = worker.pod
         if _rv(pod) >= _rv(old):
             worker.pod = pod
-            if _only_status_changed(old, pod) and _rv(pod) <= worker.last_status_rv:
-                return  # as upstream's pod config: our own status write coming back is no reason to sync
+            if _only_status_changed(old, pod):
+                if _rv(pod) <= worker.last_status_rv:
+                    return  # as upstream's pod config: our own status write coming back is no reason to sync
+                if worker.writing_status:
+                    # the watch may deliver our write before its response is in: which one it is, is known
+                    # only then (PodWorker.status_write_done)
+                    worker.unsettled_status_rv = max(worker.unsettled_status_rv, _rv(pod))
+                    return
             # a status another writer changed (the node lifecycle controller's Ready=False) is synced, so the
             # status manager writes what the kubelet sees over it, as upstream's reconciles with the apiserver
         worker.wake()
