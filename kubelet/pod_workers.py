@@ -13,7 +13,8 @@ carries on with the containers it finds):
    imagePullPolicy (ErrImagePull / ImagePullBackOff / ErrImageNeverPull); create and start it;
 4. the status, written through pods/{name}/status when it changed.
 
-A pod with a deletionTimestamp (or gone from the API) is killed instead: preStop hooks, SIGTERM,
+A pod with a deletionTimestamp (or gone from the API) is killed instead (an image pull under way is
+abandoned first, as upstream cancels the sync in progress): preStop hooks, SIGTERM,
 SIGKILL after the grace period, CNI DEL, containers and sandbox removed, then the kubelet
 confirms the deletion (DELETE with gracePeriodSeconds=0 and the pod's uid as precondition).
 """
@@ -126,6 +127,7 @@ class PodWorker:
         self.failures = 0
         self.syncs = 0  # completed syncs (the kubelet's /debug/pods shows them)
         self._wake = asyncio.Event()
+        self.stop_requested = asyncio.Event()  # the pod is being deleted: an image pull under way is abandoned
         self._timer: asyncio.TimerHandle | None = None
         self._next_at = 0.0
         self._hold_until = 0.0  # after a failed sync, only a deletion is worth an earlier retry
@@ -467,7 +469,8 @@ class PodWorker:
         self.event("Normal", "Pulling", f'Pulling image "{image}"')
         started = time.monotonic()
         try:
-            await self.k.docker.pull_image(image)
+            if not await self._pull_unless_stopped(image):
+                return False  # the pod is being deleted: its termination comes next
         except DockerError as e:
             backoff.next(key)
             message = f'Failed to pull image "{image}": {e.message}'
@@ -478,6 +481,24 @@ class PodWorker:
             return False
         backoff.reset(key)
         self.event("Normal", "Pulled", f'Successfully pulled image "{image}" in {time.monotonic() - started:.3f}s')
+        return True
+
+    async def _pull_unless_stopped(self, image: str) -> bool:
+        """Pull `image`; False if the pod's deletion came first. A pull can hang for as long as the
+        registry lets it (Docker gives up after tens of seconds), and a deleted pod must not wait for it:
+        upstream's pod worker cancels the sync under way when the pod becomes terminating."""
+        pull = asyncio.ensure_future(self.k.docker.pull_image(image))
+        stop = asyncio.ensure_future(self.stop_requested.wait())
+        try:
+            await asyncio.wait({pull, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not pull.done():
+                pull.add_done_callback(lambda t: t.cancelled() or t.exception())  # nobody waits for it now
+                pull.cancel()
+        if not pull.done():
+            return False
+        pull.result()  # DockerError from a failed pull
         return True
 
     async def start_container(self, c: Container, sandbox: ContainerInfo, volumes: dict[str, HostVolume],
@@ -726,6 +747,8 @@ class PodWorkers:
                 self.on_new_worker(worker)
             return
         old = worker.pod
+        if pod.metadata.deletion_timestamp is not None:
+            worker.stop_requested.set()
         if _rv(pod) >= _rv(old):
             worker.pod = pod
             if _only_status_changed(old, pod):
@@ -747,6 +770,7 @@ class PodWorkers:
             return
         worker.removed = True
         worker.pod = pod
+        worker.stop_requested.set()
         worker.wake()
         if worker.task is not None:
             worker.task.add_done_callback(lambda _t, uid=uid: self._forget(uid))
