@@ -64,6 +64,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("pod_startup_hollow", "bench.pod_startup_bench", "pod_startup_hollow.json",
               ("--hollow", "10"), ("--hollow", "10", "--quick"),
               what="create → Running for 10/100/1,000 pods on 10 hollow kubelets (bench/hollow_node.py)"),
+    Benchmark("etcd_failover", "bench.etcd_failover_bench", "etcd_failover.json", ("--rounds", "3"), ("--quick",),
+              what="write stall when the etcd leader the apiserver talks to is killed, retries on vs off (issue 10)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -96,6 +98,7 @@ TARGETS: dict[str, Target] = {
     "pod_startup.kubelet_rss": Target(4, False, 100, "MB", "kubelet RSS ≤ 100 MB with 30 pods"),
     "compose.bring_up": Target(5, False, 10, "s", "compose bring-up, images cached, ≤ 10 s to Ready nodes"),
     "auth.throughput_cost": Target(6, False, 15, "%", "the chain costs ≤ 15% of throughput"),
+    "etcd_failover.stall": Target(10, False, 1.0, "s", "write stall when the apiserver's etcd leader is killed ≤ 1 s"),
 }
 
 
@@ -265,6 +268,18 @@ def hollow_figures(d: JSONDict, real: JSONDict | None) -> list[Figure]:
     return out
 
 
+def etcd_failover_figures(d: JSONDict) -> list[Figure]:
+    on, off = _get(d, "summary", "retry") or {}, _get(d, "summary", "no_retry") or {}
+    rounds = len(_get(d, "rounds", "retry") or [])
+    return [Figure("etcd_failover.stall", "etcd failover",
+                   "write stall, the apiserver's etcd member (the leader) killed -9, 3 members",
+                   on.get("stall_s"), "s", "retries off: --disable-etcd-retry (same run)", off.get("stall_s"),
+                   _ratio(on.get("stall_s"), off.get("stall_s")),
+                   f"median of {rounds}; new leader after {on.get('election_s')} s (election timeout 1 s), "
+                   f"stall beyond it {on.get('after_election_s')} s; failed writes {on.get('failed')} "
+                   f"(off: {off.get('failed')})")]
+
+
 def compose_figures() -> list[Figure]:
     return [Figure("compose.bring_up", "compose", "compose bring-up, images cached → Ready nodes", None, "s",
                    note="not run by bench.report: hack/compose-up.sh prints it ('nodes Ready Ns after "
@@ -273,7 +288,7 @@ def compose_figures() -> list[Figure]:
 
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "control_plane": control_plane_figures,
-    "scheduler": scheduler_figures, "pod_startup": pod_startup_figures,
+    "scheduler": scheduler_figures, "pod_startup": pod_startup_figures, "etcd_failover": etcd_failover_figures,
 }
 
 
