@@ -139,8 +139,10 @@ class _Member:
         self.secure = url.scheme == "https"
         self.tls = tls or EtcdTLS()
         self.channel: grpc.aio.Channel | None = None
-        self._probe: asyncio.Future[tuple[int, int] | None] | None = None
-        self._probe_at = 0.0
+        # calls in flight: when each started, and the (leader, term) its member had at the last check
+        self.inflight: dict[grpc.aio.Call, list[Any]] = {}
+        self.stalled: set[grpc.aio.Call] = set()
+        self._watchdog: asyncio.Task[None] | None = None
 
     def open(self) -> grpc.aio.Channel:
         if self.channel is None:
@@ -156,14 +158,40 @@ class _Member:
             self.maintenance = rpc.MaintenanceStub(self.channel)
         return self.channel
 
-    async def leader(self) -> tuple[int, int] | None:
-        """(leader id, raft term) as this member sees them, None when it has no leader or does not answer.
-        One Status call serves every slow request that asks within a probe interval."""
+    def track(self, call: grpc.aio.Call) -> None:
+        self.inflight[call] = [asyncio.get_running_loop().time(), None]
+        if self._watchdog is None or self._watchdog.done():
+            self._watchdog = asyncio.ensure_future(self._watch_inflight())
+
+    def untrack(self, call: grpc.aio.Call) -> bool:
+        """Forget the call; True if the watchdog gave it up as stalled."""
+        self.inflight.pop(call, None)
+        if call in self.stalled:
+            self.stalled.discard(call)
+            return True
+        return False
+
+    async def _watch_inflight(self) -> None:
+        """While calls are in flight: every probe interval, the ones older than it are checked against this
+        member's leader (one Status call for all of them); a call whose member has no leader now, or another
+        one than at the last check, waits on what a dead leader dropped: it is cancelled as stalled. One
+        task per member, not a timer per call, keeps the healthy path cheap."""
         loop = asyncio.get_running_loop()
-        if self._probe is None or loop.time() - self._probe_at >= _STALL_PROBE:
-            self._probe_at = loop.time()
-            self._probe = asyncio.ensure_future(self._status())
-        return await asyncio.shield(self._probe)
+        while self.inflight:
+            await asyncio.sleep(_STALL_PROBE)
+            now = loop.time()
+            slow = [(call, state) for call, state in self.inflight.items() if now - state[0] >= _STALL_PROBE]
+            if not slow:
+                continue
+            leader = await self._status()
+            for call, state in slow:
+                if call not in self.inflight:
+                    continue
+                if leader is None or (state[1] is not None and state[1] != leader):
+                    self.stalled.add(call)
+                    call.cancel()
+                else:
+                    state[1] = leader
 
     async def _status(self) -> tuple[int, int] | None:
         try:
@@ -173,6 +201,9 @@ class _Member:
         return (resp.leader, resp.raftTerm) if resp.leader else None
 
     async def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         if self.channel is not None:
             await self.channel.close()
             self.channel = None
@@ -263,30 +294,24 @@ class EtcdStorage:
                 await asyncio.sleep(min(pause, max(deadline - loop.time(), 0)))
 
     async def _attempt(self, member: _Member, service: str, method: str, request: Any, deadline: float) -> Any:
-        """One call on one member. A call that takes long asks the member, every probe interval, whether it
-        still follows the same leader; if not, the call is given up (it waits on a proposal or a read index
-        that a dead leader dropped) and retried elsewhere."""
+        """One call on one member. A call that takes long is checked by the member's watchdog, which gives it
+        up when the member no longer follows the same leader (it waits on a proposal or a read index that a
+        dead leader dropped); it is then retried elsewhere."""
         loop = asyncio.get_running_loop()
         stub = getattr(member, service)
         timeout = max(deadline - loop.time(), 0.001)
         if not self._retry:  # the old client: one call that waits as long as etcd makes it
             return await getattr(stub, method)(request, timeout=timeout)
         call = getattr(stub, method)(request, timeout=timeout, metadata=_REQUIRE_LEADER)
-        task = asyncio.ensure_future(call)
-        seen: tuple[int, int] | None = None
+        member.track(call)
         try:
-            while True:
-                done, _ = await asyncio.wait((task,), timeout=_STALL_PROBE)
-                if done:
-                    return task.result()
-                leader = await member.leader()
-                if leader is None or (seen is not None and leader != seen):
-                    raise _Stalled(f"{member.endpoint} lost its leader while a {method} waited")
-                seen = leader
+            return await call
+        except asyncio.CancelledError:
+            if member.untrack(call):  # the watchdog's doing, not our caller's
+                raise _Stalled(f"{member.endpoint} lost its leader while a {method} waited") from None
+            raise
         finally:
-            if not task.done():
-                call.cancel()
-                task.cancel()
+            member.untrack(call)
 
     async def _range(self, request: rpc.RangeRequest, budget: float = _REQUEST_TIMEOUT) -> rpc.RangeResponse:
         resp, _ = await self._call("kv", "Range", request, budget=budget)
