@@ -182,6 +182,32 @@ class SteadyWriter:
         self._thread.join(60)
 
 
+class LeaseWatch:
+    """One HTTP watch of the steady writer's Leases, opened before the kill and never re-listed: it sees every
+    create once, in order, only if the apiserver's watch cache resumed its etcd watch where it broke off."""
+
+    def __init__(self, url: str, resource_version: str) -> None:
+        self.added: Counter[str] = Counter()
+        self.ended = False
+        self._response: httpx.Response | None = None
+        self._client = httpx.Client(base_url=url, timeout=httpx.Timeout(10, read=None))
+        self._thread = threading.Thread(target=self._run, args=(resource_version,), daemon=True)
+        self._thread.start()
+
+    def _run(self, resource_version: str) -> None:
+        params = {"watch": "1", "resourceVersion": resource_version, "labelSelector": "seq", "timeoutSeconds": "600"}
+        with contextlib.suppress(httpx.HTTPError), self._client.stream("GET", LEASES, params=params) as r:
+            self._response = r
+            for line in r.iter_lines():
+                event = json.loads(line)
+                if event["type"] == "ADDED":
+                    self.added[event["object"]["metadata"]["name"]] += 1
+        self.ended = True
+
+    def close(self) -> None:
+        self._client.close()
+
+
 def established_ports(pid: int) -> set[int]:
     """Remote ports of the process's established TCP connections (its socket inodes in /proc/net/tcp)."""
     inodes = set()
@@ -212,6 +238,8 @@ def test_the_etcd_leader_the_apiserver_talks_to_killed_writes_go_on(
     etcd.make_leader(0)
     assert cluster.apiserver.process.proc is not None
     apiserver_pid = cluster.apiserver.process.proc.pid
+    with cluster.client() as api:  # the watch starts before the first write
+        watch = LeaseWatch(cluster.url, ok(api.get(LEASES))["metadata"]["resourceVersion"])
     writer = SteadyWriter(cluster.url)
     try:
         wait(cluster, lambda: writer.acked_since(0) >= 20, 30, "writes before the kill")
@@ -241,5 +269,18 @@ def test_the_etcd_leader_the_apiserver_talks_to_killed_writes_go_on(
             assert [s for s in writer.appended if f"example.com/w-{s}" not in appended] == [], "acknowledged, lost"
             ok(api.patch(f"{LEASES}/{SteadyWriter.JOURNAL}", json={"metadata": {"finalizers": None}},
                          headers={"Content-Type": "application/merge-patch+json"}))
+
+        # the watch opened before the kill saw every create once: the watch cache resumed where etcd's broke
+        def unseen() -> list[str]:
+            return [name for name, _, _ in writer.created if name not in watch.added]
+
+        try:
+            wait(cluster, lambda: not unseen(), 30, "the watch to catch up")
+        except AssertionError as e:
+            raise AssertionError(f"{unseen()[:10]} of {len(writer.created)} creates not seen by the watch "
+                                 f"(ended: {watch.ended}, seen {len(watch.added)})\n{e}") from None
+        assert [name for name, n in watch.added.items() if n > 1] == [], "a create delivered twice"
+        assert not watch.ended, "the watch was closed"
     finally:
         writer.stop()
+        watch.close()
