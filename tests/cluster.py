@@ -156,6 +156,21 @@ def etcd_read(endpoint: str, *, ca: Path | None = None, cert: Path | None = None
     return asyncio.run(read())
 
 
+def assert_etcd_takes_only_the_apiserver(endpoint: str, pki_dir: Path, server_name: str | None = None) -> None:
+    """etcd at `endpoint` (https://) as local-up and compose run it, with the cluster's PKI in `pki_dir`: plain
+    gRPC, TLS without a client certificate and the cluster CA's kubernetes-admin are refused; the apiserver's
+    etcd client certificate reads."""
+    ca = pki_dir / "etcd" / "ca.crt"
+    plain = endpoint.replace("https://", "http://")
+    for answer in (etcd_read(plain), etcd_read(endpoint, ca=ca, server_name=server_name),
+                   etcd_read(endpoint, ca=ca, cert=pki_dir / "admin.crt", key=pki_dir / "admin.key",
+                             server_name=server_name)):
+        assert answer.startswith("UNAVAILABLE"), (endpoint, answer)
+    answer = etcd_read(endpoint, ca=ca, cert=pki_dir / "apiserver-etcd-client.crt",
+                       key=pki_dir / "apiserver-etcd-client.key", server_name=server_name)
+    assert answer.startswith("ok: ") and answer != "ok: 0 keys", (endpoint, answer)
+
+
 class Etcd:
     def __init__(self, workdir: Path, *, tls: bool = False):
         """One member on free loopback ports; `tls`: client and peer TLS with client certificates required

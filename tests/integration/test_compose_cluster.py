@@ -39,7 +39,7 @@ import yaml
 from apiserver.audit import read_events
 from cni.config import bridge_name
 from machinery.kubeconfig import load_kubeconfig, write_kubeconfig
-from tests.cluster import REPO, etcd_read, free_port, make_workdir, wait_for
+from tests.cluster import REPO, assert_etcd_takes_only_the_apiserver, free_port, make_workdir, wait_for
 from tests.e2e.conftest import KUBECTL_VERSION
 from tests.e2e.conftest import httpd_b as httpd_b  # the second web server image to roll to (a fixture)
 from tests.e2e.test_road import PAGE_TITLE, events_about, http_get, n_ready, recorded_at, wait_pods, write_manifest
@@ -347,15 +347,8 @@ def test_etcd_takes_only_the_apiservers_client_certificate(compose_cluster: Comp
     containers = {c["Config"]["Labels"]["com.docker.compose.service"]: c
                   for c in json.loads(cluster.run("docker", "inspect", *ids, check=True).stdout)}
     address = next(iter(containers["etcd"]["NetworkSettings"]["Networks"].values()))["IPAddress"]
-    endpoint = f"https://{address}:2379"
-    ca = cluster.pki / "etcd" / "ca.crt"
-    tls = {"ca": ca, "server_name": "etcd"}  # its certificate names the service; the host reaches its address
-    for answer in (etcd_read(f"http://{address}:2379"), etcd_read(endpoint, **tls),
-                   etcd_read(endpoint, **tls, cert=cluster.pki / "admin.crt", key=cluster.pki / "admin.key")):
-        assert answer.startswith("UNAVAILABLE"), answer
-    answer = etcd_read(endpoint, **tls, cert=cluster.pki / "apiserver-etcd-client.crt",
-                       key=cluster.pki / "apiserver-etcd-client.key")
-    assert answer.startswith("ok: ") and answer != "ok: 0 keys", answer
+    # its certificate names the service; the host reaches it at its address
+    assert_etcd_takes_only_the_apiserver(f"https://{address}:2379", cluster.pki, server_name="etcd")
     assert "--etcd-certfile=/etc/kubernetes/pki/apiserver-etcd-client.crt" in containers["apiserver"]["Config"]["Cmd"]
 
     # No other container mounts etcd's PKI or the apiserver's etcd client certificate.

@@ -34,7 +34,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.cluster import REPO, etcd_read, wait_for
+from tests.cluster import REPO, assert_etcd_takes_only_the_apiserver, wait_for
 from tests.e2e.test_road import n_ready, wait_pods
 from tests.integration.test_compose_cluster import ComposeCluster, compose_cluster_up, docker_ids, leftovers
 from tests.integration.test_compose_cluster import compose_images as compose_images  # the session's image build
@@ -220,15 +220,8 @@ def test_three_etcd_members_and_one_holder_per_lease(ha_cluster: ComposeCluster)
     assert all(m["peerURLs"][0].startswith("https://") for m in members), members
     # each member refuses plain gRPC, TLS without a certificate and the cluster CA's kubernetes-admin
     # (issue 10, finding 7)
-    ca = cluster.pki / "etcd" / "ca.crt"
     for m in MEMBERS:
-        url = member_url(cluster, m)
-        for answer in (etcd_read(url.replace("https://", "http://")), etcd_read(url, ca=ca),
-                       etcd_read(url, ca=ca, cert=cluster.pki / "admin.crt", key=cluster.pki / "admin.key")):
-            assert answer.startswith("UNAVAILABLE"), (m, answer)
-        answer = etcd_read(url, ca=ca, cert=cluster.pki / "apiserver-etcd-client.crt",
-                           key=cluster.pki / "apiserver-etcd-client.key")
-        assert answer.startswith("ok: "), (m, answer)
+        assert_etcd_takes_only_the_apiserver(member_url(cluster, m), cluster.pki)
 
     # The single etcd of the base file is not there; the apiserver has all three members.
     assert not docker_ids("ps", "-aq", "--filter", f"label=com.docker.compose.project={cluster.project}",
