@@ -302,7 +302,9 @@ class EtcdStorage:
         timeout = max(deadline - loop.time(), 0.001)
         if not self._retry:  # the old client: one call that waits as long as etcd makes it
             return await getattr(stub, method)(request, timeout=timeout)
-        call = getattr(stub, method)(request, timeout=timeout, metadata=_REQUIRE_LEADER)
+        # a serializable read is the member's own view: it needs no leader
+        metadata = () if getattr(request, "serializable", False) else _REQUIRE_LEADER
+        call = getattr(stub, method)(request, timeout=timeout, metadata=metadata)
         member.track(call)
         try:
             return await call
