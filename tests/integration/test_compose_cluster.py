@@ -1,6 +1,7 @@
 """The docker-compose cluster end to end (docker-compose.yml, hack/compose-up.sh, hack/compose-down.sh):
 images built locally (hack/cluster-images.sh: debootstrap base, wheels built on the host); the one-shot
-`pki` service generating the cluster PKI and one kubeconfig per identity; etcd, the apiserver (HTTPS only,
+`pki` service generating the cluster PKI and one kubeconfig per identity; etcd (client and peer TLS, taking
+only the apiserver's client certificate of its own CA), the apiserver (HTTPS only,
 audit log on the host), the controller-manager, the scheduler and two kubelets as containers, each under
 its own identity. The road of the examples Deployment driven with real kubectl as kubernetes-admin: 3
 Running pods with IPs on both nodes answering HTTP from the host, the Events and the audit log showing

@@ -3,7 +3,8 @@ docker-compose.yml): a three-member etcd (etcd-1..3, each with its own data volu
 all three endpoints, and a standby controller-manager and scheduler (leader election on Leases in
 kube-system, 4s/3s/500ms timings).
 
-Against real containers: etcd answers with three members and one leader; each Lease names one holder, one
+Against real containers: etcd answers with three members and one leader, each member behind client and peer
+TLS taking only the apiserver's client certificate; each Lease names one holder, one
 of that component's two containers; `docker kill` of the member at the head of --etcd-servers (the one
 the apiserver talks to) and writes go on (a Deployment created then gets its pods Running); started again,
 that member catches up (its own revision reaches a write made after its return, and it holds the key
