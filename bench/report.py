@@ -275,7 +275,8 @@ def etcd_failover_figures(d: JSONDict) -> list[Figure]:
                    "write stall, the apiserver's etcd member (the leader) killed -9, 3 members",
                    on.get("stall_s"), "s", "retries off: --disable-etcd-retry (same run)", off.get("stall_s"),
                    _ratio(on.get("stall_s"), off.get("stall_s")),
-                   f"median of {rounds}; new leader after {on.get('election_s')} s (election timeout 1 s), "
+                   f"median of {rounds}; new leader after {on.get('election_s')} s (etcd --election-timeout "
+                   f"{_get(d, 'setup', 'election_timeout_ms')} ms), "
                    f"stall beyond it {on.get('after_election_s')} s; failed writes {on.get('failed')} "
                    f"(off: {off.get('failed')})")]
 

@@ -19,8 +19,10 @@ from tests.cluster import EtcdTLSFiles, Process, free_port, wait_for
 
 
 class EtcdMember:
-    def __init__(self, workdir: Path, name: str, token: str, tls: EtcdTLSFiles | None = None) -> None:
+    def __init__(self, workdir: Path, name: str, token: str, tls: EtcdTLSFiles | None = None,
+                 election_timeout_ms: int = 1000) -> None:
         self.name = name
+        self.election_timeout_ms = election_timeout_ms
         self.tls = tls
         scheme = "https" if tls else "http"
         self.client_port, self.peer_port = free_port(), free_port()
@@ -40,7 +42,8 @@ class EtcdMember:
             "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
             "--initial-cluster", self.initial_cluster, "--initial-cluster-token", self.token,
             "--initial-cluster-state", "new",  # ignored once the data dir exists: a restart rejoins
-            "--heartbeat-interval", "100", "--election-timeout", "1000", "--log-level", "warn",
+            "--heartbeat-interval", str(self.election_timeout_ms // 10),
+            "--election-timeout", str(self.election_timeout_ms), "--log-level", "warn",
             *(self.tls.member_flags(self.name) if self.tls else []),
         ], self.log_path)
         self.process.start()
@@ -99,12 +102,13 @@ class EtcdMember:
 
 
 class EtcdCluster:
-    def __init__(self, workdir: Path, size: int = 3, *, tls: bool = False) -> None:
-        """`tls`: client and peer TLS, client certificates required on both (etcd's CA under workdir)."""
+    def __init__(self, workdir: Path, size: int = 3, *, tls: bool = False, election_timeout_ms: int = 1000) -> None:
+        """`tls`: client and peer TLS, client certificates required on both (etcd's CA under workdir);
+        `election_timeout_ms`: etcd's --election-timeout (the heartbeat a tenth of it)."""
         token = f"minik8s-test-{free_port()}"
         names = [f"m{i}" for i in range(size)]
         self.tls = EtcdTLSFiles(workdir, names) if tls else None
-        self.members = [EtcdMember(workdir, name, token, self.tls) for name in names]
+        self.members = [EtcdMember(workdir, name, token, self.tls, election_timeout_ms) for name in names]
         initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
         for m in self.members:
             m.initial_cluster = initial
