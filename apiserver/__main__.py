@@ -1,6 +1,9 @@
 """`python -m apiserver`: the kube-apiserver of minik8s, with upstream's flag names.
 
-    python -m apiserver --etcd-servers http://127.0.0.1:2379 --pki-dir _output/local-up \\
+    python -m apiserver --etcd-servers https://127.0.0.1:2379 --pki-dir _output/local-up \\
+        --etcd-cafile _output/local-up/pki/etcd/ca.crt \\
+        --etcd-certfile _output/local-up/pki/apiserver-etcd-client.crt \\
+        --etcd-keyfile _output/local-up/pki/apiserver-etcd-client.key \\
         --secure-port 6443 --port 0 --audit-log-path _output/local-up/audit.log
 
 Serving: HTTPS on --secure-port (6443) when it has a certificate — --tls-cert-file and
@@ -23,6 +26,7 @@ from apiserver.podsecurity.config import ConfigError, load_admission_config
 from apiserver.requestinfo import parse_go_duration
 from apiserver.serving import Listener, run, server_ssl_context
 from machinery.leaderelection import parse_duration
+from apiserver.storage.etcd import EtcdTLS
 
 
 def _names(text: str) -> list[str]:
@@ -40,7 +44,14 @@ def _duration(text: str) -> float:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="apiserver", description="minik8s API server (FastAPI on etcd)")
     p.add_argument("--etcd-servers", default="http://127.0.0.1:2379",
-                   help="comma-separated etcd endpoints (default %(default)s)")
+                   help="comma-separated etcd endpoints, http:// or https:// (default %(default)s)")
+    p.add_argument("--etcd-cafile", default=None,
+                   help="SSL Certificate Authority file used to secure etcd communication")
+    p.add_argument("--etcd-certfile", default=None, help="SSL certification file used to secure etcd communication")
+    p.add_argument("--etcd-keyfile", default=None, help="SSL key file used to secure etcd communication")
+    p.add_argument("--disable-etcd-retry", action="store_true",
+                   help="one attempt per etcd request, on one member (no failover retries): the baseline of "
+                        "bench/etcd_failover_bench.py, not for clusters")
     p.add_argument("--bind-address", default="127.0.0.1", help="address to listen on (default %(default)s)")
     p.add_argument("--port", type=int, default=8080,
                    help="plain HTTP port for development, no authentication (default %(default)s; 0 disables)")
@@ -120,6 +131,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             kubelet_tls(args.kubelet_client_certificate, args.kubelet_client_key, args.kubelet_certificate_authority)
         except (OSError, ValueError) as e:
             p.error(f"kubelet client TLS: {e}")
+    args.etcd_tls = None
+    if args.etcd_cafile or args.etcd_certfile or args.etcd_keyfile:
+        try:  # unreadable files end the start, not the first request
+            args.etcd_tls = EtcdTLS(args.etcd_cafile, args.etcd_certfile, args.etcd_keyfile)
+            args.etcd_tls.check()
+        except (OSError, ValueError) as e:
+            p.error(f"etcd client TLS: {e}")
     args.secure = bool(args.secure_port and args.tls_cert_file)
     if not args.secure and not args.port:
         p.error("nothing to serve: --port is 0 and there is no secure port (give --pki-dir or --tls-cert-file)")
@@ -138,6 +156,8 @@ def main(argv: list[str] | None = None) -> None:
     port = args.secure_port if args.secure else args.port
     config = ApiServerConfig(
         etcd_servers=_names(args.etcd_servers),
+        etcd_tls=args.etcd_tls,
+        etcd_retry=not args.disable_etcd_retry,
         advertise_address=args.advertise_address or f"{args.bind_address}:{port}",
         compaction_interval=args.etcd_compaction_interval,
         bookmark_interval=args.watch_bookmark_interval,

@@ -36,7 +36,7 @@ from apiserver.podsecurity.config import load_admission_config
 from apiserver.registry import STRATEGIES
 from apiserver.registry.generic import Store, WriteOptions
 from apiserver.registry.token import LiveTokenValidator, TokenIssuer
-from apiserver.storage.etcd import EtcdStorage, StorageError
+from apiserver.storage.etcd import EtcdStorage, EtcdTLS, StorageError
 from apiserver.warning import WarningRecorder
 from machinery.api.resources import RESOURCES, group_versions
 
@@ -48,6 +48,8 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 @dataclass
 class ApiServerConfig:
     etcd_servers: list[str] = field(default_factory=lambda: ["http://127.0.0.1:2379"])
+    etcd_tls: EtcdTLS | None = None  # upstream --etcd-cafile, --etcd-certfile, --etcd-keyfile
+    etcd_retry: bool = True  # False: the failover benchmark's baseline
     advertise_address: str = "127.0.0.1:8080"
     compaction_interval: float = 300.0  # upstream --etcd-compaction-interval (5m); 0 disables
     bookmark_interval: float = 10.0
@@ -101,7 +103,7 @@ class ApiServer:
 
     def __init__(self, config: ApiServerConfig):
         self.config = config
-        self.storage = EtcdStorage(config.etcd_servers)
+        self.storage = EtcdStorage(config.etcd_servers, config.etcd_tls, retry=config.etcd_retry)
         self.stores: dict[tuple[str, str], Store] = {}
         for info in RESOURCES:
             if info.virtual:

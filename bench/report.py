@@ -68,6 +68,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               what="create → Running for 10/100/1,000 pods on 10 hollow kubelets (bench/hollow_node.py)"),
     Benchmark("dos", "bench.dos_bench", "dos.json",
               what="64 clients' GET p99 under a 100 MB header + 100 slow-header attack; leases kept (issue 10)"),
+    Benchmark("etcd_failover", "bench.etcd_failover_bench", "etcd_failover.json", ("--rounds", "3"), ("--quick",),
+              what="write stall when the etcd leader the apiserver talks to is killed, retries on vs off (issue 10)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -102,6 +104,7 @@ TARGETS: dict[str, Target] = {
     "auth.throughput_cost": Target(6, False, 15, "%", "the chain costs ≤ 15% of throughput"),
     "dos.p99": Target(10, False, 2.0, "x", "GET p99 under the attack ≤ 2x without it"),
     "dos.leases_lost": Target(10, False, 0, "components", "no component loses its lease"),
+    "etcd_failover.stall": Target(10, False, 1.0, "s", "write stall when the apiserver's etcd leader is killed ≤ 1 s"),
 }
 
 
@@ -305,6 +308,19 @@ def dos_figures(d: JSONDict) -> list[Figure]:
     ]
 
 
+def etcd_failover_figures(d: JSONDict) -> list[Figure]:
+    on, off = _get(d, "summary", "retry") or {}, _get(d, "summary", "no_retry") or {}
+    rounds = len(_get(d, "rounds", "retry") or [])
+    return [Figure("etcd_failover.stall", "etcd failover",
+                   "write stall, the apiserver's etcd member (the leader) killed -9, 3 members",
+                   on.get("stall_s"), "s", "retries off: --disable-etcd-retry (same run)", off.get("stall_s"),
+                   _ratio(on.get("stall_s"), off.get("stall_s")),
+                   f"median of {rounds}; new leader after {on.get('election_s')} s (etcd --election-timeout "
+                   f"{_get(d, 'setup', 'election_timeout_ms')} ms), "
+                   f"stall beyond it {on.get('after_election_s')} s; failed writes {on.get('failed')} "
+                   f"(off: {off.get('failed')})")]
+
+
 def compose_figures() -> list[Figure]:
     return [Figure("compose.bring_up", "compose", "compose bring-up, images cached → Ready nodes", None, "s",
                    note="not run by bench.report: hack/compose-up.sh prints it ('nodes Ready Ns after "
@@ -315,6 +331,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "control_plane": control_plane_figures,
     "scheduler": scheduler_figures, "pod_startup": pod_startup_figures, "dos": dos_figures,
+    "etcd_failover": etcd_failover_figures,
 }
 
 

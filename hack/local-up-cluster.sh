@@ -20,6 +20,10 @@
 # certificate (pki/apiserver-kubelet-client.crt, kube-apiserver-kubelet-client in
 # system:masters), which the apiserver presents for logs and exec, verifying the
 # kubelet against the CA.
+# etcd serves client and peer TLS and takes only client certificates of its own CA
+# (pki/etcd/ca.crt, apart from the cluster CA); the apiserver's
+# (pki/apiserver-etcd-client.crt) is the only one. Its /health is on the plain
+# metrics address 127.0.0.1:2381, as kubeadm's probes have it.
 # API_INSECURE_PORT=8080 also opens the plain development port (no auth).
 set -euo pipefail
 
@@ -30,8 +34,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 OUT="${MINIK8S_ROOT}/_output/local-up"
 ETCD_DATA="${OUT}/etcd-data"
 KUBECONFIG_FILE="${OUT}/kubeconfig"
-ETCD_CLIENT_URL="http://127.0.0.1:2379"
-ETCD_PEER_URL="http://127.0.0.1:2380"
+ETCD_NAME="minik8s-local"
+ETCD_CLIENT_URL="https://127.0.0.1:2379"
+ETCD_PEER_URL="https://127.0.0.1:2380"
+ETCD_METRICS_URL="http://127.0.0.1:2381"  # /health and /metrics only, no keys
+ETCD_PKI="${OUT}/pki/etcd/members/${ETCD_NAME}"
 API_HOST="127.0.0.1"
 API_PORT="6443"
 API_INSECURE_PORT="${API_INSECURE_PORT:-0}"
@@ -42,7 +49,7 @@ NODES="${NODES:-node-1 node-2}"  # one kubelet per name, all on this host
 START_TIMEOUT="${START_TIMEOUT:-60}"
 PY="${MINIK8S_VENV}/bin/python"
 
-etcd_healthy() { curl -fsS --max-time 2 "${ETCD_CLIENT_URL}/health" >/dev/null 2>&1; }
+etcd_healthy() { curl -fsS --max-time 2 "${ETCD_METRICS_URL}/health" >/dev/null 2>&1; }
 apiserver_ready() { curl -fsS --max-time 2 --cacert "${PKI_CA}" "${API_URL}/readyz" >/dev/null 2>&1; }
 
 # start_component NAME HEALTH_FN CMD [ARG...]
@@ -120,26 +127,35 @@ main() {
   chmod 700 "${ETCD_DATA}"
   cd "${MINIK8S_ROOT}"
 
-  log "step 2/4: etcd (${ETCD_CLIENT_URL}, data ${ETCD_DATA#"${MINIK8S_ROOT}"/})"
+  # generated once, reused after: CA, certificates, service-account key, one kubeconfig per identity,
+  # and etcd's own CA with its member's and the apiserver's etcd client certificates
+  local node_flags=()
+  for node in ${NODES}; do node_flags+=(--node "${node}"); done
+  "${PY}" -m apiserver.auth.pki --dir "${OUT}" --server "${API_URL}" "${node_flags[@]}" --etcd-member "${ETCD_NAME}"
+
+  log "step 2/4: etcd (${ETCD_CLIENT_URL}, client and peer TLS; data ${ETCD_DATA#"${MINIK8S_ROOT}"/})"
   start_component etcd etcd_healthy \
-    etcd --name minik8s-local \
+    etcd --name "${ETCD_NAME}" \
     --data-dir "${ETCD_DATA}" \
     --listen-client-urls "${ETCD_CLIENT_URL}" \
     --advertise-client-urls "${ETCD_CLIENT_URL}" \
     --listen-peer-urls "${ETCD_PEER_URL}" \
     --initial-advertise-peer-urls "${ETCD_PEER_URL}" \
-    --initial-cluster "minik8s-local=${ETCD_PEER_URL}"
+    --initial-cluster "${ETCD_NAME}=${ETCD_PEER_URL}" \
+    --listen-metrics-urls "${ETCD_METRICS_URL}" \
+    --client-cert-auth --trusted-ca-file "${ETCD_PKI}/ca.crt" \
+    --cert-file "${ETCD_PKI}/server.crt" --key-file "${ETCD_PKI}/server.key" \
+    --peer-client-cert-auth --peer-trusted-ca-file "${ETCD_PKI}/ca.crt" \
+    --peer-cert-file "${ETCD_PKI}/peer.crt" --peer-key-file "${ETCD_PKI}/peer.key"
 
-  log "step 3/4: PKI and apiserver (${API_URL})"
+  log "step 3/4: apiserver (${API_URL})"
   if [[ ! -f apiserver/__main__.py ]]; then
     warn "apiserver/__main__.py does not exist yet; 'python -m apiserver' will fail"
   fi
-  # generated once, reused after: CA, certificates, service-account key, one kubeconfig per identity
-  local node_flags=()
-  for node in ${NODES}; do node_flags+=(--node "${node}"); done
-  "${PY}" -m apiserver.auth.pki --dir "${OUT}" --server "${API_URL}" "${node_flags[@]}"
   start_component apiserver apiserver_ready \
     "${PY}" -m apiserver --etcd-servers "${ETCD_CLIENT_URL}" \
+    --etcd-cafile "${OUT}/pki/etcd/ca.crt" \
+    --etcd-certfile "${OUT}/pki/apiserver-etcd-client.crt" --etcd-keyfile "${OUT}/pki/apiserver-etcd-client.key" \
     --bind-address "${API_HOST}" --secure-port "${API_PORT}" --port "${API_INSECURE_PORT}" \
     --pki-dir "${OUT}" --audit-log-path "${AUDIT_LOG}" \
     --admission-control-config-file "${MINIK8S_ROOT}/hack/admission-config.yaml" \

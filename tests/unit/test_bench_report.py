@@ -101,3 +101,14 @@ def test_plot_series() -> None:
     assert points["startup"]["hollow_batch"] == [(10, 0.5), (1000, 8.0)]
     assert points["startup"]["hollow_nodes"] == 10
     assert points["scheduler"] == [(10, 200.0, 20.0, 200.0, 200.0, 5000.0), (1000, 450.0, 300.0, 440.0, 460.0, 4500.0)]
+
+
+def test_the_etcd_failover_stall_against_its_baseline_and_one_second() -> None:
+    summary = {"retry": {"stall_s": 1.5, "election_s": 1.4, "after_election_s": 0.1, "failed": 0},
+               "no_retry": {"stall_s": 7.0, "election_s": 1.3, "after_election_s": 5.7, "failed": 3}}
+    figures = {f.key: f for f in build_figures({"etcd_failover": {"summary": summary,
+                                                                  "rounds": {"retry": [{}, {}, {}]}}})}
+    stall = figures["etcd_failover.stall"]
+    assert (stall.value, stall.baseline, stall.ratio) == (1.5, 7.0, 1.5 / 7.0)
+    assert stall.verdict == "NOT MET"  # 1.5 s > 1 s
+    assert "median of 3" in stall.note and "stall beyond it 0.1 s" in stall.note
