@@ -25,8 +25,8 @@ from apiserver.auth.serviceaccount import DEFAULT_ISSUER
 from apiserver.podsecurity.config import ConfigError, load_admission_config
 from apiserver.requestinfo import parse_go_duration
 from apiserver.serving import Listener, run, server_ssl_context
-from machinery.leaderelection import parse_duration
 from apiserver.storage.etcd import EtcdTLS
+from machinery.leaderelection import parse_duration
 
 
 def _names(text: str) -> list[str]:

@@ -230,7 +230,8 @@ class ApiServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = Process("apiserver", [
             sys.executable, "-m", "apiserver", "--etcd-servers", etcd.endpoint, "--bind-address", "127.0.0.1",
-            "--port", str(self.port), *WITHOUT_SERVICE_ACCOUNT_ADMISSION, *getattr(etcd, "apiserver_args", ()), *extra_args,
+            "--port", str(self.port), *WITHOUT_SERVICE_ACCOUNT_ADMISSION, *getattr(etcd, "apiserver_args", ()),
+            *extra_args,
         ], workdir / f"apiserver-{self.port}.log")
 
     def start(self) -> None:
