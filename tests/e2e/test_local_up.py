@@ -23,7 +23,7 @@ from typing import IO, Any
 import httpx
 import pytest
 
-from tests.cluster import REPO, wait_for
+from tests.cluster import REPO, assert_etcd_takes_only_the_apiserver, wait_for
 
 OUT = REPO / "_output" / "local-up"
 LOCK = Path("/tmp/minik8s-fixed-ports.lock")
@@ -159,6 +159,10 @@ def test_every_component_runs_under_a_supervisor(local_up: LocalUp) -> None:
         assert "hack/supervise.sh" in Path(f"/proc/{supervisor}/cmdline").read_text()
         # the supervisor leads the group down.sh signals, and the component is in it
         assert os.getpgid(supervisor) == supervisor and os.getpgid(child) == supervisor, name  # type: ignore[arg-type]
+
+
+def test_etcd_takes_only_the_apiservers_client_certificate(local_up: LocalUp) -> None:
+    assert_etcd_takes_only_the_apiserver("https://127.0.0.1:2379", OUT / "pki")
 
 
 def test_a_killed_controller_manager_is_restarted_and_takes_its_lease_again(local_up: LocalUp) -> None:
