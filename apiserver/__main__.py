@@ -1,6 +1,9 @@
 """`python -m apiserver`: the kube-apiserver of minik8s, with upstream's flag names.
 
-    python -m apiserver --etcd-servers http://127.0.0.1:2379 --pki-dir _output/local-up \\
+    python -m apiserver --etcd-servers https://127.0.0.1:2379 --pki-dir _output/local-up \\
+        --etcd-cafile _output/local-up/pki/etcd/ca.crt \\
+        --etcd-certfile _output/local-up/pki/apiserver-etcd-client.crt \\
+        --etcd-keyfile _output/local-up/pki/apiserver-etcd-client.key \\
         --secure-port 6443 --port 0 --audit-log-path _output/local-up/audit.log
 
 Serving: HTTPS on --secure-port (6443) when it has a certificate — --tls-cert-file and
@@ -19,17 +22,36 @@ import sys
 from apiserver.admission import ALL_PLUGINS
 from apiserver.app import ApiServerConfig, create_app
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER
+from apiserver.podsecurity.config import ConfigError, load_admission_config
+from apiserver.requestinfo import parse_go_duration
 from apiserver.serving import Listener, run, server_ssl_context
+from apiserver.storage.etcd import EtcdTLS
+from machinery.leaderelection import parse_duration
 
 
 def _names(text: str) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()]
 
 
+def _duration(text: str) -> float:
+    """A Go duration ("60s", "1m0s"), as upstream's flag takes it."""
+    try:
+        return parse_go_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="apiserver", description="minik8s API server (FastAPI on etcd)")
     p.add_argument("--etcd-servers", default="http://127.0.0.1:2379",
-                   help="comma-separated etcd endpoints (default %(default)s)")
+                   help="comma-separated etcd endpoints, http:// or https:// (default %(default)s)")
+    p.add_argument("--etcd-cafile", default=None,
+                   help="SSL Certificate Authority file used to secure etcd communication")
+    p.add_argument("--etcd-certfile", default=None, help="SSL certification file used to secure etcd communication")
+    p.add_argument("--etcd-keyfile", default=None, help="SSL key file used to secure etcd communication")
+    p.add_argument("--disable-etcd-retry", action="store_true",
+                   help="one attempt per etcd request, on one member (no failover retries): the baseline of "
+                        "bench/etcd_failover_bench.py, not for clusters")
     p.add_argument("--bind-address", default="127.0.0.1", help="address to listen on (default %(default)s)")
     p.add_argument("--port", type=int, default=8080,
                    help="plain HTTP port for development, no authentication (default %(default)s; 0 disables)")
@@ -45,11 +67,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--service-account-key-file", action="append", default=[],
                    help="public (or private) key verifying service-account tokens (repeatable)")
     p.add_argument("--service-account-issuer", default=DEFAULT_ISSUER)
+    p.add_argument("--service-account-signing-key-file", default=None,
+                   help="private key that signs TokenRequest tokens (serviceaccounts/NAME/token)")
+    p.add_argument("--api-audiences", default="",
+                   help="comma-separated audiences tokens must name (default: --service-account-issuer)")
+    p.add_argument("--service-account-max-token-expiration", type=parse_duration, default=0.0,
+                   help="longest a TokenRequest token may live (e.g. 24h); 0: no limit. Upstream refuses "
+                        "values under 1h; minik8s takes any, so tests can watch tokens expire and be refreshed")
     p.add_argument("--authorization-mode", default="Node,RBAC",
                    help="ordered authorizers: Node, RBAC, AlwaysAllow (default %(default)s)")
     p.add_argument("--enable-admission-plugins", default=",".join(ALL_PLUGINS),
                    help="admission plugins (default: all of %(default)s)")
     p.add_argument("--disable-admission-plugins", default="", help="admission plugins to turn off")
+    p.add_argument("--admission-control-config-file", default=None,
+                   help="AdmissionConfiguration (apiserver.config.k8s.io/v1): PodSecurity's defaults and exemptions")
     p.add_argument("--audit-log-path", default=None, help="write audit events here as JSON lines ('-' = stdout)")
     p.add_argument("--audit-policy-file", default=None,
                    help="audit.k8s.io/v1 Policy (default without one: every request at Metadata)")
@@ -65,6 +96,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="seconds between BOOKMARK events to watchers that allow them (default %(default)s)")
     p.add_argument("--watch-cache-window", type=int, default=4096,
                    help="events per resource the watch cache keeps for resuming watches (default %(default)s)")
+    p.add_argument("--max-requests-inflight", type=int, default=400,
+                   help="read-only requests served at once, long-running ones apart; past it 429 (default "
+                        "%(default)s; 0 disables)")
+    p.add_argument("--max-mutating-requests-inflight", type=int, default=200,
+                   help="mutating requests served at once; past it 429 (default %(default)s; 0 disables)")
+    p.add_argument("--request-timeout", type=_duration, default=60.0,
+                   help="the longest a request that is not long-running may take, as a Go duration; past it 504 "
+                        "Timeout (default 1m0s)")
+    p.add_argument("--min-request-timeout", type=int, default=1800,
+                   help="seconds a watch without timeoutSeconds lasts at least; it ends at a random time "
+                        "between this and twice this (default %(default)s)")
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
     args = p.parse_args(argv)
     if args.pki_dir:
@@ -77,6 +119,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.client_ca_file = args.client_ca_file or str(layout.ca_cert)
         if not args.service_account_key_file:
             args.service_account_key_file = [str(layout.sa_pub)]
+        args.service_account_signing_key_file = args.service_account_signing_key_file or str(layout.sa_key)
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         p.error("--tls-cert-file and --tls-private-key-file go together")
     if bool(args.kubelet_client_certificate) != bool(args.kubelet_client_key):
@@ -88,6 +131,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             kubelet_tls(args.kubelet_client_certificate, args.kubelet_client_key, args.kubelet_certificate_authority)
         except (OSError, ValueError) as e:
             p.error(f"kubelet client TLS: {e}")
+    args.etcd_tls = None
+    if args.etcd_cafile or args.etcd_certfile or args.etcd_keyfile:
+        try:  # unreadable files end the start, not the first request
+            args.etcd_tls = EtcdTLS(args.etcd_cafile, args.etcd_certfile, args.etcd_keyfile)
+            args.etcd_tls.check()
+        except (OSError, ValueError) as e:
+            p.error(f"etcd client TLS: {e}")
     args.secure = bool(args.secure_port and args.tls_cert_file)
     if not args.secure and not args.port:
         p.error("nothing to serve: --port is 0 and there is no secure port (give --pki-dir or --tls-cert-file)")
@@ -99,9 +149,15 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     disabled = set(_names(args.disable_admission_plugins))
+    try:
+        load_admission_config(args.admission_control_config_file)
+    except ConfigError as e:
+        sys.exit(f"--admission-control-config-file: {e}")
     port = args.secure_port if args.secure else args.port
     config = ApiServerConfig(
         etcd_servers=_names(args.etcd_servers),
+        etcd_tls=args.etcd_tls,
+        etcd_retry=not args.disable_etcd_retry,
         advertise_address=args.advertise_address or f"{args.bind_address}:{port}",
         compaction_interval=args.etcd_compaction_interval,
         bookmark_interval=args.watch_bookmark_interval,
@@ -110,13 +166,21 @@ def main(argv: list[str] | None = None) -> None:
         token_auth_file=args.token_auth_file,
         service_account_key_files=args.service_account_key_file,
         service_account_issuer=args.service_account_issuer,
+        service_account_signing_key_file=args.service_account_signing_key_file,
+        api_audiences=_names(args.api_audiences),
+        service_account_max_token_expiration=int(args.service_account_max_token_expiration),
         authorization_modes=_names(args.authorization_mode),
         admission_plugins=[name for name in _names(args.enable_admission_plugins) if name not in disabled],
         audit_log_path=args.audit_log_path,
         audit_policy_file=args.audit_policy_file,
+        admission_control_config_file=args.admission_control_config_file,
         kubelet_client_certificate=args.kubelet_client_certificate,
         kubelet_client_key=args.kubelet_client_key,
         kubelet_certificate_authority=args.kubelet_certificate_authority,
+        max_requests_inflight=args.max_requests_inflight,
+        max_mutating_requests_inflight=args.max_mutating_requests_inflight,
+        request_timeout=args.request_timeout,
+        min_request_timeout=args.min_request_timeout,
     )
     listeners = []
     if args.secure:

@@ -2,13 +2,17 @@
 chain the generic store runs on every write that came through the API (internal writes skip it).
 
 Mutating, after the resource's defaults and before its validation:
-  ServiceAccount             a pod without a service account runs as "default"
+  ServiceAccount             a pod without a service account runs as "default"; validating, a new
+                             pod's service account must exist (403 "error looking up service
+                             account NS/NAME: serviceaccount "NAME" not found"), mirror pods aside
   MutatingAdmissionWebhook   MutatingWebhookConfigurations, called one after another over HTTPS
                              with an admission.k8s.io/v1 AdmissionReview; their JSONPatch is
                              applied and the object defaulted again
 Validating, after the resource's validation (schema and rules):
-  NodeRestriction            a kubelet may write only its own Node and Lease, and the status (or
-                             the final delete) of pods bound to it — checked on the stored object
+  NodeRestriction            a kubelet may write only its own Node (no forbidden labels, no taint
+                             changes) and Lease, and the status (or the final delete) of pods
+                             bound to it — checked on the objects (apiserver/noderestriction.py)
+  PodSecurity                the Pod Security Standards by namespace label (apiserver/podsecurity)
   ValidatingAdmissionWebhook ValidatingWebhookConfigurations, called concurrently; any denial
                              refuses the request
 
@@ -29,7 +33,7 @@ import copy
 import logging
 import ssl
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,9 +41,12 @@ import orjson
 
 from apiserver import errors
 from apiserver.auth.authn import UserInfo
+from apiserver.noderestriction import node_restriction
 from apiserver.patch import PatchError, json_patch
+from apiserver.podsecurity.admission import PodSecurity
 from apiserver.registry.generic import AdmissionAttributes, Store, WriteOptions
 from apiserver.storage.cacher import Cacher
+from apiserver.warning import add_warning
 from machinery.selectors import LabelSelector, SelectorError, selector_from_label_selector
 
 if TYPE_CHECKING:
@@ -49,7 +56,9 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
-ALL_PLUGINS = ("ServiceAccount", "MutatingAdmissionWebhook", "NodeRestriction", "ValidatingAdmissionWebhook")
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+ALL_PLUGINS = ("ServiceAccount", "MutatingAdmissionWebhook", "NodeRestriction", "PodSecurity",
+               "ValidatingAdmissionWebhook")
 # webhooks are never called for their own configurations (upstream excludes them, so a broken
 # webhook can always be removed) nor for access reviews
 _NOT_WEBHOOKED = frozenset({"admissionregistration.k8s.io", "authorization.k8s.io"})
@@ -198,6 +207,13 @@ def _denied(hook: Webhook, result: Obj | None) -> errors.ApiError:
     return errors.ApiError(code, reason or _REASONS.get(code, "BadRequest"), message)
 
 
+def _warn(response: Obj) -> None:
+    """A webhook's warnings reach the client as Warning headers (upstream: warning.AddWarning)."""
+    for text in response.get("warnings") or ():
+        if isinstance(text, str):
+            add_warning(text)
+
+
 # -- the chain -----------------------------------------------------------------------------------------
 
 
@@ -206,15 +222,19 @@ class AdmissionChain:
 
     def __init__(self, plugins: list[str] | tuple[str, ...], *,
                  namespace_labels: Callable[[str], dict[str, str] | None],
-                 mutating_webhooks: WebhookSource | None = None, validating_webhooks: WebhookSource | None = None):
+                 mutating_webhooks: WebhookSource | None = None, validating_webhooks: WebhookSource | None = None,
+                 pod_security: PodSecurity | None = None,
+                 service_account_exists: Callable[[str, str], Awaitable[bool]] | None = None):
         unknown = set(plugins) - set(ALL_PLUGINS)
         if unknown:
             raise ValueError(f"unknown admission plugins: {', '.join(sorted(unknown))} "
                              f"(known: {', '.join(ALL_PLUGINS)})")
         self.plugins = frozenset(plugins)
         self.namespace_labels = namespace_labels
+        self.service_account_exists = service_account_exists
         self.mutating_webhooks = mutating_webhooks if "MutatingAdmissionWebhook" in self.plugins else None
         self.validating_webhooks = validating_webhooks if "ValidatingAdmissionWebhook" in self.plugins else None
+        self.pod_security = pod_security if "PodSecurity" in self.plugins else None
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -263,6 +283,7 @@ class AdmissionChain:
                 raise errors.internal(f'failed calling webhook "{hook.name}": {e}') from None
             if not response.get("allowed"):
                 raise _denied(hook, response.get("status"))
+            _warn(response)
             patch = response.get("patch")
             if not patch:
                 continue
@@ -308,8 +329,13 @@ class AdmissionChain:
     # -- validating --------------------------------------------------------------------------------
 
     async def validate(self, a: AdmissionAttributes) -> None:
+        if "ServiceAccount" in self.plugins and self.service_account_exists is not None and a.operation == "CREATE" \
+                and a.store.info.group == "" and a.store.info.plural == "pods" and not a.subresource:
+            await self._service_account_exists(a)
         if "NodeRestriction" in self.plugins and isinstance(a.user, UserInfo) and a.user.node_name is not None:
             self._node_restriction(a, a.user.node_name)
+        if self.pod_security is not None:
+            await self.pod_security.validate(a)
         if self.validating_webhooks is not None and a.store.info.group not in _NOT_WEBHOOKED:
             hooks = [h for h in self.validating_webhooks.hooks() if self._matches(h, a)]
             if hooks:
@@ -327,27 +353,22 @@ class AdmissionChain:
                 raise result
             if not result.get("allowed"):
                 raise _denied(hook, result.get("status"))
+            _warn(result)
+
+    async def _service_account_exists(self, a: AdmissionAttributes) -> None:
+        """upstream serviceAccount.Validate: a pod runs as an account that exists (mirror pods aside)."""
+        assert a.obj is not None and self.service_account_exists is not None
+        if MIRROR_POD_ANNOTATION in ((a.obj.get("metadata") or {}).get("annotations") or {}):
+            return
+        account = (a.obj.get("spec") or {}).get("serviceAccountName") or "default"
+        namespace = a.namespace or ""
+        if not await self.service_account_exists(namespace, account):
+            raise errors.forbidden(a.store.info, a.name, f"error looking up service account {namespace}/{account}: "
+                                   f'serviceaccount "{account}" not found')
 
     @staticmethod
     def _node_restriction(a: AdmissionAttributes, node: str) -> None:
-        """Upstream's NodeRestriction plugin, on the objects themselves (the Node authorizer saw only names)."""
-        info = a.store.info
-        name = a.name
-        if info.group == "" and info.plural == "nodes":
-            if name != node:
-                raise errors.forbidden(info, name, f'node "{node}" is not allowed to modify node "{name}"')
-        elif info.group == "" and info.plural == "pods":
-            if a.operation == "CREATE" and not a.subresource:
-                raise errors.forbidden(info, name, f'node "{node}" can only create mirror pods, and minik8s has none')
-            bound = ((a.old or {}).get("spec") or {}).get("nodeName")
-            if bound != node:
-                raise errors.forbidden(info, name, f'node "{node}" can only update pod status and delete pods '
-                                       f"with spec.nodeName set to itself")
-            if a.operation == "UPDATE" and a.subresource != "status":
-                raise errors.forbidden(info, name, f'node "{node}" can only update pod status')
-        elif info.group == "coordination.k8s.io" and info.plural == "leases" and a.namespace == "kube-node-lease" \
-                and name != node:
-            raise errors.forbidden(info, name, "can only access node lease with the same name as the requesting node")
+        node_restriction(a, node)  # apiserver/noderestriction.py
 
     # -- calling -----------------------------------------------------------------------------------
 

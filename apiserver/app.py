@@ -26,13 +26,18 @@ from apiserver.audit import Auditor, LogWriter, Policy
 from apiserver.auth import bootstrap
 from apiserver.auth.authn import Authenticator, load_token_file
 from apiserver.auth.authz import AlwaysAllow, Authorizer, Decider, NodeAuthorizer, RBACAuthorizer
-from apiserver.auth.gate import Gate
+from apiserver.auth.escalation import RbacPolicy
+from apiserver.auth.gate import Gate, Limits
 from apiserver.auth.reviews import ReviewStore
-from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys
+from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys, load_signing_key
 from apiserver.handlers import Dispatch, WatchShortcut, build_router, json_response
+from apiserver.podsecurity.admission import PodSecurity
+from apiserver.podsecurity.config import load_admission_config
 from apiserver.registry import STRATEGIES
 from apiserver.registry.generic import Store, WriteOptions
-from apiserver.storage.etcd import EtcdStorage, StorageError
+from apiserver.registry.token import LiveTokenValidator, TokenIssuer
+from apiserver.storage.etcd import EtcdStorage, EtcdTLS, StorageError
+from apiserver.warning import WarningRecorder
 from machinery.api.resources import RESOURCES, group_versions
 
 log = logging.getLogger(__name__)
@@ -43,6 +48,8 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 @dataclass
 class ApiServerConfig:
     etcd_servers: list[str] = field(default_factory=lambda: ["http://127.0.0.1:2379"])
+    etcd_tls: EtcdTLS | None = None  # upstream --etcd-cafile, --etcd-certfile, --etcd-keyfile
+    etcd_retry: bool = True  # False: the failover benchmark's baseline
     advertise_address: str = "127.0.0.1:8080"
     compaction_interval: float = 300.0  # upstream --etcd-compaction-interval (5m); 0 disables
     bookmark_interval: float = 10.0
@@ -52,14 +59,25 @@ class ApiServerConfig:
     token_auth_file: str | None = None
     service_account_key_files: list[str] = field(default_factory=list)
     service_account_issuer: str = DEFAULT_ISSUER
+    # TokenRequest (serviceaccounts/token): signed with this key, for these audiences (default: the issuer)
+    service_account_signing_key_file: str | None = None
+    api_audiences: list[str] = field(default_factory=list)
+    service_account_max_token_expiration: int = 0  # seconds; 0: no limit
     authorization_modes: list[str] = field(default_factory=lambda: ["Node", "RBAC"])
     admission_plugins: list[str] = field(default_factory=lambda: list(ALL_PLUGINS))
+    admission_control_config_file: str | None = None  # PodSecurity's defaults and exemptions
     audit_log_path: str | None = None
     audit_policy_file: str | None = None
     # reaching kubelets (apiserver/proxy.py): HTTPS with this client certificate, verified against this CA
     kubelet_client_certificate: str | None = None
     kubelet_client_key: str | None = None
     kubelet_certificate_authority: str | None = None
+    # the request chain's limits (upstream --max-requests-inflight, --max-mutating-requests-inflight,
+    # --request-timeout, --min-request-timeout)
+    max_requests_inflight: int = 400
+    max_mutating_requests_inflight: int = 200
+    request_timeout: float = 60.0
+    min_request_timeout: float = 1800.0
 
 
 _RBAC = "rbac.authorization.k8s.io"
@@ -85,7 +103,7 @@ class ApiServer:
 
     def __init__(self, config: ApiServerConfig):
         self.config = config
-        self.storage = EtcdStorage(config.etcd_servers)
+        self.storage = EtcdStorage(config.etcd_servers, config.etcd_tls, retry=config.etcd_retry)
         self.stores: dict[tuple[str, str], Store] = {}
         for info in RESOURCES:
             if info.virtual:
@@ -97,17 +115,27 @@ class ApiServer:
         # authentication
         tokens = load_token_file(config.token_auth_file) if config.token_auth_file else {}
         keys = [k for f in config.service_account_key_files for k in load_public_keys(f)]
-        verifier = TokenVerifier(keys, (config.service_account_issuer,)) if keys else None
-        self.authenticator = Authenticator(tokens, verifier)
+        audiences = tuple(config.api_audiences) or (config.service_account_issuer,)
+        verifier = TokenVerifier(keys, (config.service_account_issuer,), audiences) if keys else None
+        # every service-account token is checked against the live account (and bound pod)
+        validator = LiveTokenValidator(self.stores[("", "serviceaccounts")], self.stores[("", "pods")])
+        self.authenticator = Authenticator(tokens, verifier, validator)
+        self.token_issuer: TokenIssuer | None = None
+        if config.service_account_signing_key_file:
+            self.token_issuer = TokenIssuer(load_signing_key(config.service_account_signing_key_file),
+                                            config.service_account_issuer, audiences,
+                                            config.service_account_max_token_expiration)
         # authorization
         deciders: list[Decider] = []
+        # the RBAC rule resolver: the RBAC authorizer, and the escalation checks whatever the modes
+        rbac = RBACAuthorizer(CachedRbac([self.stores[(_RBAC, r)] for r in _RBAC_RESOURCES]))
         for mode in config.authorization_modes:
             if mode == "AlwaysAllow":
                 deciders.append(AlwaysAllow())
             elif mode == "Node":
                 deciders.append(NodeAuthorizer(self._pod_node))
             elif mode == "RBAC":
-                deciders.append(RBACAuthorizer(CachedRbac([self.stores[(_RBAC, r)] for r in _RBAC_RESOURCES])))
+                deciders.append(rbac)
             else:
                 raise ValueError(f"unknown authorization mode {mode!r} (known: AlwaysAllow, Node, RBAC)")
         self.authorizer = Authorizer(deciders)
@@ -118,10 +146,18 @@ class ApiServer:
             config.admission_plugins, namespace_labels=self._namespace_labels,
             mutating_webhooks=WebhookSource(self.stores[(admission, "mutatingwebhookconfigurations")].cacher, True),
             validating_webhooks=WebhookSource(self.stores[(admission, "validatingwebhookconfigurations")].cacher,
-                                              False))
+                                              False),
+            pod_security=PodSecurity(load_admission_config(config.admission_control_config_file),
+                                     namespace_labels=self._namespace_labels_or_read, pods_in_namespace=self._pods_in),
+            service_account_exists=self._service_account_exists)
         if config.admission_plugins:
             for store in self.stores.values():
                 store.admission = self.admission
+        for plural in _RBAC_RESOURCES:
+            store = self.stores[(_RBAC, plural)]
+            store.admission = RbacPolicy(self.authorizer, rbac, {"Role": self.stores[(_RBAC, "roles")],
+                                                                 "ClusterRole": self.stores[(_RBAC, "clusterroles")]},
+                                         store.admission)
         # audit
         self.auditor: Auditor | None = None
         if config.audit_log_path:
@@ -133,6 +169,40 @@ class ApiServer:
     def _pod_node(self, namespace: str, name: str) -> str | None:
         cached = self.stores[("", "pods")].cached(namespace, name)
         return cached.attrs.fields.get("spec.nodeName", "") if cached is not None else None
+
+    def _pods_in(self, namespace: str) -> list[bytes]:
+        """The namespace's pods as the watch cache holds them (JSON, by name): PodSecurity decodes
+        only as many as it has time to check."""
+        pods = self.stores[("", "pods")]
+        prefix = pods.prefix(namespace)
+        found = sorted((k, o.raw) for k, o in list(pods.cacher.store.items()) if k.startswith(prefix))
+        return [raw for _, raw in found]
+
+    async def _namespace_labels_or_read(self, namespace: str) -> dict[str, str] | None:
+        """From the watch cache, or from etcd for a namespace the cache has not seen yet (just created):
+        a policy must not fall back to the cluster default because the cache is a moment behind."""
+        cached = self.namespaces.cached(None, namespace)
+        if cached is not None:
+            return cached.attrs.labels
+        try:
+            obj = await self.namespaces.get(None, namespace)
+        except errors.ApiError:
+            return None
+        return (obj.get("metadata") or {}).get("labels") or {}
+
+    async def _service_account_exists(self, namespace: str, name: str) -> bool:
+        """The watch cache first; etcd when it has not seen the account (yet), as upstream's lister
+        falls back to a live lookup for an account created a moment ago."""
+        accounts = self.stores[("", "serviceaccounts")]
+        if accounts.cached(namespace, name) is not None:
+            return True
+        try:
+            await accounts.get(namespace, name)
+        except errors.ApiError as e:
+            if e.code == 404:
+                return False
+            raise
+        return True
 
     def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
         cached = self.namespaces.cached(None, namespace)
@@ -298,10 +368,15 @@ def create_app(config: ApiServerConfig) -> FastAPI:
 
     app = FastAPI(title="minik8s apiserver", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.server = server
+    app.add_middleware(WarningRecorder)  # inside the gate: it reads the request's audit context
     watch_dispatchers: dict[str, Dispatch] = {}  # filled by build_router below
-    app.add_middleware(WatchShortcut, dispatchers=watch_dispatchers, error_response=_error_response)  # inside the gate
+    # right inside the gate, outside the recorder: a watch records no warnings (no admission runs), and
+    # the recorder's frame and closure would stay for as long as each watch streams
+    app.add_middleware(WatchShortcut, dispatchers=watch_dispatchers, error_response=_error_response)
     app.add_middleware(Gate, authenticator=server.authenticator, authorizer=server.authorizer,
-                       auditor=server.auditor)
+                       auditor=server.auditor,
+                       limits=Limits(config.max_requests_inflight, config.max_mutating_requests_inflight,
+                                     config.request_timeout))
 
     @app.exception_handler(errors.ApiError)
     async def api_error(request: Request, e: errors.ApiError) -> Response:
@@ -401,6 +476,7 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     for group_version in group_versions():
         stores = [reviews[i.plural] if i.virtual else server.stores[(i.group, i.plural)]
                   for i in group_versions()[group_version]]
-        app.include_router(build_router(stores, watch_dispatchers))  # type: ignore[arg-type]
+        app.include_router(build_router(stores, config.min_request_timeout,  # type: ignore[arg-type]
+                                        watch_dispatchers))
 
     return app

@@ -287,8 +287,8 @@ class Auditor:
         if code >= 400:
             status["status"] = "Failure"
         ev["responseStatus"] = status
-        if annotations:
-            ev["annotations"] = annotations
+        if annotations:  # before what the handlers added (apiserver.warning.add_audit_annotation)
+            ev["annotations"] = {**annotations, **ev["annotations"]} if "annotations" in ev else annotations
         if ctx.request_body:
             obj = _decode(b"".join(ctx.request_body))
             if obj is not None:

@@ -15,6 +15,7 @@ _SUBRESOURCE_VERBS = {
     "finalize": ["update"],
     "log": ["get"],
     "exec": ["create", "get"],
+    "token": ["create"],
 }
 
 
@@ -63,6 +64,8 @@ def _subresource_entry(info: ResourceInfo, sub: str, kind: str) -> dict[str, Any
         entry.update(group="autoscaling", version="v1")
     elif kind == "Binding":
         entry.update(group="", version="v1")
+    elif kind == "TokenRequest":
+        entry.update(group="authentication.k8s.io", version="v1")
     return entry
 
 

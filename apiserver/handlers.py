@@ -28,30 +28,30 @@ from apiserver.request import (
     decode_object,
     delete_options,
     int_param,
+    query,
     read_body,
     wants_table,
     write_options,
 )
-from apiserver.requestinfo import resolve
+from apiserver.requestinfo import ResourcePath, of_scope
 from apiserver.storage.cacher import CachedObject, Watcher, WatchItem, event_line
 from apiserver.storage.predicate import Predicate
+from apiserver.warning import add_warning
 from machinery.api.resources import ResourceInfo
 from machinery.selectors import SelectorError
 
 JSON = "application/json"
-MIN_WATCH_TIMEOUT = 1800  # upstream's --min-request-timeout: a watch lasts 30-60 minutes by default
+MIN_REQUEST_TIMEOUT = 1800.0  # upstream's --min-request-timeout: a watch lasts 30-60 minutes by default
 
 
 def json_response(obj: Any, code: int = 200, warnings: list[str] | None = None) -> Response:
-    response = Response(orjson.dumps(obj), status_code=code, media_type=JSON)
     for warning in warnings or ():
-        escaped = warning.replace("\\", "\\\\").replace('"', '\\"')
-        response.raw_headers.append((b"warning", f'299 - "{escaped}"'.encode()))
-    return response
+        add_warning(warning)  # one channel for every warning: apiserver.warning writes the headers
+    return Response(orjson.dumps(obj), status_code=code, media_type=JSON)
 
 
 def _predicate(request: Request, namespace: str | None, store: Store) -> Predicate:
-    q = request.query_params
+    q = query(request)
     try:
         predicate = Predicate.parse(namespace, q.get("labelSelector"), q.get("fieldSelector"))
         if predicate.field is not None:
@@ -62,7 +62,7 @@ def _predicate(request: Request, namespace: str | None, store: Store) -> Predica
 
 
 def _include_object(request: Request) -> str:
-    value = request.query_params.get("includeObject") or "Metadata"
+    value = query(request).get("includeObject") or "Metadata"
     if value not in ("None", "Metadata", "Object"):
         raise errors.bad_request(f'includeObject must be one of "None", "Metadata" or "Object", got "{value}"')
     return value
@@ -71,16 +71,18 @@ def _include_object(request: Request) -> str:
 class ResourceHandlers:
     """The endpoints of one resource, bound to its Store."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, min_request_timeout: float = MIN_REQUEST_TIMEOUT):
         self.store = store
         self.info: ResourceInfo = store.info
+        self.min_request_timeout = min_request_timeout
 
     # -- collection --------------------------------------------------------------------------
 
     async def list_or_watch(self, request: Request, namespace: str | None = None) -> Response:
-        q = request.query_params
+        info = of_scope(request.scope)
+        q = info.query
         predicate = _predicate(request, namespace, self.store)
-        if q.get("watch") in ("true", "1"):
+        if info.verb == "watch":  # the verb the authorizer saw
             return await self.watch(request, namespace, predicate)
         result = await self.store.list(namespace, predicate, limit=int_param(request, "limit"),
                                        continue_token=q.get("continue", ""),
@@ -157,11 +159,12 @@ class ResourceHandlers:
     # -- watch -------------------------------------------------------------------------------
 
     async def watch(self, request: Request, namespace: str | None, predicate: Predicate) -> Response:
-        q = request.query_params
-        timeout = int_param(request, "timeoutSeconds") or int(MIN_WATCH_TIMEOUT * (1 + random.random()))
+        q = query(request)
+        # upstream's watch timeout: timeoutSeconds, else --min-request-timeout with jitter in [min, 2 min)
+        timeout = int_param(request, "timeoutSeconds") or self.min_request_timeout * (1 + random.random())
         table = wants_table(request)
         include = _include_object(request) if table else "Object"
-        bookmarks = q.get("allowWatchBookmarks") == "true"
+        bookmarks = q.flag("allowWatchBookmarks")
         try:
             watcher = await self.store.watch(namespace, predicate, q.get("resourceVersion", ""), bookmarks,
                                              encoded=not table)
@@ -171,7 +174,7 @@ class ResourceHandlers:
             # a watch answers "too old" in-stream, as upstream's cacher does
             line = orjson.dumps({"type": "ERROR", "object": e.status()}) + b"\n"
             return StreamingResponse(iter([line]), media_type=JSON)
-        initial_end = q.get("sendInitialEvents") == "true" and bookmarks
+        initial_end = q.flag("sendInitialEvents") and bookmarks
         return WatchResponse(self, watcher, timeout, table, include, initial_end)
 
     def _event_line(self, kind: str, obj: CachedObject, table: bool, include: str, first: bool) -> bytes:
@@ -203,7 +206,7 @@ class WatchResponse(Response):
 
     media_type = JSON
 
-    def __init__(self, handlers: ResourceHandlers, watcher: Watcher, timeout: int, table: bool, include: str,
+    def __init__(self, handlers: ResourceHandlers, watcher: Watcher, timeout: float, table: bool, include: str,
                  initial_end: bool) -> None:
         self.status_code = 200
         self.background = None
@@ -282,11 +285,12 @@ Dispatch = Callable[[Request, str], Awaitable[Response]]
 
 
 class WatchShortcut:
-    """ASGI middleware, inside the gate: a watch (GET of a collection with watch=true) goes straight
-    to its group-version's dispatch, past FastAPI's routing, exception and exit-stack layers. A watch
-    holds its whole call chain for as long as it streams, and those layers held about 12 KB of frames,
-    closures and exit stacks for each of thousands of open watches. Errors become a Status, as the
-    app's exception handlers answer (`error_response`)."""
+    """ASGI middleware, inside the gate: a watch (the verb the gate's RequestInfo found: a GET of a
+    collection with watch set, as a Go boolean) goes straight to its group-version's dispatch, past
+    FastAPI's routing, exception and exit-stack layers. A watch holds its whole call chain for as long
+    as it streams, and those layers held about 12 KB of frames, closures and exit stacks for each of
+    thousands of open watches. Errors become a Status, as the app's exception handlers answer
+    (`error_response`)."""
 
     def __init__(self, app: ASGIApp, dispatchers: dict[str, Dispatch],
                  error_response: Callable[[Request, Exception], Response]) -> None:
@@ -295,51 +299,38 @@ class WatchShortcut:
         self.error_response = error_response
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET" and b"watch=" in scope["query_string"]:
-            target = self._target(scope["path"])
-            if target is not None:
-                response = await self._respond(scope, receive, *target)
-                if response is not None:
+        if scope["type"] == "http":
+            info = of_scope(scope)  # the gate's one parse: no second reading of the query
+            if info.verb == "watch":
+                prefix = f"/apis/{info.api_group}/{info.api_version}" if info.api_group else f"/api/{info.api_version}"
+                dispatch = self.dispatchers.get(prefix)
+                if dispatch is not None:
+                    response = await self._respond(scope, receive, dispatch, info.path[len(prefix) + 1:])
                     await response(scope, receive, send)
                     return
         await self.app(scope, receive, send)
 
-    async def _respond(self, scope: Scope, receive: Receive, dispatch: Dispatch, rest: str) -> Response | None:
-        """The response to a watch, None if the request is no watch; the Request is not kept while the
-        watch streams."""
+    async def _respond(self, scope: Scope, receive: Receive, dispatch: Dispatch, rest: str) -> Response:
+        """The response to a watch; the Request is not kept while the watch streams."""
         request = Request(scope, receive)
-        if request.query_params.get("watch") not in ("true", "1"):
-            return None
         try:
             return await dispatch(request, rest)
         except Exception as e:
             return self.error_response(request, e)
 
-    def _target(self, path: str) -> tuple[Dispatch, str] | None:
-        parts = path.split("/", 4)  # "", "api", "v1", rest  |  "", "apis", group, version, rest
-        if len(parts) >= 4 and parts[1] == "api":
-            prefix, rest = f"/api/{parts[2]}", path[len(parts[2]) + 6:]
-        elif len(parts) == 5 and parts[1] == "apis":
-            prefix, rest = f"/apis/{parts[2]}/{parts[3]}", parts[4]
-        else:
-            return None
-        dispatch = self.dispatchers.get(prefix)
-        return (dispatch, rest) if dispatch is not None and rest else None
 
-
-def build_router(stores: list[Store], watch_dispatchers: dict[str, Dispatch] | None = None) -> APIRouter:
-    """One router for a group-version, with one route: the path after the prefix is resolved to a
-    resource, namespace, name and subresource as upstream's RequestInfo does, then dispatched by a
-    dictionary lookup (matching a regex per resource route cost 40-100 µs a request). The dispatch
-    goes into `watch_dispatchers` too, for WatchShortcut."""
+def build_router(stores: list[Store], min_request_timeout: float = MIN_REQUEST_TIMEOUT,
+                 watch_dispatchers: dict[str, Dispatch] | None = None) -> APIRouter:
+    """One router for a group-version, with one route: the request's RequestInfo (the gate's one parse of
+    the path: resource, namespace, name and subresource) picks the endpoint by a dictionary lookup
+    (matching a regex per resource route cost 40-100 µs a request). The dispatch goes into
+    `watch_dispatchers` too, for WatchShortcut."""
     prefix = stores[0].info.prefix
-    handlers = {s.info.plural: ResourceHandlers(s) for s in stores}
-    namespaced = frozenset(p for p, h in handlers.items() if h.info.namespaced)
+    handlers = {s.info.plural: ResourceHandlers(s, min_request_timeout) for s in stores}
     subresources = {(p, sub): make(h) for p, h in handlers.items()
                     for sub in h.info.subresources if (make := SUBRESOURCE_HANDLERS.get(sub)) is not None}
 
-    def target(method: str, path: str, watch: bool) -> tuple[Endpoint, dict[str, Any]]:
-        info = resolve(method, path, namespaced, watch)
+    def target(method: str, path: str, info: ResourcePath | None) -> tuple[Endpoint, dict[str, Any]]:
         h = handlers.get(info.resource) if info else None
         if info is None or h is None:
             raise errors.page_not_found()
@@ -371,11 +362,11 @@ def build_router(stores: list[Store], watch_dispatchers: dict[str, Dispatch] | N
     async def dispatch(request: Request, path: str) -> Response:
         if not path and request.method == "GET":  # /api/v1/, /apis/apps/v1/: discovery, as upstream serves it
             return json_response(api_resource_list(stores[0].info.api_version))
-        endpoint, kwargs = target(request.method, path, request.query_params.get("watch") in ("true", "1"))
+        endpoint, kwargs = target(request.method, path, of_scope(request.scope).target)
         return await endpoint(request, **kwargs)
 
     async def dispatch_websocket(websocket: WebSocket, path: str) -> None:
-        endpoint, kwargs = target("WEBSOCKET", path, False)
+        endpoint, kwargs = target("WEBSOCKET", path, of_scope(websocket.scope).target)
         await endpoint(websocket, **kwargs)
 
     if watch_dispatchers is not None:

@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field, RootModel, create_model
 from pydantic.json_schema import CoreModeRef, DefsRef, GenerateJsonSchema, models_json_schema
 
 from apiserver.openapi_v2_proto import encode_document
-from machinery.api import meta
+from machinery.api import authentication_v1, meta
 from machinery.api.base import ApiModel
 from machinery.api.resources import RESOURCES, ResourceInfo, group_versions
 
@@ -68,8 +68,11 @@ MODULES: dict[str, tuple[str, str, str]] = {
     "machinery.api.admissionregistration_v1": ("io.k8s.api.admissionregistration.v1",
                                                "admissionregistration.k8s.io", "v1"),
     "machinery.api.authorization_v1": ("io.k8s.api.authorization.v1", "authorization.k8s.io", "v1"),
+    "machinery.api.authentication_v1": ("io.k8s.api.authentication.v1", "authentication.k8s.io", "v1"),
     __name__: (META_PREFIX, "", "v1"),  # the discovery types and Patch below
 }
+
+_SUBRESOURCE_MODULES = (authentication_v1,)  # TokenRequest: the kind of serviceaccounts/token, found by name
 
 _INFO = {"title": "Kubernetes", "version": "unversioned"}
 _V2_REF = "#/definitions/"

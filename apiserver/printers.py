@@ -721,6 +721,15 @@ def _print_lease(obj: Obj, now: datetime) -> list[Cell]:
     return [_name(obj), _s(_d(obj.get("spec")).get("holderIdentity")), _age(obj, now)]
 
 
+@_printer(
+    "serviceaccounts",
+    [NAME_COLUMN, _col("Secrets", "string", "Secrets is a list of the secrets in the same namespace that pods "
+                       "running using this ServiceAccount are allowed to use."), AGE_COLUMN],
+)
+def _print_service_account(obj: Obj, now: datetime) -> list[Cell]:
+    return [_name(obj), len(obj.get("secrets") or []), _age(obj, now)]
+
+
 # ---------------------------------------------------------------------------------------------
 # Events
 # ---------------------------------------------------------------------------------------------

@@ -271,6 +271,13 @@ SCHEMA: dict[str, str] = {
         "7 fieldPath:str"),
     "EventSource": "1 component:str; 2 host:str",
     "EventSeries": "1 count:int; 2 lastObservedTime:microtime",
+    "ServiceAccount": (
+        "1 metadata:ObjectMeta; 2 secrets:[ObjectReference]; 3 imagePullSecrets:[LocalObjectReference]; "
+        "4 automountServiceAccountToken:bool?"),
+    "TokenRequest": "1 metadata:ObjectMeta; 2 spec:TokenRequestSpec; 3 status:TokenRequestStatus",
+    "TokenRequestSpec": "1 audiences:[str]; 4 expirationSeconds:int?; 3 boundObjectRef:BoundObjectReference",
+    "BoundObjectReference": "1 kind:str; 2 apiVersion:str; 3 name:str; 4 uid:str",
+    "TokenRequestStatus": "1 token:str; 2 expirationTimestamp:time",
     "Deployment": "1 metadata:ObjectMeta; 2 spec:DeploymentSpec; 3 status:DeploymentStatus",
     "DeploymentSpec": (
         "1 replicas:int?; 2 selector:LabelSelector; 3 template:PodTemplateSpec; 4 strategy:DeploymentStrategy; "
@@ -330,6 +337,14 @@ SCHEMA: dict[str, str] = {
     "LabelSelectorAttributes": "1 rawSelector:str; 2 requirements:[LabelSelectorRequirement]",
     "NonResourceAttributes": "1 path:str; 2 verb:str",
     "SubjectAccessReviewStatus": "1 allowed:bool; 4 denied:bool; 2 reason:str; 3 evaluationError:str",
+    "SelfSubjectRulesReview": (
+        "1 metadata:ObjectMeta; 2 spec:SelfSubjectRulesReviewSpec; 3 status:SubjectRulesReviewStatus"),
+    "SelfSubjectRulesReviewSpec": "1 namespace:str",
+    "SubjectRulesReviewStatus": (
+        "1 resourceRules:[ResourceRule]; 2 nonResourceRules:[NonResourceRule]; 3 incomplete:bool; "
+        "4 evaluationError:str"),
+    "ResourceRule": "1 verbs:[str]; 2 apiGroups:[str]; 3 resources:[str]; 4 resourceNames:[str]",
+    "NonResourceRule": "1 verbs:[str]; 2 nonResourceURLs:[str]",
     "SubjectAccessReview": "1 metadata:ObjectMeta; 2 spec:SubjectAccessReviewSpec; 3 status:SubjectAccessReviewStatus",
     "SubjectAccessReviewSpec": (
         "1 resourceAttributes:ResourceAttributes; 2 nonResourceAttributes:NonResourceAttributes; 3 user:str; "
@@ -342,13 +357,15 @@ SCHEMA: dict[str, str] = {
 
 # (apiVersion, kind) of the envelope → the message of `raw`; the kinds we serve, and DeleteOptions.
 KINDS: dict[tuple[str, str], str] = {
-    **{("v1", k): k for k in ("Namespace", "Node", "Pod", "Event")},
+    **{("v1", k): k for k in ("Namespace", "Node", "Pod", "Event", "ServiceAccount")},
+    ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     **{("apps/v1", k): k for k in ("Deployment", "ReplicaSet")},
     ("coordination.k8s.io/v1", "Lease"): "Lease",
     **{("rbac.authorization.k8s.io/v1", k): k for k in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")},
     **{("admissionregistration.k8s.io/v1", k): k
        for k in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")},
-    **{("authorization.k8s.io/v1", k): k for k in ("SelfSubjectAccessReview", "SubjectAccessReview")},
+    **{("authorization.k8s.io/v1", k): k for k in ("SelfSubjectAccessReview", "SelfSubjectRulesReview",
+                                                         "SubjectAccessReview")},
     **{(v, "DeleteOptions"): "DeleteOptions" for v in ("v1", "meta.k8s.io/v1")},
 }
 

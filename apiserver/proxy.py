@@ -39,6 +39,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from apiserver import errors
+from apiserver.request import query
 
 if TYPE_CHECKING:
     from apiserver.handlers import ResourceHandlers
@@ -148,7 +149,7 @@ def _kubelet_error(code: int, body: bytes) -> errors.ApiError:
 
 
 def _log_params(request: Request) -> dict[str, str]:
-    q = request.query_params
+    q = query(request)
     out: dict[str, str] = {}
     for key in _BOOL_PARAMS:
         value = q.get(key)
@@ -183,7 +184,7 @@ def log_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
     async def get(request: Request, name: str, namespace: str | None = None) -> Response:
         params = _log_params(request)
         pod, base, tls = await _pod_and_kubelet(request, h, namespace, name)
-        container = pick_container(pod, request.query_params.get("container"))
+        container = pick_container(pod, query(request).get("container"))
         url = f"{base}/containerLogs/{namespace}/{name}/{container}"
         follow = params.get("follow") == "true"
         # aiohttp, the project's one HTTP client (machinery/client.py), imported on the first call to a kubelet: an
@@ -224,7 +225,7 @@ def log_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
 
 def exec_query(request: Request | WebSocket, container: str) -> str:
     """The kubelet's exec query: the command words, the streams asked for, tty."""
-    q = request.query_params
+    q = query(request)
     command = q.getlist("command")
     if not command:
         raise errors.bad_request("you must specify at least one command for the container")
@@ -250,7 +251,7 @@ async def _deny(websocket: WebSocket, error: errors.ApiError) -> None:
 def exec_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
     async def plain(request: Request, name: str, namespace: str | None = None) -> Response:
         pod = await h.store.get(namespace, name)
-        pick_container(pod, request.query_params.get("container"))  # upstream checks it before the upgrade
+        pick_container(pod, query(request).get("container"))  # upstream checks it before the upgrade
         raise errors.bad_request("Upgrade request required")
 
     async def websocket_exec(websocket: WebSocket, name: str, namespace: str | None = None) -> None:
@@ -266,7 +267,7 @@ def exec_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
             phase = (pod.get("status") or {}).get("phase")
             if phase in ("Succeeded", "Failed"):
                 raise errors.bad_request(f"cannot exec into a container in a completed pod; current phase is {phase}")
-            container = pick_container(pod, websocket.query_params.get("container"))
+            container = pick_container(pod, query(websocket).get("container"))
             url = "ws" + base.removeprefix("http") + f"/exec/{namespace}/{name}/{container}?" + \
                 exec_query(websocket, container)
             options: dict[str, Any] = {"ssl": tls} if tls else {}

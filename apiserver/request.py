@@ -1,5 +1,6 @@
 """Reading a request: body size limit, JSON/YAML decoding with duplicate-field detection, content
-negotiation (plain JSON or a meta.k8s.io Table), and the write options in the query string."""
+negotiation (plain JSON or a meta.k8s.io Table), and the write options in the query string (from the
+one parse the gate made: apiserver.requestinfo)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from typing import Any
 
 import yaml
 from starlette.requests import Request
+from starlette.websockets import WebSocket
 
 from apiserver import errors, protobuf
 from apiserver.patch import YamlLoader, yaml_key
 from apiserver.registry.generic import DeleteOptions, WriteOptions
+from apiserver.requestinfo import Query, of_scope
 from apiserver.validation import INT64_MAX, check_body_values
 
 MAX_REQUEST_BYTES = 3 * 1024 * 1024  # upstream's limit on a request body
@@ -101,8 +104,13 @@ def decode_object(body: bytes, content_type: str) -> tuple[dict[str, Any], list[
     return value, _duplicate_paths(value)
 
 
+def query(request: Request | WebSocket) -> Query:
+    """The request's query options, as the gate parsed them once (first value of a repeated parameter)."""
+    return of_scope(request.scope).query
+
+
 def write_options(request: Request) -> WriteOptions:
-    q = request.query_params
+    q = query(request)
     validation = q.get("fieldValidation") or "Warn"
     if validation not in ("Strict", "Warn", "Ignore"):
         raise errors.bad_request(f'fieldValidation must be one of "Ignore", "Warn" or "Strict", got "{validation}"')
@@ -110,7 +118,7 @@ def write_options(request: Request) -> WriteOptions:
     if any(d != "All" for d in dry_run):
         raise errors.bad_request(f'unsupported dryRun value: {dry_run}; only "All" is supported')
     return WriteOptions(dry_run=bool(dry_run), field_validation=validation, field_manager=q.get("fieldManager"),
-                        force=q.get("force") == "true", user=request.scope.get("user"))
+                        force=q.flag("force"), user=request.scope.get("user"))
 
 
 def check_path_name(name: str) -> None:
@@ -136,7 +144,7 @@ def check_duplicates(duplicates: list[str], opts: WriteOptions, kind: str) -> No
 
 
 def delete_options(request: Request, body: bytes) -> DeleteOptions:
-    q = request.query_params
+    q = query(request)
     data: dict[str, Any] = {}
     if body.strip():
         data, _ = decode_object(body, request.headers.get("content-type", "application/json"))
@@ -149,9 +157,10 @@ def delete_options(request: Request, body: bytes) -> DeleteOptions:
         raise errors.bad_request(f'propagationPolicy must be one of "Orphan", "Background" or "Foreground", '
                                  f'got "{policy}"')
     opts.propagation_policy = policy
-    orphan = q.get("orphanDependents", data.get("orphanDependents"))
-    if orphan is not None:
-        opts.orphan_dependents = orphan in (True, "true")
+    if "orphanDependents" in q:
+        opts.orphan_dependents = q.flag("orphanDependents")
+    elif data.get("orphanDependents") is not None:
+        opts.orphan_dependents = data["orphanDependents"] is True
     pre = data.get("preconditions") or {}
     if not isinstance(pre, dict):
         raise errors.bad_request("preconditions must be an object")
@@ -188,7 +197,7 @@ def wants_table(request: Request) -> bool:
 
 
 def int_param(request: Request, name: str, default: int = 0) -> int:
-    raw = request.query_params.get(name)
+    raw = query(request).get(name)
     if raw in (None, ""):
         return default
     value = _int64(raw, name)

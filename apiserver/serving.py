@@ -7,7 +7,14 @@ certificate from another CA ends the handshake with an "unknown ca" alert rather
 no certificate at all is fine, the request then needs a bearer token). The verified certificate
 reaches the app in scope["peercert"] through the small protocol subclasses below.
 
-A TLS connection's responses reach the TLS layer a piece at a time (PacedWrites): uvloop encrypts
+The same subclass holds the limits Go's net/http server gives kube-apiserver (server/secure_serving.go:
+MaxHeaderBytes 1 MiB, ReadHeaderTimeout 32 s, IdleTimeout 90 s), which uvicorn and httptools lack:
+the bytes of a request's line and headers are counted as they arrive, before httptools sees them
+(it joins a header's pieces by copying, so a 100 MB header costs its size many times over), and
+past the limit the connection gets Go's plain 431 answer and is closed; a connection that has not
+sent its request headers within the header timeout is closed, as Go does, without an answer.
+
+And a TLS connection's responses reach the TLS layer a piece at a time (PacedWrites): uvloop encrypts
 what is written into OpenSSL's memory buffer, which grows to the most ever pending and never shrinks,
 so one 2 MB LIST kept 2.3 MB for the rest of a keep-alive connection (and a watch after it).
 """
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import ssl
 from collections import deque
@@ -45,6 +53,34 @@ def _peercert(transport: Any) -> dict[str, Any] | None:
     except Exception:  # a transport without TLS
         return None
     return cert or None
+
+
+# Go's http.Server.MaxHeaderBytes as kube-apiserver sets it: the request line and the headers together.
+MAX_HEADER_BYTES = 1 << 20
+# kube-apiserver's ReadHeaderTimeout ("just shy of requestTimeoutUpperBound"); the environment variable
+# lets tests wait seconds rather than half a minute for it.
+READ_HEADER_TIMEOUT_ENV = "MINIK8S_READ_HEADER_TIMEOUT_SECONDS"
+DEFAULT_READ_HEADER_TIMEOUT = 32.0
+# kube-apiserver's IdleTimeout ("matches http.DefaultTransport keep-alive timeout"): a kept-alive connection
+# without a request for that long is closed (uvicorn's timeout_keep_alive); clients keep theirs 60 s
+IDLE_TIMEOUT_ENV = "MINIK8S_IDLE_TIMEOUT_SECONDS"
+DEFAULT_IDLE_TIMEOUT = 90.0
+# how long a refused connection is still read (and dropped) after the 431, so the client, still writing,
+# reads the answer before the close resets the connection (Go's rstAvoidanceDelay)
+_RST_AVOIDANCE_DELAY = 0.5
+_HEADERS_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+                      b"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+                      b"431 Request Header Fields Too Large")
+
+
+def read_header_timeout() -> float:
+    value = os.environ.get(READ_HEADER_TIMEOUT_ENV, "")
+    return float(value) if value else DEFAULT_READ_HEADER_TIMEOUT
+
+
+def idle_timeout() -> float:
+    value = os.environ.get(IDLE_TIMEOUT_ENV, "")
+    return float(value) if value else DEFAULT_IDLE_TIMEOUT
 
 
 class PacedWrites:
@@ -106,16 +142,78 @@ class PacedWrites:
 
 
 class TLSHttpProtocol(HttpToolsProtocol):
-    """httptools' protocol, plus the connection's verified client certificate in every scope, writing
-    through PacedWrites."""
+    """httptools' protocol, plus the connection's verified client certificate in every scope, the
+    header limits (size and read timeout) of Go's net/http server, and writes through PacedWrites."""
 
     _peer: dict[str, Any] | None = None
+    _in_headers = True  # between requests too: the next byte begins the next request's line
+    _header_bytes = 0
+    _header_timer: asyncio.TimerHandle | None = None
+    _refused = False
+    _upgraded = False
     _paced: PacedWrites | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._paced = PacedWrites(transport)
         super().connection_made(self._paced)  # type: ignore[arg-type]
         self._peer = _peercert(transport)
+        self._arm_header_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_timer()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # read and dropped until the close
+        if not self._in_headers:
+            super().data_received(data)
+            return
+        if self._header_timer is None:  # the first byte of a request after an idle keep-alive wait
+            self._arm_header_timer()
+        room = MAX_HEADER_BYTES - self._header_bytes
+        if len(data) <= room:
+            self._header_bytes += len(data)
+            super().data_received(data)
+            return
+        # only what fits goes to the parser: if the headers end in it, the rest is body (or the next request)
+        self._header_bytes = MAX_HEADER_BYTES
+        head, rest = data[:room], data[room:]
+        if head:
+            super().data_received(head)
+        if self._upgraded or self.transport.is_closing():
+            return
+        if self._in_headers:
+            self._refuse()
+            return
+        self.data_received(rest)
+
+    def _refuse(self) -> None:
+        self._refused = True
+        self._disarm_header_timer()
+        self._unset_keepalive_if_required()
+        self.parser = None  # type: ignore[assignment]  # drops what it holds of the headers
+        self.transport.write(_HEADERS_TOO_LARGE)
+        self.loop.call_later(_RST_AVOIDANCE_DELAY, self.transport.close)
+
+    def _arm_header_timer(self) -> None:
+        self._disarm_header_timer()
+        self._header_timer = self.loop.call_later(read_header_timeout(), self._header_timeout)
+
+    def _disarm_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _header_timeout(self) -> None:
+        self._header_timer = None
+        if self._in_headers and not self.transport.is_closing():
+            self.transport.close()
+
+    def handle_websocket_upgrade(self) -> None:
+        self._upgraded = True
+        self._disarm_header_timer()
+        super().handle_websocket_upgrade()
 
     def pause_writing(self) -> None:
         if self._paced is not None:
@@ -130,6 +228,16 @@ class TLSHttpProtocol(HttpToolsProtocol):
         super().on_message_begin()
         if self._peer is not None:
             self.scope["peercert"] = self._peer  # type: ignore[typeddict-unknown-key]
+
+    def on_headers_complete(self) -> None:
+        self._in_headers = False
+        self._header_bytes = 0
+        self._disarm_header_timer()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_headers = True
 
 
 class TLSWebSocketProtocol(WebSocketsSansIOProtocol):
@@ -163,12 +271,13 @@ def tls_options(context: ssl.SSLContext) -> dict[str, Any]:
 
 
 def _config(app: Any, listener: Listener, lifespan: bool) -> uvicorn.Config:
-    kwargs: dict[str, Any] = {}
+    # the plain port gets the header limits too (its peer certificate is always None)
+    kwargs: dict[str, Any] = {"http": TLSHttpProtocol}
     if listener.ssl_context is not None:
         kwargs.update(tls_options(listener.ssl_context))
     return uvicorn.Config(app, host=listener.host, port=listener.port, log_level="warning", access_log=False,
                           timeout_graceful_shutdown=2, lifespan="on" if lifespan else "off",
-                          timeout_keep_alive=90,  # longer than clients keep idle connections (60 s)
+                          timeout_keep_alive=idle_timeout(),  # type: ignore[arg-type]  # call_later takes a float
                           **kwargs)
 
 

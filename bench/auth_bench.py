@@ -36,7 +36,7 @@ import uvloop
 
 from bench.apiserver_bench import CpuMeter, HttpConn, pod_body, render_table, summarize
 from tests.auth_cluster import SecureApiServer
-from tests.cluster import REPO, ApiServer, Etcd, make_workdir, wait_for
+from tests.cluster import ALL_ADMISSION, REPO, ApiServer, Etcd, make_workdir, wait_for
 
 OUTPUT = REPO / "_output" / "bench"
 T = TypeVar("T")
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     etcd.start()
     off = ApiServer(workdir, etcd, "--secure-port", "0", "--authorization-mode", "AlwaysAllow",
                     "--enable-admission-plugins", "", "--etcd-compaction-interval", "0")
-    on = SecureApiServer(workdir, etcd, "--port", "0", "--etcd-compaction-interval", "0")
+    on = SecureApiServer(workdir, etcd, "--port", "0", "--etcd-compaction-interval", "0", *ALL_ADMISSION)
     results: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
     try:
         off.start()
@@ -156,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         with on.client("admin") as admin:
             for ns in ("bench-auth-off", "bench-auth-on"):
                 admin.post("/api/v1/namespaces", json={"metadata": {"name": ns}})
+            # the pods' service account (no controller-manager here to make it): ServiceAccount admission checks it
+            admin.post("/api/v1/namespaces/bench-auth-on/serviceaccounts", json={"metadata": {"name": "default"}})
             admin.post("/apis/rbac.authorization.k8s.io/v1/clusterroles", json={
                 "metadata": {"name": "bench:pod-writer"},
                 "rules": [{"verbs": ["create"], "apiGroups": [""], "resources": ["pods"]}]})

@@ -51,6 +51,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("apiserver", "bench.apiserver_bench", "apiserver.json",
               what="raw etcd vs apiserver creates/gets/lists, paced latency, watch delivery, RSS (issue 2)"),
     Benchmark("auth", "bench.auth_bench", "auth.json", what="creates with the full request chain on vs off (issue 6)"),
+    Benchmark("podsecurity", "bench.podsecurity_bench", "podsecurity.json",
+              what="creates with PodSecurity off, on (privileged namespace) and enforcing restricted (issue 10)"),
     # (a) of the control-plane bench is the scheduler bench at 100x1000, which the sweep below runs
     Benchmark("control_plane", "bench.control_plane_bench", "control_plane.json", ("--skip-scheduler",),
               ("--skip-scheduler", "--nodes", "10", "--replicas", "100", "--verb-requests", "200"),
@@ -66,6 +68,10 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               what="create → Running for 10/100/1,000 pods on 10 hollow kubelets (bench/hollow_node.py)"),
     Benchmark("watch_memory", "bench.watch_memory_bench", "watch_memory.json",
               what="apiserver RSS per concurrent HTTPS watch at 200 and 1,000, and per idle connection (issue 10)"),
+    Benchmark("dos", "bench.dos_bench", "dos.json",
+              what="64 clients' GET p99 under a 100 MB header + 100 slow-header attack; leases kept (issue 10)"),
+    Benchmark("etcd_failover", "bench.etcd_failover_bench", "etcd_failover.json", ("--rounds", "3"), ("--quick",),
+              what="write stall when the etcd leader the apiserver talks to is killed, retries on vs off (issue 10)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -99,6 +105,9 @@ TARGETS: dict[str, Target] = {
     "compose.bring_up": Target(5, False, 10, "s", "compose bring-up, images cached, ≤ 10 s to Ready nodes"),
     "auth.throughput_cost": Target(6, False, 15, "%", "the chain costs ≤ 15% of throughput"),
     "watch_memory.kb_per_watch": Target(10, False, 20, "KB", "RSS per watch at 1,000 concurrent watches ≤ 20 KB"),
+    "dos.p99": Target(10, False, 2.0, "x", "GET p99 under the attack ≤ 2x without it"),
+    "dos.leases_lost": Target(10, False, 0, "components", "no component loses its lease"),
+    "etcd_failover.stall": Target(10, False, 1.0, "s", "write stall when the apiserver's etcd leader is killed ≤ 1 s"),
 }
 
 
@@ -198,6 +207,20 @@ def watch_memory_figures(d: JSONDict) -> list[Figure]:
     return out
 
 
+def podsecurity_figures(d: JSONDict) -> list[Figure]:
+    out = []
+    for label, s in (d.get("summary") or {}).items():
+        for mode in ("privileged", "restricted"):
+            out.append(Figure(f"podsecurity.{mode}.{label}", "podsecurity", f"{label}, {mode} namespace", s.get(mode),
+                              _unit_of(label), "PodSecurity off (same run)", s.get("without"),
+                              _ratio(s.get(mode), s.get("without"))))
+    costs = d.get("throughput_cost_percent") or {}
+    for mode in ("privileged", "restricted"):
+        out.append(Figure(f"podsecurity.{mode}.throughput_cost", "podsecurity",
+                          f"throughput cost of PodSecurity, {mode} namespace", costs.get(mode), "%"))
+    return out
+
+
 def _unit_of(label: str) -> str:
     return "/s" if "/s" in label.split(",")[0] else "ms" if " ms" in label else ""
 
@@ -292,6 +315,39 @@ def hollow_figures(d: JSONDict, real: JSONDict | None) -> list[Figure]:
     return out
 
 
+def dos_figures(d: JSONDict) -> list[Figure]:
+    base, attacked = _get(d, "baseline", "latency_ms", "p99"), _get(d, "attacked", "latency_ms", "p99")
+    big, slow = _get(d, "attack", "big_header") or {}, _get(d, "attack", "slow") or {}
+    rss = d.get("apiserver_rss_mb") or {}
+    lost = {name: reasons for name, reasons in (d.get("lost_leases") or {}).items() if reasons}
+    return [
+        Figure("dos.p99", "denial of service", f"{d.get('clients')} clients' GET p99 during the attack", attacked,
+               "ms", "the same GETs without the attack (same run)", base, _ratio(attacked, base),
+               f"100 MB header answered {big.get('answer')!r} after {big.get('sent_mb')} MB; "
+               f"{slow.get('count')} slow-header connections, {slow.get('closed_by_server')} closed by the server; "
+               f"{d.get('seconds')} s per phase; max {_get(d, 'attacked', 'latency_ms', 'max'):.0f} ms"),
+        Figure("dos.leases_lost", "denial of service", "components losing their lease during the attack",
+               d.get("components_losing_lease"), "components",
+               note="; ".join(f"{n}: {', '.join(r)}" for n, r in lost.items()) or
+                    "controller-manager and scheduler kept holder, transitions and renewals"),
+        Figure("dos.rss_growth", "denial of service", "apiserver peak RSS growth during the attack",
+               rss.get("growth"), "MB", note=f"{rss.get('before_attack')} MB before, peak {rss.get('peak')} MB"),
+    ]
+
+
+def etcd_failover_figures(d: JSONDict) -> list[Figure]:
+    on, off = _get(d, "summary", "retry") or {}, _get(d, "summary", "no_retry") or {}
+    rounds = len(_get(d, "rounds", "retry") or [])
+    return [Figure("etcd_failover.stall", "etcd failover",
+                   "write stall, the apiserver's etcd member (the leader) killed -9, 3 members",
+                   on.get("stall_s"), "s", "retries off: --disable-etcd-retry (same run)", off.get("stall_s"),
+                   _ratio(on.get("stall_s"), off.get("stall_s")),
+                   f"median of {rounds}; new leader after {on.get('election_s')} s (etcd --election-timeout "
+                   f"{_get(d, 'setup', 'election_timeout_ms')} ms), "
+                   f"stall beyond it {on.get('after_election_s')} s; failed writes {on.get('failed')} "
+                   f"(off: {off.get('failed')})")]
+
+
 def compose_figures() -> list[Figure]:
     return [Figure("compose.bring_up", "compose", "compose bring-up, images cached → Ready nodes", None, "s",
                    note="not run by bench.report: hack/compose-up.sh prints it ('nodes Ready Ns after "
@@ -299,8 +355,10 @@ def compose_figures() -> list[Figure]:
 
 
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
-    "apiserver": apiserver_figures, "auth": auth_figures, "control_plane": control_plane_figures,
+    "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
+    "control_plane": control_plane_figures,
     "scheduler": scheduler_figures, "pod_startup": pod_startup_figures, "watch_memory": watch_memory_figures,
+    "dos": dos_figures, "etcd_failover": etcd_failover_figures,
 }
 
 

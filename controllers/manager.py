@@ -4,6 +4,9 @@ All controllers share one SharedInformerFactory, so a Pod is listed and watched 
 controllers look at Pods. Each controller writes through its own ApiClient whose User-Agent names
 its service account, as upstream's --use-service-account-credentials does:
 `kube-controller-manager/v1.30.0 (linux/amd64) minik8s/system:serviceaccount:kube-system:deployment-controller`.
+Over HTTPS that client also authenticates as the account: the manager (system:kube-controller-manager,
+its kubeconfig) ensures kube-system/<account> exists and gets tokens for it through TokenRequest,
+refreshed before they expire (controllers/clientbuilder.py).
 
 Adding a controller is one entry in CONTROLLERS: its `--controllers` name, the service account it
 writes as, and a factory that builds it from the ControllerContext (shared informers, a client
@@ -22,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import platform
 import signal
@@ -30,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from controllers.clientbuilder import DynamicClientBuilder
 from machinery import leaderelection
 from machinery.client import KUBE_VERSION, ApiClient
 from machinery.informer import SharedInformerFactory
@@ -67,19 +70,19 @@ class ControllerContext:
     informers: SharedInformerFactory
     options: argparse.Namespace
     clients: dict[str, ApiClient] = field(default_factory=dict)
-    # signs a token per controller service account (--service-account-private-key-file); None: the
-    # controllers use the kubeconfig's credentials, only their User-Agents differ
-    sign_token: Callable[[str], str] | None = None
+    # tokens per controller service account through TokenRequest; None: the controllers use the
+    # kubeconfig's credentials, only their User-Agents differ
+    credentials: DynamicClientBuilder | None = None
 
     def client_for(self, service_account: str) -> ApiClient:
         """An ApiClient writing as system:serviceaccount:kube-system:<service_account> (one per account)."""
         client = self.clients.get(service_account)
         if client is None:
-            config = self.config
-            if self.sign_token is not None:
-                config = dataclasses.replace(config, cert_file=None, key_file=None,
-                                             token=self.sign_token(service_account))
-            client = ApiClient(config, user_agent=user_agent(SERVICE_ACCOUNT_PREFIX + service_account))
+            agent = user_agent(SERVICE_ACCOUNT_PREFIX + service_account)
+            if self.credentials is not None:
+                client = self.credentials.client(service_account, agent)
+            else:
+                client = ApiClient(self.config, user_agent=agent)
             self.clients[service_account] = client
         return client
 
@@ -146,6 +149,13 @@ def _nodelifecycle(ctx: ControllerContext, account: str) -> RunnableController:
                                    node_monitor_period=opts.node_monitor_period)
 
 
+def _serviceaccount(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.serviceaccount import ServiceAccountsController
+
+    return ServiceAccountsController(ctx.client_for(account), ctx.informers,
+                                     workers=ctx.options.concurrent_serviceaccount_syncs)
+
+
 # `--controllers` name -> spec. Upstream 1.30 accepts both the short names and the
 # `<name>-controller` forms, so those are aliases here.
 CONTROLLERS: dict[str, ControllerSpec] = {
@@ -156,6 +166,8 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "namespace": ControllerSpec("namespace-controller", _namespace, aliases=("namespace-controller",)),
     "nodeipam": ControllerSpec("node-controller", _nodeipam, aliases=("node-ipam-controller",)),
     "nodelifecycle": ControllerSpec("node-controller", _nodelifecycle, aliases=("node-lifecycle-controller",)),
+    "serviceaccount": ControllerSpec("service-account-controller", _serviceaccount,
+                                     aliases=("serviceaccount-controller",)),
 }
 
 
@@ -203,6 +215,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--concurrent-replicaset-syncs", type=int, default=5)
     p.add_argument("--concurrent-gc-syncs", type=int, default=20)
     p.add_argument("--concurrent-namespace-syncs", type=int, default=10)
+    p.add_argument("--concurrent-serviceaccount-syncs", type=int, default=1)
     p.add_argument("--node-monitor-grace-period", type=parse_duration, default=40.0,
                    help="how long a silent node stays Ready before it is marked Unknown (default 40s)")
     p.add_argument("--node-startup-grace-period", type=parse_duration, default=60.0)
@@ -214,10 +227,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--allocate-node-cidrs", type=_bool, nargs="?", const=True, default=True)
     leaderelection.add_flags(p, "kube-controller-manager")
     p.add_argument("--service-account-private-key-file", default=None,
-                   help="key that signs a token per controller service account (the apiserver's "
-                        "--service-account-key-file holds its public half)")
+                   help="upstream signs legacy token Secrets with it; minik8s serves no Secrets, so it is "
+                        "accepted and unused (controllers get their tokens through TokenRequest)")
     p.add_argument("--use-service-account-credentials", type=_bool, nargs="?", const=True, default=True,
-                   help="each controller authenticates as its own service account (needs the key above)")
+                   help="each controller authenticates as its own service account, with tokens from "
+                        "TokenRequest (over HTTPS; the kubeconfig's identity must be allowed to ask for them)")
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
     args = p.parse_args(argv)
     try:
@@ -249,15 +263,13 @@ def client_config(args: argparse.Namespace) -> ClientConfig:
 # -- running --------------------------------------------------------------------------------------
 
 
-def token_signer(args: argparse.Namespace) -> Callable[[str], str] | None:
-    """Signs kube-system service-account tokens with --service-account-private-key-file, if given."""
-    key_file = getattr(args, "service_account_private_key_file", None)
-    if not key_file or not getattr(args, "use_service_account_credentials", True):
+def service_account_credentials(args: argparse.Namespace, config: ClientConfig) -> DynamicClientBuilder | None:
+    """Token sources for the controllers' own service accounts, with --use-service-account-credentials
+    and a secure connection (a plain-HTTP apiserver port authenticates no one)."""
+    if not getattr(args, "use_service_account_credentials", True) or not config.server.startswith("https://"):
         return None
-    from apiserver.auth.serviceaccount import load_signing_key, sign_token
-
-    key = load_signing_key(key_file)
-    return lambda account: sign_token(key, "kube-system", account)
+    root = ApiClient(config, user_agent=user_agent("service-account-credentials"))
+    return DynamicClientBuilder(root, config)
 
 
 async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
@@ -287,12 +299,15 @@ async def run_controllers(args: argparse.Namespace, config: ClientConfig, stop: 
     """Build the enabled controllers, start the informers, run until `stop`; 1 if a controller died."""
     informer_client = ApiClient(config, user_agent=user_agent("shared-informers"))
     factory = SharedInformerFactory(informer_client)
-    ctx = ControllerContext(config, factory, args, sign_token=token_signer(args))
+    credentials = service_account_credentials(args, config)
+    ctx = ControllerContext(config, factory, args, credentials=credentials)
     controllers: list[tuple[str, RunnableController]] = []
     for name in args.enabled:
         spec = CONTROLLERS[name]
         controllers.append((name, spec.factory(ctx, spec.service_account)))
         log.info("started %s as %s%s", name, SERVICE_ACCOUNT_PREFIX, spec.service_account)
+    if credentials is not None:
+        await credentials.prefetch()
     factory.start()
     tasks = {asyncio.create_task(c.run(), name=f"controller:{name}"): name for name, c in controllers}
     stopper = asyncio.create_task(stop.wait())
@@ -318,6 +333,8 @@ async def run_controllers(args: argparse.Namespace, config: ClientConfig, stop: 
         await factory.shutdown()
         await ctx.close()
         await informer_client.close()
+        if credentials is not None:
+            await credentials.root.close()
     return code
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stops what hack/local-up-cluster.sh started, newest first (kubelets,
-# scheduler, controllers, apiserver, etcd): SIGTERM, then SIGKILL after a
-# deadline. Then removes what the kubelets made (pod containers, CNI attachments,
+# scheduler, controllers, apiserver, etcd), each with its supervisor:
+# SIGTERM, then SIGKILL after a deadline. Then removes what the kubelets made (pod containers, CNI attachments,
 # bridges, host rules). Keeps etcd's data dir and the logs unless --purge is given.
 #   hack/down.sh [--purge]
 set -euo pipefail
@@ -39,7 +39,13 @@ if [[ -d "${OUT}" ]]; then
     "${OUT}/apiserver.pid" "${OUT}/etcd.pid"; do
     [[ -f "${pidfile}" ]] || continue
     name="$(basename "${pidfile}" .pid)"
+    # NAME.pid is hack/supervise.sh's, the leader of NAME's process group: the one signal stops the
+    # supervisor and the component together, so nothing is restarted behind our back
     stop_pidfile "${pidfile}" "${name}" "${STOP_TIMEOUT}"
+    # a component whose supervisor was killed on its own is still running: stop it by its own pid file
+    if [[ -f "${OUT}/${name}.child" ]]; then
+      stop_pidfile "${OUT}/${name}.child" "${name}" "${STOP_TIMEOUT}"
+    fi
     stopped=$((stopped + 1))
   done
   if [[ ${stopped} -eq 0 ]]; then

@@ -2,7 +2,9 @@
 # Brings a local minik8s cluster up on this machine (after upstream's
 # hack/local-up-cluster.sh): setup, then etcd, the apiserver, and — when their
 # modules exist — the controller-manager, the scheduler and a kubelet, each a
-# background process with its log and pid file under _output/local-up/.
+# background process with its log and pid file under _output/local-up/, kept
+# running by hack/supervise.sh (restarted with back-off when it exits; the
+# restarts are in its log).
 # Idempotent: what already runs (live pid file + health check) is left alone.
 # Stop it all with hack/down.sh (add --purge to also drop etcd's data).
 #
@@ -11,12 +13,17 @@
 # certificate, and one kubeconfig per identity — admin.conf (kubernetes-admin,
 # system:masters), controller-manager.conf, scheduler.conf, kubelet-NODE.conf.
 # The controllers each authenticate as their service account with tokens the
-# controller-manager signs with pki/sa.key. Every request is in audit.log.
+# controller-manager asks the apiserver for (TokenRequest; only the apiserver
+# holds pki/sa.key). Every request is in audit.log.
 # The kubelets serve HTTPS with their own serving certificates from the cluster
 # CA (pki/kubelets/NODE/kubelet.crt) and take only the apiserver's client
 # certificate (pki/apiserver-kubelet-client.crt, kube-apiserver-kubelet-client in
 # system:masters), which the apiserver presents for logs and exec, verifying the
 # kubelet against the CA.
+# etcd serves client and peer TLS and takes only client certificates of its own CA
+# (pki/etcd/ca.crt, apart from the cluster CA); the apiserver's
+# (pki/apiserver-etcd-client.crt) is the only one. Its /health is on the plain
+# metrics address 127.0.0.1:2381, as kubeadm's probes have it.
 # API_INSECURE_PORT=8080 also opens the plain development port (no auth).
 set -euo pipefail
 
@@ -27,8 +34,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 OUT="${MINIK8S_ROOT}/_output/local-up"
 ETCD_DATA="${OUT}/etcd-data"
 KUBECONFIG_FILE="${OUT}/kubeconfig"
-ETCD_CLIENT_URL="http://127.0.0.1:2379"
-ETCD_PEER_URL="http://127.0.0.1:2380"
+ETCD_NAME="minik8s-local"
+ETCD_CLIENT_URL="https://127.0.0.1:2379"
+ETCD_PEER_URL="https://127.0.0.1:2380"
+ETCD_METRICS_URL="http://127.0.0.1:2381"  # /health and /metrics only, no keys
+ETCD_PKI="${OUT}/pki/etcd/members/${ETCD_NAME}"
 API_HOST="127.0.0.1"
 API_PORT="6443"
 API_INSECURE_PORT="${API_INSECURE_PORT:-0}"
@@ -39,18 +49,21 @@ NODES="${NODES:-node-1 node-2}"  # one kubelet per name, all on this host
 START_TIMEOUT="${START_TIMEOUT:-60}"
 PY="${MINIK8S_VENV}/bin/python"
 
-etcd_healthy() { curl -fsS --max-time 2 "${ETCD_CLIENT_URL}/health" >/dev/null 2>&1; }
+etcd_healthy() { curl -fsS --max-time 2 "${ETCD_METRICS_URL}/health" >/dev/null 2>&1; }
 apiserver_ready() { curl -fsS --max-time 2 --cacert "${PKI_CA}" "${API_URL}/readyz" >/dev/null 2>&1; }
 
 # start_component NAME HEALTH_FN CMD [ARG...]
 # Skips NAME when its pid file names a live process that passes HEALTH_FN
 # (or, with HEALTH_FN "-", is merely alive). Otherwise starts CMD in the
-# background and waits for HEALTH_FN; on failure shows the log's tail and
-# exits non-zero.
+# background under hack/supervise.sh, which restarts it with back-off whenever
+# it exits (NAME.pid is the supervisor's, NAME.child the running CMD's), and
+# waits for HEALTH_FN; when the first run fails, shows the log's tail and exits
+# non-zero.
 start_component() {
   local name="$1" health="$2"
   shift 2
-  local pidfile="${OUT}/${name}.pid" logfile="${OUT}/${name}.log" pid log_from=0
+  local pidfile="${OUT}/${name}.pid" logfile="${OUT}/${name}.log" childfile="${OUT}/${name}.child"
+  local pid child="" log_from=0
   if pid="$(pidfile_pid "${pidfile}")"; then
     if [[ "${health}" == "-" ]] || "${health}"; then
       log "${name}: skip, already running (pid ${pid})"
@@ -58,32 +71,36 @@ start_component() {
     fi
     log "${name}: pid ${pid} is running but not healthy yet; waiting"
   else
-    rm -f "${pidfile}"
+    rm -f "${pidfile}" "${childfile}"
     if [[ "${health}" != "-" ]] && "${health}"; then
       die "${name}: something not started by this script already answers on its port; stop it first"
     fi
-    log "${name}: starting (log ${logfile#"${MINIK8S_ROOT}"/})"
+    log "${name}: starting under hack/supervise.sh (log ${logfile#"${MINIK8S_ROOT}"/})"
     log_from="$(stat -c %s "${logfile}" 2>/dev/null || echo 0)"
     printf '=== %s: %s\n' "$(date '+%F %T')" "$*" >>"${logfile}"
-    pid="$(start_background "${logfile}" "$@")"
+    pid="$(start_background "${logfile}" "${MINIK8S_ROOT}/hack/supervise.sh" "${name}" "${childfile}" "$@")"
     write_pidfile "${pidfile}" "${pid}"
+    # the first run of CMD: when it exits before it is up, starting failed (rather than crash-looping)
+    wait_for --quiet --pid "${pid}" "${name}" 10 pidfile_pid "${childfile}" || true
+    child="$(pidfile_pid "${childfile}")" || child="${pid}"
   fi
 
   local ok=0
   if [[ "${health}" == "-" ]]; then
     # No health endpoint: alive after a short grace period counts as up.
     sleep 2
-    _pid_gone "${pid}" || ok=1
-  elif wait_for --pid "${pid}" "${name}" "${START_TIMEOUT}" "${health}"; then
+    _pid_gone "${child:-${pid}}" || ok=1
+  elif wait_for --pid "${child:-${pid}}" "${name}" "${START_TIMEOUT}" "${health}"; then
     ok=1
   fi
   if [[ ${ok} -ne 1 ]]; then
     log "${name}: failed to start; last lines of ${logfile}:"
     tail -c "+$((log_from + 1))" "${logfile}" | tail -n 40 >&2 || true
     stop_pidfile "${pidfile}" "${name}" 5 >/dev/null 2>&1 || true
+    rm -f "${childfile}"
     die "${name} did not become ready (command: $*)"
   fi
-  log "${name}: running (pid ${pid})"
+  log "${name}: running (supervisor pid ${pid}${child:+, ${name} pid ${child}})"
 }
 
 write_kubeconfig() {
@@ -110,28 +127,38 @@ main() {
   chmod 700 "${ETCD_DATA}"
   cd "${MINIK8S_ROOT}"
 
-  log "step 2/4: etcd (${ETCD_CLIENT_URL}, data ${ETCD_DATA#"${MINIK8S_ROOT}"/})"
+  # generated once, reused after: CA, certificates, service-account key, one kubeconfig per identity,
+  # and etcd's own CA with its member's and the apiserver's etcd client certificates
+  local node_flags=()
+  for node in ${NODES}; do node_flags+=(--node "${node}"); done
+  "${PY}" -m apiserver.auth.pki --dir "${OUT}" --server "${API_URL}" "${node_flags[@]}" --etcd-member "${ETCD_NAME}"
+
+  log "step 2/4: etcd (${ETCD_CLIENT_URL}, client and peer TLS; data ${ETCD_DATA#"${MINIK8S_ROOT}"/})"
   start_component etcd etcd_healthy \
-    etcd --name minik8s-local \
+    etcd --name "${ETCD_NAME}" \
     --data-dir "${ETCD_DATA}" \
     --listen-client-urls "${ETCD_CLIENT_URL}" \
     --advertise-client-urls "${ETCD_CLIENT_URL}" \
     --listen-peer-urls "${ETCD_PEER_URL}" \
     --initial-advertise-peer-urls "${ETCD_PEER_URL}" \
-    --initial-cluster "minik8s-local=${ETCD_PEER_URL}"
+    --initial-cluster "${ETCD_NAME}=${ETCD_PEER_URL}" \
+    --listen-metrics-urls "${ETCD_METRICS_URL}" \
+    --client-cert-auth --trusted-ca-file "${ETCD_PKI}/ca.crt" \
+    --cert-file "${ETCD_PKI}/server.crt" --key-file "${ETCD_PKI}/server.key" \
+    --peer-client-cert-auth --peer-trusted-ca-file "${ETCD_PKI}/ca.crt" \
+    --peer-cert-file "${ETCD_PKI}/peer.crt" --peer-key-file "${ETCD_PKI}/peer.key"
 
-  log "step 3/4: PKI and apiserver (${API_URL})"
+  log "step 3/4: apiserver (${API_URL})"
   if [[ ! -f apiserver/__main__.py ]]; then
     warn "apiserver/__main__.py does not exist yet; 'python -m apiserver' will fail"
   fi
-  # generated once, reused after: CA, certificates, service-account key, one kubeconfig per identity
-  local node_flags=()
-  for node in ${NODES}; do node_flags+=(--node "${node}"); done
-  "${PY}" -m apiserver.auth.pki --dir "${OUT}" --server "${API_URL}" "${node_flags[@]}"
   start_component apiserver apiserver_ready \
     "${PY}" -m apiserver --etcd-servers "${ETCD_CLIENT_URL}" \
+    --etcd-cafile "${OUT}/pki/etcd/ca.crt" \
+    --etcd-certfile "${OUT}/pki/apiserver-etcd-client.crt" --etcd-keyfile "${OUT}/pki/apiserver-etcd-client.key" \
     --bind-address "${API_HOST}" --secure-port "${API_PORT}" --port "${API_INSECURE_PORT}" \
     --pki-dir "${OUT}" --audit-log-path "${AUDIT_LOG}" \
+    --admission-control-config-file "${MINIK8S_ROOT}/hack/admission-config.yaml" \
     --kubelet-client-certificate "${OUT}/pki/apiserver-kubelet-client.crt" \
     --kubelet-client-key "${OUT}/pki/apiserver-kubelet-client.key" \
     --kubelet-certificate-authority "${PKI_CA}"
@@ -141,8 +168,7 @@ main() {
   log "step 4/4: controllers, scheduler, kubelet (those whose modules exist)"
   local started_any=0
   if [[ -f controllers/__main__.py ]]; then
-    start_component controllers - "${PY}" -m controllers --kubeconfig "${OUT}/controller-manager.conf" \
-      --service-account-private-key-file "${OUT}/pki/sa.key"
+    start_component controllers - "${PY}" -m controllers --kubeconfig "${OUT}/controller-manager.conf"
     started_any=1
   else
     log "controllers: skip, controllers/__main__.py does not exist yet"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from cni.config import DEFAULT_CLUSTER_CIDR, DEFAULT_CNI_BIN_DIRS
 from kubelet.kubelet import DEFAULT_PAUSE_IMAGE, Kubelet, KubeletConfig, run_kubelet
+from machinery.nodelabels import KUBELET_LABEL_NAMESPACES, KUBELET_LABELS, unknown_kubernetes_labels
 
 
 def _labels(text: str) -> dict[str, str]:
@@ -64,6 +65,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "kubelet-client identity) is authorized")
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
     args = p.parse_args(argv)
+    unknown = unknown_kubernetes_labels(args.node_labels)
+    if unknown:  # NodeRestriction would refuse the registration: say so now, as upstream's kubelet does
+        p.error(f"unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: [{' '.join(unknown)}]\n"
+                f"--node-labels in the 'kubernetes.io' namespace must begin with an allowed prefix "
+                f"({', '.join(KUBELET_LABEL_NAMESPACES)}) or be in the specifically allowed set "
+                f"({', '.join(sorted(KUBELET_LABELS))})")
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         p.error("--tls-cert-file and --tls-private-key-file go together")
     if args.client_ca_file and not args.tls_cert_file:

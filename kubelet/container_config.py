@@ -241,12 +241,15 @@ def build_create_config(pod: Pod, container: Container, *, image: str, sandbox_i
     spec = pod.spec
     host_config: dict[str, Any] = {
         "NetworkMode": f"container:{sandbox_id}",
-        "IpcMode": f"container:{sandbox_id}",
+        "IpcMode": "host" if spec is not None and spec.host_ipc else f"container:{sandbox_id}",
         "Binds": binds,
         "RestartPolicy": {"Name": "no"},
         "LogConfig": {"Type": "json-file", "Config": {"max-size": "10m", "max-file": "2"}},
     }
-    if spec is not None and spec.share_process_namespace:
+    # hostPID: the node's process namespace, as dockershim gave it (PodSecurity baseline forbids it)
+    if spec is not None and spec.host_pid:
+        host_config["PidMode"] = "host"
+    elif spec is not None and spec.share_process_namespace:
         host_config["PidMode"] = f"container:{sandbox_id}"
     host_config.update(resources_host_config(container))
     csc = container.security_context

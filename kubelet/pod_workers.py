@@ -13,7 +13,8 @@ carries on with the containers it finds):
    imagePullPolicy (ErrImagePull / ImagePullBackOff / ErrImageNeverPull); create and start it;
 4. the status, written through pods/{name}/status when it changed.
 
-A pod with a deletionTimestamp (or gone from the API) is killed instead: preStop hooks, SIGTERM,
+A pod with a deletionTimestamp (or gone from the API) is killed instead (an image pull under way is
+abandoned first, as upstream cancels the sync in progress): preStop hooks, SIGTERM,
 SIGKILL after the grace period, CNI DEL, containers and sandbox removed, then the kubelet
 confirms the deletion (DELETE with gracePeriodSeconds=0 and the pod's uid as precondition).
 """
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from cni.invoke import CniError
+from kubelet.backoff import Backoff
 from kubelet.container_config import ConfigError, PodContext, build_create_config, container_env, spec_hash
 from kubelet.docker_client import DockerError
 from kubelet.probes import ProbeTarget
@@ -81,6 +83,24 @@ def now_rfc3339() -> str:
     return rfc3339(time.time()) or ""
 
 
+def image_pull_waiting(backoff: Backoff, key: str, showing: str) -> tuple[str, float] | None:
+    """What a container whose image pull `key` failed waits with while its back-off window is open,
+    and in how many seconds that changes; None once the pull may be tried again.
+
+    ErrImagePull stays for the first half of the window and ImagePullBackOff shows for the rest, by
+    the clock, not by how many syncs run in between: a sync woken early (the new sandbox's Docker
+    events during the first pull, another writer's status) would otherwise replace ErrImagePull within
+    milliseconds, before anyone reading the pod could see it. A container not showing ErrImagePull
+    (another one sharing the image, a restarted worker) goes straight to ImagePullBackOff."""
+    if not backoff.in_backoff(key):
+        return None
+    remaining = backoff.remaining_since_update(key)
+    half = backoff.get(key) / 2
+    if showing == "ErrImagePull" and remaining > half:
+        return "ErrImagePull", remaining - half
+    return "ImagePullBackOff", remaining
+
+
 @dataclass
 class KillRequest:
     container_id: str
@@ -102,9 +122,12 @@ class PodWorker:
         self.sandbox_ready = False
         self.last_status: dict[str, Any] | None = None
         self.last_status_rv = 0  # the pod's resourceVersion our last status write produced
+        self.writing_status = False  # a status write is on its way (its response not yet in)
+        self.unsettled_status_rv = 0  # the newest status-only copy seen meanwhile: ours, or another writer's
         self.failures = 0
         self.syncs = 0  # completed syncs (the kubelet's /debug/pods shows them)
         self._wake = asyncio.Event()
+        self.stop_requested = asyncio.Event()  # the pod is being deleted: an image pull under way is abandoned
         self._timer: asyncio.TimerHandle | None = None
         self._next_at = 0.0
         self._hold_until = 0.0  # after a failed sync, only a deletion is worth an earlier retry
@@ -123,6 +146,16 @@ class PodWorker:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def status_write_done(self, rv: int) -> None:
+        """Our status write came back with resourceVersion `rv` (0: it failed). A status-only copy that
+        arrived while it was on its way was our own write, its watch event faster than the response,
+        unless it is newer than the write: then another writer changed the status after us, and a sync
+        writes ours over it."""
+        self.writing_status = False
+        if self.unsettled_status_rv > rv:
+            self.wake()
+        self.unsettled_status_rv = 0
 
     def wake_after(self, delay: float) -> None:
         """Wake in `delay` seconds (an earlier pending wake-up wins)."""
@@ -302,7 +335,8 @@ class PodWorker:
             sandbox = await self.k.runtime.create_sandbox(
                 pod_uid=self.uid, pod_name=pod.metadata.name or "", namespace=pod.metadata.namespace or "",
                 attempt=attempt, hostname=hostname, dns=self.k.config.cluster_dns or None,
-                host_network=self.host_network)
+                host_network=self.host_network, host_pid=bool(spec and spec.host_pid),
+                host_ipc=bool(spec and spec.host_ipc))
         except DockerError as e:
             self.event("Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {e.message}")
             raise
@@ -423,16 +457,21 @@ class PodWorker:
             return True
         key = f"{self.uid}/{image}"
         backoff = self.k.image_backoff
-        if backoff.in_backoff(key):
-            message = f'Back-off pulling image "{image}"'
-            self.waiting[c.name] = ("ImagePullBackOff", message)
-            self.event_once(f"pullbackoff/{c.name}", backoff.last_update(key), "Normal", "BackOff", message)
-            self.wake_after(backoff.remaining_since_update(key) + 0.05)
+        shown = image_pull_waiting(backoff, key, self.waiting.get(c.name, ("", ""))[0])
+        if shown is not None:
+            reason, changes_in = shown
+            if reason == "ImagePullBackOff":
+                message = f'Back-off pulling image "{image}"'
+                self.waiting[c.name] = ("ImagePullBackOff", message)
+                self.event_once(f"pullbackoff/{c.name}", backoff.last_update(key), "Normal", "BackOff", message)
+            # else the failed pull's ErrImagePull and its message stay
+            self.wake_after(changes_in + 0.05)
             return False
         self.event("Normal", "Pulling", f'Pulling image "{image}"')
         started = time.monotonic()
         try:
-            await self.k.docker.pull_image(image)
+            if not await self._pull_unless_stopped(image):
+                return False  # the pod is being deleted: its termination comes next
         except DockerError as e:
             backoff.next(key)
             message = f'Failed to pull image "{image}": {e.message}'
@@ -443,6 +482,24 @@ class PodWorker:
             return False
         backoff.reset(key)
         self.event("Normal", "Pulled", f'Successfully pulled image "{image}" in {time.monotonic() - started:.3f}s')
+        return True
+
+    async def _pull_unless_stopped(self, image: str) -> bool:
+        """Pull `image`; False if the pod's deletion came first. A pull can hang for as long as the
+        registry lets it (Docker gives up after tens of seconds), and a deleted pod must not wait for it:
+        upstream's pod worker cancels the sync under way when the pod becomes terminating."""
+        pull = asyncio.ensure_future(self.k.docker.pull_image(image))
+        stop = asyncio.ensure_future(self.stop_requested.wait())
+        try:
+            await asyncio.wait({pull, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not pull.done():
+                pull.add_done_callback(lambda t: t.cancelled() or t.exception())  # nobody waits for it now
+                pull.cancel()
+        if not pull.done():
+            return False
+        pull.result()  # DockerError from a failed pull
         return True
 
     async def start_container(self, c: Container, sandbox: ContainerInfo, volumes: dict[str, HostVolume],
@@ -691,10 +748,18 @@ class PodWorkers:
                 self.on_new_worker(worker)
             return
         old = worker.pod
+        if pod.metadata.deletion_timestamp is not None:
+            worker.stop_requested.set()
         if _rv(pod) >= _rv(old):
             worker.pod = pod
-            if _only_status_changed(old, pod) and _rv(pod) <= worker.last_status_rv:
-                return  # as upstream's pod config: our own status write coming back is no reason to sync
+            if _only_status_changed(old, pod):
+                if _rv(pod) <= worker.last_status_rv:
+                    return  # as upstream's pod config: our own status write coming back is no reason to sync
+                if worker.writing_status:
+                    # the watch may deliver our write before its response is in: which one it is, is known
+                    # only then (PodWorker.status_write_done)
+                    worker.unsettled_status_rv = max(worker.unsettled_status_rv, _rv(pod))
+                    return
             # a status another writer changed (the node lifecycle controller's Ready=False) is synced, so the
             # status manager writes what the kubelet sees over it, as upstream's reconciles with the apiserver
         worker.wake()
@@ -706,6 +771,7 @@ class PodWorkers:
             return
         worker.removed = True
         worker.pod = pod
+        worker.stop_requested.set()
         worker.wake()
         if worker.task is not None:
             worker.task.add_done_callback(lambda _t, uid=uid: self._forget(uid))

@@ -322,14 +322,18 @@ class DockerRuntime:
 
     async def create_sandbox(self, *, pod_uid: str, pod_name: str, namespace: str, attempt: int,
                              hostname: str, extra_hosts: list[str] | None = None,
-                             dns: list[str] | None = None, host_network: bool = False) -> ContainerInfo:
+                             dns: list[str] | None = None, host_network: bool = False, host_pid: bool = False,
+                             host_ipc: bool = False) -> ContainerInfo:
         """Create and start the pause container, with no network (CNI gives it one) or the host's."""
         labels = {**pod_labels(self.node_name, pod_uid, pod_name, namespace), LABEL_CONTAINER_NAME: SANDBOX_NAME,
                   LABEL_CONTAINER_TYPE: "podsandbox", LABEL_RESTART_COUNT: str(attempt)}
         if host_network:
             labels[LABEL_HOST_NETWORK] = "true"
-        host_config: dict[str, Any] = {"NetworkMode": "host" if host_network else "none", "IpcMode": "shareable",
+        host_config: dict[str, Any] = {"NetworkMode": "host" if host_network else "none",
+                                       "IpcMode": "host" if host_ipc else "shareable",
                                        "RestartPolicy": {"Name": "no"}, "CpuShares": 2}
+        if host_pid:
+            host_config["PidMode"] = "host"
         if extra_hosts:
             host_config["ExtraHosts"] = extra_hosts
         if dns:

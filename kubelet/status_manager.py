@@ -54,20 +54,26 @@ class StatusManager:
             worker.last_status = status
             return False
         meta = pod.metadata
+        worker.writing_status = True
+        written_rv = 0
         try:
             updated = await self.client.patch(Pod, meta.name or "", {"metadata": {"uid": meta.uid},
                                                                      "status": patch},
                                               "merge", meta.namespace, subresource="status")
+            written_rv = _rv(updated)
         except ApiError as e:
             if e.is_not_found:
                 log.debug("pod %s/%s is gone; status not written", meta.namespace, meta.name)
                 return False
             raise
+        finally:
+            if written_rv:
+                worker.last_status_rv = written_rv
+            worker.status_write_done(written_rv)
         self.writes += 1
         if updated.metadata.uid != meta.uid:
             log.warning("status of %s/%s landed on a pod with another uid", meta.namespace, meta.name)
         worker.last_status = status
-        worker.last_status_rv = _rv(updated)
         if updated.status is not None and (worker.pod.metadata.resource_version or "0").isdigit() \
                 and int(updated.metadata.resource_version or "0") > int(worker.pod.metadata.resource_version or "0"):
             worker.pod = updated

@@ -10,6 +10,12 @@ for callers that handle arbitrary kinds (mkubectl). Both go through one URL buil
   is_conflict, is_already_exists, is_gone/is_expired ...);
 - no answer at all (refused, reset, timed out) raises `ApiUnavailable`, which callers treat as
   "retry later" rather than as a verdict on their request.
+
+Credentials: the config's client certificate or bearer token, or a `token_source` (client-go's
+oauth2.TokenSource behind a transport): an async callable asked for the bearer token before every
+request, so a token it refreshes (service-account tokens from TokenRequest) is used from the next
+request on. `CachingTokenSource` is the usual one: it fetches a token and refreshes it once 80% of
+its lifetime has passed.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import builtins
 import contextlib
 import random
 import ssl
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
@@ -35,6 +42,9 @@ from machinery.kubeconfig import ClientConfig, load_kubeconfig
 from machinery.selectors import escape_field_value
 
 KUBE_VERSION = "v1.30.0"
+# 429 TooManyRequests with Retry-After is retried (client-go's request.go: maxRetries 10)
+MAX_RETRIES = 10
+MAX_RETRY_AFTER = 10
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -72,6 +82,50 @@ _REASON_FOR_CODE: dict[int, str] = {
 def default_user_agent(component: str) -> str:
     """The User-Agent of a minik8s component, e.g. `kube-scheduler/v1.30.0 (minik8s)`."""
     return f"{component}/{KUBE_VERSION} (minik8s)"
+
+
+# -- token sources ----------------------------------------------------------------------------
+
+TokenSource = Callable[[], Awaitable[str]]
+# A fetch answers (token, expires at, as a Unix time).
+TokenFetch = Callable[[], Awaitable[tuple[str, float]]]
+
+
+class CachingTokenSource:
+    """A token fetched once and refreshed after 80% of its lifetime (client-go's cachingTokenSource
+    with the 20% leeway its service-account token sources use). One fetch at a time; if a refresh
+    fails while the cached token is still valid, that token is kept and the refresh retried after
+    `retry` seconds, so an apiserver restart does not break a component that still holds a token."""
+
+    def __init__(self, fetch: TokenFetch, *, retry: float = 1.0) -> None:
+        self._fetch = fetch
+        self._retry = retry
+        self._token = ""
+        self._expires = 0.0
+        self._refresh_at = 0.0
+        self._lock = asyncio.Lock()
+
+    @property
+    def expires(self) -> float:
+        return self._expires
+
+    async def __call__(self) -> str:
+        if time.time() < self._refresh_at:
+            return self._token
+        async with self._lock:
+            now = time.time()
+            if now < self._refresh_at:
+                return self._token
+            try:
+                token, expires = await self._fetch()
+            except Exception:
+                if self._token and now < self._expires:
+                    self._refresh_at = now + self._retry
+                    return self._token
+                raise
+            self._token, self._expires = token, expires
+            self._refresh_at = now + 0.8 * max(0.0, expires - now)
+            return token
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -330,8 +384,10 @@ class ApiClient:
         timeout: float = 30.0,
         connect_timeout: float = 5.0,
         max_connections: int = 256,
+        token_source: TokenSource | None = None,
     ) -> None:
         self.config = config
+        self.token_source = token_source
         self.user_agent = user_agent or config.user_agent or default_user_agent("minik8s-client")
         self._base = config.server.rstrip("/")
         self._timeout = timeout
@@ -388,16 +444,24 @@ class ApiClient:
         """Send one request; the decoded JSON answer, or ApiError/ApiUnavailable."""
         query = _query(params)
         headers = {"Content-Type": content_type} if body is not None else None
+        if self.token_source is not None:
+            headers = {**(headers or {}), "Authorization": f"Bearer {await self.token_source()}"}
         content = _dump(body) if body is not None else None
         extra: dict[str, Any] = {} if timeout is None else {"timeout": aiohttp.ClientTimeout(total=timeout)}
         url = self._base + path
-        try:
-            async with self._http().request(method, url, params=query, data=content, headers=headers,
-                                            **extra) as response:
-                payload = await response.read()
-                code = response.status
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise ApiUnavailable(f"{method} {path}: {type(e).__name__}: {e}") from e
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                async with self._http().request(method, url, params=query, data=content, headers=headers,
+                                                **extra) as response:
+                    payload = await response.read()
+                    code = response.status
+                    retry_after = response.headers.get("Retry-After")
+            except (aiohttp.ClientError, TimeoutError) as e:
+                raise ApiUnavailable(f"{method} {path}: {type(e).__name__}: {e}") from e
+            # the apiserver's max-in-flight limit: come back when it says, as client-go's request retry does
+            if code != 429 or attempt == MAX_RETRIES or retry_after is None or not retry_after.isdigit():
+                break
+            await asyncio.sleep(min(int(retry_after), MAX_RETRY_AFTER))
         if not 200 <= code < 300:
             raise ApiError(status_from_body(code, payload), code, method, url)
         if not payload:
@@ -575,8 +639,9 @@ class ApiClient:
         read_timeout = None if timeout_seconds is None else timeout_seconds + 30.0
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout, sock_read=read_timeout)
         url = self._base + path
+        headers = None if self.token_source is None else {"Authorization": f"Bearer {await self.token_source()}"}
         try:
-            async with self._http().get(url, params=query, timeout=timeout) as response:
+            async with self._http().get(url, params=query, timeout=timeout, headers=headers) as response:
                 if not 200 <= response.status < 300:
                     body = await response.read()
                     raise ApiError(status_from_body(response.status, body), response.status, "GET", url)

@@ -26,7 +26,7 @@ from apiserver.audit import read_events
 from apiserver.auth import pki
 from apiserver.auth.serviceaccount import load_signing_key, sign_token
 from machinery.kubeconfig import write_kubeconfig
-from tests.cluster import Etcd, Process, free_port, wait_for
+from tests.cluster import WITHOUT_SERVICE_ACCOUNT_ADMISSION, Etcd, Process, free_port, wait_for
 from tests.kubectl import Kubectl
 from tests.node_process import KubeletProcess
 
@@ -49,7 +49,7 @@ class SecureApiServer:
                 "--watch-bookmark-interval", "1",
                 "--kubelet-client-certificate", str(self.pki.kubelet_client_cert),
                 "--kubelet-client-key", str(self.pki.kubelet_client_key),
-                "--kubelet-certificate-authority", str(self.pki.ca_cert)]
+                "--kubelet-certificate-authority", str(self.pki.ca_cert), *WITHOUT_SERVICE_ACCOUNT_ADMISSION]
         if audit_policy is not None:
             policy = workdir / f"audit-policy-{self.secure_port}.yaml"
             policy.write_text(audit_policy)
@@ -123,8 +123,33 @@ class SecureApiServer:
         return KubeletProcess(workdir, _SecureUrl(self.secure_url), node, pod_cidr,  # type: ignore[arg-type]
                               extra_args=args, tls=client)
 
-    def service_account_token(self, name: str, namespace: str = "kube-system", **kwargs: Any) -> str:
-        return sign_token(load_signing_key(self.pki.sa_key), namespace, name, **kwargs)
+    def ensure_service_account(self, name: str, namespace: str = "kube-system") -> dict[str, Any]:
+        """The ServiceAccount NAMESPACE/NAME, created (as the admin) when missing."""
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts"
+        with self.client("admin") as admin:
+            r = admin.post(path, json={"metadata": {"name": name}})
+            if r.status_code == 409:
+                r = admin.get(f"{path}/{name}")
+            assert r.status_code in (200, 201), r.text
+            return r.json()  # type: ignore[no-any-return]
+
+    def request_token(self, name: str, namespace: str = "kube-system", **spec: Any) -> str:
+        """A token for the account (created when missing) through TokenRequest, as a client gets one."""
+        self.ensure_service_account(name, namespace)
+        with self.client("admin") as admin:
+            r = admin.post(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+                           json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
+            assert r.status_code == 201, r.text
+            return r.json()["status"]["token"]  # type: ignore[no-any-return]
+
+    def service_account_token(self, name: str, namespace: str = "kube-system", *, uid: str | None = None,
+                              **kwargs: Any) -> str:
+        """A token signed here with the cluster's key, as someone holding the key would: for tokens the API
+        would not issue (expired, foreign issuer, a uid of our choosing). uid None: the live account's
+        (the account is created when missing)."""
+        if uid is None:
+            uid = self.ensure_service_account(name, namespace)["metadata"]["uid"]
+        return sign_token(load_signing_key(self.pki.sa_key), namespace, name, uid=uid, **kwargs)
 
     # -- the audit log ---------------------------------------------------------------------------
 

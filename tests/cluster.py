@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -86,19 +88,111 @@ class Process:
             return ""
 
 
+class EtcdTLSFiles:
+    """etcd's PKI for a test cluster (apiserver.auth.pki.ensure_etcd_pki under workdir): the flags a member
+    serves client and peer TLS with, the apiserver's flags, and clients with or without a certificate."""
+
+    def __init__(self, workdir: Path, members: list[str]) -> None:
+        from apiserver.auth.pki import ensure_etcd_pki
+
+        self.pki = ensure_etcd_pki(workdir / "etcd-pki", {m: [] for m in members})
+        self.ca = self.pki.etcd_ca_cert
+        self.client_cert, self.client_key = self.pki.etcd_client_cert, self.pki.etcd_client_key
+
+    def member_flags(self, member: str) -> list[str]:
+        d = self.pki.etcd_member_dir(member)
+        return ["--client-cert-auth", "--trusted-ca-file", str(d / "ca.crt"),
+                "--cert-file", str(d / "server.crt"), "--key-file", str(d / "server.key"),
+                "--peer-client-cert-auth", "--peer-trusted-ca-file", str(d / "ca.crt"),
+                "--peer-cert-file", str(d / "peer.crt"), "--peer-key-file", str(d / "peer.key")]
+
+    def apiserver_args(self) -> list[str]:
+        return ["--etcd-cafile", str(self.ca), "--etcd-certfile", str(self.client_cert),
+                "--etcd-keyfile", str(self.client_key)]
+
+    def http(self) -> httpx.Client:
+        """A client of etcd's HTTP side (/health, the /v3 gateway) with the apiserver's certificate."""
+        context = ssl.create_default_context(cafile=self.ca)
+        context.load_cert_chain(self.client_cert, self.client_key)
+        return httpx.Client(verify=context, timeout=2, trust_env=False)
+
+    def storage_tls(self) -> Any:
+        from apiserver.storage.etcd import EtcdTLS
+
+        return EtcdTLS(str(self.ca), str(self.client_cert), str(self.client_key))
+
+
+def etcd_read(endpoint: str, *, ca: Path | None = None, cert: Path | None = None, key: Path | None = None,
+              server_name: str | None = None) -> str:
+    """One read of every key under /registry/ over etcd's gRPC API, as etcdctl would make it (TLS when `ca` is
+    given, presenting cert/key if given, checking the server's certificate for `server_name` instead of the
+    endpoint's host): "ok: N keys", or the error the client got."""
+    import asyncio
+
+    import grpc
+    from aetcd import rpc
+
+    from apiserver.storage.etcd import prefix_end
+
+    target = endpoint.split("://", 1)[-1]
+
+    async def read() -> str:
+        if ca is not None:
+            credentials = grpc.ssl_channel_credentials(ca.read_bytes(), key.read_bytes() if key else None,
+                                                       cert.read_bytes() if cert else None)
+            options = [("grpc.ssl_target_name_override", server_name)] if server_name else []
+            channel = grpc.aio.secure_channel(target, credentials, options=options)
+        else:
+            channel = grpc.aio.insecure_channel(target)
+        try:
+            resp = await rpc.KVStub(channel).Range(
+                rpc.RangeRequest(key=b"/registry/", range_end=prefix_end(b"/registry/"), keys_only=True), timeout=5)
+            return f"ok: {len(resp.kvs)} keys"
+        except grpc.aio.AioRpcError as e:
+            return f"{e.code().name}: {e.details()}"
+        finally:
+            await channel.close()
+
+    return asyncio.run(read())
+
+
+def assert_etcd_takes_only_the_apiserver(endpoint: str, pki_dir: Path, server_name: str | None = None) -> None:
+    """etcd at `endpoint` (https://) as local-up and compose run it, with the cluster's PKI in `pki_dir`: plain
+    gRPC, TLS without a client certificate and the cluster CA's kubernetes-admin are refused; the apiserver's
+    etcd client certificate reads."""
+    ca = pki_dir / "etcd" / "ca.crt"
+    plain = endpoint.replace("https://", "http://")
+    for answer in (etcd_read(plain), etcd_read(endpoint, ca=ca, server_name=server_name),
+                   etcd_read(endpoint, ca=ca, cert=pki_dir / "admin.crt", key=pki_dir / "admin.key",
+                             server_name=server_name)):
+        assert answer.startswith("UNAVAILABLE"), (endpoint, answer)
+    answer = etcd_read(endpoint, ca=ca, cert=pki_dir / "apiserver-etcd-client.crt",
+                       key=pki_dir / "apiserver-etcd-client.key", server_name=server_name)
+    assert answer.startswith("ok: ") and answer != "ok: 0 keys", (endpoint, answer)
+
+
 class Etcd:
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, *, tls: bool = False):
+        """One member on free loopback ports; `tls`: client and peer TLS with client certificates required
+        (etcd's own CA under workdir/etcd-pki), as local-up and compose run it."""
         self.workdir = workdir
         self.client_port, self.peer_port = free_port(), free_port()
-        self.endpoint = f"http://127.0.0.1:{self.client_port}"
-        peer = f"http://127.0.0.1:{self.peer_port}"
+        scheme = "https" if tls else "http"
+        self.tls = EtcdTLSFiles(workdir, ["test"]) if tls else None
+        self.endpoint = f"{scheme}://127.0.0.1:{self.client_port}"
+        peer = f"{scheme}://127.0.0.1:{self.peer_port}"
         etcd = shutil.which("etcd") or "/usr/bin/etcd"
         self.process = Process("etcd", [
             etcd, "--name", "test", "--data-dir", str(workdir / "etcd-data"),
             "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
             "--initial-cluster", f"test={peer}", "--log-level", "warn",
+            *(self.tls.member_flags("test") if self.tls else []),
         ], workdir / "etcd.log")
+
+    @property
+    def apiserver_args(self) -> list[str]:
+        return self.tls.apiserver_args() if self.tls else []
 
     def start(self) -> None:
         self.process.start()
@@ -112,6 +206,9 @@ class Etcd:
         if not self.process.alive():
             raise RuntimeError(f"etcd exited:\n{self.process.log_tail()}")
         try:
+            if self.tls:
+                with self.tls.http() as client:
+                    return client.get(f"{self.endpoint}/health").status_code == 200
             return httpx.get(f"{self.endpoint}/health", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
@@ -120,13 +217,21 @@ class Etcd:
         self.process.stop()
 
 
+# Most tests run no service-account controller, so no namespace has its `default` ServiceAccount and
+# the ServiceAccount admission plugin would refuse every pod: as upstream's integration tests do, the
+# test apiservers run without it unless a test turns it on (a later --disable-admission-plugins wins).
+WITHOUT_SERVICE_ACCOUNT_ADMISSION = ("--disable-admission-plugins", "ServiceAccount")
+ALL_ADMISSION = ("--disable-admission-plugins", "")
+
+
 class ApiServer:
     def __init__(self, workdir: Path, etcd: Etcd, *extra_args: str, port: int | None = None):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = Process("apiserver", [
             sys.executable, "-m", "apiserver", "--etcd-servers", etcd.endpoint, "--bind-address", "127.0.0.1",
-            "--port", str(self.port), *extra_args,
+            "--port", str(self.port), *WITHOUT_SERVICE_ACCOUNT_ADMISSION, *getattr(etcd, "apiserver_args", ()),
+            *extra_args,
         ], workdir / f"apiserver-{self.port}.log")
 
     def start(self) -> None:

@@ -10,19 +10,24 @@ from __future__ import annotations
 import asyncio
 import shutil
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from apiserver.storage.etcd import KV, EtcdStorage
-from tests.cluster import Process, free_port, wait_for
+from tests.cluster import EtcdTLSFiles, Process, free_port, wait_for
 
 
 class EtcdMember:
-    def __init__(self, workdir: Path, name: str, token: str) -> None:
+    def __init__(self, workdir: Path, name: str, token: str, tls: EtcdTLSFiles | None = None,
+                 election_timeout_ms: int = 1000) -> None:
         self.name = name
+        self.election_timeout_ms = election_timeout_ms
+        self.tls = tls
+        scheme = "https" if tls else "http"
         self.client_port, self.peer_port = free_port(), free_port()
-        self.endpoint = f"http://127.0.0.1:{self.client_port}"
-        self.peer_url = f"http://127.0.0.1:{self.peer_port}"
+        self.endpoint = f"{scheme}://127.0.0.1:{self.client_port}"
+        self.peer_url = f"{scheme}://127.0.0.1:{self.peer_port}"
         self.data_dir = workdir / f"etcd-{name}"
         self.log_path = workdir / f"etcd-{name}.log"
         self.token = token
@@ -37,7 +42,9 @@ class EtcdMember:
             "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
             "--initial-cluster", self.initial_cluster, "--initial-cluster-token", self.token,
             "--initial-cluster-state", "new",  # ignored once the data dir exists: a restart rejoins
-            "--heartbeat-interval", "100", "--election-timeout", "1000", "--log-level", "warn",
+            "--heartbeat-interval", str(self.election_timeout_ms // 10),
+            "--election-timeout", str(self.election_timeout_ms), "--log-level", "warn",
+            *(self.tls.member_flags(self.name) if self.tls else []),
         ], self.log_path)
         self.process.start()
 
@@ -49,10 +56,24 @@ class EtcdMember:
         if not self.alive():
             raise RuntimeError(f"etcd member {self.name} exited:\n{self.log_tail()}")
         try:
-            r = httpx.get(f"{self.endpoint}/health", timeout=1)
+            with self.http() as client:
+                r = client.get(f"{self.endpoint}/health")
             return r.status_code == 200 and r.json().get("health") == "true"
         except (httpx.HTTPError, ValueError):
             return False
+
+    def http(self) -> httpx.Client:
+        return self.tls.http() if self.tls else httpx.Client(timeout=2, trust_env=False)
+
+    def status(self) -> dict[str, Any]:
+        """The member's own /v3/maintenance/status: its member_id (header) and the leader it follows."""
+        with self.http() as client:
+            r = client.post(f"{self.endpoint}/v3/maintenance/status", json={})
+        r.raise_for_status()
+        return r.json()
+
+    def member_id(self) -> str:
+        return str(self.status()["header"]["member_id"])
 
     def kill(self) -> None:
         if self.process is not None:
@@ -70,7 +91,7 @@ class EtcdMember:
         `revision` (0: the newest it has applied) and the revision it has applied."""
 
         async def read() -> tuple[dict[str, KV], int]:
-            storage = EtcdStorage([self.endpoint])
+            storage = EtcdStorage([self.endpoint], self.tls.storage_tls() if self.tls else None)
             try:
                 kvs, revision_now, _ = await storage.list(prefix, revision=revision, serializable=True)
                 return {kv.key: kv for kv in kvs}, revision_now
@@ -81,9 +102,13 @@ class EtcdMember:
 
 
 class EtcdCluster:
-    def __init__(self, workdir: Path, size: int = 3) -> None:
+    def __init__(self, workdir: Path, size: int = 3, *, tls: bool = False, election_timeout_ms: int = 1000) -> None:
+        """`tls`: client and peer TLS, client certificates required on both (etcd's CA under workdir);
+        `election_timeout_ms`: etcd's --election-timeout (the heartbeat a tenth of it)."""
         token = f"minik8s-test-{free_port()}"
-        self.members = [EtcdMember(workdir, f"m{i}", token) for i in range(size)]
+        names = [f"m{i}" for i in range(size)]
+        self.tls = EtcdTLSFiles(workdir, names) if tls else None
+        self.members = [EtcdMember(workdir, name, token, self.tls, election_timeout_ms) for name in names]
         initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
         for m in self.members:
             m.initial_cluster = initial
@@ -95,6 +120,30 @@ class EtcdCluster:
     @property
     def endpoint(self) -> str:
         return ",".join(self.endpoints)
+
+    @property
+    def apiserver_args(self) -> list[str]:
+        return self.tls.apiserver_args() if self.tls else []
+
+    def leader(self) -> int | None:
+        """The index of the member every live member follows, None while they disagree or have none."""
+        live = [m for m in self.members if m.alive()]
+        leaders = {m.status().get("leader") for m in live}
+        if len(leaders) != 1:
+            return None
+        ids = {m.member_id(): i for i, m in enumerate(self.members) if m.alive()}
+        return ids.get(str(leaders.pop()))
+
+    def make_leader(self, index: int) -> None:
+        """Hand raft leadership to member `index` (etcd's move-leader, asked of the current leader)."""
+        wait_for(lambda: self.leader() is not None, 30, 0.1, what="an etcd leader")
+        leader = self.leader()
+        if leader != index:
+            assert leader is not None
+            with self.members[leader].http() as client:
+                client.post(f"{self.members[leader].endpoint}/v3/maintenance/transfer-leadership",
+                            json={"targetID": self.members[index].member_id()}).raise_for_status()
+        wait_for(lambda: self.leader() == index, 30, 0.1, what=f"{self.members[index].name} the etcd leader")
 
     def start(self) -> None:
         try:

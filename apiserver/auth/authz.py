@@ -88,10 +88,11 @@ def forbidden(a: Attributes, reason: str = "") -> errors.ApiError:
 class Rule:
     """One PolicyRule, compiled to sets."""
 
-    __slots__ = ("all_groups", "all_names", "all_resources", "all_verbs", "groups", "names", "resources", "urls",
-                 "verbs")
+    __slots__ = ("all_groups", "all_names", "all_resources", "all_verbs", "groups", "names", "raw", "resources",
+                 "urls", "verbs")
 
     def __init__(self, rule: Obj):
+        self.raw = rule  # as written in the role: what rule resolution (escalation checks, rules reviews) hands out
         self.verbs = frozenset(rule.get("verbs") or ())
         self.all_verbs = "*" in self.verbs
         self.groups = frozenset(rule.get("apiGroups") or ())
@@ -235,15 +236,17 @@ class RBACAuthorizer:
                             return ALLOW, why
         return NO_OPINION, ""
 
-    def rules_for(self, user: UserInfo, namespace: str) -> list[Rule]:
-        """Every rule that applies to user in namespace (for SelfSubjectRulesReview-like questions)."""
+    def rules_for(self, user: UserInfo, namespace: str) -> list[Obj]:
+        """Every PolicyRule that applies to user in namespace ("" = the cluster-wide ones only), as
+        upstream's DefaultRuleResolver.RulesFor: cluster role bindings first, then the namespace's
+        role bindings. The escalation checks and SelfSubjectRulesReview read it."""
         self._refresh()
         keys = ["u:" + user.name, *("g:" + g for g in user.groups)]
-        out: list[Rule] = []
+        out: list[Obj] = []
         for index in (self._cluster, self._namespaced.get(namespace) if namespace else None):
             for key in keys:
                 for _, rules in (index or {}).get(key, ()):
-                    out.extend(rules)
+                    out.extend(r.raw for r in rules)
         return out
 
 
@@ -335,3 +338,29 @@ class Authorizer:
             if reason:
                 reasons.append(reason)
         return False, ", ".join(reasons)
+
+    def rules_for(self, user: UserInfo, namespace: str) -> tuple[list[Obj], list[Obj], bool, list[str]]:
+        """What user may do in namespace (upstream's union RuleResolver, behind SelfSubjectRulesReview):
+        (resource rules, non-resource rules, incomplete, evaluation errors)."""
+        resource_rules: list[Obj] = []
+        url_rules: list[Obj] = []
+        incomplete = False
+        errs: list[str] = []
+        # (system:masters is no rule resolver upstream: its rules come from the cluster-admin binding)
+        for decider in self.deciders:
+            if isinstance(decider, AlwaysAllow):
+                resource_rules.append({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]})
+                url_rules.append({"verbs": ["*"], "nonResourceURLs": ["*"]})
+            elif isinstance(decider, NodeAuthorizer):
+                if user.node_name is not None:
+                    incomplete = True  # nodes do not have fully enumerated permissions
+                    errs.append("node authorizer does not support user rule resolution")
+            elif isinstance(decider, RBACAuthorizer):
+                for rule in decider.rules_for(user, namespace):
+                    if rule.get("resources"):
+                        resource_rules.append({k: list(rule[k]) for k in ("verbs", "apiGroups", "resources",
+                                                                          "resourceNames") if rule.get(k)})
+                    if rule.get("nonResourceURLs"):
+                        url_rules.append({"verbs": list(rule.get("verbs") or ()),
+                                          "nonResourceURLs": list(rule["nonResourceURLs"])})
+        return resource_rules, url_rules, incomplete, errs

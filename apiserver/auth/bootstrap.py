@@ -6,7 +6,8 @@ ClusterRoles and ClusterRoleBindings every cluster starts with, reconciled at ap
 Each component gets the least it needs for what it does here:
 - system:kube-scheduler reads pods and nodes, binds pods, writes pod status (conditions) and
   events — and cannot, say, delete deployments;
-- system:kube-controller-manager (the shared informers) reads everything;
+- system:kube-controller-manager (the shared informers) reads everything, and gets each
+  controller its service account and tokens for it (upstream --use-service-account-credentials);
 - each controller writes as its service account kube-system/<name>, bound to
   system:controller:<name> with the verbs that controller uses;
 - kubelets are answered by the Node authorizer (system:node is kept for reference, unbound);
@@ -27,7 +28,7 @@ Obj = dict[str, Any]
 
 # --controllers name -> service account (controllers/manager.py CONTROLLERS) -> role rules below
 CONTROLLER_ACCOUNTS = ("deployment-controller", "replicaset-controller", "generic-garbage-collector",
-                       "namespace-controller", "node-controller")
+                       "namespace-controller", "node-controller", "service-account-controller")
 
 
 def rule(verbs: list[str], groups: list[str], resources: list[str], names: list[str] | None = None) -> Obj:
@@ -55,7 +56,8 @@ def cluster_roles() -> dict[str, list[Obj]]:
                                                          "/version/"])],
         "view": [rule(READ, ["", "apps", "coordination.k8s.io"],
                       ["pods", "pods/status", "pods/log", "events", "namespaces", "deployments", "deployments/scale",
-                       "deployments/status", "replicasets", "replicasets/scale", "replicasets/status", "leases"])],
+                       "deployments/status", "replicasets", "replicasets/scale", "replicasets/status", "leases",
+                       "serviceaccounts"])],
         "system:kube-scheduler": [
             rule([*READ, "delete"], [""], ["pods"]),
             rule(["create"], [""], ["pods/binding", "bindings"]),
@@ -69,6 +71,7 @@ def cluster_roles() -> dict[str, list[Obj]]:
             EVENTS,
             rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
             rule(["create", "get", "update"], ["coordination.k8s.io"], ["leases"]),
+            rule(["create"], [""], ["serviceaccounts", "serviceaccounts/token"]),
         ],
         "system:node": [
             rule([*READ, "create", "update", "patch", "delete"], [""], ["nodes"]),
@@ -99,6 +102,10 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule(["get", "list", "watch", "delete"], [""], ["namespaces"]),
             rule(["update"], [""], ["namespaces/finalize", "namespaces/status"]),
             rule(["get", "list", "delete", "deletecollection"], ["*"], ["*"]),
+            EVENTS,
+        ],
+        "system:controller:service-account-controller": [
+            rule(["create"], [""], ["serviceaccounts"]),
             EVENTS,
         ],
         "system:controller:node-controller": [

@@ -1,17 +1,26 @@
 """The request filter in front of every route (upstream: DefaultBuildHandlerChain's
-WithRequestInfo → WithAuthentication → WithAudit → WithAuthorization), one pure ASGI middleware
+WithRequestInfo → WithRequestDeadline → WithTimeoutForNonLongRunningRequests → WithAuthentication →
+WithAudit → WithImpersonation → WithMaxInFlightLimit → WithAuthorization), one pure ASGI middleware
 so a request pays for it once:
 
-1. request info: verb, API group/version, resource, subresource, namespace, name (or a path);
-2. authentication: on the TLS port the verified client certificate or a bearer token (nothing →
+1. request info: the one RequestInfo of the request (apiserver.requestinfo: verb, API group/version,
+   resource, subresource, namespace, name, the parsed query), left in scope["minik8s.request_info"]
+   for everything after: the authorizer, audit and the handlers read it, none parses again;
+2. deadline: --request-timeout (60 s), or the client's shorter `?timeout=`, for every request that is
+   not long-running (watch, exec, attach, portforward, proxy, log); past it the work is cancelled and
+   the answer is 504 Timeout;
+3. authentication: on the TLS port the verified client certificate or a bearer token (nothing →
    401, except the public health and version paths, which are anonymous); on the plain
    development port every request is "system:unsecured" in system:masters, as upstream's
    insecure port was;
-3. audit: the policy's level for this request; the event is written when the response completes;
-4. impersonation: Impersonate-* headers (kubectl --as) switch to another user once the requester
+4. audit: the policy's level for this request; the event is written when the response completes;
+5. impersonation: Impersonate-* headers (kubectl --as) switch to another user once the requester
    may impersonate it (see impersonation.py); the audit event keeps the requester and notes
    the impersonatedUser;
-5. authorization: system:masters first, then Node, then RBAC; nothing allows → 403.
+6. max in flight: --max-requests-inflight (400) read-only and --max-mutating-requests-inflight (200)
+   other requests at once; past that 429 TooManyRequests with Retry-After: 1. Long-running requests
+   and system:masters are not counted (upstream maxinflight.go);
+7. authorization: system:masters first, then Node, then RBAC; nothing allows → 403.
 
 The user goes on to the handlers in scope["user"] (admission and access reviews read it), the
 audit context in scope["audit"].
@@ -19,10 +28,11 @@ audit context in scope["audit"].
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs
 
 import orjson
 
@@ -31,8 +41,7 @@ from apiserver.audit import AuditContext, Auditor, RequestFacts
 from apiserver.auth.authn import ANONYMOUS, PUBLIC_PATHS, UNSECURED, Authenticator, UserInfo
 from apiserver.auth.authz import Attributes, Authorizer, forbidden
 from apiserver.auth.impersonation import HEADER_PREFIX, impersonate
-from apiserver.requestinfo import resolve
-from machinery.api.resources import RESOURCES
+from apiserver.requestinfo import SCOPE_KEY, RequestInfo, parse_go_duration, request_info
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -42,64 +51,14 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _UNAUTHORIZED = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                               "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+# upstream maxinflight's tooManyRequests, as a Status that says when to come back
+_TOO_MANY = errors.ApiError(429, "TooManyRequests", "Too many requests, please try again later.",
+                            {"retryAfterSeconds": 1})
+_TOO_MANY_BODY = orjson.dumps(_TOO_MANY.status())
+# upstream timeout.go: the request's context ran out before the handler answered
+_TIMEOUT = errors.timeout("Timeout: request did not complete within requested timeout - context deadline exceeded")
+_TIMEOUT_BODY = orjson.dumps(_TIMEOUT.status())
 _JSON_HEADERS = [(b"content-type", b"application/json")]
-_LONG_RUNNING_SUBRESOURCES = frozenset({"log", "exec", "attach", "portforward", "proxy"})
-
-
-def _namespaced_by_group_version() -> dict[tuple[str, str], frozenset[str]]:
-    out: dict[tuple[str, str], set[str]] = {}
-    for info in RESOURCES:
-        names = out.setdefault((info.group, info.version), set())
-        if info.namespaced:
-            names.add(info.plural)
-    return {k: frozenset(v) for k, v in out.items()}
-
-
-_GROUP_VERSIONS = _namespaced_by_group_version()
-
-
-_REQUEST_CACHE_SIZE = 4096
-# (method, path, query) -> what request_attributes says besides the user: the same paths come again and again
-# (a controller's creates, a kubelet's status writes), and parsing one costs more than the dictionary lookup
-_requests: dict[tuple[str, str, bytes], tuple[Any, ...]] = {}
-
-
-def request_attributes(user: UserInfo, method: str, path: str, query: bytes) -> Attributes:
-    """The authorizer's view of a request (upstream RequestInfoFactory.NewRequestInfo)."""
-    key = (method, path, query)
-    fields = _requests.get(key)
-    if fields is None:
-        fields = _parse_request(method, path, query)
-        if len(_requests) >= _REQUEST_CACHE_SIZE:
-            _requests.clear()
-        _requests[key] = fields
-    return Attributes(user, *fields)
-
-
-def _parse_request(method: str, path: str, query: bytes) -> tuple[Any, ...]:
-    """Attributes' fields after the user: (verb, resource_request, path, group, version, resource, subresource,
-    namespace, name, field_selector)."""
-    group = version = rest = None
-    if path.startswith("/api/"):
-        version, _, rest = path[5:].partition("/")
-        group = ""
-    elif path.startswith("/apis/"):
-        group, _, tail = path[6:].partition("/")
-        version, _, rest = tail.partition("/")
-    if rest and group is not None and version is not None:
-        namespaced = _GROUP_VERSIONS.get((group, version))
-        if namespaced is not None:
-            watch = False
-            field_selector = ""
-            if query and method == "GET":
-                q = parse_qs(query.decode("latin-1"))
-                watch = (q.get("watch") or [""])[0] in ("true", "1")
-                field_selector = (q.get("fieldSelector") or [""])[0]
-            info = resolve(method, rest, namespaced, watch)
-            if info is not None:
-                return (info.verb, True, path, group, version, info.resource, info.subresource or "",
-                        info.namespace or "", info.name or "", field_selector)
-    return (method.lower(), False, path)
 
 
 def _facts(a: Attributes) -> RequestFacts:
@@ -107,19 +66,72 @@ def _facts(a: Attributes) -> RequestFacts:
                         a.resource, a.subresource, a.namespace, a.name)
 
 
-def _long_running(a: Attributes) -> bool:
-    return a.verb == "watch" or a.subresource in _LONG_RUNNING_SUBRESOURCES
+@dataclass
+class Limits:
+    """The request chain's limits (upstream --max-requests-inflight, --max-mutating-requests-inflight,
+    --request-timeout); 0 turns one off."""
+
+    max_requests_inflight: int = 400
+    max_mutating_requests_inflight: int = 200
+    request_timeout: float = 60.0
+
+
+_TICK = 0.05
+
+
+class Deadlines:
+    """The deadlines of the requests being served, checked by one task every 50 ms while there are any: a
+    timer per request (asyncio.timeout) cost more than the rest of the gate. An expired request's task is
+    cancelled."""
+
+    def __init__(self) -> None:
+        self.pending: dict[asyncio.Task[Any], float] = {}
+        self.expired: set[asyncio.Task[Any]] = set()
+        self._ticker: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # known, current_task() need not look it up
+
+    def add(self, at: float) -> asyncio.Task[Any]:
+        """The current request's task, to be cancelled at `at` (time.monotonic())."""
+        task = asyncio.current_task(self._loop) if self._loop is not None else None
+        if task is None:
+            self._loop = asyncio.get_running_loop()
+            task = asyncio.current_task(self._loop)
+            assert task is not None
+        self.pending[task] = at
+        if self._ticker is None or self._ticker.done():
+            self._ticker = self._loop.create_task(self._tick())
+        return task
+
+    def done(self, task: asyncio.Task[Any]) -> None:
+        if self.pending.pop(task, None) is None and task in self.expired:
+            self.expired.discard(task)
+            task.uncancel()  # cancelled by us, and answered: the task goes on (uvicorn finishes the response)
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(_TICK)
+            if not self.pending:
+                return  # idle: no wake-ups until a request with a deadline starts another
+            now = time.monotonic()
+            for task in [t for t, at in self.pending.items() if at <= now]:
+                del self.pending[task]
+                self.expired.add(task)
+                task.cancel()
 
 
 class Gate:
     """The ASGI middleware; `authn` None means no TLS port (every request is on the plain port)."""
 
     def __init__(self, app: ASGIApp, *, authenticator: Authenticator | None, authorizer: Authorizer,
-                 auditor: Auditor | None) -> None:
+                 auditor: Auditor | None, limits: Limits | None = None) -> None:
         self.app = app
         self.authenticator = authenticator
         self.authorizer = authorizer
         self.auditor = auditor
+        self.limits = limits or Limits()
+        self.inflight = 0  # non-long-running read-only requests being served, system:masters apart
+        self.mutating_inflight = 0
+        self.deadlines = Deadlines()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -129,6 +141,7 @@ class Gate:
         received = time.time()
         method = scope.get("method", "GET") if kind == "http" else "POST"  # a websocket exec is a create
         path = scope["path"]
+        info = scope[SCOPE_KEY] = request_info(method, path, scope.get("query_string") or b"")
         authorization = user_agent = None
         impersonation: list[tuple[bytes, bytes]] | None = None
         for name, value in scope["headers"]:
@@ -153,10 +166,15 @@ class Gate:
             user = UNSECURED
         auditor = self.auditor
         if auditor is None and impersonation is None and user is not None and user.is_master:
-            scope["user"] = user  # the fast path: nothing to decide, nothing to log
-            await self.app(scope, receive, send)
+            scope["user"] = user  # the fast path: nothing to decide, nothing to log, no limit on masters
+            try:
+                timeout = self._timeout(info)
+            except errors.ApiError as e:
+                await self._refuse(scope, send, e.code, orjson.dumps(e.status()), None, e.message)
+                return
+            await self._serve(scope, receive, send, timeout)
             return
-        attrs = request_attributes(user or ANONYMOUS, method, path, scope.get("query_string") or b"")
+        attrs = Attributes(user or ANONYMOUS, *info.attributes)
         ctx: AuditContext | None = None
         if auditor is not None:
             query = scope.get("query_string") or b""
@@ -165,6 +183,11 @@ class Gate:
             ctx = auditor.begin(_facts(attrs), user.to_dict() if user else {"username": ""},
                                 uri, client[0] if client else None,
                                 user_agent.decode("latin-1") if user_agent else None, received)
+        try:
+            timeout = self._timeout(info)  # upstream's request deadline comes before authentication
+        except errors.ApiError as e:
+            await self._refuse(scope, send, e.code, orjson.dumps(e.status()), ctx, e.message)
+            return
         if user is None:
             await self._refuse(scope, send, 401, _UNAUTHORIZED, ctx, "Unauthorized")
             return
@@ -178,28 +201,92 @@ class Gate:
                 if ctx is not None:
                     ctx.event["impersonatedUser"] = acting.to_dict()
                 user = attrs.user = acting
-        annotations: dict[str, str] | None = None
-        if not user.is_master:
-            allowed, reason = self.authorizer.authorize(attrs)
-            if not allowed:
-                error = forbidden(attrs, reason)
-                if ctx is not None:
-                    annotations = {"authorization.k8s.io/decision": "forbid", "authorization.k8s.io/reason": reason}
-                await self._refuse(scope, send, 403, orjson.dumps(error.status()), ctx, error.message, annotations)
+        # max in flight: after authentication and impersonation, before authorization (upstream's chain);
+        # long-running requests and system:masters are not counted
+        counted = 0
+        master = user.is_master
+        if not info.long_running and not master:
+            if info.read_only:
+                limit, current, counted = self.limits.max_requests_inflight, self.inflight, 1
+            else:
+                limit, current, counted = self.limits.max_mutating_requests_inflight, self.mutating_inflight, 2
+            if limit <= 0:
+                counted = 0
+            elif current >= limit:
+                await self._refuse(scope, send, 429, _TOO_MANY_BODY, ctx, _TOO_MANY.message,
+                                   extra_headers=[(b"retry-after", b"1")])
                 return
-            if ctx is not None:
-                annotations = {"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": reason}
-        elif ctx is not None:
-            annotations = {"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": ""}
-        scope["user"] = user
-        if ctx is None or auditor is None:
+            elif counted == 1:
+                self.inflight += 1
+            else:
+                self.mutating_inflight += 1
+        try:
+            annotations: dict[str, str] | None = None
+            if not master:
+                allowed, reason = self.authorizer.authorize(attrs)
+                if not allowed:
+                    error = forbidden(attrs, reason)
+                    if ctx is not None:
+                        annotations = {"authorization.k8s.io/decision": "forbid",
+                                       "authorization.k8s.io/reason": reason}
+                    await self._refuse(scope, send, 403, orjson.dumps(error.status()), ctx, error.message,
+                                       annotations)
+                    return
+                if ctx is not None:
+                    annotations = {"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": reason}
+            elif ctx is not None:
+                annotations = {"authorization.k8s.io/decision": "allow", "authorization.k8s.io/reason": ""}
+            scope["user"] = user
+            if ctx is None or auditor is None:
+                await self._serve(scope, receive, send, timeout)
+            else:
+                scope["audit"] = ctx
+                await self._audited(scope, receive, send, auditor, ctx, info.long_running, annotations, timeout)
+        finally:
+            if counted == 1:
+                self.inflight -= 1
+            elif counted == 2:
+                self.mutating_inflight -= 1
+
+    def _timeout(self, info: RequestInfo) -> float:
+        """The request's deadline in seconds, 0 for none (upstream request_deadline.go): --request-timeout
+        for a request that is not long-running, or the client's shorter `?timeout=`."""
+        if info.long_running:
+            return 0.0
+        timeout = self.limits.request_timeout
+        asked = info.asked_timeout
+        if asked:
+            try:
+                seconds = parse_go_duration(asked)
+            except ValueError as e:
+                raise errors.bad_request(f"invalid timeout specified in the request URL - {e}") from None
+            if seconds > 0 and (timeout <= 0 or seconds < timeout):
+                timeout = seconds
+        return timeout
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, timeout: float) -> None:
+        """The handler, cancelled at the deadline and answered 504 if it has not answered yet
+        (upstream WithTimeoutForNonLongRunningRequests)."""
+        if timeout <= 0 or scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        scope["audit"] = ctx
-        await self._audited(scope, receive, send, auditor, ctx, _long_running(attrs), annotations)
+        deadlines = self.deadlines
+        task = deadlines.add(time.monotonic() + timeout)
+        try:
+            await self.app(scope, receive, send)
+        except asyncio.CancelledError:
+            if task not in deadlines.expired:
+                raise
+            try:
+                await send({"type": "http.response.start", "status": 504, "headers": list(_JSON_HEADERS)})
+            except RuntimeError:  # half an answer is out: the connection ends, as upstream aborts the handler
+                return
+            await send({"type": "http.response.body", "body": _TIMEOUT_BODY})
+        finally:
+            deadlines.done(task)
 
     async def _audited(self, scope: Scope, receive: Receive, send: Send, auditor: Auditor, ctx: AuditContext,
-                       long_running: bool, annotations: dict[str, str] | None) -> None:
+                       long_running: bool, annotations: dict[str, str] | None, timeout: float) -> None:
         code = 0
         audit_id = ctx.event["auditID"].encode()
         request_body, response_body = ctx.request_body, ctx.response_body
@@ -235,18 +322,21 @@ class Gate:
 
             wrapped_receive = receive_wrapper
         try:
-            await self.app(scope, wrapped_receive, send_wrapper)
+            await self._serve(scope, wrapped_receive, send_wrapper, timeout)
         except BaseException as e:
             auditor.panic(ctx, e)
             raise
         auditor.complete(ctx, code or (403 if scope["type"] == "websocket" else 500), annotations)
 
     async def _refuse(self, scope: Scope, send: Send, code: int, body: bytes, ctx: AuditContext | None,
-                      message: str, annotations: dict[str, str] | None = None) -> None:
+                      message: str, annotations: dict[str, str] | None = None,
+                      extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
         else:
             headers = list(_JSON_HEADERS)
+            if extra_headers:
+                headers += extra_headers
             if ctx is not None:
                 headers.append((b"audit-id", ctx.event["auditID"].encode()))
             await send({"type": "http.response.start", "status": code, "headers": headers})

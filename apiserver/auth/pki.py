@@ -21,6 +21,18 @@ SAN now asked for, or is not signed by the CA on disk):
                                               --kubelet-san ...)
     DIR/admin.conf scheduler.conf controller-manager.conf kubelet-NODE.conf   (certificates embedded)
 
+and, with `--etcd-member NAME[=HOST,...]` (repeatable), etcd's own PKI as kubeadm lays it out:
+
+    DIR/pki/etcd/ca.crt ca.key                etcd's CA (etcd-ca), apart from the cluster CA: etcd trusts
+                                              no certificate of the cluster's users, only its own
+    DIR/pki/etcd/members/NAME/server.crt .key a member's serving certificate (CN NAME; SANs NAME, HOST...,
+                                              localhost, 127.0.0.1; server and client usage, as the
+                                              member's gRPC gateway dials the member with it)
+    DIR/pki/etcd/members/NAME/peer.crt .key   its peer certificate (the same names), and ca.crt: the
+                                              directory a member mounts as /etc/kubernetes/pki/etcd
+    DIR/pki/apiserver-etcd-client.crt .key    kube-apiserver-etcd-client: the only client certificate
+                                              (--etcd-certfile/--etcd-keyfile of the apiserver)
+
 The kubelet serves HTTPS with its serving certificate and asks for client certificates from the
 cluster CA: `python -m kubelet --tls-cert-file DIR/pki/kubelets/NODE/kubelet.crt
 --tls-private-key-file DIR/pki/kubelets/NODE/kubelet.key --client-ca-file DIR/pki/ca.crt`; the
@@ -64,6 +76,11 @@ CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 NODES_GROUP = "system:nodes"
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 KUBELET_CLIENT = "apiserver-kubelet-client"  # file name under pki/
+
+
+ETCD_CA_NAME = "etcd-ca"
+ETCD_CLIENT_USER = "kube-apiserver-etcd-client"
+ETCD_CLIENT = "apiserver-etcd-client"  # file name under pki/
 
 
 def node_user(node: str) -> str:
@@ -261,13 +278,37 @@ class Pki:
     def load_ca(self) -> CA:
         return CA.load(self.ca_cert, self.ca_key)
 
+    @property
+    def etcd_ca_cert(self) -> Path:
+        return self.dir / "etcd" / "ca.crt"
+
+    @property
+    def etcd_ca_key(self) -> Path:
+        return self.dir / "etcd" / "ca.key"
+
+    @property
+    def etcd_client_cert(self) -> Path:
+        return self.cert(ETCD_CLIENT)
+
+    @property
+    def etcd_client_key(self) -> Path:
+        return self.key(ETCD_CLIENT)
+
+    def etcd_member_dir(self, member: str) -> Path:
+        """What member NAME mounts as kubeadm's /etc/kubernetes/pki/etcd: ca.crt, server.*, peer.*."""
+        return self.dir / "etcd" / "members" / member
+
 
 def ensure_ca(pki: Pki) -> tuple[CA, bool]:
-    if pki.ca_cert.is_file() and pki.ca_key.is_file():
-        return pki.load_ca(), False
-    ca = CA.create()
-    _write_private(pki.ca_key, key_pem(ca.key))
-    _write_public(pki.ca_cert, cert_pem(ca.cert))
+    return _ensure_ca_at(pki.ca_cert, pki.ca_key, "minik8s-ca")
+
+
+def _ensure_ca_at(cert_file: Path, key_file: Path, common_name: str) -> tuple[CA, bool]:
+    if cert_file.is_file() and key_file.is_file():
+        return CA.load(cert_file, key_file), False
+    ca = CA.create(common_name)
+    _write_private(key_file, key_pem(ca.key))
+    _write_public(cert_file, cert_pem(ca.cert))
     return ca, True
 
 
@@ -404,6 +445,37 @@ def ensure_pki(root: str | os.PathLike[str], server: str = "https://127.0.0.1:64
     return pki
 
 
+def ensure_etcd_pki(root: str | os.PathLike[str], members: dict[str, Iterable[str]], *, log: bool = False) -> Pki:
+    """etcd's CA, each member's serving and peer certificates, the apiserver's etcd client certificate
+    (see the module doc); generated on first call and reused after, re-issued when a SAN is missing."""
+    pki = Pki(Path(root).resolve())
+    ca, new_ca = _ensure_ca_at(pki.etcd_ca_cert, pki.etcd_ca_key, ETCD_CA_NAME)
+    said = ["etcd ca"] if new_ca else []
+    if ensure_leaf(pki, ca, ETCD_CLIENT, ETCD_CLIENT_USER):
+        said.append("apiserver etcd-client certificate")
+    for member, hosts in members.items():
+        names = [member, *hosts, "localhost", "127.0.0.1"]
+        where = pki.etcd_member_dir(member).relative_to(pki.dir)
+        for kind in ("server", "peer"):  # both usages: a peer is a client of the others, the gateway of itself
+            if ensure_leaf(pki, ca, f"{where}/{kind}", member, client=True, server_hosts=names):
+                said.append(f"etcd {kind} certificate of {member}")
+        ca_copy = pki.etcd_member_dir(member) / "ca.crt"
+        if not ca_copy.is_file() or ca_copy.read_bytes() != pki.etcd_ca_cert.read_bytes():
+            _write_public(ca_copy, pki.etcd_ca_cert.read_bytes())
+    if log:
+        print(f"pki: {pki.root}: etcd: " + (f"wrote {', '.join(said)}" if said else "reused everything"),
+              file=sys.stderr)
+    return pki
+
+
+def parse_etcd_member(text: str) -> tuple[str, list[str]]:
+    """`NAME` or `NAME=HOST,HOST`: a member and the names it is reached by."""
+    name, _, hosts = text.partition("=")
+    if not name:
+        raise ValueError(f"--etcd-member {text!r}: want NAME or NAME=HOST[,HOST...]")
+    return name, [h for h in hosts.split(",") if h]
+
+
 def _server_of(conf: Path) -> str | None:
     import yaml
 
@@ -472,9 +544,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--san", action="append", default=[], help="extra SAN of the apiserver's certificate")
     p.add_argument("--kubelet-san", action="append", default=[],
                    help="extra SAN of every --node's kubelet serving certificate (repeatable)")
+    p.add_argument("--etcd-member", action="append", default=[], metavar="NAME[=HOST,...]",
+                   help="an etcd member: its serving and peer certificates, for NAME and HOSTs (repeatable); "
+                        "with the first, etcd's CA and the apiserver's etcd client certificate")
     args = p.parse_args(argv)
+    try:
+        members = dict(parse_etcd_member(m) for m in args.etcd_member)
+    except ValueError as e:
+        p.error(str(e))
     ensure_pki(args.dir, args.server, nodes=args.node, server_hosts=args.san, kubelet_hosts=args.kubelet_san,
                log=True)
+    if members:
+        ensure_etcd_pki(args.dir, members, log=True)
     return 0
 
 

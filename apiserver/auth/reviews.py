@@ -1,6 +1,8 @@
-"""Access reviews (authorization.k8s.io/v1): SelfSubjectAccessReview ("may I?", what
-`kubectl auth can-i` sends) and SubjectAccessReview ("may they?"). Each is created, answered
-by the same authorizer the request chain uses, and returned with its status; nothing is stored.
+"""Access reviews (authorization.k8s.io/v1; upstream pkg/registry/authorization/*): SelfSubjectAccessReview
+("may I?", what `kubectl auth can-i` sends), SubjectAccessReview ("may they?") and
+SelfSubjectRulesReview ("what may I do in this namespace?", `kubectl auth can-i --list`). Each is
+created, answered by the same authorizer the request chain uses, and returned with its status;
+nothing is stored.
 
 kubectl's typed client sends these reviews as protobuf (apiserver/protobuf.py decodes them, as
 every request body); the answer goes back as JSON, which client-go reads by its Content-Type."""
@@ -73,6 +75,8 @@ class ReviewStore:
         body.pop("status", None)  # the answer; what a client sends there (kubectl: an empty one) is ignored
         review = self._checked(body)
         spec = review.get("spec") or {}
+        if self.info.kind == "SelfSubjectRulesReview":
+            return self._rules_review(opts.user if isinstance(opts.user, UserInfo) else UNSECURED, spec)
         if self.info.kind == "SelfSubjectAccessReview":
             user = opts.user if isinstance(opts.user, UserInfo) else UNSECURED
         else:
@@ -88,3 +92,16 @@ class ReviewStore:
         review["status"] = status
         review.setdefault("metadata", {}).pop("creationTimestamp", None)
         return review
+
+    def _rules_review(self, user: UserInfo, spec: Obj) -> Obj:
+        """Upstream's selfsubjectrulesreview REST: the union of what each authorizer enumerates; the
+        answer carries no spec, as upstream's does not."""
+        namespace = spec.get("namespace") or ""
+        if not namespace:
+            raise errors.bad_request("no namespace on request")
+        resource_rules, url_rules, incomplete, errs = self.authorizer.rules_for(user, namespace)
+        status: Obj = {"resourceRules": resource_rules, "nonResourceRules": url_rules, "incomplete": incomplete}
+        if errs:
+            status["evaluationError"] = errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"
+        return {"kind": self.info.kind, "apiVersion": self.info.api_version, "metadata": {}, "spec": {},
+                "status": status}

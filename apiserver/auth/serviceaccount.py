@@ -1,31 +1,37 @@
 """Service-account tokens: JWTs signed with the cluster's service-account key (upstream:
-pkg/serviceaccount). The controller-manager signs one per controller with
---service-account-private-key-file; the apiserver verifies them with --service-account-key-file.
+pkg/serviceaccount/jwt.go and claims.go), with PyJWT. The apiserver signs them for TokenRequest
+(serviceaccounts/{name}/token) with --service-account-signing-key-file and verifies them with
+--service-account-key-file.
 
 Claims follow upstream's bound tokens: `iss`, `sub` = system:serviceaccount:NS:NAME, `aud`,
-`iat`/`nbf`/`exp` and a `kubernetes.io` claim naming the namespace and service account.
-ES256 (ECDSA P-256, the key pki.py makes) and RS256 (an RSA key) are understood.
+`iat`/`nbf`/`exp`, `jti`, and a `kubernetes.io` claim naming the namespace, the service account
+(name and uid) and, for a pod-bound token, the pod (name and uid). ES256 (ECDSA P-256, the key
+pki.py makes) and RS256 (an RSA key) are understood.
+
+Verification here is the token alone (signature, issuer, audience, times, shape); that the
+service account and the bound pod still exist with the uids the token names is checked against
+the live objects by the authenticator (apiserver.auth.authn), as upstream's validator does.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 SERVICE_ACCOUNTS_GROUP = "system:serviceaccounts"
+# a minute of clock skew for `nbf` and for "deleted before now", as go-jose's DefaultLeeway
+LEEWAY = 60.0
 
 PublicKey = ec.EllipticCurvePublicKey | rsa.RSAPublicKey
 SigningKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
@@ -41,17 +47,6 @@ def username(namespace: str, name: str) -> str:
 
 def groups(namespace: str) -> tuple[str, ...]:
     return (SERVICE_ACCOUNTS_GROUP, f"{SERVICE_ACCOUNTS_GROUP}:{namespace}")
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError) as e:
-        raise TokenError("malformed token: bad base64") from e
 
 
 def load_signing_key(path: str | Path) -> SigningKey:
@@ -83,33 +78,39 @@ def load_public_keys(path: str | Path) -> list[PublicKey]:
     return keys
 
 
-def _key_id(public: PublicKey) -> str:
+def key_id(public: PublicKey) -> str:
+    """upstream keyIDFromPublicKey: base64url(SHA-256 of the DER public key)."""
     der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    return _b64(hashlib.sha256(der).digest())
+    return base64.urlsafe_b64encode(hashlib.sha256(der).digest()).rstrip(b"=").decode("ascii")
+
+
+def _alg(key: SigningKey | PublicKey) -> str:
+    return "ES256" if isinstance(key, ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey) else "RS256"
+
+
+@dataclass(frozen=True)
+class BoundObject:
+    kind: str  # "Pod" (or "Secret")
+    name: str
+    uid: str
 
 
 def sign_token(key: SigningKey, namespace: str, name: str, *, uid: str = "", issuer: str = DEFAULT_ISSUER,
                audiences: tuple[str, ...] = (DEFAULT_ISSUER,), expiration_seconds: int | None = None,
-               now: float | None = None) -> str:
-    """A signed service-account token for NAMESPACE/NAME; no `exp` when expiration_seconds is None
-    (a legacy-style long-lived token, as upstream's controller-manager credentials are)."""
+               now: float | None = None, bound: BoundObject | None = None) -> str:
+    """A signed service-account token for NAMESPACE/NAME (upstream serviceaccount.Claims); no `exp`
+    when expiration_seconds is None."""
     issued = int(now if now is not None else time.time())
-    alg = "ES256" if isinstance(key, ec.EllipticCurvePrivateKey) else "RS256"
-    header = {"alg": alg, "kid": _key_id(key.public_key()), "typ": "JWT"}
+    k8s: dict[str, Any] = {"namespace": namespace, "serviceaccount": {"name": name, "uid": uid}}
+    if bound is not None:
+        k8s[bound.kind.lower()] = {"name": bound.name, "uid": bound.uid}
     claims: dict[str, Any] = {
         "iss": issuer, "aud": list(audiences), "sub": username(namespace, name), "iat": issued, "nbf": issued,
-        "kubernetes.io": {"namespace": namespace, "serviceaccount": {"name": name, "uid": uid}},
+        "jti": str(uuid.uuid4()), "kubernetes.io": k8s,
     }
     if expiration_seconds is not None:
         claims["exp"] = issued + expiration_seconds
-    signing_input = f"{_b64(orjson.dumps(header))}.{_b64(orjson.dumps(claims))}".encode("ascii")
-    if isinstance(key, ec.EllipticCurvePrivateKey):
-        r, s = decode_dss_signature(key.sign(signing_input, ec.ECDSA(hashes.SHA256())))
-        size = (key.curve.key_size + 7) // 8
-        signature = r.to_bytes(size, "big") + s.to_bytes(size, "big")
-    else:
-        signature = key.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
-    return f"{signing_input.decode('ascii')}.{_b64(signature)}"
+    return jwt.encode(claims, key, algorithm=_alg(key), headers={"kid": key_id(key.public_key())})
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,18 @@ class ServiceAccountClaims:
     name: str
     uid: str
     expires: float | None
+    pod: BoundObject | None = None
+    secret: BoundObject | None = None
+    jti: str = ""
+
+
+def _bound(k8s: dict[str, Any], kind: str) -> BoundObject | None:
+    ref = k8s.get(kind.lower())
+    if ref is None:
+        return None
+    if not isinstance(ref, dict) or not isinstance(ref.get("name"), str) or not isinstance(ref.get("uid"), str):
+        raise TokenError(f"token names a malformed {kind.lower()}")
+    return BoundObject(kind, ref["name"], ref["uid"])
 
 
 class TokenVerifier:
@@ -130,57 +143,49 @@ class TokenVerifier:
         self.audiences = audiences
 
     def verify(self, token: str, now: float | None = None) -> ServiceAccountClaims:
-        parts = token.split(".")
-        if len(parts) != 3:
-            raise TokenError("malformed token: not a JWT")
         try:
-            header = orjson.loads(_unb64(parts[0]))
-            claims = orjson.loads(_unb64(parts[1]))
-        except orjson.JSONDecodeError as e:
-            raise TokenError("malformed token: bad JSON") from e
-        if not isinstance(header, dict) or not isinstance(claims, dict):
-            raise TokenError("malformed token: header and claims must be objects")
-        signature = _unb64(parts[2])
-        signing_input = f"{parts[0]}.{parts[1]}".encode("ascii")
-        alg = header.get("alg")
-        if not any(self._check(key, alg, signing_input, signature) for key in self.keys):
+            alg = jwt.get_unverified_header(token).get("alg")
+        except jwt.PyJWTError as e:
+            raise TokenError(f"malformed token: {e}") from e
+        claims: dict[str, Any] | None = None
+        for key in self.keys:
+            if _alg(key) != alg:
+                continue
+            try:
+                # exp checked below against `now`; nbf with a minute of skew; aud and iss by PyJWT
+                claims = jwt.decode(token, key, algorithms=[alg], audience=list(self.audiences),
+                                    issuer=list(self.issuers),
+                                    options={"verify_exp": False, "verify_nbf": False, "verify_iat": False,
+                                             "require": ["iss", "sub", "aud"]})
+                break
+            except jwt.InvalidSignatureError:
+                continue
+            except jwt.InvalidAudienceError as e:
+                raise TokenError("token audience is not accepted") from e
+            except jwt.InvalidIssuerError as e:
+                raise TokenError("token issuer is not accepted") from e
+            except jwt.PyJWTError as e:
+                raise TokenError(str(e)) from e
+        if claims is None:
             raise TokenError("invalid signature")
-        if claims.get("iss") not in self.issuers:
-            raise TokenError("token issuer is not accepted")
-        aud = claims.get("aud")
-        auds = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
-        if not any(a in self.audiences for a in auds):
-            raise TokenError("token audience is not accepted")
         t = now if now is not None else time.time()
         exp, nbf = claims.get("exp"), claims.get("nbf")
         if isinstance(exp, int | float) and t >= exp:
             raise TokenError("token has expired")
-        if isinstance(nbf, int | float) and t + 60 < nbf:  # a minute of clock skew, as upstream allows
+        if isinstance(nbf, int | float) and t + LEEWAY < nbf:
             raise TokenError("token is not valid yet")
         k8s = claims.get("kubernetes.io")
-        sa = k8s.get("serviceaccount") if isinstance(k8s, dict) else None
-        namespace = k8s.get("namespace") if isinstance(k8s, dict) else None
+        if not isinstance(k8s, dict):
+            raise TokenError("token names no service account")
+        sa = k8s.get("serviceaccount")
+        namespace = k8s.get("namespace")
         name = sa.get("name") if isinstance(sa, dict) else None
         if not isinstance(namespace, str) or not isinstance(name, str) or not namespace or not name:
             raise TokenError("token names no service account")
         if claims.get("sub") != username(namespace, name):
             raise TokenError("token subject does not match its service account")
         uid = sa.get("uid") if isinstance(sa, dict) else ""
+        jti = claims.get("jti")
         return ServiceAccountClaims(namespace, name, uid if isinstance(uid, str) else "",
-                                    float(exp) if isinstance(exp, int | float) else None)
-
-    @staticmethod
-    def _check(key: PublicKey, alg: Any, signing_input: bytes, signature: bytes) -> bool:
-        try:
-            if alg == "ES256" and isinstance(key, ec.EllipticCurvePublicKey):
-                if len(signature) != 64:
-                    return False
-                der = encode_dss_signature(int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big"))
-                key.verify(der, signing_input, ec.ECDSA(hashes.SHA256()))
-                return True
-            if alg == "RS256" and isinstance(key, rsa.RSAPublicKey):
-                key.verify(signature, signing_input, padding.PKCS1v15(), hashes.SHA256())
-                return True
-        except InvalidSignature:
-            return False
-        return False
+                                    float(exp) if isinstance(exp, int | float) else None,
+                                    _bound(k8s, "Pod"), _bound(k8s, "Secret"), jti if isinstance(jti, str) else "")

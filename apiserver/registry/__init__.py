@@ -20,6 +20,7 @@ from apiserver.registry.rbac import (
     RoleStrategy,
 )
 from apiserver.registry.replicaset import ReplicaSetStrategy
+from apiserver.registry.serviceaccount import ServiceAccountStrategy
 from apiserver.registry.strategy import Strategy
 
 STRATEGIES: dict[str, Strategy] = {
@@ -27,6 +28,7 @@ STRATEGIES: dict[str, Strategy] = {
     "/nodes": NodeStrategy(),
     "/pods": PodStrategy(),
     "/events": EventStrategy(),
+    "/serviceaccounts": ServiceAccountStrategy(),
     "apps/deployments": DeploymentStrategy(),
     "apps/replicasets": ReplicaSetStrategy(),
     "coordination.k8s.io/leases": LeaseStrategy(),
@@ -37,6 +39,7 @@ STRATEGIES: dict[str, Strategy] = {
     "admissionregistration.k8s.io/mutatingwebhookconfigurations": MutatingWebhookConfigurationStrategy(),
     "admissionregistration.k8s.io/validatingwebhookconfigurations": ValidatingWebhookConfigurationStrategy(),
     "authorization.k8s.io/selfsubjectaccessreviews": Strategy(),
+    "authorization.k8s.io/selfsubjectrulesreviews": Strategy(),
     "authorization.k8s.io/subjectaccessreviews": Strategy(),
 }
 

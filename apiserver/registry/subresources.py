@@ -1,5 +1,6 @@
 """Subresources: status (the object's .status alone), scale (autoscaling/v1 Scale over
-spec.replicas) and binding (the scheduler's way to set a pod's node)."""
+spec.replicas) and binding (the scheduler's way to set a pod's node); serviceaccounts/token lives
+in registry/token.py."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from apiserver import errors
 from apiserver.patch import PatchError, UnsupportedPatchType, apply_patch
 from apiserver.proxy import exec_endpoints, log_endpoints
 from apiserver.registry.generic import Obj, Store, WriteOptions, loc_to_path, now_rfc3339
+from apiserver.registry.token import token_endpoints
 from apiserver.request import check_duplicates, decode_object, read_body, write_options
 from apiserver.validation import required, validate_replicas
 from machinery.api.autoscaling_v1 import Scale
@@ -193,4 +195,5 @@ SUBRESOURCE_HANDLERS: dict[str, Callable[[ResourceHandlers], dict[str, Endpoint]
     "binding": binding_endpoints,
     "log": log_endpoints,
     "exec": exec_endpoints,
+    "token": token_endpoints,
 }

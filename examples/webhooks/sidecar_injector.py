@@ -52,6 +52,9 @@ def sidecar_patch(pod: dict[str, Any], sidecar: dict[str, Any]) -> list[dict[str
     return ops
 
 
+WARN_LABEL = "sidecar.minik8s.io/warn"
+
+
 def _answer(review: dict[str, Any], response: dict[str, Any]) -> web.Response:
     request = review.get("request") or {}
     body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -82,6 +85,8 @@ def make_app(inject: tuple[str, str], deny: tuple[str, str], sidecar: dict[str, 
             return _answer(review, {"allowed": False, "status": {
                 "code": 403, "reason": "Forbidden",
                 "message": f"pods labelled {deny[0]}={deny[1]} are not allowed here"}})
+        if labels.get(WARN_LABEL) == "true":  # admitted, with a warning the client prints
+            return _answer(review, {"allowed": True, "warnings": [f"pods labelled {WARN_LABEL}=true are discouraged"]})
         return _answer(review, {"allowed": True})
 
     async def healthz(request: web.Request) -> web.Response:

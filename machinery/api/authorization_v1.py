@@ -1,5 +1,6 @@
 """authorization.k8s.io/v1: access reviews — "may this user do that?", asked of the apiserver
-(`kubectl auth can-i` sends a SelfSubjectAccessReview). Created, answered, never stored."""
+(`kubectl auth can-i` sends a SelfSubjectAccessReview; `kubectl auth can-i --list` a
+SelfSubjectRulesReview, "what may I do in this namespace?"). Created, answered, never stored."""
 
 from __future__ import annotations
 
@@ -79,3 +80,34 @@ class SubjectAccessReview(ApiModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: SubjectAccessReviewSpec
     status: SubjectAccessReviewStatus | None = None
+
+
+class SelfSubjectRulesReviewSpec(ApiModel):
+    namespace: str | None = None
+
+
+class ResourceRule(ApiModel):
+    verbs: list[str]
+    api_groups: list[str] | None = None
+    resources: list[str] | None = None
+    resource_names: list[str] | None = None
+
+
+class NonResourceRule(ApiModel):
+    verbs: list[str]
+    non_resource_urls: list[str] | None = Field(default=None, alias="nonResourceURLs")
+
+
+class SubjectRulesReviewStatus(ApiModel):
+    resource_rules: list[ResourceRule] = Field(default_factory=list)
+    non_resource_rules: list[NonResourceRule] = Field(default_factory=list)
+    incomplete: bool = False
+    evaluation_error: str | None = None
+
+
+class SelfSubjectRulesReview(ApiModel):
+    api_version: Literal["authorization.k8s.io/v1"] = "authorization.k8s.io/v1"
+    kind: Literal["SelfSubjectRulesReview"] = "SelfSubjectRulesReview"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: SelfSubjectRulesReviewSpec = Field(default_factory=SelfSubjectRulesReviewSpec)
+    status: SubjectRulesReviewStatus | None = None

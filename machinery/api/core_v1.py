@@ -1,4 +1,4 @@
-"""core/v1: Namespace, Node, Pod, Event, Binding and the types they are built of.
+"""core/v1: Namespace, Node, Pod, Event, Binding, ServiceAccount and the types they are built of.
 
 Field names, wire names, required fields and strategic-merge keys follow upstream's
 k8s.io/api/core/v1/types.go. Enum-like fields (restartPolicy, dnsPolicy, protocol, ...) are
@@ -705,6 +705,19 @@ class Binding(ApiModel):
     kind: Literal["Binding"] = "Binding"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     target: ObjectReference
+
+
+# --- ServiceAccount ----------------------------------------------------------------------------
+
+class ServiceAccount(ApiModel):
+    """An identity for processes in pods; tokens for it come from serviceaccounts/{name}/token."""
+
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["ServiceAccount"] = "ServiceAccount"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    secrets: list[ObjectReference] | None = Field(None, json_schema_extra=merge_key("name"))
+    image_pull_secrets: list[LocalObjectReference] | None = None
+    automount_service_account_token: bool | None = None
 
 
 # --- Event -------------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ from tests.kubectl import write_kubeconfig
 from tests.node_process import BACKOFF_BASE, KubeletProcess, cleanup, ensure_images, free_cidr_block, release_cidr
 from tests.scheduler_process import SchedulerProcess
 
-CONTROLLERS = ["deployment", "replicaset", "garbagecollector", "namespace", "nodeipam", "nodelifecycle"]
+CONTROLLERS = ["deployment", "replicaset", "garbagecollector", "namespace", "nodeipam", "nodelifecycle",
+               "serviceaccount"]
 CLUSTER_CIDR = "10.244.0.0/16"
 
 

@@ -26,7 +26,7 @@ import pytest
 
 from apiserver.auth import pki
 from tests.auth_cluster import SecureApiServer
-from tests.cluster import REPO, Etcd, Process, free_port, wait_for
+from tests.cluster import ALL_ADMISSION, REPO, Etcd, Process, free_port, wait_for
 from tests.manifests import pod
 
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
@@ -48,7 +48,7 @@ def own_etcd(workdir: Path) -> Iterator[Etcd]:
 @pytest.fixture(scope="module")
 def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
     etcd = own_etcd
-    server = SecureApiServer(workdir, etcd).start()
+    server = SecureApiServer(workdir, etcd, *ALL_ADMISSION).start()  # the ServiceAccount plugin too
     yield server
     server.stop()
 
@@ -88,6 +88,9 @@ def ns(admin: httpx.Client) -> Iterator[str]:
     name = f"adm-{uuid.uuid4().hex[:8]}"
     r = admin.post("/api/v1/namespaces", json={"metadata": {"name": name, "labels": {"webhook-test": name}}})
     assert r.status_code == 201
+    # what the service-account controller would make (none runs here): ServiceAccount admission wants it
+    assert admin.post(f"/api/v1/namespaces/{name}/serviceaccounts", json={"metadata": {"name": "default"}}) \
+        .status_code == 201
     yield name
     admin.delete(f"/api/v1/namespaces/{name}")
 
@@ -131,6 +134,10 @@ def test_service_account_default(admin: httpx.Client, ns: str) -> None:
     assert r.status_code == 201
     assert r.json()["spec"]["serviceAccountName"] == "default"
     mine = pod("mine", serviceAccountName="builder")
+    r = admin.post(f"/api/v1/namespaces/{ns}/pods", json=mine)
+    assert r.status_code == 403 and "serviceaccount \"builder\" not found" in r.json()["message"]
+    assert admin.post(f"/api/v1/namespaces/{ns}/serviceaccounts", json={"metadata": {"name": "builder"}}) \
+        .status_code == 201
     assert admin.post(f"/api/v1/namespaces/{ns}/pods", json=mine).json()["spec"]["serviceAccountName"] == "builder"
     # an update that leaves it out keeps it
     current = admin.get(f"/api/v1/namespaces/{ns}/pods/plain").json()
@@ -180,6 +187,10 @@ def test_validating_webhook_denies(secure: SecureApiServer, admin: httpx.Client,
                                    "sidecar.minik8s.io/deny=true are not allowed here")
         assert admin.get(f"/api/v1/namespaces/{ns}/pods/refused").status_code == 404
         assert create_pod(admin, ns, "allowed").status_code == 201
+        # a webhook's warnings reach the client (kubectl prints each as "Warning: ...")
+        r = create_pod(admin, ns, "warned", {"sidecar.minik8s.io/warn": "true"})
+        assert r.status_code == 201
+        assert r.headers["warning"] == '299 - "pods labelled sidecar.minik8s.io/warn=true are discouraged"'
 
 
 def test_webhook_needs_the_ca_that_signed_it(admin: httpx.Client, webhook: str, ns: str) -> None:

@@ -1,7 +1,7 @@
 """The audit log of a real apiserver: one audit.k8s.io/v1 Event line per request at the level the
 policy file gives it, and the seed question answered from it — a Deployment applied with real
 kubectl as kubernetes-admin, taken by the controller-manager (each controller with its own
-service-account token) and the scheduler (its own certificate), all over HTTPS: which identities
+service-account token, from TokenRequest) and the scheduler (its own certificate), all over HTTPS: which identities
 created the Deployment, the ReplicaSet, the Pods and the Bindings, with which user agents?"""
 
 from __future__ import annotations
@@ -168,8 +168,7 @@ def test_who_created_the_deployment_the_replicaset_the_pods_and_the_bindings(
     node = f"audit-node-{uuid.uuid4().hex[:6]}"
     ready_node(admin, node)
     controllers = ControllerProcess(workdir, secure.secure_url, ["deployment", "replicaset"],
-                                    "--kubeconfig", str(secure.kubeconfig("controller-manager")),
-                                    "--service-account-private-key-file", str(secure.pki.sa_key))
+                                    "--kubeconfig", str(secure.kubeconfig("controller-manager")))
     scheduler = SchedulerProcess(workdir, secure.secure_url, None, "--kubeconfig", str(secure.kubeconfig("scheduler")))
     try:
         controllers.start()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import json
 import ssl
 import threading
 import time
@@ -68,7 +69,7 @@ def ns(admin: httpx.Client) -> Iterator[str]:
 
 
 def sa_token(secure: SecureApiServer, name: str) -> str:
-    return secure.service_account_token(name)
+    return secure.request_token(name)
 
 
 def status(r: httpx.Response) -> dict[str, Any]:
@@ -161,9 +162,15 @@ def test_identities_reach_the_audit_log(secure: SecureApiServer) -> None:
     wait_for(logged, 10, what="the four requests in the audit log")
     for name, (user, groups) in expected.items():
         assert by_agent[f"who-{name}-{marker}"] == {"username": user, "groups": groups}
-    assert by_agent[f"who-rs-{marker}"] == {
+    account = secure.ensure_service_account("replicaset-controller")
+    rs_user = by_agent[f"who-rs-{marker}"]
+    credential = rs_user["extra"]["authentication.kubernetes.io/credential-id"]
+    assert rs_user == {
         "username": "system:serviceaccount:kube-system:replicaset-controller",
-        "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]}
+        "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"],
+        "uid": account["metadata"]["uid"],  # the account's uid and the token's id, as upstream logs them
+        "extra": {"authentication.kubernetes.io/credential-id": credential}}
+    assert credential[0].startswith("JTI=")
 
 
 def test_plain_port_is_system_unsecured(secure: SecureApiServer) -> None:
@@ -297,6 +304,90 @@ def test_kubelet_may_touch_only_its_own_node_lease_and_pods(secure: SecureApiSer
                  what="a deleted pod to be 404 for the kubelet, as it confirms deletions")
     with secure.client("kubelet-node-b") as other:
         assert other.patch(pod_path(ns, "on-b", "status"), json=running, headers=merge).status_code == 200
+
+
+# -- one parse of the request: a repeated parameter counts by its first value, for everyone -------------
+
+
+def _names_in(body: dict[str, Any], ns: str) -> set[str]:
+    return {p["metadata"]["name"] for p in body["items"] if p["metadata"]["namespace"] == ns}
+
+
+def _watched_names(client: httpx.Client, url: str, ns: str) -> set[str]:
+    """The pods of ns a watch from the start delivers before it times out (the url asks timeoutSeconds=1)."""
+    names: set[str] = set()
+    with client.stream("GET", url) as r:
+        assert r.status_code == 200, r.read()
+        for line in r.iter_lines():
+            if line:
+                event = json.loads(line)
+                assert event["type"] != "ERROR", event
+                if event["object"]["metadata"].get("namespace") == ns:
+                    names.add(event["object"]["metadata"]["name"])
+    return names
+
+
+@pytest.mark.parametrize("query", ["fieldSelector=spec.nodeName%3Dnode-a&fieldSelector=",
+                                   "fieldSelector=spec.nodeName%3Dnode-a&fieldSelector=spec.nodeName%3Dnode-b",
+                                   "fieldSelector=spec.nodeName%3Dnode-a&fieldSelector=metadata.name%21%3Dx"])
+def test_a_kubelet_cannot_widen_its_pod_selector_with_a_second_copy(secure: SecureApiServer, nodes_and_pods: str,
+                                                                     query: str) -> None:
+    """The authorizer and the storage read the same (first) fieldSelector: node-a's kubelet sees node-a's pods."""
+    ns = nodes_and_pods
+    with secure.client("kubelet-node-a") as kubelet:
+        r = kubelet.get(f"/api/v1/pods?{query}")
+        assert r.status_code == 200, r.text
+        assert _names_in(r.json(), ns) == {"on-a"}
+        r = kubelet.get(f"/api/v1/namespaces/{ns}/pods?{query}")  # namespaced too
+        assert r.status_code == 200, r.text
+        assert _names_in(r.json(), ns) == {"on-a"}
+        assert _watched_names(kubelet, f"/api/v1/pods?watch=1&timeoutSeconds=1&{query}", ns) == {"on-a"}
+        assert _watched_names(kubelet, f"/api/v1/pods?{query}&watch=true&watch=false&timeoutSeconds=1",
+                              ns) == {"on-a"}
+
+
+@pytest.mark.parametrize("query", ["fieldSelector=&fieldSelector=spec.nodeName%3Dnode-a",
+                                   "fieldSelector=spec.nodeName%3Dnode-b&fieldSelector=spec.nodeName%3Dnode-a"])
+def test_a_kubelet_is_refused_when_the_first_selector_is_not_its_node(secure: SecureApiServer, nodes_and_pods: str,
+                                                                      query: str) -> None:
+    with secure.client("kubelet-node-a") as kubelet:
+        for url in (f"/api/v1/pods?{query}", f"/api/v1/pods?watch=1&timeoutSeconds=1&{query}"):
+            r = kubelet.get(url)
+            assert r.status_code == 403, r.text
+            assert "can only list/watch pods with spec.nodeName field selector set to 'node-a'" in status(r)["message"]
+
+
+def test_a_list_only_user_cannot_watch_with_a_second_watch_parameter(secure: SecureApiServer, admin: httpx.Client,
+                                                                     ns: str) -> None:
+    """`watch=0&watch=1` is a list for the authorizer and for the handler (first value, as upstream);
+    `watch=1&watch=0` is a watch, which a user who may only list is refused."""
+    secure.issue("lister", "lister")
+    role = {"metadata": {"name": "pod-lister"},
+            "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}]}
+    assert admin.post(f"{RBAC}/namespaces/{ns}/roles", json=role).status_code == 201
+    binding = {"metadata": {"name": "lister"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                           "name": "pod-lister"},
+               "subjects": [{"kind": "User", "name": "lister"}]}
+    assert admin.post(f"{RBAC}/namespaces/{ns}/rolebindings", json=binding).status_code == 201
+    assert admin.post(pod_path(ns), json=pod("seen")).status_code == 201
+    with secure.client("lister") as lister:
+        wait_until_allowed(lister, "GET", pod_path(ns), True)
+        for query in ("watch=0&watch=1", "watch=false&watch=true", "watch=false&watch=1&watch=true"):
+            # timeoutSeconds: were it served as a watch, the stream would end after a second rather than hang
+            r = lister.get(f"{pod_path(ns)}?{query}&timeoutSeconds=1")
+            assert r.status_code == 200, r.text
+            body = r.json()  # one PodList, not a stream of watch events
+            assert body["kind"] == "PodList", r.text[:200]
+            assert {p["metadata"]["name"] for p in body["items"]} == {"seen"}
+        for query in ("watch=1&watch=0", "watch=true&watch=false", "watch=&watch=0"):
+            r = lister.get(f"{pod_path(ns)}?{query}&timeoutSeconds=1")
+            assert r.status_code == 403, r.text
+            assert status(r)["message"] == (f'pods is forbidden: User "lister" cannot watch resource "pods" in API '
+                                            f'group "" in the namespace "{ns}"')
+    # the audit log records the verb the handler served
+    events = secure.wait_audit(lambda e: e["user"]["username"] == "lister" and "watch=0&watch=1" in e["requestURI"]
+                               and e["stage"] == "ResponseComplete", what="the lister's list in the audit log")
+    assert {e["verb"] for e in events} == {"list"}
 
 
 # -- RBAC at run time ---------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The docker-compose cluster end to end (docker-compose.yml, hack/compose-up.sh, hack/compose-down.sh):
 images built locally (hack/cluster-images.sh: debootstrap base, wheels built on the host); the one-shot
-`pki` service generating the cluster PKI and one kubeconfig per identity; etcd, the apiserver (HTTPS only,
+`pki` service generating the cluster PKI and one kubeconfig per identity; etcd (client and peer TLS, taking
+only the apiserver's client certificate of its own CA), the apiserver (HTTPS only,
 audit log on the host), the controller-manager, the scheduler and two kubelets as containers, each under
 its own identity. The road of the examples Deployment driven with real kubectl as kubernetes-admin: 3
 Running pods with IPs on both nodes answering HTTP from the host, the Events and the audit log showing
@@ -39,7 +40,7 @@ import yaml
 from apiserver.audit import read_events
 from cni.config import bridge_name
 from machinery.kubeconfig import load_kubeconfig, write_kubeconfig
-from tests.cluster import REPO, free_port, make_workdir, wait_for
+from tests.cluster import REPO, assert_etcd_takes_only_the_apiserver, free_port, make_workdir, wait_for
 from tests.e2e.conftest import KUBECTL_VERSION
 from tests.e2e.conftest import httpd_b as httpd_b  # the second web server image to roll to (a fixture)
 from tests.e2e.test_road import PAGE_TITLE, events_about, http_get, n_ready, recorded_at, wait_pods, write_manifest
@@ -331,10 +332,34 @@ def test_the_apiserver_serves_only_tls_and_each_component_has_its_own_identity(
         for context, code in ((ca, 401), (as_scheduler, 403)):
             r = httpx.get(f"https://{address}:{port}/pods", verify=context, timeout=10, trust_env=False)
             assert r.status_code == code, (name, r.status_code, r.text)
-    # The controllers sign their service accounts' tokens with sa.key; nothing else gets it.
-    assert mounted("controller-manager", "/etc/kubernetes/pki/sa.key") == cluster.pki / "sa.key"
-    assert not any(m["Destination"].endswith("sa.key") for s in ("scheduler", "node-1", "node-2")
+    # Only the apiserver signs service-account tokens (TokenRequest): no other component gets sa.key.
+    assert not any(m["Destination"].endswith("sa.key") for s in ("controller-manager", "scheduler", "node-1", "node-2")
                    for m in containers[s]["Mounts"])
+
+
+def test_etcd_takes_only_the_apiservers_client_certificate(compose_cluster: ComposeCluster) -> None:
+    """etcd serves TLS and wants a client certificate of its own CA (issue 10, finding 7: any process that
+    reached its port read and wrote every object): plain, without a certificate, or with the cluster CA's
+    kubernetes-admin it refuses; the apiserver's kube-apiserver-etcd-client gets in. Only the apiserver
+    mounts that certificate, and of etcd's PKI it sees the CA certificate alone."""
+    cluster = compose_cluster
+    ids = docker_ids("ps", "-aq", "--filter", f"label=com.docker.compose.project={cluster.project}")
+    containers = {c["Config"]["Labels"]["com.docker.compose.service"]: c
+                  for c in json.loads(cluster.run("docker", "inspect", *ids, check=True).stdout)}
+    address = next(iter(containers["etcd"]["NetworkSettings"]["Networks"].values()))["IPAddress"]
+    # its certificate names the service; the host reaches it at its address
+    assert_etcd_takes_only_the_apiserver(f"https://{address}:2379", cluster.pki, server_name="etcd")
+    assert "--etcd-certfile=/etc/kubernetes/pki/apiserver-etcd-client.crt" in containers["apiserver"]["Config"]["Cmd"]
+
+    # No other container mounts etcd's PKI or the apiserver's etcd client certificate.
+    etcd_files = (str(cluster.pki / "etcd"), str(cluster.pki / "apiserver-etcd-client"))
+    for service, container in containers.items():
+        sources = [m["Source"] for m in container["Mounts"] if m["Type"] == "bind"]
+        if service not in ("apiserver", "etcd"):
+            assert not [s for s in sources if s.startswith(etcd_files) or s == str(cluster.pki)], service
+    seen = cluster.run("docker", "exec", containers["apiserver"]["Id"], "ls", "-A", "/etc/kubernetes/pki/etcd",
+                       check=True).stdout.split()
+    assert seen == ["ca.crt"], seen
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@ docker-compose.yml): a three-member etcd (etcd-1..3, each with its own data volu
 all three endpoints, and a standby controller-manager and scheduler (leader election on Leases in
 kube-system, 4s/3s/500ms timings).
 
-Against real containers: etcd answers with three members and one leader; each Lease names one holder, one
+Against real containers: etcd answers with three members and one leader, each member behind client and peer
+TLS taking only the apiserver's client certificate; each Lease names one holder, one
 of that component's two containers; `docker kill` of the member at the head of --etcd-servers (the one
 the apiserver talks to) and writes go on (a Deployment created then gets its pods Running); started again,
 that member catches up (its own revision reaches a write made after its return, and it holds the key
@@ -23,6 +24,7 @@ import ipaddress
 import json
 import os
 import random
+import ssl
 import subprocess
 import time
 from collections.abc import Iterator
@@ -33,7 +35,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.cluster import REPO, wait_for
+from tests.cluster import REPO, assert_etcd_takes_only_the_apiserver, wait_for
 from tests.e2e.test_road import n_ready, wait_pods
 from tests.integration.test_compose_cluster import ComposeCluster, compose_cluster_up, docker_ids, leftovers
 from tests.integration.test_compose_cluster import compose_images as compose_images  # the session's image build
@@ -82,12 +84,15 @@ def ha_cluster(compose_images: float) -> Iterator[ComposeCluster]:
 
 def member_url(cluster: ComposeCluster, member: str) -> str:
     """A member's client URL: its fixed address on the control-plane network, reachable from the host."""
-    return f"http://{cluster.env['MINIK8S_HA_NET']}.1{member[-1]}:2379"
+    return f"https://{cluster.env['MINIK8S_HA_NET']}.1{member[-1]}:2379"
 
 
 def etcd_call(cluster: ComposeCluster, member: str, path: str, body: JSONDict | None = None) -> JSONDict:
-    """One call to a member's own gRPC gateway (/v3/...): its answer, not the leader's."""
-    r = httpx.post(f"{member_url(cluster, member)}{path}", json=body or {}, timeout=5, trust_env=False)
+    """One call to a member's own gRPC gateway (/v3/...): its answer, not the leader's. With the apiserver's
+    etcd client certificate: etcd takes no other."""
+    context = ssl.create_default_context(cafile=cluster.pki / "etcd" / "ca.crt")
+    context.load_cert_chain(cluster.pki / "apiserver-etcd-client.crt", cluster.pki / "apiserver-etcd-client.key")
+    r = httpx.post(f"{member_url(cluster, member)}{path}", json=body or {}, timeout=5, trust_env=False, verify=context)
     assert r.status_code == 200, (member, path, r.status_code, r.text)
     return r.json()
 
@@ -104,8 +109,14 @@ def has_key(cluster: ComposeCluster, member: str, key: str) -> bool:
 
 
 def apiserver_etcd_member(cluster: ComposeCluster) -> str | None:
-    """The member the apiserver's etcd client is connected to (its one established TCP connection to a :2379),
-    read from the apiserver container's network namespace."""
+    """The member the apiserver's etcd client is connected to, while it has one established TCP connection to
+    a :2379 (it opens one to another member when it moves on from one), from its container's network namespace."""
+    members = apiserver_etcd_members(cluster)
+    return members.pop() if len(members) == 1 else None
+
+
+def apiserver_etcd_members(cluster: ComposeCluster) -> set[str]:
+    """The members the apiserver's etcd client has an established TCP connection to."""
     pid = inspect(service_container(cluster, "apiserver"))["State"]["Pid"]
     remotes = set()
     for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
@@ -114,7 +125,7 @@ def apiserver_etcd_member(cluster: ComposeCluster) -> str | None:
         if fields[3] == "01" and int(port, 16) == 2379:  # ESTABLISHED
             remotes.add(str(ipaddress.IPv4Address(int(address, 16).to_bytes(4, "little"))))
     members = {member_url(cluster, m).split("//")[1].split(":")[0]: m for m in MEMBERS}
-    return members.get(remotes.pop()) if len(remotes) == 1 else None
+    return {members[r] for r in remotes if r in members}
 
 
 def service_container(cluster: ComposeCluster, service: str) -> str:
@@ -168,7 +179,7 @@ def test_the_ha_file_repeats_the_base_commands_with_ha_flags() -> None:
     """Compose merges no lists: docker-compose.ha.yml repeats the base commands; they must not drift apart."""
     base = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
     ha = yaml.safe_load((REPO / "docker-compose.ha.yml").read_text())["services"]
-    endpoints = ",".join(f"http://${{MINIK8S_HA_NET:-{DEFAULT_NET}}}.1{m[-1]}:2379" for m in MEMBERS)
+    endpoints = ",".join(f"https://${{MINIK8S_HA_NET:-{DEFAULT_NET}}}.1{m[-1]}:2379" for m in MEMBERS)
     want = [f"--etcd-servers={endpoints}" if a.startswith("--etcd-servers=") else a
             for a in base["apiserver"]["command"]]
     assert ha["apiserver"]["command"] == want
@@ -179,14 +190,25 @@ def test_the_ha_file_repeats_the_base_commands_with_ha_flags() -> None:
         for key in ("image", "init", "restart", "labels", "volumes", "depends_on"):
             assert standby[key] == base[component][key], (component, key)
     assert ha["etcd"] == {"scale": 0}
-    cluster = ",".join(f"{m}=http://${{MINIK8S_HA_NET:-{DEFAULT_NET}}}.1{m[-1]}:2380" for m in MEMBERS)
+    # the pki service: the base file's command, and each member's certificates for its name and address
+    assert ha["pki"]["command"] == base["pki"]["command"] + [
+        f"--etcd-member={m}=${{MINIK8S_HA_NET:-{DEFAULT_NET}}}.1{m[-1]}" for m in MEMBERS]
+    cluster = ",".join(f"{m}=https://${{MINIK8S_HA_NET:-{DEFAULT_NET}}}.1{m[-1]}:2380" for m in MEMBERS)
+    # client and peer TLS as the base file's single etcd has them
+    tls_flags = [f for f in base["etcd"]["command"] if f.startswith(("--client-cert-auth", "--trusted-ca-file",
+                                                                      "--cert-file", "--key-file", "--peer-",
+                                                                      "--listen-metrics-urls"))]
+    assert len(tls_flags) == 9, tls_flags
     for member in MEMBERS:
         flags = ha[member]["command"]
         assert f"--name={member}" in flags and f"--initial-cluster={cluster}" in flags, member
         address = ha[member]["networks"]["default"]["ipv4_address"]
-        assert f"--initial-advertise-peer-urls=http://{address}:2380" in flags, member
-        assert f"--advertise-client-urls=http://{address}:2379" in flags, member
-        assert ha[member]["volumes"] == [f"{member}-data:/var/lib/etcd"], member
+        assert f"--initial-advertise-peer-urls=https://{address}:2380" in flags, member
+        assert f"--advertise-client-urls=https://{address}:2379" in flags, member
+        assert [f for f in flags if f in tls_flags] == tls_flags, member
+        pki_dir = f"${{MINIK8S_COMPOSE_OUT:-./_output/compose}}/pki/etcd/members/{member}"
+        want = [f"{member}-data:/var/lib/etcd", f"{pki_dir}:/etc/kubernetes/pki/etcd:ro"]
+        assert ha[member]["volumes"] == want, member
 
 
 def test_three_etcd_members_and_one_holder_per_lease(ha_cluster: ComposeCluster) -> None:
@@ -196,6 +218,11 @@ def test_three_etcd_members_and_one_holder_per_lease(ha_cluster: ComposeCluster)
     assert len({s["leader"] for s in statuses.values()}) == 1, statuses  # one leader, seen by all
     members = etcd_call(cluster, "etcd-2", "/v3/cluster/member/list")["members"]
     assert sorted((m["name"], m["clientURLs"][0]) for m in members) == [(m, member_url(cluster, m)) for m in MEMBERS]
+    assert all(m["peerURLs"][0].startswith("https://") for m in members), members
+    # each member refuses plain gRPC, TLS without a certificate and the cluster CA's kubernetes-admin
+    # (issue 10, finding 7)
+    for m in MEMBERS:
+        assert_etcd_takes_only_the_apiserver(member_url(cluster, m), cluster.pki)
 
     # The single etcd of the base file is not there; the apiserver has all three members.
     assert not docker_ids("ps", "-aq", "--filter", f"label=com.docker.compose.project={cluster.project}",
@@ -241,7 +268,7 @@ def test_writes_go_on_with_an_etcd_member_down_and_it_catches_up(ha_cluster: Com
         wait_pods(api, "default", "while-down", n_ready(2, HTTPD), 120, f"2 pods Running with {victim} down")
         running = time.monotonic() - killed
         assert inspect(container)["State"]["Running"] is False, f"{victim} came back by itself: nothing was proven"
-        assert apiserver_etcd_member(cluster) in others
+        assert apiserver_etcd_members(cluster) and apiserver_etcd_members(cluster) <= set(others)
         key = f"/registry/deployments/default/{created['metadata']['name']}"
         assert all(has_key(cluster, m, key) for m in others)
 

@@ -9,10 +9,14 @@ when a test fails (`kubelet.cleanup`); every wait is a condition with a deadline
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
+import os
 import shutil
+import socket
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -317,6 +321,29 @@ def test_host_network_pod_uses_the_node_address(nodes: tuple[KubeletProcess, Kub
     assert "UP" in lo.split(">")[0]  # no CNI plugin ever ran in the host's namespace
 
 
+def test_host_pid_pod_sees_the_nodes_processes(nodes: tuple[KubeletProcess, KubeletProcess], api: httpx.Client,
+                                               namespace: str) -> None:
+    """hostPID was accepted and ignored; now the pod's containers join the node's PID namespace (and
+    hostIPC its IPC namespace), as upstream's kubelet does: this test's own process is visible."""
+    a, _ = nodes
+    me = os.getpid()
+    script = f"tr '\\0' ' ' < /proc/{me}/cmdline || echo missing; echo; sleep 3600"
+    created = create(api, namespace, pod_manifest("hostpid", a.node, [container("c", command=sh(script))],
+                                                  hostPID=True, hostIPC=True, terminationGracePeriodSeconds=0))
+    create(api, namespace, pod_manifest("ownpid", a.node, [container("c", command=sh(script))],
+                                        terminationGracePeriodSeconds=0))
+    wait_pod(api, namespace, "hostpid", running, what="hostpid running")
+    wait_pod(api, namespace, "ownpid", running, what="ownpid running")
+    wait_for(lambda: "pytest" in log_of(api, namespace, "hostpid"), 20, what="the hostPID pod seeing pytest's pid")
+    wait_for(lambda: log_of(api, namespace, "ownpid").strip() != "", 20, what="the other pod's answer")
+    assert "pytest" not in log_of(api, namespace, "ownpid")
+    app = next(c for c in pod_containers(created["metadata"]["uid"])
+               if c.labels["io.kubernetes.docker.type"] != "podsandbox")
+    assert app.attrs["HostConfig"]["PidMode"] == "host" and app.attrs["HostConfig"]["IpcMode"] == "host"
+    for name in ("hostpid", "ownpid"):
+        assert api.delete(f"/api/v1/namespaces/{namespace}/pods/{name}").status_code == 200
+
+
 def test_memory_limit_oom_kills_and_cpu_limit_applies(nodes: tuple[KubeletProcess, KubeletProcess],
                                                       api: httpx.Client, namespace: str) -> None:
     a, _ = nodes
@@ -438,6 +465,55 @@ def test_missing_image_ends_in_back_off_without_crashing(nodes: tuple[KubeletPro
              what="the other container runs")
     found = reasons(api, namespace, "noimage")
     assert {"Pulling", "Failed", "BackOff", "ErrImageNeverPull"} <= found, found
+    assert a.process.alive()
+
+
+@contextlib.contextmanager
+def silent_registry() -> Iterator[tuple[int, list[socket.socket]]]:
+    """A "registry" on 127.0.0.1 that accepts connections and never answers: Docker's pull from it
+    hangs (about 25 s here, its TLS then plain-HTTP attempts timing out). Yields the port and the
+    connections it took."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    taken: list[socket.socket] = []
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            with contextlib.suppress(OSError):
+                taken.append(server.accept()[0])
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1], taken
+    finally:
+        done.set()
+        thread.join(5)
+        for conn in taken:
+            conn.close()
+        server.close()
+
+
+def test_deleting_a_pod_abandons_its_hanging_image_pull(nodes: tuple[KubeletProcess, KubeletProcess],
+                                                        api: httpx.Client, namespace: str) -> None:
+    """A pod deleted while its image is being pulled goes at once, as upstream's pod worker cancels the
+    sync under way when a pod becomes terminating; it used to wait for the pull to give up (a Deployment
+    rolled back from a missing image kept its stuck pod for as long as the registry took to answer)."""
+    a, _ = nodes
+    with silent_registry() as (port, taken):
+        created = create(api, namespace, pod_manifest("hung", a.node, [container("c", f"127.0.0.1:{port}/hang:1")],
+                                                      terminationGracePeriodSeconds=1))
+        uid = created["metadata"]["uid"]
+        wait_for(lambda: taken and "Pulling" in reasons(api, namespace, "hung"), 20, 0.1,
+                 what="the kubelet pulling from the silent registry")
+        r = api.delete(f"/api/v1/namespaces/{namespace}/pods/hung")
+        assert r.status_code == 200, r.text
+        # well before the pull itself would give up (about 25 s)
+        wait_for(lambda: api.get(f"/api/v1/namespaces/{namespace}/pods/hung").status_code == 404, 12, 0.1,
+                 what="the pod gone while its image pull still hangs")
+        assert pod_containers(uid) == []
+        assert not (a.root_dir / "pods" / uid).exists()
     assert a.process.alive()
 
 

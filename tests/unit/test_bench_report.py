@@ -21,6 +21,9 @@ RESULTS: dict[str, dict[str, Any]] = {
         "rss_held": {"label": "apiserver RSS holding 10,000 pods", "value": 140.0, "unit": "MB"}}},
     "auth": {"summary": {"creates/s, 64 clients": {"off": 1000.0, "on": 900.0, "change_percent": -10.0}},
              "throughput_cost_percent": 10.0, "cpu_capacity_cost_percent": 9.0, "rounds": [{}, {}, {}]},
+    "podsecurity": {"summary": {"creates/s, 64 clients": {"without": 1000.0, "privileged": 990.0,
+                                                          "restricted": 950.0}},
+                    "throughput_cost_percent": {"privileged": 1.0, "restricted": 5.0}},
     "control_plane": {"deployment": {"replicas": 100, "nodes": 10, "create_to_all_bound_s": 1.5},
                       "memory": {"scheduler": {"VmHWM": 60.0}}},
     "scheduler": {"configs": [
@@ -75,6 +78,8 @@ def test_ratios_against_the_baseline_of_the_same_run() -> None:
     assert f["pod_startup.10.per_pod_ratio"].baseline == 1.5
     assert f["apiserver.creates"].ratio == 0.3
     assert f["auth.creates/s, 64 clients"].ratio == 0.9
+    assert f["podsecurity.restricted.creates/s, 64 clients"].ratio == 0.95
+    assert f["podsecurity.privileged.throughput_cost"].value == 1.0
     assert f["scheduler.100x1000.window"].ratio == 0.1
     assert f["hollow.10.batch"].ratio == 0.25  # hollow vs real kubelets at the same count
     assert f["hollow.1000.batch"].ratio is None  # no real run at 1,000 pods
@@ -103,3 +108,14 @@ def test_plot_series() -> None:
     assert points["startup"]["hollow_batch"] == [(10, 0.5), (1000, 8.0)]
     assert points["startup"]["hollow_nodes"] == 10
     assert points["scheduler"] == [(10, 200.0, 20.0, 200.0, 200.0, 5000.0), (1000, 450.0, 300.0, 440.0, 460.0, 4500.0)]
+
+
+def test_the_etcd_failover_stall_against_its_baseline_and_one_second() -> None:
+    summary = {"retry": {"stall_s": 1.5, "election_s": 1.4, "after_election_s": 0.1, "failed": 0},
+               "no_retry": {"stall_s": 7.0, "election_s": 1.3, "after_election_s": 5.7, "failed": 3}}
+    figures = {f.key: f for f in build_figures({"etcd_failover": {"summary": summary,
+                                                                  "rounds": {"retry": [{}, {}, {}]}}})}
+    stall = figures["etcd_failover.stall"]
+    assert (stall.value, stall.baseline, stall.ratio) == (1.5, 7.0, 1.5 / 7.0)
+    assert stall.verdict == "NOT MET"  # 1.5 s > 1 s
+    assert "median of 3" in stall.note and "stall beyond it 0.1 s" in stall.note

@@ -1,11 +1,16 @@
-"""CrashLoopBackOff / ImagePullBackOff arithmetic (kubelet.backoff), on a fake clock."""
+"""CrashLoopBackOff / ImagePullBackOff arithmetic (kubelet.backoff), on a fake clock; which waiting reason an
+image pull in back-off shows, and which pod updates wake a pod worker (kubelet.pod_workers, pure parts)."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from kubelet.backoff import Backoff
-from kubelet.pod_workers import default_pull_policy, fmt_duration
+from kubelet.pod_workers import PodWorker, PodWorkers, default_pull_policy, fmt_duration, image_pull_waiting
+from machinery.api.core_v1 import Pod
 
 
 class Clock:
@@ -94,3 +99,91 @@ def test_default_pull_policy_follows_the_tag(image: str, policy: str) -> None:
 
 def test_durations_print_as_go_does() -> None:
     assert [fmt_duration(s) for s in (1, 10, 80, 300)] == ["1s", "10s", "1m20s", "5m0s"]
+
+
+def test_err_image_pull_shows_for_half_the_window_however_often_the_worker_syncs() -> None:
+    """The race behind a flaky e2e test: the new sandbox's Docker events (or any early wake-up) made the
+    sync right after the failed pull replace ErrImagePull by ImagePullBackOff within milliseconds, so a
+    pod could go through its whole first window without ErrImagePull ever being readable."""
+    clock = Clock()
+    b = Backoff(1, 300, clock)
+    b.next("uid/img")  # the pull failed: the worker shows ErrImagePull
+    for early in (0.0, 0.01, 0.3, 0.49):  # syncs woken by anything before half the window
+        clock.now = 1000.0 + early
+        reason, changes_in = image_pull_waiting(b, "uid/img", "ErrImagePull") or ("", 0.0)
+        assert reason == "ErrImagePull" and changes_in == pytest.approx(0.5 - early)
+    clock.now = 1000.5
+    assert image_pull_waiting(b, "uid/img", "ErrImagePull") == ("ImagePullBackOff", pytest.approx(0.5))
+    clock.now = 1000.7
+    assert image_pull_waiting(b, "uid/img", "ImagePullBackOff") == ("ImagePullBackOff", pytest.approx(0.3))
+    clock.now = 1001.0
+    assert image_pull_waiting(b, "uid/img", "ImagePullBackOff") is None  # pull again
+    b.next("uid/img")  # failed again: a 2 s window, ErrImagePull for its first second
+    clock.now = 1001.9
+    assert image_pull_waiting(b, "uid/img", "ErrImagePull") == ("ErrImagePull", pytest.approx(0.1))
+
+
+def test_a_container_not_showing_the_failed_pull_goes_straight_to_image_pull_back_off() -> None:
+    clock = Clock()
+    b = Backoff(1, 300, clock)
+    b.next("uid/img")  # another container of the pod, with the same image, failed to pull it
+    assert image_pull_waiting(b, "uid/img", "ContainerCreating") == ("ImagePullBackOff", pytest.approx(1))
+    assert image_pull_waiting(b, "uid/other", "") is None
+
+
+def _pod(rv: int, ready: str = "True", deleting: bool = False) -> Pod:
+    meta: dict[str, Any] = {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": str(rv)}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return Pod.model_validate({"metadata": meta,
+                               "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]},
+                               "status": {"conditions": [{"type": "Ready", "status": ready}]}})
+
+
+def _workers(pod: Pod) -> tuple[PodWorkers, PodWorker]:
+    kubelet: Any = SimpleNamespace(config=SimpleNamespace(node_name="n1"))
+    workers = PodWorkers(kubelet)
+    worker = PodWorker(kubelet, pod)
+    workers.workers["u1"] = worker
+    return workers, worker
+
+
+def test_our_status_write_seen_by_the_watch_before_its_response_does_not_wake_the_worker() -> None:
+    """The other half of the race: the watch event of the kubelet's own status write can arrive before
+    the PATCH response; taken for another writer's change, it woke the worker at once (and its sync
+    replaced a fresh ErrImagePull). Whose it is is decided when the response is in."""
+    workers, worker = _workers(_pod(10))
+    worker.last_status_rv = 10
+    worker.writing_status = True
+    workers.update(_pod(11, ready="False"))  # our write, on the watch first
+    assert not worker._wake.is_set()
+    worker.last_status_rv = 11
+    worker.status_write_done(11)  # the response: it was ours
+    assert not worker._wake.is_set()
+    assert worker.pod.metadata.resource_version == "11"
+
+
+def test_another_writers_status_after_ours_still_wakes_the_worker() -> None:
+    workers, worker = _workers(_pod(10))
+    worker.last_status_rv = 10
+    worker.writing_status = True
+    workers.update(_pod(11))
+    workers.update(_pod(12, ready="False"))  # the node lifecycle controller, after our write
+    assert not worker._wake.is_set()
+    worker.status_write_done(11)
+    assert worker._wake.is_set()  # synced, so the kubelet writes what it sees over it
+
+
+def test_a_failed_status_write_wakes_the_worker_for_what_came_meanwhile() -> None:
+    workers, worker = _workers(_pod(10))
+    worker.writing_status = True
+    workers.update(_pod(11, ready="False"))
+    worker.status_write_done(0)
+    assert worker._wake.is_set()
+
+
+def test_spec_or_metadata_changes_wake_the_worker_even_while_a_status_write_is_on_its_way() -> None:
+    workers, worker = _workers(_pod(10))
+    worker.writing_status = True
+    workers.update(_pod(11, deleting=True))
+    assert worker._wake.is_set()

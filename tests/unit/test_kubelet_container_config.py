@@ -118,6 +118,13 @@ def test_host_config_joins_the_sandbox_and_applies_limits_and_user() -> None:
     assert "ExposedPorts" not in config  # Docker refuses them with network mode container:
 
 
+def test_host_pid_and_host_ipc_join_the_nodes_namespaces() -> None:
+    hc = create_config({}, hostPID=True, hostIPC=True, shareProcessNamespace=True)["HostConfig"]
+    assert hc["PidMode"] == "host" and hc["IpcMode"] == "host"
+    hc = create_config({})["HostConfig"]
+    assert "PidMode" not in hc and hc["IpcMode"] == "container:sb"
+
+
 def test_pod_security_context_is_the_default_user() -> None:
     assert create_config({}, securityContext={"runAsUser": 7})["User"] == "7"
     assert create_config({"securityContext": {"runAsUser": 8}}, securityContext={"runAsUser": 7})["User"] == "8"

@@ -190,8 +190,8 @@ _WELL_KNOWN = {"time": "Time", "microtime": "MicroTime", "quantity": "Quantity",
                "fieldsv1": "FieldsV1", "extra": "ExtraValue"}
 _PACKAGES = {"v1": "core.v1", "apps/v1": "apps.v1", "coordination.k8s.io/v1": "coordination.v1",
              "rbac.authorization.k8s.io/v1": "rbac.v1", "admissionregistration.k8s.io/v1": "admissionregistration.v1",
-             "authorization.k8s.io/v1": "authorization.v1"}
-_JSON_NAMES = {"Webhooks": "webhooks"}  # go-to-protobuf kept the Go field name where the JSON tag differs
+             "authorization.k8s.io/v1": "authorization.v1", "authentication.k8s.io/v1": "authentication.v1"}
+_JSON_NAMES = {"Webhooks": "webhooks", "uID": "uid"}  # go-to-protobuf kept the Go field name where the JSON tag differs
 
 
 def upstream_messages(binary: bytes) -> dict[str, Any]:
@@ -260,3 +260,10 @@ def test_schema_matches_upstream_generated_proto() -> None:
         full = f".k8s.io.api.{package}.{kind}" if package else f".k8s.io.apimachinery.pkg.apis.meta.v1.{kind}"
         check(name, full)
     assert checked == set(protobuf.SCHEMA), f"unreachable table entries: {set(protobuf.SCHEMA) - checked}"
+
+
+def test_self_subject_rules_review() -> None:
+    """What `kubectl auth can-i --list` sends."""
+    review = [(1, meta("")), (2, [(1, "team-a")])]
+    obj = protobuf.decode(envelope("authorization.k8s.io/v1", "SelfSubjectRulesReview", enc(review)))
+    assert obj["kind"] == "SelfSubjectRulesReview" and obj["spec"] == {"namespace": "team-a"}

@@ -312,8 +312,12 @@ class TestServiceAccountTokens:
         token = sign_token(key, "kube-system", "deployment-controller", uid="u1")
         authn = Authenticator(verifier=TokenVerifier([key.public_key()]))
         u = authn.authenticate(None, f"Bearer {token}".encode())
+        assert u is not None
+        jti = u.extra["authentication.kubernetes.io/credential-id"]
         assert u == UserInfo("system:serviceaccount:kube-system:deployment-controller",
-                             ("system:serviceaccounts", "system:serviceaccounts:kube-system", AUTH), "u1")
+                             ("system:serviceaccounts", "system:serviceaccounts:kube-system", AUTH), "u1",
+                             {"authentication.kubernetes.io/credential-id": jti})
+        assert jti[0].startswith("JTI=")
         assert authn.authenticate(None, f"Bearer {token}".encode()) == u  # from the cache
 
     def test_refused(self) -> None:

@@ -1383,7 +1383,7 @@ class TestLease:
 
 class TestRegistry:
     def test_keys(self) -> None:
-        assert set(STRATEGIES) == {"/namespaces", "/nodes", "/pods", "/events", "apps/deployments",
+        assert set(STRATEGIES) == {"/namespaces", "/nodes", "/pods", "/events", "/serviceaccounts", "apps/deployments",
                                    "apps/replicasets", "coordination.k8s.io/leases",
                                    "rbac.authorization.k8s.io/clusterroles",
                                    "rbac.authorization.k8s.io/clusterrolebindings",
@@ -1391,6 +1391,7 @@ class TestRegistry:
                                    "admissionregistration.k8s.io/mutatingwebhookconfigurations",
                                    "admissionregistration.k8s.io/validatingwebhookconfigurations",
                                    "authorization.k8s.io/selfsubjectaccessreviews",
+                                   "authorization.k8s.io/selfsubjectrulesreviews",
                                    "authorization.k8s.io/subjectaccessreviews"}
         assert isinstance(strategy_for("", "pods"), PodStrategy)
         assert type(strategy_for("x", "nothing")) is Strategy

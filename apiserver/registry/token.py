@@ -1,0 +1,201 @@
+"""The serviceaccounts/{name}/token subresource and the live check of the tokens it issues.
+
+- token_endpoints: POST serviceaccounts/{name}/token, a TokenRequest (authentication.k8s.io/v1) as
+  upstream's TokenREST (pkg/registry/core/serviceaccount/storage/token.go): audiences default to
+  --api-audiences, expirationSeconds to 3600 (at least 600, at most 2^32, shortened to
+  --service-account-max-token-expiration with a warning), optionally bound to a Pod of the namespace
+  running as that account; answered 201 with status.token (a JWT signed with
+  --service-account-signing-key-file) and expirationTimestamp.
+- LiveTokenValidator: upstream's pkg/serviceaccount/claims.go validator: the token's service account
+  must exist with the token's uid and not have been deleted more than a minute ago, and so must a
+  bound pod. It reads the watch caches (a dictionary lookup per request, no etcd read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from apiserver import errors
+from apiserver.auth import serviceaccount as tokens
+from apiserver.registry.generic import Obj, Store, loc_to_path
+from apiserver.request import check_duplicates, decode_object, read_body, write_options
+from apiserver.validation import FieldError, invalid
+from machinery.api.authentication_v1 import TokenRequest
+
+if TYPE_CHECKING:
+    from apiserver.handlers import ResourceHandlers
+
+DEFAULT_EXPIRATION_SECONDS = 3600  # upstream v1 defaulting of TokenRequestSpec.expirationSeconds
+MIN_EXPIRATION_SECONDS = 600  # "may not specify a duration less than 10 minutes"
+MAX_EXPIRATION_SECONDS = 1 << 32
+CACHE_WAIT = 2.0  # how long a TokenRequest waits for the watch cache to hold what it read
+
+
+@dataclass(frozen=True)
+class TokenIssuer:
+    """What the apiserver signs TokenRequests with (--service-account-signing-key-file, -issuer,
+    --api-audiences, --service-account-max-token-expiration)."""
+
+    key: tokens.SigningKey
+    issuer: str
+    audiences: tuple[str, ...]
+    max_expiration_seconds: int = 0  # 0: no limit beyond validation's
+
+
+def _rfc3339(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+_TOKEN_REQUEST = "TokenRequest.authentication.k8s.io"
+
+
+def _token_invalid(name: str, errs: list[FieldError]) -> errors.ApiError:
+    summary = errs[0].full() if len(errs) == 1 else "[" + ", ".join(e.full() for e in errs) + "]"
+    return errors.ApiError(422, "Invalid", f'{_TOKEN_REQUEST} "{name}" is invalid: {summary}',
+                           {"name": name, "group": "authentication.k8s.io", "kind": "TokenRequest",
+                            "causes": [{"reason": e.reason, "message": e.message(), "field": e.field} for e in errs]})
+
+
+async def _cached_by(store: Store, obj: Obj) -> None:
+    """Wait (briefly) until the watch cache holds `obj`'s revision: the token we hand out is then
+    accepted at once by this apiserver, whose authenticator reads the caches."""
+    rv = int(obj["metadata"]["resourceVersion"])
+    deadline = time.monotonic() + CACHE_WAIT
+    while store.cacher.rv < rv and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
+
+
+def token_endpoints(h: ResourceHandlers) -> dict[str, Any]:
+    async def post(request: Request, name: str, namespace: str | None = None) -> Response:
+        from apiserver.handlers import json_response
+
+        server = request.app.state.server
+        issuer: TokenIssuer | None = server.token_issuer
+        if issuer is None:  # no signing key: upstream does not install the subresource
+            raise errors.page_not_found()
+        opts = write_options(request)
+        body, dups = decode_object(await read_body(request), request.headers.get("content-type", "application/json"))
+        check_duplicates(dups, opts, "TokenRequest")
+        try:
+            req = TokenRequest.from_dict(body).to_dict()
+        except ValidationError as e:
+            p = e.errors()[0]
+            raise _token_invalid(name, [invalid(loc_to_path(p["loc"]), p.get("input"), p["msg"])]) from e
+        meta, spec = req.setdefault("metadata", {}), req.setdefault("spec", {})
+        errs: list[FieldError] = []
+        if meta.get("name") and meta["name"] != name:
+            errs.append(invalid("metadata.name", meta["name"], "must match the service account name if specified"))
+        if meta.get("namespace") and meta["namespace"] != namespace:
+            errs.append(invalid("metadata.namespace", meta["namespace"],
+                                "must match the service account namespace if specified"))
+        expiration = spec.setdefault("expirationSeconds", DEFAULT_EXPIRATION_SECONDS)
+        if expiration < MIN_EXPIRATION_SECONDS:
+            errs.append(invalid("spec.expirationSeconds", expiration,
+                                "may not specify a duration less than 10 minutes"))
+        if expiration > MAX_EXPIRATION_SECONDS:
+            errs.append(invalid("spec.expirationSeconds", expiration,
+                                "may not specify a duration larger than 2^32 seconds"))
+        if errs:
+            raise _token_invalid(name, errs)
+        account = await h.store.get(namespace, name)
+        if issuer.max_expiration_seconds and expiration > issuer.max_expiration_seconds:
+            opts.warnings.append(f"requested expiration of {expiration} seconds shortened to "
+                                 f"{issuer.max_expiration_seconds} seconds")
+            expiration = spec["expirationSeconds"] = issuer.max_expiration_seconds
+        bound: tokens.BoundObject | None = None
+        ref = spec.get("boundObjectRef")
+        if ref is not None:
+            api_version, kind = ref.get("apiVersion") or "", ref.get("kind") or ""
+            if api_version != "v1" or kind != "Pod":  # Secrets (and Nodes) are not served yet
+                group, _, version = api_version.rpartition("/")
+                raise errors.bad_request(f"cannot bind token to object of type {group}/{version}, Kind={kind}")
+            pods: Store = server.stores[("", "pods")]
+            pod = await pods.get(namespace, ref.get("name") or "")
+            pod_uid = pod["metadata"]["uid"]
+            if ref.get("uid") and ref["uid"] != pod_uid:
+                raise errors.ApiError(409, "Conflict", f'Operation cannot be fulfilled on Pod "{ref["name"]}": the UID '
+                                      f'in the bound object reference ({ref["uid"]}) does not match the UID in record '
+                                      f"({pod_uid}). The object might have been deleted and then recreated",
+                                      {"name": ref["name"], "kind": "Pod"})
+            running_as = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+            if running_as != name:
+                raise errors.bad_request(f'cannot bind token for serviceaccount "{name}" to pod running with '
+                                         f'different serviceaccount name.')
+            bound = tokens.BoundObject("Pod", pod["metadata"]["name"], pod_uid)
+            await _cached_by(pods, pod)
+        audiences = tuple(spec.get("audiences") or issuer.audiences)
+        spec["audiences"] = list(audiences)
+        now = time.time()
+        token = tokens.sign_token(issuer.key, namespace or "", name, uid=account["metadata"]["uid"],
+                                  issuer=issuer.issuer, audiences=audiences, expiration_seconds=expiration,
+                                  now=now, bound=bound)
+        await _cached_by(h.store, account)
+        meta.update(name=name, namespace=namespace, creationTimestamp=None)
+        req["status"] = {"token": token, "expirationTimestamp": _rfc3339(int(now) + expiration)}
+        return json_response(req, 201, opts.warnings)
+
+    return {"POST": post}
+
+
+class LiveTokenValidator:
+    """Is a verified token's service account (and bound pod) still the one it was issued for?
+
+    uid and deletionTimestamp of the cached objects, decoded once per resourceVersion."""
+
+    MEMO_SIZE = 16384
+
+    def __init__(self, accounts: Store, pods: Store):
+        self.accounts = accounts
+        self.pods = pods
+        self._memo: dict[str, tuple[int, str, float | None]] = {}
+
+    def _live(self, store: Store, namespace: str, name: str) -> tuple[str, float | None] | None:
+        cached = store.cached(namespace, name)
+        if cached is None:
+            return None
+        hit = self._memo.get(cached.key)
+        if hit is None or hit[0] != cached.rv:
+            meta = orjson.loads(cached.raw).get("metadata") or {}
+            hit = (cached.rv, meta.get("uid") or "", _parse_time(meta.get("deletionTimestamp")))
+            if len(self._memo) >= self.MEMO_SIZE:
+                self._memo.clear()
+            self._memo[cached.key] = hit
+        return hit[1], hit[2]
+
+    def __call__(self, claims: tokens.ServiceAccountClaims, now: float) -> str | None:
+        deleted_before = now - tokens.LEEWAY  # things deleted before now-leeway are gone
+        account = self._live(self.accounts, claims.namespace, claims.name)
+        if account is None:
+            return f'serviceaccounts "{claims.name}" not found'
+        uid, deleting = account
+        if deleting is not None and deleting < deleted_before:
+            return f"service account {claims.namespace}/{claims.name} has been deleted"
+        if uid != claims.uid:
+            return f"service account UID ({uid}) does not match claim ({claims.uid})"
+        if claims.secret is not None:  # no Secrets are served: a secret-bound token cannot be valid
+            return "service account token has been invalidated"
+        if claims.pod is not None:
+            pod = self._live(self.pods, claims.namespace, claims.pod.name)
+            if pod is None or (pod[1] is not None and pod[1] < deleted_before):
+                return "service account token has been invalidated"
+            if pod[0] != claims.pod.uid:
+                return f"pod UID ({pod[0]}) does not match service account pod ref claim ({claims.pod.uid})"
+        return None

@@ -1,0 +1,180 @@
+"""What PodSecurity admission costs a pod create: the same secure apiserver chain (TLS, x509 authn,
+RBAC, admission, audit at Metadata) with the plugin off and on, in one run, on one etcd.
+
+    python -m bench.podsecurity_bench [--quick] [--rounds N] [--keep]
+
+- without: an apiserver with `--disable-admission-plugins PodSecurity`;
+- privileged: the plugin on, the namespace unlabelled (the cluster default, privileged: what every
+  cluster pays by having the plugin);
+- restricted: the plugin on, the namespace labelled enforce, audit and warn = restricted, every pod
+  compliant (every check of the level runs three ways: enforce, audit and warn share one result).
+
+Each round runs the three with the same closed loop of 64 keep-alive clients creating a pod that
+meets restricted; rounds alternate to spread machine noise. The table gives medians and the ratios
+to `without`. Writes _output/bench/podsecurity.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import ssl
+import statistics
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+import httpx
+import orjson
+import uvloop
+
+from bench.apiserver_bench import CpuMeter, render_table, summarize
+from bench.auth_bench import TlsConn
+from tests.auth_cluster import SecureApiServer
+from tests.cluster import REPO, Etcd, make_workdir, wait_for
+
+OUTPUT = REPO / "_output" / "bench"
+RESTRICTED = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")}
+MODES = ("without", "privileged", "restricted")
+
+
+def restricted_pod(name: str, namespace: str) -> bytes:
+    """A pod as a ReplicaSet would write it, meeting restricted:latest."""
+    return orjson.dumps({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": "bench", "tier": "web"}},
+        "spec": {"securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                 "containers": [{"name": "web", "image": "nginx:1.25",
+                                 "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+                                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                                 "securityContext": {"allowPrivilegeEscalation": False,
+                                                     "capabilities": {"drop": ["ALL"]}}}]},
+    })
+
+
+async def closed_loop(port: int, context: ssl.SSLContext, namespace: str, prefix: str, total: int, clients: int,
+                      meter: CpuMeter) -> dict[str, Any]:
+    latencies: list[float] = []
+    statuses: Counter[str] = Counter()
+    counter = iter(range(total))
+    path = f"/api/v1/namespaces/{namespace}/pods"
+
+    async def worker() -> None:
+        conn = await TlsConn("127.0.0.1", port, context).connect()
+        try:
+            for i in counter:
+                body = restricted_pod(f"{prefix}-{i:06d}", namespace)
+                t = time.perf_counter()
+                status, _ = await conn.request("POST", path, body)
+                statuses[str(status)] += 1
+                if status == 201:
+                    latencies.append(time.perf_counter() - t)
+        finally:
+            conn.close()
+
+    with meter:
+        await asyncio.gather(*(worker() for _ in range(clients)))
+    cpu = meter.report(total)
+    return {"ok": len(latencies), "statuses": dict(statuses), "rate": len(latencies) / meter.wall,
+            "latency_ms": summarize(latencies, 1000), "cpu_ms_per_create": cpu["apiserver"]["cpu_ms_per_request"],
+            "others_cores": cpu["others"]["cores"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.podsecurity_bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="1,000 creates per closed loop, 2 rounds")
+    p.add_argument("--rounds", type=int, default=None, help="rounds (default 3, quick 2)")
+    p.add_argument("--clients", type=int, default=64)
+    p.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = p.parse_args(argv)
+    rounds = args.rounds or (2 if args.quick else 3)
+    total = 1000 if args.quick else 3000
+
+    workdir = make_workdir("minik8s-podsecurity-bench-")
+    etcd = Etcd(workdir)
+    etcd.start()
+    servers = {"without": SecureApiServer(workdir, etcd, "--port", "0", "--etcd-compaction-interval", "0",
+                                          "--disable-admission-plugins", "PodSecurity"),
+               "with": SecureApiServer(workdir, etcd, "--port", "0", "--etcd-compaction-interval", "0")}
+    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    try:
+        for server in servers.values():
+            server.process.start()
+        for server in servers.values():
+            wait_for(lambda s=server: httpx.get(f"{s.secure_url}/readyz", verify=s.ssl_context(),  # type: ignore[misc]
+                                                timeout=1).status_code == 200, 30, what="the secure apiserver")
+        with servers["with"].client("admin") as admin:
+            for ns, labels in (("bench-psa-without", {}), ("bench-psa-privileged", {}),
+                               ("bench-psa-restricted", RESTRICTED)):
+                assert admin.post("/api/v1/namespaces", json={"metadata": {"name": ns, "labels": labels}}
+                                  ).status_code == 201
+            probe = restricted_pod("probe", "bench-psa-restricted")
+            r = admin.post("/api/v1/namespaces/bench-psa-restricted/pods", content=probe,
+                           headers={"content-type": "application/json"})
+            assert r.status_code == 201 and "warning" not in r.headers, (r.status_code, r.text)
+        targets = {mode: (servers["without" if mode == "without" else "with"], f"bench-psa-{mode}") for mode in MODES}
+        for r_i in range(rounds):
+            for mode in MODES:
+                server, ns = targets[mode]
+                pid = server.process.proc.pid  # type: ignore[union-attr]
+                ctx = server.ssl_context("admin")
+                print(f"[{time.strftime('%H:%M:%S')}] round {r_i + 1}/{rounds}, {mode} …", file=sys.stderr)
+
+                def run(prefix: str, count: int, server: SecureApiServer = server, ns: str = ns,
+                        ctx: ssl.SSLContext = ctx, pid: int = pid) -> dict[str, Any]:
+                    meter = CpuMeter({"apiserver": pid, "etcd": etcd.process.proc.pid})  # type: ignore[union-attr]
+                    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                        return runner.run(closed_loop(server.secure_port, ctx, ns, prefix, count, args.clients,
+                                                      meter))
+
+                run(f"w{r_i}", 200)
+                results[mode].append(run(f"c{r_i}", total))
+    finally:
+        for server in servers.values():
+            server.stop()
+        etcd.stop()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    summary: dict[str, Any] = {}
+    rows = []
+    for label, key, fmt in (("creates/s, 64 clients", ("rate",), "{:,.0f}"),
+                            ("apiserver CPU ms per create", ("cpu_ms_per_create",), "{:.3f}"),
+                            ("create p50 ms, 64 clients", ("latency_ms", "p50"), "{:.1f}"),
+                            ("create p99 ms, 64 clients", ("latency_ms", "p99"), "{:.1f}")):
+        medians = {}
+        for mode in MODES:
+            values = []
+            for row in results[mode]:
+                value: Any = row
+                for k in key:
+                    value = value[k]
+                values.append(float(value))
+            medians[mode] = statistics.median(values)
+        summary[label] = medians
+        base = medians["without"]
+        rows.append((label, *(fmt.format(medians[m]) for m in MODES),
+                     *(f"{medians[m] / base:.3f}x" if base else "—" for m in MODES[1:])))
+    print()
+    print(f"PodSecurity admission benchmark ({'quick' if args.quick else 'full'}, {rounds} rounds, medians)")
+    print()
+    print(render_table(("figure", *MODES, "privileged/without", "restricted/without"), rows))
+    others = [row["others_cores"] for mode in MODES for row in results[mode]]
+    if max(others) > 0.3:
+        print(f"CAUTION: other processes were busy (up to {max(others):.2f} cores) during the closed loops")
+    rate = summary["creates/s, 64 clients"]
+    costs = {m: round((1 - rate[m] / rate["without"]) * 100, 1) if rate["without"] else None for m in MODES[1:]}
+    print(f"throughput cost: privileged namespace {costs['privileged']}%, restricted namespace {costs['restricted']}%")
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    out = OUTPUT / "podsecurity.json"
+    out.write_text(json.dumps({"benchmark": "podsecurity", "quick": args.quick, "rounds": results,
+                               "summary": summary, "throughput_cost_percent": costs}, indent=2))
+    print(f"JSON: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

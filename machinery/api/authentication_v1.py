@@ -1,0 +1,41 @@
+"""authentication.k8s.io/v1 TokenRequest: the serviceaccounts/{name}/token subresource (upstream
+k8s.io/api/authentication/v1/types.go)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from machinery.api.base import ApiModel
+from machinery.api.meta import ObjectMeta, Time
+
+
+class BoundObjectReference(ApiModel):
+    """The object a token is bound to: the token is valid only while it exists (a Pod or a Secret)."""
+
+    kind: str | None = None
+    api_version: str | None = None
+    name: str | None = None
+    uid: str | None = None
+
+
+class TokenRequestSpec(ApiModel):
+    audiences: list[str] | None = None  # Go's `json:"audiences"` sends null when empty
+    expiration_seconds: int | None = None
+    bound_object_ref: BoundObjectReference | None = None
+
+
+class TokenRequestStatus(ApiModel):
+    """Written by the server; clients send it empty (kubectl: `expirationTimestamp: null`)."""
+
+    token: str | None = None
+    expiration_timestamp: Time | None = None
+
+
+class TokenRequest(ApiModel):
+    api_version: Literal["authentication.k8s.io/v1"] = "authentication.k8s.io/v1"
+    kind: Literal["TokenRequest"] = "TokenRequest"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: TokenRequestSpec = Field(default_factory=TokenRequestSpec)
+    status: TokenRequestStatus | None = None

@@ -1,0 +1,208 @@
+"""hack/local-up-cluster.sh keeps its components running: each runs under hack/supervise.sh, which
+restarts it with back-off when it exits and says so in its log (as a kubelet restarts a static pod).
+A controller-manager killed with SIGKILL comes back and holds its lease again; hack/down.sh stops the
+supervisors with their components and leaves no process and no pid file behind.
+
+local-up uses fixed ports (6443, 2379, 10250...) and _output/local-up of this checkout: the module
+takes /tmp/minik8s-fixed-ports.lock for the cluster's life (unless a process it runs under holds it
+already, as `flock /tmp/minik8s-fixed-ports.lock pytest ...` does)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+import pytest
+
+from tests.cluster import REPO, assert_etcd_takes_only_the_apiserver, wait_for
+
+OUT = REPO / "_output" / "local-up"
+LOCK = Path("/tmp/minik8s-fixed-ports.lock")
+LOCK_TIMEOUT = 1200
+NODES = "node-1"
+COMPONENTS = ["etcd", "apiserver", "controllers", "scheduler", f"kubelet-{NODES}"]
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+
+
+def _ancestors() -> set[int]:
+    pids, pid = set(), os.getpid()
+    while pid > 1:
+        pids.add(pid)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return pids
+
+
+def _held_by_an_ancestor(path: Path) -> bool:
+    """True when a process this one runs under holds an flock on path (flock(1) keeps it for its command)."""
+    if not path.exists():
+        return False
+    st = path.stat()
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    ancestors = _ancestors()
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == inode and int(fields[4]) in ancestors:
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def fixed_ports_lock() -> Iterator[None]:
+    if _held_by_an_ancestor(LOCK):
+        yield
+        return
+    with open(LOCK, "a") as f:
+        deadline = time.monotonic() + LOCK_TIMEOUT
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{LOCK} still held after {LOCK_TIMEOUT}s")
+                time.sleep(1)  # polling a lock another run holds
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def run_script(name: str, *args: str, log: IO[Any], timeout: float = 900) -> None:
+    env = {**os.environ, "NODES": NODES}
+    r = subprocess.run([str(REPO / "hack" / name), *args], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                       timeout=timeout)
+    assert r.returncode == 0, f"hack/{name} exited {r.returncode}; see {log.name}"
+
+
+class LocalUp:
+    def __init__(self, log: IO[Any]) -> None:
+        self.log = log
+        self.seen_pids: set[int] = set()
+
+    def remember_pids(self) -> None:
+        for name in COMPONENTS:
+            for suffix in ("pid", "child"):
+                if (pid := read_pid(OUT / f"{name}.{suffix}")) is not None:
+                    self.seen_pids.add(pid)
+
+    def client(self) -> httpx.Client:
+        pki = OUT / "pki"
+        ctx = ssl.create_default_context(cafile=pki / "ca.crt")
+        ctx.load_cert_chain(pki / "admin.crt", pki / "admin.key")
+        return httpx.Client(base_url="https://127.0.0.1:6443", verify=ctx, timeout=10)
+
+    def down(self) -> None:
+        self.remember_pids()
+        run_script("down.sh", "--purge", log=self.log, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def local_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalUp]:
+    try:
+        import docker
+
+        docker.from_env().ping()
+    except Exception as e:
+        pytest.skip(f"no Docker engine for local-up's kubelet: {e}")
+    log_path = tmp_path_factory.mktemp("local-up") / "scripts.log"
+    with fixed_ports_lock(), open(log_path, "a") as log:
+        if OUT.exists():
+            pytest.fail(f"{OUT} exists: a local-up cluster of this checkout may run; hack/down.sh --purge first")
+        cluster = LocalUp(log)
+        try:
+            run_script("local-up-cluster.sh", log=log)
+            cluster.remember_pids()
+            yield cluster
+        finally:
+            if OUT.exists():
+                cluster.down()
+
+
+def lease(client: httpx.Client, name: str) -> dict[str, Any]:
+    r = client.get(f"{LEASES}/{name}")
+    assert r.status_code == 200, r.text
+    spec: dict[str, Any] = r.json()["spec"]
+    return spec
+
+
+def test_every_component_runs_under_a_supervisor(local_up: LocalUp) -> None:
+    for name in COMPONENTS:
+        supervisor, child = read_pid(OUT / f"{name}.pid"), read_pid(OUT / f"{name}.child")
+        assert alive(supervisor) and alive(child), name
+        assert "hack/supervise.sh" in Path(f"/proc/{supervisor}/cmdline").read_text()
+        # the supervisor leads the group down.sh signals, and the component is in it
+        assert os.getpgid(supervisor) == supervisor and os.getpgid(child) == supervisor, name  # type: ignore[arg-type]
+
+
+def test_etcd_takes_only_the_apiservers_client_certificate(local_up: LocalUp) -> None:
+    assert_etcd_takes_only_the_apiserver("https://127.0.0.1:2379", OUT / "pki")
+
+
+def test_a_killed_controller_manager_is_restarted_and_takes_its_lease_again(local_up: LocalUp) -> None:
+    with local_up.client() as client:
+        wait_for(lambda: lease(client, "kube-controller-manager").get("holderIdentity"), 60,
+                 what="the controller-manager's lease to be held")
+        before = lease(client, "kube-controller-manager")
+        old = read_pid(OUT / "controllers.child")
+        assert alive(old)
+        os.kill(old, signal.SIGKILL)  # type: ignore[arg-type]
+
+        def restarted() -> int | None:
+            pid = read_pid(OUT / "controllers.child")
+            return pid if pid != old and alive(pid) else None
+
+        new = wait_for(restarted, 30, what="the controller-manager to be started again")
+        local_up.seen_pids.add(new)  # type: ignore[arg-type]
+        # the new process has a new identity; it takes the lease once the dead one's has expired
+        wait_for(lambda: lease(client, "kube-controller-manager").get("holderIdentity") not in
+                 (None, "", before["holderIdentity"]), 90, what="the restarted controller-manager to hold its lease")
+        after = lease(client, "kube-controller-manager")
+        assert after["leaseTransitions"] > before.get("leaseTransitions", 0)
+    log = (OUT / "controllers.log").read_text()
+    assert "controllers was killed by signal 9 (SIGKILL) after" in log
+    assert "; restarting in 1s" in log
+    assert alive(read_pid(OUT / "controllers.pid"))
+
+
+def test_down_stops_the_supervisors_and_leaves_nothing_behind(local_up: LocalUp) -> None:
+    supervisors = [read_pid(OUT / f"{name}.pid") for name in COMPONENTS]
+    # a supervisor killed on its own leaves its component running: down.sh stops that one too
+    orphan = read_pid(OUT / "scheduler.child")
+    os.kill(read_pid(OUT / "scheduler.pid"), signal.SIGKILL)  # type: ignore[arg-type]
+    wait_for(lambda: not alive(read_pid(OUT / "scheduler.pid")), 10, what="the scheduler's supervisor to die")
+    assert alive(orphan)
+    local_up.down()
+    assert not OUT.exists()
+    assert local_up.seen_pids and supervisors
+    # nothing restarted behind down.sh's back, nothing left running
+    left = [pid for pid in local_up.seen_pids if alive(pid)]
+    assert left == [], [Path(f"/proc/{p}/cmdline").read_bytes() for p in left]
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    assert str(REPO / "hack" / "supervise.sh") not in ps
