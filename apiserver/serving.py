@@ -78,6 +78,51 @@ def idle_timeout() -> float:
     return float(value) if value else DEFAULT_IDLE_TIMEOUT
 
 
+class CoalescingTransport:
+    """A TLS transport whose writes of one event-loop turn go out together: uvicorn writes a response's
+    status line and headers, then its body, and on TLS each write is a record of its own (an SSL_write and
+    a send(2) each). The bytes are held until the end of the turn, or until the connection is closed or
+    handed on; the order of the bytes never changes. Everything else is the transport's."""
+
+    __slots__ = ("_loop", "_pending", "transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self._pending:
+            self._loop.call_soon(self.flush)
+        self._pending.append(data)
+
+    def writelines(self, lines: Any) -> None:
+        for data in lines:
+            self.write(data)
+
+    def flush(self) -> None:
+        pending = self._pending
+        if pending:
+            data = pending[0] if len(pending) == 1 else b"".join(pending)
+            pending.clear()
+            self.transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self.transport.write_eof()
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.flush()
+        self.transport.set_protocol(protocol)
+
+    def __getattr__(self, name: str) -> Any:  # is_closing, get_extra_info, pause_reading, abort, ...
+        return getattr(self.transport, name)
+
+
 class TLSHttpProtocol(HttpToolsProtocol):
     """httptools' protocol, plus the connection's verified client certificate in every scope and
     the header limits (size and read timeout) of Go's net/http server."""
@@ -92,6 +137,8 @@ class TLSHttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._peer = _peercert(transport)
+        if transport.get_extra_info("sslcontext") is not None:
+            self.transport = CoalescingTransport(transport, self.loop)  # type: ignore[assignment]
         self._arm_header_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
