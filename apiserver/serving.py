@@ -83,33 +83,37 @@ def idle_timeout() -> float:
 
 
 class CoalescingTransport:
-    """A TLS transport whose writes of one event-loop turn go out together: uvicorn writes a response's
-    status line and headers, then its body, and on TLS each write is a record of its own (an SSL_write and
-    a send(2) each). The bytes are held until the end of the turn, or until the connection is closed or
-    handed on; the order of the bytes never changes. Everything else is the transport's."""
+    """A TLS transport that sends a response's head and body in one record: uvicorn writes the status line
+    and headers, then the body, and on TLS each write is a record of its own (an SSL_write and a send(2)
+    each). A write is held until the next one, which goes out with it at once, or until the end of the event
+    loop turn (a response whose body comes later, a stream), or until the connection is closed or handed on;
+    the order of the bytes never changes. Everything else is the transport's."""
 
-    __slots__ = ("_loop", "_pending", "transport")
+    __slots__ = ("_held", "_loop", "transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self.transport = transport
         self._loop = loop
-        self._pending: list[bytes] = []
+        self._held: bytes | None = None
 
     def write(self, data: bytes) -> None:
-        if not self._pending:
+        held = self._held
+        if held is None:
+            self._held = bytes(data)
             self._loop.call_soon(self.flush)
-        self._pending.append(data)
+        else:
+            self._held = None
+            self.transport.write(held + data)
 
     def writelines(self, lines: Any) -> None:
         for data in lines:
             self.write(data)
 
     def flush(self) -> None:
-        pending = self._pending
-        if pending:
-            data = pending[0] if len(pending) == 1 else b"".join(pending)
-            pending.clear()
-            self.transport.write(data)
+        held = self._held
+        if held is not None:
+            self._held = None
+            self.transport.write(held)
 
     def close(self) -> None:
         self.flush()
