@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -181,15 +182,29 @@ class TestEvents:
         assert events[0]["auditID"] == events[1]["auditID"]
         assert "responseStatus" not in events[0]
 
-    async def test_lines_of_one_loop_turn_go_out_together(self, tmp_path: Path) -> None:
+    async def test_lines_go_out_in_batches(self, tmp_path: Path) -> None:
         path = tmp_path / "batched.log"
         writer = LogWriter(path)
         writer.write(b"1\n")
         writer.write(b"2\n")
-        assert path.read_bytes() == b""  # not yet: the flush is scheduled
-        await asyncio.sleep(0)
-        assert path.read_bytes() == b"1\n2\n"
+        assert path.read_bytes() == b""  # not yet: the batch waits
+        deadline = time.monotonic() + 5
+        while not path.read_bytes() and time.monotonic() < deadline:
+            await asyncio.sleep(writer.BATCH_WAIT / 2)
+        assert path.read_bytes() == b"1\n2\n"  # one write, in order
         writer.close()
+
+    async def test_a_full_batch_and_close_write_at_once(self, tmp_path: Path) -> None:
+        path = tmp_path / "full.log"
+        writer = LogWriter(path)
+        line = b"x" * 1023 + b"\n"
+        for _ in range(writer.BATCH_BYTES // len(line)):
+            writer.write(line)
+        assert path.stat().st_size == writer.BATCH_BYTES  # full: out without waiting
+        writer.write(b"last\n")
+        writer.close()  # what is pending at shutdown is written, after the rest
+        data = path.read_bytes()
+        assert len(data) == writer.BATCH_BYTES + 5 and data.endswith(b"x\nlast\n")
 
     def test_timestamp(self) -> None:
         assert timestamp(0.5) == "1970-01-01T00:00:00.500000Z"
