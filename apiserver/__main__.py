@@ -23,9 +23,9 @@ from apiserver.admission import ALL_PLUGINS
 from apiserver.app import ApiServerConfig, create_app
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER
 from apiserver.podsecurity.config import ConfigError, load_admission_config
-from apiserver.requestinfo import parse_go_duration
 from apiserver.serving import Listener, run, server_ssl_context
 from apiserver.storage.etcd import EtcdTLS
+from machinery.duration import parse_go_duration
 from machinery.leaderelection import parse_duration
 
 

@@ -13,7 +13,6 @@ storage alike.
 
 from __future__ import annotations
 
-import re
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -206,21 +205,3 @@ def of_scope(scope: MutableMapping[str, Any]) -> RequestInfo:
     return info  # type: ignore[no-any-return]
 
 
-_GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_go_duration(text: str) -> float:
-    """Go's time.ParseDuration ("30s", "1m30s", "250ms", "0"), in seconds; ValueError as Go's error."""
-    body = text[1:] if text[:1] in ("+", "-") else text
-    if body == "0":
-        return 0.0
-    pos, total = 0, 0.0
-    for m in _GO_DURATION.finditer(body):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-        pos = m.end()
-    if not body or pos != len(body):
-        raise ValueError(f'time: invalid duration "{text}"')
-    return -total if text.startswith("-") else total

@@ -35,7 +35,6 @@ import logging
 import math
 import os
 import random
-import re
 import socket
 import time
 import uuid
@@ -46,6 +45,7 @@ from typing import NoReturn
 from machinery.api.coordination_v1 import Lease, LeaseSpec
 from machinery.api.meta import ObjectMeta
 from machinery.client import ApiClient, ApiError, ClientError
+from machinery.duration import duration_flag
 from machinery.events import EventRecorder
 
 log = logging.getLogger(__name__)
@@ -429,26 +429,8 @@ async def run_leader_elected(client: ApiClient, args: argparse.Namespace, compon
 
 # -- flags ----------------------------------------------------------------------------------------
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """Go's time.ParseDuration ("40s", "5m0s", "1h30m", "250ms"), or plain seconds; in seconds."""
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-        pos = m.end()
-    if pos != len(text) or not text:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r}")
-    return total
+# the flags' duration type (machinery/duration.py), under the name the components import
+parse_duration = duration_flag
 
 
 def parse_bool(text: str) -> bool:

@@ -41,7 +41,8 @@ from apiserver.audit import AuditContext, Auditor, RequestFacts
 from apiserver.auth.authn import ANONYMOUS, PUBLIC_PATHS, UNSECURED, Authenticator, UserInfo
 from apiserver.auth.authz import Attributes, Authorizer, forbidden
 from apiserver.auth.impersonation import HEADER_PREFIX, impersonate
-from apiserver.requestinfo import SCOPE_KEY, RequestInfo, parse_go_duration, request_info
+from apiserver.requestinfo import SCOPE_KEY, RequestInfo, request_info
+from machinery.duration import parse_go_duration
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
