@@ -1,16 +1,30 @@
 """Fixtures shared by integration modules that need a real node: one kubelet per module on the session's
-apiserver, driving the host's Docker engine (skips when there is none), removed with all it made."""
+apiserver, driving the host's Docker engine (skips when there is none), removed with all it made; and an etcd
+of a module's own."""
 
 from __future__ import annotations
 
 import shutil
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.cluster import ApiServer, make_workdir
+from tests.cluster import ApiServer, Etcd, make_workdir
+
+
+@pytest.fixture(scope="module")
+def own_etcd(workdir: Path) -> Iterator[Etcd]:
+    """An etcd of the module's own (in its workdir): its nodes, pods and controllers stay out of the other
+    modules' way."""
+    folder = workdir / f"etcd-{uuid.uuid4().hex[:6]}"
+    folder.mkdir()
+    server = Etcd(folder)
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -35,17 +35,6 @@ DENY = {"sidecar.minik8s.io/deny": "true"}
 
 
 @pytest.fixture(scope="module")
-def own_etcd(workdir: Path) -> Iterator[Etcd]:
-    """An etcd of this module's own: its nodes, pods and controllers stay out of the other tests' way."""
-    folder = workdir / f"etcd-{uuid.uuid4().hex[:6]}"
-    folder.mkdir()
-    server = Etcd(folder)
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
     etcd = own_etcd
     server = SecureApiServer(workdir, etcd, *ALL_ADMISSION).start()  # the ServiceAccount plugin too

@@ -34,17 +34,6 @@ TOKENS = 'ops-token-1,ops-bot,uid-ops,"system:masters"\nplain-token-2,nobody,uid
 
 
 @pytest.fixture(scope="module")
-def own_etcd(workdir: Path) -> Iterator[Etcd]:
-    """An etcd of this module's own: its nodes, pods and controllers stay out of the other tests' way."""
-    folder = workdir / f"etcd-{uuid.uuid4().hex[:6]}"
-    folder.mkdir()
-    server = Etcd(folder)
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
     etcd = own_etcd
     tokens = workdir / "tokens.csv"

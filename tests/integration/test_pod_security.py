@@ -46,16 +46,6 @@ BARE_RESTRICTED_DETAIL = (
 
 
 @pytest.fixture(scope="module")
-def own_etcd(workdir: Path) -> Iterator[Etcd]:
-    folder = workdir / f"etcd-{uuid.uuid4().hex[:6]}"
-    folder.mkdir()
-    server = Etcd(folder)
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
     config = workdir / f"admission-{uuid.uuid4().hex[:6]}.yaml"
     config.write_text(ADMISSION_CONFIG)

@@ -99,16 +99,6 @@ class HeldWebhook:
 
 
 @pytest.fixture(scope="module")
-def own_etcd(workdir: Path) -> Iterator[Etcd]:
-    folder = workdir / f"etcd-{uuid.uuid4().hex[:6]}"
-    folder.mkdir()
-    server = Etcd(folder)
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
     server = SecureApiServer(workdir, own_etcd, "--max-requests-inflight", "1", "--max-mutating-requests-inflight",
                              "1", "--request-timeout", f"{REQUEST_TIMEOUT:g}s", "--min-request-timeout",

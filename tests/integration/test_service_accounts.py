@@ -36,16 +36,6 @@ RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 
 @pytest.fixture(scope="module")
-def own_etcd(workdir: Path) -> Iterator[Etcd]:
-    folder = workdir / f"etcd-{uuid.uuid4().hex[:6]}"
-    folder.mkdir()
-    server = Etcd(folder)
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
     server = SecureApiServer(workdir, own_etcd, *ALL_ADMISSION,
                              "--service-account-max-token-expiration", f"{MAX_EXPIRATION}s").start()
