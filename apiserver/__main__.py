@@ -25,8 +25,7 @@ from apiserver.auth.serviceaccount import DEFAULT_ISSUER
 from apiserver.podsecurity.config import ConfigError, load_admission_config
 from apiserver.serving import Listener, run, server_ssl_context
 from apiserver.storage.etcd import EtcdTLS
-from machinery.duration import parse_go_duration
-from machinery.leaderelection import parse_duration
+from machinery.duration import duration_flag, parse_go_duration
 
 
 def _names(text: str) -> list[str]:
@@ -71,7 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="private key that signs TokenRequest tokens (serviceaccounts/NAME/token)")
     p.add_argument("--api-audiences", default="",
                    help="comma-separated audiences tokens must name (default: --service-account-issuer)")
-    p.add_argument("--service-account-max-token-expiration", type=parse_duration, default=0.0,
+    p.add_argument("--service-account-max-token-expiration", type=duration_flag, default=0.0,
                    help="longest a TokenRequest token may live (e.g. 24h); 0: no limit. Upstream refuses "
                         "values under 1h; minik8s takes any, so tests can watch tokens expire and be refreshed")
     p.add_argument("--authorization-mode", default="Node,RBAC",
