@@ -140,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=None, help="off/on rounds (default 3, quick 2)")
     p.add_argument("--clients", type=int, default=64)
     p.add_argument("--keep", action="store_true", help="keep the work directory")
+    p.add_argument("--on-arg", action="append", default=[], metavar="ARG",
+                   help="an extra argument of the full-chain apiserver, to weigh one part of the chain "
+                        "(e.g. --on-arg=--disable-admission-plugins=PodSecurity); repeatable")
     args = p.parse_args(argv)
     rounds = args.rounds or (2 if args.quick else 3)
     total = 1500 if args.quick else 4000
@@ -150,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     etcd.start()
     off = ApiServer(workdir, etcd, "--secure-port", "0", "--authorization-mode", "AlwaysAllow",
                     "--enable-admission-plugins", "", "--etcd-compaction-interval", "0")
-    on = SecureApiServer(workdir, etcd, "--port", "0", "--etcd-compaction-interval", "0", *ALL_ADMISSION)
+    on = SecureApiServer(workdir, etcd, "--port", "0", "--etcd-compaction-interval", "0", *ALL_ADMISSION,
+                         *args.on_arg)
     results: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
     try:
         off.start()
