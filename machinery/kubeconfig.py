@@ -251,13 +251,28 @@ def _put_file(entry: dict[str, Any], key: str, file: str | os.PathLike[str], emb
 
 
 _tmpdir: Path | None = None
+_TMP_PREFIX = "minik8s-kubeconfig-"
+
+
+def sweep_dead_process_dirs(parent: Path | None = None) -> list[Path]:
+    """Remove the key directories of processes that died without running their exit handlers (kill -9):
+    each is named after its process id, and a process that is gone needs its keys no more."""
+    removed = []
+    for d in Path(parent or tempfile.gettempdir()).glob(f"{_TMP_PREFIX}*-*"):
+        pid = d.name[len(_TMP_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
 
 
 def _materialize(content: bytes, suffix: str) -> str:
-    """Write `content` once per process to a 0600 file in a private directory removed at exit."""
+    """Write `content` once per process to a 0600 file in a private directory removed at exit (or, after a
+    kill -9, by the next process that materializes one)."""
     global _tmpdir
     if _tmpdir is None or not _tmpdir.is_dir():
-        _tmpdir = Path(tempfile.mkdtemp(prefix="minik8s-kubeconfig-"))
+        sweep_dead_process_dirs()
+        _tmpdir = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-"))
         atexit.register(shutil.rmtree, _tmpdir, True)
     target = _tmpdir / (hashlib.sha256(content).hexdigest()[:24] + suffix)
     if not target.exists():

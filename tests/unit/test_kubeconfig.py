@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import base64
+import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,8 @@ from machinery.kubeconfig import (
     load_kubeconfig,
     write_kubeconfig,
 )
+
+REPO = Path(__file__).resolve().parents[2]
 
 CA_PEM = b"-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n"
 CERT_PEM = b"-----BEGIN CERTIFICATE-----\nCLIENT\n-----END CERTIFICATE-----\n"
@@ -278,3 +283,38 @@ def test_write_overwrites_atomically(tmp_path: Path) -> None:
 def test_write_requires_cert_and_key_together(tmp_path: Path) -> None:
     with pytest.raises(KubeconfigError, match="together"):
         write_kubeconfig(tmp_path / "c.conf", "http://a:1", "u", cert_file=tmp_path / "x.crt")
+
+
+LOAD_AND_WAIT = """
+import sys, time
+from machinery.kubeconfig import load_kubeconfig
+print(load_kubeconfig(sys.argv[1]).key_file, flush=True)
+if sys.argv[2] == "wait":
+    time.sleep(60)
+"""
+
+
+def test_keys_of_a_killed_process_are_removed_by_the_next_one(tmp_path: Path) -> None:
+    """A process killed with -9 runs no exit handler: its materialized key stays on disk until the next
+    process that materializes one sweeps the directories of processes that are gone."""
+    doc = kubeconfig(cluster={"server": "https://127.0.0.1:6443", "certificate-authority-data": b64(CA_PEM)},
+                     user={"client-certificate-data": b64(CERT_PEM), "client-key-data": b64(KEY_PEM)})
+    path = write(tmp_path / "config", doc)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(REPO)}
+    victim = subprocess.Popen([sys.executable, "-c", LOAD_AND_WAIT, str(path), "wait"], env=env,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert victim.stdout is not None
+        key = Path(victim.stdout.readline().strip())
+        assert key.read_bytes() == KEY_PEM and key.parent.name.startswith(f"minik8s-kubeconfig-{victim.pid}-")
+    finally:
+        victim.kill()
+        victim.wait()
+    assert key.exists()  # kill -9: no exit handler ran
+    done = subprocess.run([sys.executable, "-c", LOAD_AND_WAIT, str(path), "exit"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert not key.parent.exists()
+    assert list(temp.iterdir()) == []  # and the second process removed its own at exit
