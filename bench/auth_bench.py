@@ -31,7 +31,7 @@ import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import httpx
@@ -60,7 +60,9 @@ class TlsConn(HttpConn):
 
 
 async def closed_loop(port: int, context: ssl.SSLContext | None, namespace: str, prefix: str, total: int,
-                      clients: int, meter: CpuMeter) -> dict[str, Any]:
+                      clients: int, meter: CpuMeter,
+                      body: Callable[[str, str], bytes] = pod_body) -> dict[str, Any]:
+    """`total` pod creates by `clients` keep-alive connections; `body(name, namespace)` is each pod."""
     latencies: list[float] = []
     statuses: Counter[str] = Counter()
     counter = iter(range(total))
@@ -70,9 +72,9 @@ async def closed_loop(port: int, context: ssl.SSLContext | None, namespace: str,
         conn = await TlsConn("127.0.0.1", port, context).connect()
         try:
             for i in counter:
-                body = pod_body(f"{prefix}-{i:06d}", namespace)
+                pod = body(f"{prefix}-{i:06d}", namespace)
                 t = time.perf_counter()
-                status, _ = await conn.request("POST", path, body)
+                status, _ = await conn.request("POST", path, pod)
                 statuses[str(status)] += 1
                 if status == 201:
                     latencies.append(time.perf_counter() - t)

@@ -24,15 +24,14 @@ import ssl
 import statistics
 import sys
 import time
-from collections import Counter
 from typing import Any
 
 import httpx
 import orjson
 import uvloop
 
-from bench.apiserver_bench import CpuMeter, render_table, summarize
-from bench.auth_bench import TlsConn
+from bench.apiserver_bench import CpuMeter, render_table
+from bench.auth_bench import closed_loop
 from tests.auth_cluster import SecureApiServer
 from tests.cluster import REPO, Etcd, make_workdir, wait_for
 
@@ -53,34 +52,6 @@ def restricted_pod(name: str, namespace: str) -> bytes:
                                  "securityContext": {"allowPrivilegeEscalation": False,
                                                      "capabilities": {"drop": ["ALL"]}}}]},
     })
-
-
-async def closed_loop(port: int, context: ssl.SSLContext, namespace: str, prefix: str, total: int, clients: int,
-                      meter: CpuMeter) -> dict[str, Any]:
-    latencies: list[float] = []
-    statuses: Counter[str] = Counter()
-    counter = iter(range(total))
-    path = f"/api/v1/namespaces/{namespace}/pods"
-
-    async def worker() -> None:
-        conn = await TlsConn("127.0.0.1", port, context).connect()
-        try:
-            for i in counter:
-                body = restricted_pod(f"{prefix}-{i:06d}", namespace)
-                t = time.perf_counter()
-                status, _ = await conn.request("POST", path, body)
-                statuses[str(status)] += 1
-                if status == 201:
-                    latencies.append(time.perf_counter() - t)
-        finally:
-            conn.close()
-
-    with meter:
-        await asyncio.gather(*(worker() for _ in range(clients)))
-    cpu = meter.report(total)
-    return {"ok": len(latencies), "statuses": dict(statuses), "rate": len(latencies) / meter.wall,
-            "latency_ms": summarize(latencies, 1000), "cpu_ms_per_create": cpu["apiserver"]["cpu_ms_per_request"],
-            "others_cores": cpu["others"]["cores"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                     meter = CpuMeter({"apiserver": pid, "etcd": etcd.process.proc.pid})  # type: ignore[union-attr]
                     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
                         return runner.run(closed_loop(server.secure_port, ctx, ns, prefix, count, args.clients,
-                                                      meter))
+                                                      meter, body=restricted_pod))
 
                 run(f"w{r_i}", 200)
                 result = run(f"c{r_i}", total)
