@@ -10,6 +10,7 @@ import atexit
 import contextlib
 import fcntl
 import ipaddress
+import json
 import os
 import random
 import ssl
@@ -199,7 +200,14 @@ class KubeletProcess:
             except httpx.HTTPError:
                 return False
 
-        wait_for(ready, timeout, 0.1, what=f"kubelet {self.node} ready")
+        try:
+            wait_for(ready, timeout, 0.1, what=f"kubelet {self.node} ready")
+        except TimeoutError as e:
+            # which of the conditions is missing (podCIDR from node IPAM, address, Ready, the kubelet's own)
+            node = api.get(f"/api/v1/nodes/{self.node}")
+            shown = node.text if node.status_code != 200 else json.dumps(
+                {"spec": node.json().get("spec"), "status": node.json().get("status")}, indent=1)
+            raise TimeoutError(f"{e}\nnode: {shown}\nkubelet log:\n{self.process.log_tail()}") from None
 
     @property
     def pid(self) -> int | None:
