@@ -1,0 +1,1155 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Protocol(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TCP: _ClassVar[Protocol]
+    UDP: _ClassVar[Protocol]
+    SCTP: _ClassVar[Protocol]
+
+class MountPropagation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROPAGATION_PRIVATE: _ClassVar[MountPropagation]
+    PROPAGATION_HOST_TO_CONTAINER: _ClassVar[MountPropagation]
+    PROPAGATION_BIDIRECTIONAL: _ClassVar[MountPropagation]
+
+class NamespaceMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    POD: _ClassVar[NamespaceMode]
+    CONTAINER: _ClassVar[NamespaceMode]
+    NODE: _ClassVar[NamespaceMode]
+    TARGET: _ClassVar[NamespaceMode]
+
+class PodSandboxState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SANDBOX_READY: _ClassVar[PodSandboxState]
+    SANDBOX_NOTREADY: _ClassVar[PodSandboxState]
+
+class Signal(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SIGNAL_RUNTIME_DEFAULT: _ClassVar[Signal]
+    SIGNAL_SIGABRT: _ClassVar[Signal]
+    SIGNAL_SIGALRM: _ClassVar[Signal]
+    SIGNAL_SIGBUS: _ClassVar[Signal]
+    SIGNAL_SIGCHLD: _ClassVar[Signal]
+    SIGNAL_SIGCLD: _ClassVar[Signal]
+    SIGNAL_SIGCONT: _ClassVar[Signal]
+    SIGNAL_SIGFPE: _ClassVar[Signal]
+    SIGNAL_SIGHUP: _ClassVar[Signal]
+    SIGNAL_SIGILL: _ClassVar[Signal]
+    SIGNAL_SIGINT: _ClassVar[Signal]
+    SIGNAL_SIGIO: _ClassVar[Signal]
+    SIGNAL_SIGIOT: _ClassVar[Signal]
+    SIGNAL_SIGKILL: _ClassVar[Signal]
+    SIGNAL_SIGPIPE: _ClassVar[Signal]
+    SIGNAL_SIGPOLL: _ClassVar[Signal]
+    SIGNAL_SIGPROF: _ClassVar[Signal]
+    SIGNAL_SIGPWR: _ClassVar[Signal]
+    SIGNAL_SIGQUIT: _ClassVar[Signal]
+    SIGNAL_SIGSEGV: _ClassVar[Signal]
+    SIGNAL_SIGSTKFLT: _ClassVar[Signal]
+    SIGNAL_SIGSTOP: _ClassVar[Signal]
+    SIGNAL_SIGSYS: _ClassVar[Signal]
+    SIGNAL_SIGTERM: _ClassVar[Signal]
+    SIGNAL_SIGTRAP: _ClassVar[Signal]
+    SIGNAL_SIGTSTP: _ClassVar[Signal]
+    SIGNAL_SIGTTIN: _ClassVar[Signal]
+    SIGNAL_SIGTTOU: _ClassVar[Signal]
+    SIGNAL_SIGURG: _ClassVar[Signal]
+    SIGNAL_SIGUSR1: _ClassVar[Signal]
+    SIGNAL_SIGUSR2: _ClassVar[Signal]
+    SIGNAL_SIGVTALRM: _ClassVar[Signal]
+    SIGNAL_SIGWINCH: _ClassVar[Signal]
+    SIGNAL_SIGXCPU: _ClassVar[Signal]
+    SIGNAL_SIGXFSZ: _ClassVar[Signal]
+    SIGNAL_SIGRTMIN: _ClassVar[Signal]
+    SIGNAL_SIGRTMINPLUS1: _ClassVar[Signal]
+    SIGNAL_SIGRTMINPLUS2: _ClassVar[Signal]
+    SIGNAL_SIGRTMINPLUS3: _ClassVar[Signal]
+    SIGNAL_SIGRTMINPLUS4: _ClassVar[Signal]
+    SIGNAL_SIGRTMINPLUS5: _ClassVar[Signal]
+    SIGNAL_SIGRTMINPLUS6: _ClassVar[Signal]
+    SIGNAL_SIGRTMINPLUS7: _ClassVar[Signal]
+    SIGNAL_SIGRTMINPLUS8: _ClassVar[Signal]
+    SIGNAL_SIGRTMINPLUS9: _ClassVar[Signal]
+    SIGNAL_SIGRTMINPLUS10: _ClassVar[Signal]
+    SIGNAL_SIGRTMINPLUS11: _ClassVar[Signal]
+    SIGNAL_SIGRTMINPLUS12: _ClassVar[Signal]
+    SIGNAL_SIGRTMINPLUS13: _ClassVar[Signal]
+    SIGNAL_SIGRTMINPLUS14: _ClassVar[Signal]
+    SIGNAL_SIGRTMINPLUS15: _ClassVar[Signal]
+    SIGNAL_SIGRTMAXMINUS14: _ClassVar[Signal]
+    SIGNAL_SIGRTMAXMINUS13: _ClassVar[Signal]
+    SIGNAL_SIGRTMAXMINUS12: _ClassVar[Signal]
+    SIGNAL_SIGRTMAXMINUS11: _ClassVar[Signal]
+    SIGNAL_SIGRTMAXMINUS10: _ClassVar[Signal]
+    SIGNAL_SIGRTMAXMINUS9: _ClassVar[Signal]
+    SIGNAL_SIGRTMAXMINUS8: _ClassVar[Signal]
+    SIGNAL_SIGRTMAXMINUS7: _ClassVar[Signal]
+    SIGNAL_SIGRTMAXMINUS6: _ClassVar[Signal]
+    SIGNAL_SIGRTMAXMINUS5: _ClassVar[Signal]
+    SIGNAL_SIGRTMAXMINUS4: _ClassVar[Signal]
+    SIGNAL_SIGRTMAXMINUS3: _ClassVar[Signal]
+    SIGNAL_SIGRTMAXMINUS2: _ClassVar[Signal]
+    SIGNAL_SIGRTMAXMINUS1: _ClassVar[Signal]
+    SIGNAL_SIGRTMAX: _ClassVar[Signal]
+
+class ContainerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONTAINER_CREATED: _ClassVar[ContainerState]
+    CONTAINER_RUNNING: _ClassVar[ContainerState]
+    CONTAINER_EXITED: _ClassVar[ContainerState]
+    CONTAINER_UNKNOWN: _ClassVar[ContainerState]
+TCP: Protocol
+UDP: Protocol
+SCTP: Protocol
+PROPAGATION_PRIVATE: MountPropagation
+PROPAGATION_HOST_TO_CONTAINER: MountPropagation
+PROPAGATION_BIDIRECTIONAL: MountPropagation
+POD: NamespaceMode
+CONTAINER: NamespaceMode
+NODE: NamespaceMode
+TARGET: NamespaceMode
+SANDBOX_READY: PodSandboxState
+SANDBOX_NOTREADY: PodSandboxState
+SIGNAL_RUNTIME_DEFAULT: Signal
+SIGNAL_SIGABRT: Signal
+SIGNAL_SIGALRM: Signal
+SIGNAL_SIGBUS: Signal
+SIGNAL_SIGCHLD: Signal
+SIGNAL_SIGCLD: Signal
+SIGNAL_SIGCONT: Signal
+SIGNAL_SIGFPE: Signal
+SIGNAL_SIGHUP: Signal
+SIGNAL_SIGILL: Signal
+SIGNAL_SIGINT: Signal
+SIGNAL_SIGIO: Signal
+SIGNAL_SIGIOT: Signal
+SIGNAL_SIGKILL: Signal
+SIGNAL_SIGPIPE: Signal
+SIGNAL_SIGPOLL: Signal
+SIGNAL_SIGPROF: Signal
+SIGNAL_SIGPWR: Signal
+SIGNAL_SIGQUIT: Signal
+SIGNAL_SIGSEGV: Signal
+SIGNAL_SIGSTKFLT: Signal
+SIGNAL_SIGSTOP: Signal
+SIGNAL_SIGSYS: Signal
+SIGNAL_SIGTERM: Signal
+SIGNAL_SIGTRAP: Signal
+SIGNAL_SIGTSTP: Signal
+SIGNAL_SIGTTIN: Signal
+SIGNAL_SIGTTOU: Signal
+SIGNAL_SIGURG: Signal
+SIGNAL_SIGUSR1: Signal
+SIGNAL_SIGUSR2: Signal
+SIGNAL_SIGVTALRM: Signal
+SIGNAL_SIGWINCH: Signal
+SIGNAL_SIGXCPU: Signal
+SIGNAL_SIGXFSZ: Signal
+SIGNAL_SIGRTMIN: Signal
+SIGNAL_SIGRTMINPLUS1: Signal
+SIGNAL_SIGRTMINPLUS2: Signal
+SIGNAL_SIGRTMINPLUS3: Signal
+SIGNAL_SIGRTMINPLUS4: Signal
+SIGNAL_SIGRTMINPLUS5: Signal
+SIGNAL_SIGRTMINPLUS6: Signal
+SIGNAL_SIGRTMINPLUS7: Signal
+SIGNAL_SIGRTMINPLUS8: Signal
+SIGNAL_SIGRTMINPLUS9: Signal
+SIGNAL_SIGRTMINPLUS10: Signal
+SIGNAL_SIGRTMINPLUS11: Signal
+SIGNAL_SIGRTMINPLUS12: Signal
+SIGNAL_SIGRTMINPLUS13: Signal
+SIGNAL_SIGRTMINPLUS14: Signal
+SIGNAL_SIGRTMINPLUS15: Signal
+SIGNAL_SIGRTMAXMINUS14: Signal
+SIGNAL_SIGRTMAXMINUS13: Signal
+SIGNAL_SIGRTMAXMINUS12: Signal
+SIGNAL_SIGRTMAXMINUS11: Signal
+SIGNAL_SIGRTMAXMINUS10: Signal
+SIGNAL_SIGRTMAXMINUS9: Signal
+SIGNAL_SIGRTMAXMINUS8: Signal
+SIGNAL_SIGRTMAXMINUS7: Signal
+SIGNAL_SIGRTMAXMINUS6: Signal
+SIGNAL_SIGRTMAXMINUS5: Signal
+SIGNAL_SIGRTMAXMINUS4: Signal
+SIGNAL_SIGRTMAXMINUS3: Signal
+SIGNAL_SIGRTMAXMINUS2: Signal
+SIGNAL_SIGRTMAXMINUS1: Signal
+SIGNAL_SIGRTMAX: Signal
+CONTAINER_CREATED: ContainerState
+CONTAINER_RUNNING: ContainerState
+CONTAINER_EXITED: ContainerState
+CONTAINER_UNKNOWN: ContainerState
+
+class VersionRequest(_message.Message):
+    __slots__ = ("version",)
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    def __init__(self, version: _Optional[str] = ...) -> None: ...
+
+class VersionResponse(_message.Message):
+    __slots__ = ("version", "runtime_name", "runtime_version", "runtime_api_version")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_NAME_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    runtime_name: str
+    runtime_version: str
+    runtime_api_version: str
+    def __init__(self, version: _Optional[str] = ..., runtime_name: _Optional[str] = ..., runtime_version: _Optional[str] = ..., runtime_api_version: _Optional[str] = ...) -> None: ...
+
+class DNSConfig(_message.Message):
+    __slots__ = ("servers", "searches", "options")
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    SEARCHES_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    servers: _containers.RepeatedScalarFieldContainer[str]
+    searches: _containers.RepeatedScalarFieldContainer[str]
+    options: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, servers: _Optional[_Iterable[str]] = ..., searches: _Optional[_Iterable[str]] = ..., options: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PortMapping(_message.Message):
+    __slots__ = ("protocol", "container_port", "host_port", "host_ip")
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_PORT_FIELD_NUMBER: _ClassVar[int]
+    HOST_PORT_FIELD_NUMBER: _ClassVar[int]
+    HOST_IP_FIELD_NUMBER: _ClassVar[int]
+    protocol: Protocol
+    container_port: int
+    host_port: int
+    host_ip: str
+    def __init__(self, protocol: _Optional[_Union[Protocol, str]] = ..., container_port: _Optional[int] = ..., host_port: _Optional[int] = ..., host_ip: _Optional[str] = ...) -> None: ...
+
+class Mount(_message.Message):
+    __slots__ = ("container_path", "host_path", "readonly", "selinux_relabel", "propagation", "recursive_read_only", "image", "image_sub_path", "mount_options")
+    CONTAINER_PATH_FIELD_NUMBER: _ClassVar[int]
+    HOST_PATH_FIELD_NUMBER: _ClassVar[int]
+    READONLY_FIELD_NUMBER: _ClassVar[int]
+    SELINUX_RELABEL_FIELD_NUMBER: _ClassVar[int]
+    PROPAGATION_FIELD_NUMBER: _ClassVar[int]
+    RECURSIVE_READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_SUB_PATH_FIELD_NUMBER: _ClassVar[int]
+    MOUNT_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    container_path: str
+    host_path: str
+    readonly: bool
+    selinux_relabel: bool
+    propagation: MountPropagation
+    recursive_read_only: bool
+    image: ImageSpec
+    image_sub_path: str
+    mount_options: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, container_path: _Optional[str] = ..., host_path: _Optional[str] = ..., readonly: _Optional[bool] = ..., selinux_relabel: _Optional[bool] = ..., propagation: _Optional[_Union[MountPropagation, str]] = ..., recursive_read_only: _Optional[bool] = ..., image: _Optional[_Union[ImageSpec, _Mapping]] = ..., image_sub_path: _Optional[str] = ..., mount_options: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class NamespaceOption(_message.Message):
+    __slots__ = ("network", "pid", "ipc", "target_id")
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    IPC_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    network: NamespaceMode
+    pid: NamespaceMode
+    ipc: NamespaceMode
+    target_id: str
+    def __init__(self, network: _Optional[_Union[NamespaceMode, str]] = ..., pid: _Optional[_Union[NamespaceMode, str]] = ..., ipc: _Optional[_Union[NamespaceMode, str]] = ..., target_id: _Optional[str] = ...) -> None: ...
+
+class Int64Value(_message.Message):
+    __slots__ = ("value",)
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    value: int
+    def __init__(self, value: _Optional[int] = ...) -> None: ...
+
+class LinuxSandboxSecurityContext(_message.Message):
+    __slots__ = ("namespace_options", "run_as_user", "run_as_group", "readonly_rootfs", "supplemental_groups", "privileged", "seccomp_profile_path")
+    NAMESPACE_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    RUN_AS_USER_FIELD_NUMBER: _ClassVar[int]
+    RUN_AS_GROUP_FIELD_NUMBER: _ClassVar[int]
+    READONLY_ROOTFS_FIELD_NUMBER: _ClassVar[int]
+    SUPPLEMENTAL_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    PRIVILEGED_FIELD_NUMBER: _ClassVar[int]
+    SECCOMP_PROFILE_PATH_FIELD_NUMBER: _ClassVar[int]
+    namespace_options: NamespaceOption
+    run_as_user: Int64Value
+    run_as_group: Int64Value
+    readonly_rootfs: bool
+    supplemental_groups: _containers.RepeatedScalarFieldContainer[int]
+    privileged: bool
+    seccomp_profile_path: str
+    def __init__(self, namespace_options: _Optional[_Union[NamespaceOption, _Mapping]] = ..., run_as_user: _Optional[_Union[Int64Value, _Mapping]] = ..., run_as_group: _Optional[_Union[Int64Value, _Mapping]] = ..., readonly_rootfs: _Optional[bool] = ..., supplemental_groups: _Optional[_Iterable[int]] = ..., privileged: _Optional[bool] = ..., seccomp_profile_path: _Optional[str] = ...) -> None: ...
+
+class LinuxPodSandboxConfig(_message.Message):
+    __slots__ = ("cgroup_parent", "security_context", "sysctls", "overhead", "resources")
+    class SysctlsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CGROUP_PARENT_FIELD_NUMBER: _ClassVar[int]
+    SECURITY_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    SYSCTLS_FIELD_NUMBER: _ClassVar[int]
+    OVERHEAD_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    cgroup_parent: str
+    security_context: LinuxSandboxSecurityContext
+    sysctls: _containers.ScalarMap[str, str]
+    overhead: LinuxContainerResources
+    resources: LinuxContainerResources
+    def __init__(self, cgroup_parent: _Optional[str] = ..., security_context: _Optional[_Union[LinuxSandboxSecurityContext, _Mapping]] = ..., sysctls: _Optional[_Mapping[str, str]] = ..., overhead: _Optional[_Union[LinuxContainerResources, _Mapping]] = ..., resources: _Optional[_Union[LinuxContainerResources, _Mapping]] = ...) -> None: ...
+
+class PodSandboxMetadata(_message.Message):
+    __slots__ = ("name", "uid", "namespace", "attempt")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    uid: str
+    namespace: str
+    attempt: int
+    def __init__(self, name: _Optional[str] = ..., uid: _Optional[str] = ..., namespace: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class PodSandboxConfig(_message.Message):
+    __slots__ = ("metadata", "hostname", "log_directory", "dns_config", "port_mappings", "labels", "annotations", "linux")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AnnotationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    LOG_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    DNS_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    PORT_MAPPINGS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    LINUX_FIELD_NUMBER: _ClassVar[int]
+    metadata: PodSandboxMetadata
+    hostname: str
+    log_directory: str
+    dns_config: DNSConfig
+    port_mappings: _containers.RepeatedCompositeFieldContainer[PortMapping]
+    labels: _containers.ScalarMap[str, str]
+    annotations: _containers.ScalarMap[str, str]
+    linux: LinuxPodSandboxConfig
+    def __init__(self, metadata: _Optional[_Union[PodSandboxMetadata, _Mapping]] = ..., hostname: _Optional[str] = ..., log_directory: _Optional[str] = ..., dns_config: _Optional[_Union[DNSConfig, _Mapping]] = ..., port_mappings: _Optional[_Iterable[_Union[PortMapping, _Mapping]]] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., linux: _Optional[_Union[LinuxPodSandboxConfig, _Mapping]] = ...) -> None: ...
+
+class RunPodSandboxRequest(_message.Message):
+    __slots__ = ("config", "runtime_handler")
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_HANDLER_FIELD_NUMBER: _ClassVar[int]
+    config: PodSandboxConfig
+    runtime_handler: str
+    def __init__(self, config: _Optional[_Union[PodSandboxConfig, _Mapping]] = ..., runtime_handler: _Optional[str] = ...) -> None: ...
+
+class RunPodSandboxResponse(_message.Message):
+    __slots__ = ("pod_sandbox_id",)
+    POD_SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    pod_sandbox_id: str
+    def __init__(self, pod_sandbox_id: _Optional[str] = ...) -> None: ...
+
+class StopPodSandboxRequest(_message.Message):
+    __slots__ = ("pod_sandbox_id",)
+    POD_SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    pod_sandbox_id: str
+    def __init__(self, pod_sandbox_id: _Optional[str] = ...) -> None: ...
+
+class StopPodSandboxResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RemovePodSandboxRequest(_message.Message):
+    __slots__ = ("pod_sandbox_id",)
+    POD_SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    pod_sandbox_id: str
+    def __init__(self, pod_sandbox_id: _Optional[str] = ...) -> None: ...
+
+class RemovePodSandboxResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PodSandboxStatusRequest(_message.Message):
+    __slots__ = ("pod_sandbox_id", "verbose")
+    POD_SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    VERBOSE_FIELD_NUMBER: _ClassVar[int]
+    pod_sandbox_id: str
+    verbose: bool
+    def __init__(self, pod_sandbox_id: _Optional[str] = ..., verbose: _Optional[bool] = ...) -> None: ...
+
+class PodIP(_message.Message):
+    __slots__ = ("ip",)
+    IP_FIELD_NUMBER: _ClassVar[int]
+    ip: str
+    def __init__(self, ip: _Optional[str] = ...) -> None: ...
+
+class PodSandboxNetworkStatus(_message.Message):
+    __slots__ = ("ip", "additional_ips")
+    IP_FIELD_NUMBER: _ClassVar[int]
+    ADDITIONAL_IPS_FIELD_NUMBER: _ClassVar[int]
+    ip: str
+    additional_ips: _containers.RepeatedCompositeFieldContainer[PodIP]
+    def __init__(self, ip: _Optional[str] = ..., additional_ips: _Optional[_Iterable[_Union[PodIP, _Mapping]]] = ...) -> None: ...
+
+class Namespace(_message.Message):
+    __slots__ = ("options",)
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    options: NamespaceOption
+    def __init__(self, options: _Optional[_Union[NamespaceOption, _Mapping]] = ...) -> None: ...
+
+class LinuxPodSandboxStatus(_message.Message):
+    __slots__ = ("namespaces",)
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    namespaces: Namespace
+    def __init__(self, namespaces: _Optional[_Union[Namespace, _Mapping]] = ...) -> None: ...
+
+class PodSandboxStatus(_message.Message):
+    __slots__ = ("id", "metadata", "state", "created_at", "network", "linux", "labels", "annotations", "runtime_handler")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AnnotationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    LINUX_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_HANDLER_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    metadata: PodSandboxMetadata
+    state: PodSandboxState
+    created_at: int
+    network: PodSandboxNetworkStatus
+    linux: LinuxPodSandboxStatus
+    labels: _containers.ScalarMap[str, str]
+    annotations: _containers.ScalarMap[str, str]
+    runtime_handler: str
+    def __init__(self, id: _Optional[str] = ..., metadata: _Optional[_Union[PodSandboxMetadata, _Mapping]] = ..., state: _Optional[_Union[PodSandboxState, str]] = ..., created_at: _Optional[int] = ..., network: _Optional[_Union[PodSandboxNetworkStatus, _Mapping]] = ..., linux: _Optional[_Union[LinuxPodSandboxStatus, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., runtime_handler: _Optional[str] = ...) -> None: ...
+
+class PodSandboxStatusResponse(_message.Message):
+    __slots__ = ("status", "info", "containers_statuses", "timestamp")
+    class InfoEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    CONTAINERS_STATUSES_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    status: PodSandboxStatus
+    info: _containers.ScalarMap[str, str]
+    containers_statuses: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
+    timestamp: int
+    def __init__(self, status: _Optional[_Union[PodSandboxStatus, _Mapping]] = ..., info: _Optional[_Mapping[str, str]] = ..., containers_statuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., timestamp: _Optional[int] = ...) -> None: ...
+
+class PodSandboxStateValue(_message.Message):
+    __slots__ = ("state",)
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    state: PodSandboxState
+    def __init__(self, state: _Optional[_Union[PodSandboxState, str]] = ...) -> None: ...
+
+class PodSandboxFilter(_message.Message):
+    __slots__ = ("id", "state", "label_selector")
+    class LabelSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    state: PodSandboxStateValue
+    label_selector: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[PodSandboxStateValue, _Mapping]] = ..., label_selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ListPodSandboxRequest(_message.Message):
+    __slots__ = ("filter",)
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    filter: PodSandboxFilter
+    def __init__(self, filter: _Optional[_Union[PodSandboxFilter, _Mapping]] = ...) -> None: ...
+
+class PodSandbox(_message.Message):
+    __slots__ = ("id", "metadata", "state", "created_at", "labels", "annotations", "runtime_handler")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AnnotationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_HANDLER_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    metadata: PodSandboxMetadata
+    state: PodSandboxState
+    created_at: int
+    labels: _containers.ScalarMap[str, str]
+    annotations: _containers.ScalarMap[str, str]
+    runtime_handler: str
+    def __init__(self, id: _Optional[str] = ..., metadata: _Optional[_Union[PodSandboxMetadata, _Mapping]] = ..., state: _Optional[_Union[PodSandboxState, str]] = ..., created_at: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., runtime_handler: _Optional[str] = ...) -> None: ...
+
+class ListPodSandboxResponse(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[PodSandbox]
+    def __init__(self, items: _Optional[_Iterable[_Union[PodSandbox, _Mapping]]] = ...) -> None: ...
+
+class ImageSpec(_message.Message):
+    __slots__ = ("image", "annotations", "user_specified_image", "runtime_handler", "image_ref")
+    class AnnotationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    USER_SPECIFIED_IMAGE_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_HANDLER_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_REF_FIELD_NUMBER: _ClassVar[int]
+    image: str
+    annotations: _containers.ScalarMap[str, str]
+    user_specified_image: str
+    runtime_handler: str
+    image_ref: str
+    def __init__(self, image: _Optional[str] = ..., annotations: _Optional[_Mapping[str, str]] = ..., user_specified_image: _Optional[str] = ..., runtime_handler: _Optional[str] = ..., image_ref: _Optional[str] = ...) -> None: ...
+
+class KeyValue(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: bytes
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+
+class LinuxContainerResources(_message.Message):
+    __slots__ = ("cpu_period", "cpu_quota", "cpu_shares", "memory_limit_in_bytes", "oom_score_adj", "cpuset_cpus", "cpuset_mems", "unified", "memory_swap_limit_in_bytes")
+    class UnifiedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CPU_PERIOD_FIELD_NUMBER: _ClassVar[int]
+    CPU_QUOTA_FIELD_NUMBER: _ClassVar[int]
+    CPU_SHARES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_LIMIT_IN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OOM_SCORE_ADJ_FIELD_NUMBER: _ClassVar[int]
+    CPUSET_CPUS_FIELD_NUMBER: _ClassVar[int]
+    CPUSET_MEMS_FIELD_NUMBER: _ClassVar[int]
+    UNIFIED_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_SWAP_LIMIT_IN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    cpu_period: int
+    cpu_quota: int
+    cpu_shares: int
+    memory_limit_in_bytes: int
+    oom_score_adj: int
+    cpuset_cpus: str
+    cpuset_mems: str
+    unified: _containers.ScalarMap[str, str]
+    memory_swap_limit_in_bytes: int
+    def __init__(self, cpu_period: _Optional[int] = ..., cpu_quota: _Optional[int] = ..., cpu_shares: _Optional[int] = ..., memory_limit_in_bytes: _Optional[int] = ..., oom_score_adj: _Optional[int] = ..., cpuset_cpus: _Optional[str] = ..., cpuset_mems: _Optional[str] = ..., unified: _Optional[_Mapping[str, str]] = ..., memory_swap_limit_in_bytes: _Optional[int] = ...) -> None: ...
+
+class Capability(_message.Message):
+    __slots__ = ("add_capabilities", "drop_capabilities", "add_ambient_capabilities")
+    ADD_CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    DROP_CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    ADD_AMBIENT_CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    add_capabilities: _containers.RepeatedScalarFieldContainer[str]
+    drop_capabilities: _containers.RepeatedScalarFieldContainer[str]
+    add_ambient_capabilities: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, add_capabilities: _Optional[_Iterable[str]] = ..., drop_capabilities: _Optional[_Iterable[str]] = ..., add_ambient_capabilities: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class LinuxContainerSecurityContext(_message.Message):
+    __slots__ = ("capabilities", "privileged", "namespace_options", "run_as_user", "run_as_group", "run_as_username", "readonly_rootfs", "supplemental_groups", "no_new_privs", "masked_paths", "readonly_paths", "apparmor_profile", "seccomp_profile_path")
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    PRIVILEGED_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    RUN_AS_USER_FIELD_NUMBER: _ClassVar[int]
+    RUN_AS_GROUP_FIELD_NUMBER: _ClassVar[int]
+    RUN_AS_USERNAME_FIELD_NUMBER: _ClassVar[int]
+    READONLY_ROOTFS_FIELD_NUMBER: _ClassVar[int]
+    SUPPLEMENTAL_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    NO_NEW_PRIVS_FIELD_NUMBER: _ClassVar[int]
+    MASKED_PATHS_FIELD_NUMBER: _ClassVar[int]
+    READONLY_PATHS_FIELD_NUMBER: _ClassVar[int]
+    APPARMOR_PROFILE_FIELD_NUMBER: _ClassVar[int]
+    SECCOMP_PROFILE_PATH_FIELD_NUMBER: _ClassVar[int]
+    capabilities: Capability
+    privileged: bool
+    namespace_options: NamespaceOption
+    run_as_user: Int64Value
+    run_as_group: Int64Value
+    run_as_username: str
+    readonly_rootfs: bool
+    supplemental_groups: _containers.RepeatedScalarFieldContainer[int]
+    no_new_privs: bool
+    masked_paths: _containers.RepeatedScalarFieldContainer[str]
+    readonly_paths: _containers.RepeatedScalarFieldContainer[str]
+    apparmor_profile: str
+    seccomp_profile_path: str
+    def __init__(self, capabilities: _Optional[_Union[Capability, _Mapping]] = ..., privileged: _Optional[bool] = ..., namespace_options: _Optional[_Union[NamespaceOption, _Mapping]] = ..., run_as_user: _Optional[_Union[Int64Value, _Mapping]] = ..., run_as_group: _Optional[_Union[Int64Value, _Mapping]] = ..., run_as_username: _Optional[str] = ..., readonly_rootfs: _Optional[bool] = ..., supplemental_groups: _Optional[_Iterable[int]] = ..., no_new_privs: _Optional[bool] = ..., masked_paths: _Optional[_Iterable[str]] = ..., readonly_paths: _Optional[_Iterable[str]] = ..., apparmor_profile: _Optional[str] = ..., seccomp_profile_path: _Optional[str] = ...) -> None: ...
+
+class LinuxContainerConfig(_message.Message):
+    __slots__ = ("resources", "security_context")
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    SECURITY_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    resources: LinuxContainerResources
+    security_context: LinuxContainerSecurityContext
+    def __init__(self, resources: _Optional[_Union[LinuxContainerResources, _Mapping]] = ..., security_context: _Optional[_Union[LinuxContainerSecurityContext, _Mapping]] = ...) -> None: ...
+
+class ContainerMetadata(_message.Message):
+    __slots__ = ("name", "attempt")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    attempt: int
+    def __init__(self, name: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class ContainerConfig(_message.Message):
+    __slots__ = ("metadata", "image", "command", "args", "working_dir", "envs", "mounts", "labels", "annotations", "log_path", "stdin", "stdin_once", "tty", "linux", "stop_signal")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AnnotationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    WORKING_DIR_FIELD_NUMBER: _ClassVar[int]
+    ENVS_FIELD_NUMBER: _ClassVar[int]
+    MOUNTS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    LOG_PATH_FIELD_NUMBER: _ClassVar[int]
+    STDIN_FIELD_NUMBER: _ClassVar[int]
+    STDIN_ONCE_FIELD_NUMBER: _ClassVar[int]
+    TTY_FIELD_NUMBER: _ClassVar[int]
+    LINUX_FIELD_NUMBER: _ClassVar[int]
+    STOP_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    metadata: ContainerMetadata
+    image: ImageSpec
+    command: _containers.RepeatedScalarFieldContainer[str]
+    args: _containers.RepeatedScalarFieldContainer[str]
+    working_dir: str
+    envs: _containers.RepeatedCompositeFieldContainer[KeyValue]
+    mounts: _containers.RepeatedCompositeFieldContainer[Mount]
+    labels: _containers.ScalarMap[str, str]
+    annotations: _containers.ScalarMap[str, str]
+    log_path: str
+    stdin: bool
+    stdin_once: bool
+    tty: bool
+    linux: LinuxContainerConfig
+    stop_signal: Signal
+    def __init__(self, metadata: _Optional[_Union[ContainerMetadata, _Mapping]] = ..., image: _Optional[_Union[ImageSpec, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., working_dir: _Optional[str] = ..., envs: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., mounts: _Optional[_Iterable[_Union[Mount, _Mapping]]] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., log_path: _Optional[str] = ..., stdin: _Optional[bool] = ..., stdin_once: _Optional[bool] = ..., tty: _Optional[bool] = ..., linux: _Optional[_Union[LinuxContainerConfig, _Mapping]] = ..., stop_signal: _Optional[_Union[Signal, str]] = ...) -> None: ...
+
+class CreateContainerRequest(_message.Message):
+    __slots__ = ("pod_sandbox_id", "config", "sandbox_config")
+    POD_SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    pod_sandbox_id: str
+    config: ContainerConfig
+    sandbox_config: PodSandboxConfig
+    def __init__(self, pod_sandbox_id: _Optional[str] = ..., config: _Optional[_Union[ContainerConfig, _Mapping]] = ..., sandbox_config: _Optional[_Union[PodSandboxConfig, _Mapping]] = ...) -> None: ...
+
+class CreateContainerResponse(_message.Message):
+    __slots__ = ("container_id",)
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    def __init__(self, container_id: _Optional[str] = ...) -> None: ...
+
+class StartContainerRequest(_message.Message):
+    __slots__ = ("container_id",)
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    def __init__(self, container_id: _Optional[str] = ...) -> None: ...
+
+class StartContainerResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StopContainerRequest(_message.Message):
+    __slots__ = ("container_id", "timeout")
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    timeout: int
+    def __init__(self, container_id: _Optional[str] = ..., timeout: _Optional[int] = ...) -> None: ...
+
+class StopContainerResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RemoveContainerRequest(_message.Message):
+    __slots__ = ("container_id",)
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    def __init__(self, container_id: _Optional[str] = ...) -> None: ...
+
+class RemoveContainerResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ContainerStateValue(_message.Message):
+    __slots__ = ("state",)
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    state: ContainerState
+    def __init__(self, state: _Optional[_Union[ContainerState, str]] = ...) -> None: ...
+
+class ContainerFilter(_message.Message):
+    __slots__ = ("id", "state", "pod_sandbox_id", "label_selector")
+    class LabelSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    POD_SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    state: ContainerStateValue
+    pod_sandbox_id: str
+    label_selector: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[ContainerStateValue, _Mapping]] = ..., pod_sandbox_id: _Optional[str] = ..., label_selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ListContainersRequest(_message.Message):
+    __slots__ = ("filter",)
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    filter: ContainerFilter
+    def __init__(self, filter: _Optional[_Union[ContainerFilter, _Mapping]] = ...) -> None: ...
+
+class Container(_message.Message):
+    __slots__ = ("id", "pod_sandbox_id", "metadata", "image", "image_ref", "state", "created_at", "labels", "annotations", "image_id")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AnnotationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    POD_SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_REF_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    pod_sandbox_id: str
+    metadata: ContainerMetadata
+    image: ImageSpec
+    image_ref: str
+    state: ContainerState
+    created_at: int
+    labels: _containers.ScalarMap[str, str]
+    annotations: _containers.ScalarMap[str, str]
+    image_id: str
+    def __init__(self, id: _Optional[str] = ..., pod_sandbox_id: _Optional[str] = ..., metadata: _Optional[_Union[ContainerMetadata, _Mapping]] = ..., image: _Optional[_Union[ImageSpec, _Mapping]] = ..., image_ref: _Optional[str] = ..., state: _Optional[_Union[ContainerState, str]] = ..., created_at: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., image_id: _Optional[str] = ...) -> None: ...
+
+class ListContainersResponse(_message.Message):
+    __slots__ = ("containers",)
+    CONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    containers: _containers.RepeatedCompositeFieldContainer[Container]
+    def __init__(self, containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ...) -> None: ...
+
+class ContainerStatusRequest(_message.Message):
+    __slots__ = ("container_id", "verbose")
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    VERBOSE_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    verbose: bool
+    def __init__(self, container_id: _Optional[str] = ..., verbose: _Optional[bool] = ...) -> None: ...
+
+class ContainerStatus(_message.Message):
+    __slots__ = ("id", "metadata", "state", "created_at", "started_at", "finished_at", "exit_code", "image", "image_ref", "reason", "message", "labels", "annotations", "mounts", "log_path", "image_id", "stop_signal")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AnnotationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_REF_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    MOUNTS_FIELD_NUMBER: _ClassVar[int]
+    LOG_PATH_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    STOP_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    metadata: ContainerMetadata
+    state: ContainerState
+    created_at: int
+    started_at: int
+    finished_at: int
+    exit_code: int
+    image: ImageSpec
+    image_ref: str
+    reason: str
+    message: str
+    labels: _containers.ScalarMap[str, str]
+    annotations: _containers.ScalarMap[str, str]
+    mounts: _containers.RepeatedCompositeFieldContainer[Mount]
+    log_path: str
+    image_id: str
+    stop_signal: Signal
+    def __init__(self, id: _Optional[str] = ..., metadata: _Optional[_Union[ContainerMetadata, _Mapping]] = ..., state: _Optional[_Union[ContainerState, str]] = ..., created_at: _Optional[int] = ..., started_at: _Optional[int] = ..., finished_at: _Optional[int] = ..., exit_code: _Optional[int] = ..., image: _Optional[_Union[ImageSpec, _Mapping]] = ..., image_ref: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., mounts: _Optional[_Iterable[_Union[Mount, _Mapping]]] = ..., log_path: _Optional[str] = ..., image_id: _Optional[str] = ..., stop_signal: _Optional[_Union[Signal, str]] = ...) -> None: ...
+
+class ContainerStatusResponse(_message.Message):
+    __slots__ = ("status", "info")
+    class InfoEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    status: ContainerStatus
+    info: _containers.ScalarMap[str, str]
+    def __init__(self, status: _Optional[_Union[ContainerStatus, _Mapping]] = ..., info: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ExecSyncRequest(_message.Message):
+    __slots__ = ("container_id", "cmd", "timeout")
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    CMD_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    cmd: _containers.RepeatedScalarFieldContainer[str]
+    timeout: int
+    def __init__(self, container_id: _Optional[str] = ..., cmd: _Optional[_Iterable[str]] = ..., timeout: _Optional[int] = ...) -> None: ...
+
+class ExecSyncResponse(_message.Message):
+    __slots__ = ("stdout", "stderr", "exit_code")
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    stdout: bytes
+    stderr: bytes
+    exit_code: int
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., exit_code: _Optional[int] = ...) -> None: ...
+
+class ExecRequest(_message.Message):
+    __slots__ = ("container_id", "cmd", "tty", "stdin", "stdout", "stderr")
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    CMD_FIELD_NUMBER: _ClassVar[int]
+    TTY_FIELD_NUMBER: _ClassVar[int]
+    STDIN_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    cmd: _containers.RepeatedScalarFieldContainer[str]
+    tty: bool
+    stdin: bool
+    stdout: bool
+    stderr: bool
+    def __init__(self, container_id: _Optional[str] = ..., cmd: _Optional[_Iterable[str]] = ..., tty: _Optional[bool] = ..., stdin: _Optional[bool] = ..., stdout: _Optional[bool] = ..., stderr: _Optional[bool] = ...) -> None: ...
+
+class ExecResponse(_message.Message):
+    __slots__ = ("url",)
+    URL_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    def __init__(self, url: _Optional[str] = ...) -> None: ...
+
+class AttachRequest(_message.Message):
+    __slots__ = ("container_id", "stdin", "tty", "stdout", "stderr")
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    STDIN_FIELD_NUMBER: _ClassVar[int]
+    TTY_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    stdin: bool
+    tty: bool
+    stdout: bool
+    stderr: bool
+    def __init__(self, container_id: _Optional[str] = ..., stdin: _Optional[bool] = ..., tty: _Optional[bool] = ..., stdout: _Optional[bool] = ..., stderr: _Optional[bool] = ...) -> None: ...
+
+class AttachResponse(_message.Message):
+    __slots__ = ("url",)
+    URL_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    def __init__(self, url: _Optional[str] = ...) -> None: ...
+
+class PortForwardRequest(_message.Message):
+    __slots__ = ("pod_sandbox_id", "port")
+    POD_SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    pod_sandbox_id: str
+    port: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, pod_sandbox_id: _Optional[str] = ..., port: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class PortForwardResponse(_message.Message):
+    __slots__ = ("url",)
+    URL_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    def __init__(self, url: _Optional[str] = ...) -> None: ...
+
+class ImageFilter(_message.Message):
+    __slots__ = ("image",)
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    image: ImageSpec
+    def __init__(self, image: _Optional[_Union[ImageSpec, _Mapping]] = ...) -> None: ...
+
+class ListImagesRequest(_message.Message):
+    __slots__ = ("filter",)
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    filter: ImageFilter
+    def __init__(self, filter: _Optional[_Union[ImageFilter, _Mapping]] = ...) -> None: ...
+
+class Image(_message.Message):
+    __slots__ = ("id", "repo_tags", "repo_digests", "size", "uid", "username", "spec", "pinned")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REPO_TAGS_FIELD_NUMBER: _ClassVar[int]
+    REPO_DIGESTS_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    repo_tags: _containers.RepeatedScalarFieldContainer[str]
+    repo_digests: _containers.RepeatedScalarFieldContainer[str]
+    size: int
+    uid: Int64Value
+    username: str
+    spec: ImageSpec
+    pinned: bool
+    def __init__(self, id: _Optional[str] = ..., repo_tags: _Optional[_Iterable[str]] = ..., repo_digests: _Optional[_Iterable[str]] = ..., size: _Optional[int] = ..., uid: _Optional[_Union[Int64Value, _Mapping]] = ..., username: _Optional[str] = ..., spec: _Optional[_Union[ImageSpec, _Mapping]] = ..., pinned: _Optional[bool] = ...) -> None: ...
+
+class ListImagesResponse(_message.Message):
+    __slots__ = ("images",)
+    IMAGES_FIELD_NUMBER: _ClassVar[int]
+    images: _containers.RepeatedCompositeFieldContainer[Image]
+    def __init__(self, images: _Optional[_Iterable[_Union[Image, _Mapping]]] = ...) -> None: ...
+
+class ImageStatusRequest(_message.Message):
+    __slots__ = ("image", "verbose")
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    VERBOSE_FIELD_NUMBER: _ClassVar[int]
+    image: ImageSpec
+    verbose: bool
+    def __init__(self, image: _Optional[_Union[ImageSpec, _Mapping]] = ..., verbose: _Optional[bool] = ...) -> None: ...
+
+class ImageStatusResponse(_message.Message):
+    __slots__ = ("image", "info")
+    class InfoEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    image: Image
+    info: _containers.ScalarMap[str, str]
+    def __init__(self, image: _Optional[_Union[Image, _Mapping]] = ..., info: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class AuthConfig(_message.Message):
+    __slots__ = ("username", "password", "auth", "server_address", "identity_token", "registry_token")
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REGISTRY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    username: str
+    password: str
+    auth: str
+    server_address: str
+    identity_token: str
+    registry_token: str
+    def __init__(self, username: _Optional[str] = ..., password: _Optional[str] = ..., auth: _Optional[str] = ..., server_address: _Optional[str] = ..., identity_token: _Optional[str] = ..., registry_token: _Optional[str] = ...) -> None: ...
+
+class PullImageRequest(_message.Message):
+    __slots__ = ("image", "auth", "sandbox_config")
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    image: ImageSpec
+    auth: AuthConfig
+    sandbox_config: PodSandboxConfig
+    def __init__(self, image: _Optional[_Union[ImageSpec, _Mapping]] = ..., auth: _Optional[_Union[AuthConfig, _Mapping]] = ..., sandbox_config: _Optional[_Union[PodSandboxConfig, _Mapping]] = ...) -> None: ...
+
+class PullImageResponse(_message.Message):
+    __slots__ = ("image_ref",)
+    IMAGE_REF_FIELD_NUMBER: _ClassVar[int]
+    image_ref: str
+    def __init__(self, image_ref: _Optional[str] = ...) -> None: ...
+
+class RemoveImageRequest(_message.Message):
+    __slots__ = ("image",)
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    image: ImageSpec
+    def __init__(self, image: _Optional[_Union[ImageSpec, _Mapping]] = ...) -> None: ...
+
+class RemoveImageResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class NetworkConfig(_message.Message):
+    __slots__ = ("pod_cidr",)
+    POD_CIDR_FIELD_NUMBER: _ClassVar[int]
+    pod_cidr: str
+    def __init__(self, pod_cidr: _Optional[str] = ...) -> None: ...
+
+class RuntimeConfig(_message.Message):
+    __slots__ = ("network_config",)
+    NETWORK_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    network_config: NetworkConfig
+    def __init__(self, network_config: _Optional[_Union[NetworkConfig, _Mapping]] = ...) -> None: ...
+
+class UpdateRuntimeConfigRequest(_message.Message):
+    __slots__ = ("runtime_config",)
+    RUNTIME_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    runtime_config: RuntimeConfig
+    def __init__(self, runtime_config: _Optional[_Union[RuntimeConfig, _Mapping]] = ...) -> None: ...
+
+class UpdateRuntimeConfigResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RuntimeCondition(_message.Message):
+    __slots__ = ("type", "status", "reason", "message")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: bool
+    reason: str
+    message: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[bool] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class RuntimeStatus(_message.Message):
+    __slots__ = ("conditions",)
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    conditions: _containers.RepeatedCompositeFieldContainer[RuntimeCondition]
+    def __init__(self, conditions: _Optional[_Iterable[_Union[RuntimeCondition, _Mapping]]] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ("verbose",)
+    VERBOSE_FIELD_NUMBER: _ClassVar[int]
+    verbose: bool
+    def __init__(self, verbose: _Optional[bool] = ...) -> None: ...
+
+class StatusResponse(_message.Message):
+    __slots__ = ("status", "info")
+    class InfoEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    status: RuntimeStatus
+    info: _containers.ScalarMap[str, str]
+    def __init__(self, status: _Optional[_Union[RuntimeStatus, _Mapping]] = ..., info: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ReopenContainerLogRequest(_message.Message):
+    __slots__ = ("container_id",)
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    def __init__(self, container_id: _Optional[str] = ...) -> None: ...
+
+class ReopenContainerLogResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
