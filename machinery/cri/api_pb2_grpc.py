@@ -129,6 +129,11 @@ class RuntimeServiceStub:
                 request_serializer=machinery_dot_cri_dot_api__pb2.StatusRequest.SerializeToString,
                 response_deserializer=machinery_dot_cri_dot_api__pb2.StatusResponse.FromString,
                 _registered_method=True)
+        self.GetContainerEvents = channel.unary_stream(
+                '/runtime.v1.RuntimeService/GetContainerEvents',
+                request_serializer=machinery_dot_cri_dot_api__pb2.GetEventsRequest.SerializeToString,
+                response_deserializer=machinery_dot_cri_dot_api__pb2.ContainerEventResponse.FromString,
+                _registered_method=True)
 
 
 class RuntimeServiceServicer:
@@ -248,6 +253,12 @@ class RuntimeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetContainerEvents(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RuntimeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -345,6 +356,11 @@ def add_RuntimeServiceServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=machinery_dot_cri_dot_api__pb2.StatusRequest.FromString,
                     response_serializer=machinery_dot_cri_dot_api__pb2.StatusResponse.SerializeToString,
+            ),
+            'GetContainerEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetContainerEvents,
+                    request_deserializer=machinery_dot_cri_dot_api__pb2.GetEventsRequest.FromString,
+                    response_serializer=machinery_dot_cri_dot_api__pb2.ContainerEventResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -860,6 +876,33 @@ class RuntimeService:
             '/runtime.v1.RuntimeService/Status',
             machinery_dot_cri_dot_api__pb2.StatusRequest.SerializeToString,
             machinery_dot_cri_dot_api__pb2.StatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetContainerEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/GetContainerEvents',
+            machinery_dot_cri_dot_api__pb2.GetEventsRequest.SerializeToString,
+            machinery_dot_cri_dot_api__pb2.ContainerEventResponse.FromString,
             options,
             channel_credentials,
             insecure,
