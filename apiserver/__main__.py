@@ -23,9 +23,10 @@ from apiserver.admission import ALL_PLUGINS
 from apiserver.app import ApiServerConfig, create_app
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER
 from apiserver.podsecurity.config import ConfigError, load_admission_config
-from apiserver.serving import Listener, run, server_ssl_context
+from apiserver.serving import Listener, run
 from apiserver.storage.etcd import EtcdTLS
 from machinery.duration import duration_flag, parse_go_duration
+from machinery.tls import server_ssl_context
 
 
 def _names(text: str) -> list[str]:

@@ -40,13 +40,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from apiserver import errors
-from apiserver.auth.authn import UserInfo
 from apiserver.noderestriction import node_restriction
 from apiserver.patch import PatchError, json_patch
 from apiserver.podsecurity.admission import PodSecurity
 from apiserver.registry.generic import AdmissionAttributes, Store, WriteOptions
 from apiserver.storage.cacher import Cacher
 from apiserver.warning import add_warning
+from machinery.authn.user import UserInfo
 from machinery.selectors import LabelSelector, SelectorError, selector_from_label_selector
 
 if TYPE_CHECKING:

@@ -18,7 +18,6 @@ import contextlib
 import dataclasses
 import logging
 import signal
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from machinery.client import KUBE_VERSION, ApiClient
 from machinery.events import EventRecorder
 from machinery.informer import Informer
 from machinery.kubeconfig import ClientConfig, load_kubeconfig
+from machinery.netutil import default_node_ip
 
 log = logging.getLogger(__name__)
 
@@ -50,14 +50,6 @@ RESYNC_SECONDS = 60.0
 
 def user_agent(node_name: str) -> str:
     return f"kubelet/{KUBE_VERSION} (linux/amd64) minik8s/system:node:{node_name}"
-
-
-def default_node_ip() -> str:
-    """The address of the interface holding the default route (no packet is sent)."""
-    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.connect(("8.8.8.8", 53))  # a UDP connect sends nothing: it only picks a route
-        return str(s.getsockname()[0])
-    return "127.0.0.1"
 
 
 @dataclass

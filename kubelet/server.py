@@ -38,11 +38,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from apiserver.auth.authn import user_from_peercert
-from apiserver.serving import server_ssl_context, tls_options
 from kubelet.docker_client import STDERR, DockerError, HijackedStream
 from kubelet.runtime import ContainerInfo
 from machinery.api.core_v1 import Pod
+from machinery.authn.user import user_from_peercert
+from machinery.tls import server_ssl_context, tls_options
 
 if TYPE_CHECKING:
     from kubelet.kubelet import Kubelet

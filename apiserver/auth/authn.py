@@ -17,72 +17,25 @@ import csv
 import hashlib
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from apiserver.auth import serviceaccount
-
-AUTHENTICATED = "system:authenticated"
-UNAUTHENTICATED = "system:unauthenticated"
-MASTERS = "system:masters"
-NODES = "system:nodes"
-NODE_PREFIX = "system:node:"
+from machinery.authn.user import (
+    AUTHENTICATED,
+    MASTERS,
+    UNAUTHENTICATED,
+    UserInfo,
+    user_from_peercert,
+    with_authenticated,
+)
 
 PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version"})
-
-
-@dataclass(frozen=True, slots=True)
-class UserInfo:
-    name: str
-    groups: tuple[str, ...] = ()
-    uid: str = ""
-    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"username": self.name}
-        if self.uid:
-            out["uid"] = self.uid
-        if self.groups:
-            out["groups"] = list(self.groups)
-        if self.extra:
-            out["extra"] = {k: list(v) for k, v in self.extra.items()}
-        return out
-
-    @property
-    def is_master(self) -> bool:
-        return MASTERS in self.groups
-
-    @property
-    def node_name(self) -> str | None:
-        """NAME for system:node:NAME in group system:nodes (a kubelet), else None."""
-        if self.name.startswith(NODE_PREFIX) and NODES in self.groups:
-            return self.name[len(NODE_PREFIX):] or None
-        return None
 
 
 ANONYMOUS = UserInfo("system:anonymous", (UNAUTHENTICATED,))
 # The plain (insecure) port: upstream's insecure handler used exactly this identity.
 UNSECURED = UserInfo("system:unsecured", (MASTERS, AUTHENTICATED))
-
-
-def _with_authenticated(groups: tuple[str, ...]) -> tuple[str, ...]:
-    return groups if AUTHENTICATED in groups else (*groups, AUTHENTICATED)
-
-
-def user_from_peercert(cert: Mapping[str, Any]) -> UserInfo | None:
-    """The identity in a verified client certificate (ssl.SSLSocket.getpeercert() form)."""
-    cn = ""
-    orgs: list[str] = []
-    for rdn in cert.get("subject") or ():
-        for key, value in rdn:
-            if key == "commonName":
-                cn = value
-            elif key == "organizationName":
-                orgs.append(value)
-    if not cn:
-        return None
-    return UserInfo(cn, _with_authenticated(tuple(orgs)))
 
 
 def load_token_file(path: str | Path) -> dict[str, UserInfo]:
@@ -95,7 +48,7 @@ def load_token_file(path: str | Path) -> dict[str, UserInfo]:
             if len(row) < 3 or not row[0] or not row[1]:
                 raise ValueError(f"{path}:{lineno}: expected token,user,uid[,groups]")
             groups = tuple(g.strip() for g in row[3].split(",") if g.strip()) if len(row) > 3 else ()
-            tokens[row[0].strip()] = UserInfo(row[1].strip(), _with_authenticated(groups), row[2].strip())
+            tokens[row[0].strip()] = UserInfo(row[1].strip(), with_authenticated(groups), row[2].strip())
     return tokens
 
 
@@ -117,7 +70,7 @@ def service_account_user(claims: serviceaccount.ServiceAccountClaims) -> UserInf
     if claims.jti:
         extra[CREDENTIAL_ID_EXTRA] = (f"JTI={claims.jti}",)
     return UserInfo(serviceaccount.username(claims.namespace, claims.name),
-                    _with_authenticated(serviceaccount.groups(claims.namespace)), claims.uid, extra)
+                    with_authenticated(serviceaccount.groups(claims.namespace)), claims.uid, extra)
 
 
 class Authenticator:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from apiserver import errors
-from apiserver.auth.authn import UserInfo
 from apiserver.auth.serviceaccount import username as service_account_user
+from machinery.authn.user import UserInfo
 
 ALLOW, DENY, NO_OPINION = "allow", "deny", "no-opinion"
 NODE_LEASE_NAMESPACE = "kube-node-lease"

@@ -22,9 +22,9 @@ import copy
 from typing import Any
 
 from apiserver import errors
-from apiserver.auth.authn import UserInfo
 from apiserver.auth.authz import Attributes, Authorizer, RBACAuthorizer
 from apiserver.registry.generic import Admission, AdmissionAttributes, Store
+from machinery.authn.user import UserInfo
 
 Obj = dict[str, Any]
 

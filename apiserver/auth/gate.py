@@ -38,10 +38,11 @@ import orjson
 
 from apiserver import errors
 from apiserver.audit import AuditContext, Auditor, RequestFacts
-from apiserver.auth.authn import ANONYMOUS, PUBLIC_PATHS, UNSECURED, Authenticator, UserInfo
+from apiserver.auth.authn import ANONYMOUS, PUBLIC_PATHS, UNSECURED, Authenticator
 from apiserver.auth.authz import Attributes, Authorizer, forbidden
 from apiserver.auth.impersonation import HEADER_PREFIX, impersonate
 from apiserver.requestinfo import SCOPE_KEY, RequestInfo, request_info
+from machinery.authn.user import UserInfo
 from machinery.duration import parse_go_duration
 
 Scope = MutableMapping[str, Any]

@@ -23,8 +23,8 @@ from urllib.parse import unquote
 
 from apiserver import errors
 from apiserver.auth import serviceaccount
-from apiserver.auth.authn import AUTHENTICATED, UNAUTHENTICATED, UserInfo
 from apiserver.auth.authz import Attributes, Authorizer, forbidden
+from machinery.authn.user import AUTHENTICATED, UNAUTHENTICATED, UserInfo
 
 HEADER_PREFIX = b"impersonate-"
 USER, GROUP, UID = b"impersonate-user", b"impersonate-group", b"impersonate-uid"

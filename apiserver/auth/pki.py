@@ -65,6 +65,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from machinery.kubeconfig import write_kubeconfig
+from machinery.netutil import default_node_ip
 
 CA_DAYS = 3650
 LEAF_DAYS = 365
@@ -371,8 +372,6 @@ def kubelet_serving_name(node: str) -> str:
 def default_kubelet_hosts(node: str) -> list[str]:
     """Where the apiserver may find a kubelet on this host: the node name, the host's name, the
     address the kubelet reports as InternalIP by default (its default route's), and loopback."""
-    from kubelet.kubelet import default_node_ip  # the kubelet's own choice of InternalIP
-
     return [node, socket.gethostname(), default_node_ip(), "localhost", "127.0.0.1"]
 
 

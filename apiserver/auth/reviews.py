@@ -16,11 +16,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from apiserver import errors
-from apiserver.auth.authn import UNSECURED, UserInfo
+from apiserver.auth.authn import UNSECURED
 from apiserver.auth.authz import Attributes, Authorizer
 from apiserver.registry.generic import WriteOptions, loc_to_path
 from apiserver.request import decode_object, read_body, write_options
 from machinery.api.resources import ResourceInfo
+from machinery.authn.user import UserInfo
 
 Obj = dict[str, Any]
 

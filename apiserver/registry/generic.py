@@ -84,7 +84,7 @@ class WriteOptions:
     field_manager: str | None = None
     force: bool = False
     warnings: list[str] = field(default_factory=list)
-    user: Any = None  # the request's authenticated user (apiserver.auth.authn.UserInfo); None for internal writes
+    user: Any = None  # the request's authenticated user (machinery.authn.user.UserInfo); None for internal writes
 
 
 @dataclass

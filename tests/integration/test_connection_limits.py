@@ -1,5 +1,5 @@
 """The apiserver's connection-level limits against an unauthenticated client, through real TLS on a
-real apiserver (the limits of Go's net/http server kube-apiserver relies on, apiserver/serving.py):
+real apiserver (the limits of Go's net/http server kube-apiserver relies on, machinery/tls.py):
 request headers over 1 MiB (a single 100 MB header included) get 431 before they are buffered, and
 a connection that has not sent its request headers within the header timeout (32 s; 1 s here through
 MINIK8S_READ_HEADER_TIMEOUT_SECONDS) is closed, however slowly it trickles bytes; a kept-alive
@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from apiserver.serving import IDLE_TIMEOUT_ENV, MAX_HEADER_BYTES, READ_HEADER_TIMEOUT_ENV
+from machinery.tls import IDLE_TIMEOUT_ENV, MAX_HEADER_BYTES, READ_HEADER_TIMEOUT_ENV
 from tests.auth_cluster import SecureApiServer
 from tests.cluster import Etcd, wait_for
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from apiserver import errors
-from apiserver.auth.authn import UserInfo
 from apiserver.auth.authz import Authorizer, RBACAuthorizer, StaticRbac
 from apiserver.auth.impersonation import impersonate
+from machinery.authn.user import UserInfo
 
 AUTH = "system:authenticated"
 RBAC = "rbac.authorization.k8s.io"

@@ -12,8 +12,8 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from apiserver.auth import pki
-from apiserver.auth.authn import user_from_peercert
 from apiserver.proxy import kubelet_address, kubelet_tls
+from machinery.authn.user import user_from_peercert
 
 
 def _load(path: Path) -> x509.Certificate:

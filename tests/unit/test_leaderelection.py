@@ -183,8 +183,8 @@ def test_the_bootstrap_policy_lets_both_components_hold_their_lease(who: str) ->
     """They write the Lease as the kubeconfig's identity (not a controller's service account), and
     record the LeaderElection event on it."""
     from apiserver.auth import bootstrap
-    from apiserver.auth.authn import UserInfo
     from apiserver.auth.authz import ALLOW, Attributes, RBACAuthorizer, StaticRbac
+    from machinery.authn.user import UserInfo
 
     roles, bindings = bootstrap.policy_objects()
     rbac = RBACAuthorizer(StaticRbac(roles, [], bindings, []))

@@ -1,4 +1,4 @@
-"""apiserver/serving.py's PacedWrites over a real loopback TLS connection on uvloop: a large response
+"""machinery/tls.py's PacedWrites over a real loopback TLS connection on uvloop: a large response
 reaches the TLS layer a piece at a time (OpenSSL's memory buffer under uvloop grows to the largest
 write it encrypts and keeps that size for the rest of the connection); everything arrives, in order,
 and a close waits for what is still pending."""
@@ -13,7 +13,7 @@ from typing import Any
 import uvloop
 
 from apiserver.auth import pki
-from apiserver.serving import PacedWrites, server_ssl_context
+from machinery.tls import PacedWrites, server_ssl_context
 
 BODY = bytes(range(256)) * (3 * 4096)  # 3 MiB, not one repeated byte
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from apiserver.auth import bootstrap
-from apiserver.auth.authn import ANONYMOUS, UNSECURED, Authenticator, UserInfo, load_token_file, user_from_peercert
+from apiserver.auth.authn import ANONYMOUS, UNSECURED, Authenticator, load_token_file
 from apiserver.auth.authz import (
     ALLOW,
     NO_OPINION,
@@ -25,6 +25,7 @@ from apiserver.auth.authz import (
 )
 from apiserver.auth.pki import new_key
 from apiserver.auth.serviceaccount import TokenError, TokenVerifier, sign_token
+from machinery.authn.user import UserInfo, user_from_peercert
 
 AUTH = "system:authenticated"
 

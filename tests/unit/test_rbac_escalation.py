@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from apiserver.auth.authn import UserInfo
 from apiserver.auth.authz import AlwaysAllow, Authorizer, NodeAuthorizer, RBACAuthorizer, StaticRbac
 from apiserver.auth.escalation import (
     FULL_AUTHORITY,
@@ -17,6 +16,7 @@ from apiserver.auth.escalation import (
     escalation_message,
     only_gc_fields_changed,
 )
+from machinery.authn.user import UserInfo
 
 Obj = dict[str, Any]
 RBAC = "rbac.authorization.k8s.io"

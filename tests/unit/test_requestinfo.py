@@ -9,10 +9,11 @@ from typing import Any
 import orjson
 import pytest
 
-from apiserver.auth.authn import Authenticator, UserInfo
+from apiserver.auth.authn import Authenticator
 from apiserver.auth.authz import AlwaysAllow, Authorizer
 from apiserver.auth.gate import Gate, Limits
 from apiserver.requestinfo import Query, request_info
+from machinery.authn.user import UserInfo
 from machinery.duration import parse_go_duration
 
 

@@ -1,4 +1,4 @@
-"""The TLS port's write coalescing (apiserver/serving.py CoalescingTransport): a response's head and body
+"""The TLS port's write coalescing (machinery/tls.py CoalescingTransport): a response's head and body
 leave in one write, a lone write leaves at the end of the loop turn, and closing or handing the
 connection on sends what is held first; the bytes keep their order."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from apiserver.serving import CoalescingTransport
+from machinery.tls import CoalescingTransport
 
 
 class Recorder:

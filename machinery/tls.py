@@ -1,0 +1,318 @@
+"""TLS serving shared by the apiserver and the kubelet's server (upstream
+k8s.io/apiserver/pkg/server/secure_serving.go and options/serving.go, which both kube-apiserver and
+the kubelet build their servers with): the server SSL context, and uvicorn protocols carrying the
+verified client certificate into every ASGI scope.
+
+The TLS context asks for a client certificate and verifies it against --client-ca-file during
+the handshake (Python's ssl module cannot ask for a certificate without verifying it, so a
+certificate from another CA ends the handshake with an "unknown ca" alert rather than a 401;
+no certificate at all is fine, the request then needs a bearer token). The verified certificate
+reaches the app in scope["peercert"] through the small protocol subclasses below.
+
+The same subclass holds the limits Go's net/http server gives kube-apiserver (server/secure_serving.go:
+MaxHeaderBytes 1 MiB, ReadHeaderTimeout 32 s, IdleTimeout 90 s), which uvicorn and httptools lack:
+the bytes of a request's line and headers are counted as they arrive, before httptools sees them
+(it joins a header's pieces by copying, so a 100 MB header costs its size many times over), and
+past the limit the connection gets Go's plain 431 answer and is closed; a connection that has not
+sent its request headers within the header timeout is closed, as Go does, without an answer.
+
+And a TLS connection's responses reach the TLS layer a piece at a time (PacedWrites): uvloop encrypts
+what is written into OpenSSL's memory buffer, which grows to the most ever pending and never shrinks,
+so one 2 MB LIST kept 2.3 MB for the rest of a keep-alive connection (and a watch after it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import ssl
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+
+def server_ssl_context(cert_file: str, key_file: str, client_ca_file: str | None) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cert_file, key_file)
+    if client_ca_file:
+        ctx.load_verify_locations(cafile=client_ca_file)
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+    ctx.set_alpn_protocols(["http/1.1"])
+    # no TLS 1.3 session tickets: no client of the cluster resumes a session (client-go sets no
+    # ClientSessionCache, nor do our Python clients), and making the two tickets OpenSSL sends by default
+    # copied the session, client certificate included, through DER: a third of a handshake's CPU
+    ctx.num_tickets = 0
+    return ctx
+
+
+def _peercert(transport: Any) -> dict[str, Any] | None:
+    try:
+        cert = transport.get_extra_info("peercert")
+    except Exception:  # a transport without TLS
+        return None
+    return cert or None
+
+
+# Go's http.Server.MaxHeaderBytes as kube-apiserver sets it: the request line and the headers together.
+MAX_HEADER_BYTES = 1 << 20
+# kube-apiserver's ReadHeaderTimeout ("just shy of requestTimeoutUpperBound"); the environment variable
+# lets tests wait seconds rather than half a minute for it.
+READ_HEADER_TIMEOUT_ENV = "MINIK8S_READ_HEADER_TIMEOUT_SECONDS"
+DEFAULT_READ_HEADER_TIMEOUT = 32.0
+# kube-apiserver's IdleTimeout ("matches http.DefaultTransport keep-alive timeout"): a kept-alive connection
+# without a request for that long is closed (uvicorn's timeout_keep_alive); clients keep theirs 60 s
+IDLE_TIMEOUT_ENV = "MINIK8S_IDLE_TIMEOUT_SECONDS"
+DEFAULT_IDLE_TIMEOUT = 90.0
+# how long a refused connection is still read (and dropped) after the 431, so the client, still writing,
+# reads the answer before the close resets the connection (Go's rstAvoidanceDelay)
+_RST_AVOIDANCE_DELAY = 0.5
+_HEADERS_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+                      b"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+                      b"431 Request Header Fields Too Large")
+
+
+def read_header_timeout() -> float:
+    value = os.environ.get(READ_HEADER_TIMEOUT_ENV, "")
+    return float(value) if value else DEFAULT_READ_HEADER_TIMEOUT
+
+
+def idle_timeout() -> float:
+    value = os.environ.get(IDLE_TIMEOUT_ENV, "")
+    return float(value) if value else DEFAULT_IDLE_TIMEOUT
+
+
+class PacedWrites:
+    """A TLS transport that hands the TLS layer at most PIECE bytes per write, and nothing while that
+    layer has more than HIGH bytes pending (it has then paused the protocol); the rest waits here as
+    views of the caller's bytes, not copies. The TLS layer's buffer stays within about HIGH + PIECE."""
+
+    PIECE = 8192
+    HIGH = 16384
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._pending: deque[memoryview] = deque()
+        self._paused = False
+        self._closing = False
+        transport.set_write_buffer_limits(high=self.HIGH)
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the transport's
+        return getattr(self._transport, name)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if len(data) <= self.PIECE and not self._pending and not self._paused:
+            self._transport.write(data)
+            return
+        view = memoryview(data)
+        self._pending.extend(view[i:i + self.PIECE] for i in range(0, len(view), self.PIECE))
+        self._flush()
+
+    def _flush(self) -> None:
+        while self._pending and not self._paused:
+            self._transport.write(self._pending.popleft())  # may pause us before it returns
+        if self._closing and not self._pending:
+            self._transport.close()
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> bool:
+        """The TLS layer drained; True if everything waiting here went too."""
+        self._paused = False
+        self._flush()
+        return not self._paused
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(len(v) for v in self._pending)
+
+    def is_closing(self) -> bool:
+        return self._closing or self._transport.is_closing()
+
+    def close(self) -> None:
+        """Close once what waits here is written."""
+        self._closing = True
+        if not self._pending:
+            self._transport.close()
+
+    def abort(self) -> None:
+        self._pending.clear()
+        self._transport.abort()
+
+
+class CoalescingTransport:
+    """A TLS transport that sends a response's head and body in one record: uvicorn writes the status line
+    and headers, then the body, and on TLS each write is a record of its own (an SSL_write and a send(2)
+    each). A write is held until the next one, which goes out with it at once, or until the end of the event
+    loop turn (a response whose body comes later, a stream), or until the connection is closed or handed on;
+    the order of the bytes never changes. Everything else is the transport's."""
+
+    __slots__ = ("_held", "_loop", "transport")
+
+    def __init__(self, transport: asyncio.Transport | PacedWrites, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport = transport
+        self._loop = loop
+        self._held: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is None:
+            self._held = bytes(data)
+            self._loop.call_soon(self.flush)
+        else:
+            self._held = None
+            self.transport.write(held + data)
+
+    def writelines(self, lines: Any) -> None:
+        for data in lines:
+            self.write(data)
+
+    def flush(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self.transport.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self.transport.write_eof()
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.flush()
+        self.transport.set_protocol(protocol)
+
+    def __getattr__(self, name: str) -> Any:  # is_closing, get_extra_info, pause_reading, abort, ...
+        return getattr(self.transport, name)
+
+
+class TLSHttpProtocol(HttpToolsProtocol):
+    """httptools' protocol, plus the connection's verified client certificate in every scope, the
+    header limits (size and read timeout) of Go's net/http server, and writes through PacedWrites."""
+
+    _peer: dict[str, Any] | None = None
+    _in_headers = True  # between requests too: the next byte begins the next request's line
+    _header_bytes = 0
+    _header_timer: asyncio.TimerHandle | None = None
+    _refused = False
+    _upgraded = False
+    _paced: PacedWrites | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._paced = PacedWrites(transport)
+        super().connection_made(self._paced)  # type: ignore[arg-type]
+        self._peer = _peercert(transport)
+        if transport.get_extra_info("sslcontext") is not None:
+            # a response's head and body in one record, then paced into the TLS layer
+            self.transport = CoalescingTransport(self._paced, self.loop)  # type: ignore[assignment]
+        self._arm_header_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_timer()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # read and dropped until the close
+        if not self._in_headers:
+            super().data_received(data)
+            return
+        if self._header_timer is None:  # the first byte of a request after an idle keep-alive wait
+            self._arm_header_timer()
+        room = MAX_HEADER_BYTES - self._header_bytes
+        if len(data) <= room:
+            self._header_bytes += len(data)
+            super().data_received(data)
+            return
+        # only what fits goes to the parser: if the headers end in it, the rest is body (or the next request)
+        self._header_bytes = MAX_HEADER_BYTES
+        head, rest = data[:room], data[room:]
+        if head:
+            super().data_received(head)
+        if self._upgraded or self.transport.is_closing():
+            return
+        if self._in_headers:
+            self._refuse()
+            return
+        self.data_received(rest)
+
+    def _refuse(self) -> None:
+        self._refused = True
+        self._disarm_header_timer()
+        self._unset_keepalive_if_required()
+        self.parser = None  # type: ignore[assignment]  # drops what it holds of the headers
+        self.transport.write(_HEADERS_TOO_LARGE)
+        self.loop.call_later(_RST_AVOIDANCE_DELAY, self.transport.close)
+
+    def _arm_header_timer(self) -> None:
+        self._disarm_header_timer()
+        self._header_timer = self.loop.call_later(read_header_timeout(), self._header_timeout)
+
+    def _disarm_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _header_timeout(self) -> None:
+        self._header_timer = None
+        if self._in_headers and not self.transport.is_closing():
+            self.transport.close()
+
+    def handle_websocket_upgrade(self) -> None:
+        self._upgraded = True
+        self._disarm_header_timer()
+        super().handle_websocket_upgrade()
+
+    def pause_writing(self) -> None:
+        if self._paced is not None:
+            self._paced.pause_writing()
+        super().pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._paced is None or self._paced.resume_writing():
+            super().resume_writing()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._peer is not None:
+            self.scope["peercert"] = self._peer  # type: ignore[typeddict-unknown-key]
+
+    def on_headers_complete(self) -> None:
+        self._in_headers = False
+        self._header_bytes = 0
+        self._disarm_header_timer()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_headers = True
+
+
+class TLSWebSocketProtocol(WebSocketsSansIOProtocol):
+    _peer: dict[str, Any] | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._peer = _peercert(transport)
+
+    async def run_asgi(self) -> None:
+        if self._peer is not None:
+            self.scope["peercert"] = self._peer  # type: ignore[typeddict-unknown-key]
+        await super().run_asgi()
+
+
+def tls_options(context: ssl.SSLContext) -> dict[str, Any]:
+    """uvicorn.Config arguments serving TLS with this context, the client certificate in scope["peercert"]
+    (the kubelet's server uses them too)."""
+
+    def factory(config: uvicorn.Config, default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        return context
+
+    return {"ssl_context_factory": factory, "http": TLSHttpProtocol, "ws": TLSWebSocketProtocol}
