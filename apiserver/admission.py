@@ -41,12 +41,12 @@ import orjson
 
 from apiserver import errors
 from apiserver.noderestriction import node_restriction
-from apiserver.patch import PatchError, json_patch
 from apiserver.podsecurity.admission import PodSecurity
 from apiserver.registry.generic import AdmissionAttributes, Store, WriteOptions
 from apiserver.storage.cacher import Cacher
 from apiserver.warning import add_warning
 from machinery.authn.user import UserInfo
+from machinery.patch import PatchError, json_patch
 from machinery.selectors import LabelSelector, SelectorError, selector_from_label_selector
 
 if TYPE_CHECKING:

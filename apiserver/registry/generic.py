@@ -22,7 +22,7 @@ import orjson
 from pydantic import ValidationError
 
 from apiserver import errors
-from apiserver.patch import PatchError, UnsupportedPatchType, apply_patch
+from apiserver.patch import UnsupportedPatchType, apply_patch
 from apiserver.registry.meta import validate_object_meta, validate_object_meta_update
 from apiserver.registry.strategy import Strategy
 from apiserver.storage import codec
@@ -31,6 +31,7 @@ from apiserver.storage.etcd import Compacted, EtcdStorage, KeyExists, KeyNotFoun
 from apiserver.storage.predicate import Attrs, Predicate
 from apiserver.validation import FieldError, invalid, required
 from machinery.api.resources import ResourceInfo
+from machinery.patch import PatchError
 
 Obj = dict[str, Any]
 

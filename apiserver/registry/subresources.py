@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from apiserver import errors
-from apiserver.patch import PatchError, UnsupportedPatchType, apply_patch
+from apiserver.patch import UnsupportedPatchType, apply_patch
 from apiserver.proxy import exec_endpoints, log_endpoints
 from apiserver.registry.generic import Obj, Store, WriteOptions, loc_to_path, now_rfc3339
 from apiserver.registry.token import token_endpoints
@@ -21,6 +21,7 @@ from apiserver.request import check_duplicates, decode_object, read_body, write_
 from apiserver.validation import required, validate_replicas
 from machinery.api.autoscaling_v1 import Scale
 from machinery.api.core_v1 import Binding
+from machinery.patch import PatchError
 from machinery.selectors import label_selector_to_string
 
 if TYPE_CHECKING:

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from kubectl.apply import LAST_APPLIED, last_applied_of, modified_configuration, three_way_merge_patch
+from kubectl.apply import LAST_APPLIED, last_applied_of, modified_configuration
 from machinery.api.apps_v1 import Deployment
 from machinery.api.core_v1 import Pod
+from machinery.patch import three_way_merge_patch
 
 Obj = dict[str, Any]
 
@@ -232,3 +233,17 @@ def test_scalar_merge_lists_and_unknown_models(model: Any) -> None:
     else:  # finalizers have patchStrategy merge: additions, deletions and the order
         assert patch == {"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"], "$setElementOrder/finalizers":
                                       ["b", "c"], "finalizers": ["c"]}}
+
+
+def test_a_merge_list_without_merge_key_is_a_patch_error() -> None:
+    """machinery's three-way patch refuses what upstream's refuses; kubectl words it as `error: ...`."""
+    from pydantic import Field
+
+    from machinery.api.base import ApiModel, patch_strategy
+    from machinery.patch import PatchError
+
+    class Keyless(ApiModel):
+        items: list[dict[str, Any]] | None = Field(None, json_schema_extra=patch_strategy("merge"))
+
+    with pytest.raises(PatchError, match="cannot merge lists without merge key"):
+        three_way_merge_patch({"items": [{"a": 1}]}, {"items": [{"a": 2}]}, {"items": [{"a": 1}]}, Keyless)

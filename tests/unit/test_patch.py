@@ -1,4 +1,5 @@
-"""The patch engine: JSON merge patch, JSON patch, strategic merge patch and apply, as upstream."""
+"""The patch engine (machinery/patch, applied by apiserver/patch.py): JSON merge patch, JSON patch, strategic
+merge patch and apply, as upstream."""
 
 from __future__ import annotations
 
@@ -12,19 +13,20 @@ from pydantic import BaseModel, Field
 from apiserver.patch import (
     APPLY_PATCH,
     JSON_PATCH,
-    MAX_JSON_PATCH_OPERATIONS,
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
-    PatchError,
     UnsupportedPatchType,
-    _describe,
-    _model_fields,
     apply_patch,
+)
+from machinery.api.base import ApiModel, merge_key, patch_strategy
+from machinery.patch import (
+    MAX_JSON_PATCH_OPERATIONS,
+    PatchError,
     json_merge_patch,
     json_patch,
     strategic_merge_patch,
 )
-from machinery.api.base import ApiModel, merge_key, patch_strategy
+from machinery.patch.schema import describe, model_fields
 
 # --- Small models shaped like Pod and Deployment -----------------------------------------------
 
@@ -982,22 +984,22 @@ def test_smp_refuses_non_objects() -> None:
 
 
 def test_field_metadata_is_read_from_the_model_and_cached() -> None:
-    fields = _model_fields(PodSpec)
+    fields = model_fields(PodSpec)
     assert set(fields) >= {"containers", "initContainers", "volumes", "nodeSelector", "affinity"}
     assert (fields["containers"].strategy, fields["containers"].merge_key) == ("merge", "name")
     assert fields["containers"].type.item is not None and fields["containers"].type.item.model is Container
     assert (fields["volumes"].strategy, fields["volumes"].retain_keys) == ("merge", True)
     assert fields["affinity"].strategy == "replace"
     assert fields["nodeSelector"].type.kind == "map"
-    assert _model_fields(PodSpec) is fields
-    assert _model_fields.cache_info().hits > 0
+    assert model_fields(PodSpec) is fields
+    assert model_fields.cache_info().hits > 0
 
 
 def test_aliases_are_wire_names() -> None:
     class Aliased(ApiModel):
         pod_cidrs: list[str] | None = Field(None, alias="podCIDRs", json_schema_extra=patch_strategy("merge"))
 
-    assert "podCIDRs" in _model_fields(Aliased)
+    assert "podCIDRs" in model_fields(Aliased)
     # New items go first, as upstream orders them.
     assert strategic_merge_patch({"podCIDRs": ["a"]}, {"podCIDRs": ["b"]}, Aliased) == {
         "podCIDRs": ["b", "a"]
@@ -1005,15 +1007,15 @@ def test_aliases_are_wire_names() -> None:
 
 
 def test_describe_annotations() -> None:
-    assert _describe(Annotated[list[Container] | None, "doc"]).kind == "list"
-    assert _describe(int | str).kind == "scalar"
-    assert _describe(Literal["a"]).kind == "scalar"
-    assert _describe(Any).kind == "any"
-    assert _describe(str | Container | None).model is Container
-    assert _describe(dict[str, Container]).item == _describe(Container)
-    assert _describe(dict).kind == "map"
-    assert _describe(list).kind == "list"
-    assert _describe(tuple[int, ...]).item == _describe(int)
+    assert describe(Annotated[list[Container] | None, "doc"]).kind == "list"
+    assert describe(int | str).kind == "scalar"
+    assert describe(Literal["a"]).kind == "scalar"
+    assert describe(Any).kind == "any"
+    assert describe(str | Container | None).model is Container
+    assert describe(dict[str, Container]).item == describe(Container)
+    assert describe(dict).kind == "map"
+    assert describe(list).kind == "list"
+    assert describe(tuple[int, ...]).item == describe(int)
 
 
 # --- apply_patch -------------------------------------------------------------------------------
