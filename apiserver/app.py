@@ -30,12 +30,13 @@ from apiserver.auth.escalation import RbacPolicy
 from apiserver.auth.gate import Gate, Limits
 from apiserver.auth.reviews import ReviewStore
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys, load_signing_key
-from apiserver.handlers import Dispatch, WatchShortcut, build_router, json_response
+from apiserver.installer import Dispatch, WatchShortcut, build_router
 from apiserver.podsecurity.admission import PodSecurity
 from apiserver.podsecurity.config import load_admission_config
 from apiserver.registry import STRATEGIES
 from apiserver.registry.generic import Store, WriteOptions
 from apiserver.registry.token import LiveTokenValidator, TokenIssuer
+from apiserver.responsewriters import json_response
 from apiserver.storage.etcd import EtcdStorage, EtcdTLS, StorageError
 from apiserver.warning import WarningRecorder
 from machinery.api.resources import RESOURCES, group_versions

@@ -1,30 +1,24 @@
-"""REST endpoints for one resource (upstream: staging/.../apiserver/pkg/endpoints/handlers): the
-routes are built from the resource table, one APIRouter per group-version, and every handler is a
-thin translation between HTTP and the generic Store."""
+"""The generic REST endpoints of one resource (upstream: staging/.../apiserver/pkg/endpoints/handlers:
+get, create, update, patch, delete, watch): every handler is a thin translation between HTTP and the
+generic Store. apiserver/installer.py routes requests to them and to the subresources' endpoints."""
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
-from starlette.websockets import WebSocket
+from starlette.types import Receive, Scope, Send
 
 from apiserver import errors
 from apiserver.audit import note_object
-from apiserver.discovery import api_resource_list
 from apiserver.printers import table_for
 from apiserver.registry.generic import Store, WriteOptions
-from apiserver.registry.subresources import SUBRESOURCE_HANDLERS, Endpoint
 from apiserver.request import (
     check_duplicates,
-    check_path_name,
     decode_object,
     delete_options,
     int_param,
@@ -33,21 +27,14 @@ from apiserver.request import (
     wants_table,
     write_options,
 )
-from apiserver.requestinfo import ResourcePath, of_scope
+from apiserver.requestinfo import of_scope
+from apiserver.responsewriters import JSON, json_response
 from apiserver.storage.cacher import CachedObject, Watcher, WatchItem, event_line
 from apiserver.storage.predicate import Predicate
-from apiserver.warning import add_warning
 from machinery.api.resources import ResourceInfo
 from machinery.selectors import SelectorError
 
-JSON = "application/json"
 MIN_REQUEST_TIMEOUT = 1800.0  # upstream's --min-request-timeout: a watch lasts 30-60 minutes by default
-
-
-def json_response(obj: Any, code: int = 200, warnings: list[str] | None = None) -> Response:
-    for warning in warnings or ():
-        add_warning(warning)  # one channel for every warning: apiserver.warning writes the headers
-    return Response(orjson.dumps(obj), status_code=code, media_type=JSON)
 
 
 def _predicate(request: Request, namespace: str | None, store: Store) -> Predicate:
@@ -279,100 +266,3 @@ async def _disconnected(receive: Receive) -> None:
     """Returns when the client has gone away (a GET has no body to wait for)."""
     while (await receive())["type"] != "http.disconnect":
         pass
-
-
-Dispatch = Callable[[Request, str], Awaitable[Response]]
-
-
-class WatchShortcut:
-    """ASGI middleware, inside the gate: a watch (the verb the gate's RequestInfo found: a GET of a
-    collection with watch set, as a Go boolean) goes straight to its group-version's dispatch, past
-    FastAPI's routing, exception and exit-stack layers. A watch holds its whole call chain for as long
-    as it streams, and those layers held about 12 KB of frames, closures and exit stacks for each of
-    thousands of open watches. Errors become a Status, as the app's exception handlers answer
-    (`error_response`)."""
-
-    def __init__(self, app: ASGIApp, dispatchers: dict[str, Dispatch],
-                 error_response: Callable[[Request, Exception], Response]) -> None:
-        self.app = app
-        self.dispatchers = dispatchers  # group-version prefix (/api/v1, /apis/apps/v1) → its dispatch
-        self.error_response = error_response
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            info = of_scope(scope)  # the gate's one parse: no second reading of the query
-            if info.verb == "watch":
-                prefix = f"/apis/{info.api_group}/{info.api_version}" if info.api_group else f"/api/{info.api_version}"
-                dispatch = self.dispatchers.get(prefix)
-                if dispatch is not None:
-                    response = await self._respond(scope, receive, dispatch, info.path[len(prefix) + 1:])
-                    await response(scope, receive, send)
-                    return
-        await self.app(scope, receive, send)
-
-    async def _respond(self, scope: Scope, receive: Receive, dispatch: Dispatch, rest: str) -> Response:
-        """The response to a watch; the Request is not kept while the watch streams."""
-        request = Request(scope, receive)
-        try:
-            return await dispatch(request, rest)
-        except Exception as e:
-            return self.error_response(request, e)
-
-
-def build_router(stores: list[Store], min_request_timeout: float = MIN_REQUEST_TIMEOUT,
-                 watch_dispatchers: dict[str, Dispatch] | None = None) -> APIRouter:
-    """One router for a group-version, with one route: the request's RequestInfo (the gate's one parse of
-    the path: resource, namespace, name and subresource) picks the endpoint by a dictionary lookup
-    (matching a regex per resource route cost 40-100 µs a request). The dispatch goes into
-    `watch_dispatchers` too, for WatchShortcut."""
-    prefix = stores[0].info.prefix
-    handlers = {s.info.plural: ResourceHandlers(s, min_request_timeout) for s in stores}
-    subresources = {(p, sub): make(h) for p, h in handlers.items()
-                    for sub in h.info.subresources if (make := SUBRESOURCE_HANDLERS.get(sub)) is not None}
-
-    def target(method: str, path: str, info: ResourcePath | None) -> tuple[Endpoint, dict[str, Any]]:
-        h = handlers.get(info.resource) if info else None
-        if info is None or h is None:
-            raise errors.page_not_found()
-        if info.name is not None:
-            check_path_name(info.name)  # "..", "%": no storage key is built from them
-        if h.info.namespaced and info.namespace is None and (info.name is not None or method != "GET"):
-            raise errors.page_not_found()  # objects of namespaced kinds live under namespaces/{ns}/
-        if h.info.virtual:  # access reviews: created (answered), nothing else
-            if method != "POST" or info.name is not None or info.subresource is not None:
-                raise errors.ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the "
-                                      f"requested resource ({method} {prefix}/{path})")
-            return h.store.handle, {}  # type: ignore[attr-defined]
-        kwargs: dict[str, Any] = {"namespace": info.namespace} if h.info.namespaced else {}
-        if info.subresource is not None:
-            endpoint = subresources.get((info.resource, info.subresource), {}).get(method)
-            kwargs["name"] = info.name
-        elif info.name is not None:
-            endpoint = {"GET": h.get, "PUT": h.update, "PATCH": h.patch, "DELETE": h.delete}.get(method)
-            kwargs["name"] = info.name
-        else:
-            endpoint = {"GET": h.list_or_watch, "POST": h.create, "DELETE": h.delete_collection}.get(method)
-        if endpoint is None:
-            if info.subresource is not None and (info.resource, info.subresource) not in subresources:
-                raise errors.page_not_found()
-            raise errors.ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the "
-                                  f"requested resource ({method} {prefix}/{path})")
-        return endpoint, kwargs
-
-    async def dispatch(request: Request, path: str) -> Response:
-        if not path and request.method == "GET":  # /api/v1/, /apis/apps/v1/: discovery, as upstream serves it
-            return json_response(api_resource_list(stores[0].info.api_version))
-        endpoint, kwargs = target(request.method, path, of_scope(request.scope).target)
-        return await endpoint(request, **kwargs)
-
-    async def dispatch_websocket(websocket: WebSocket, path: str) -> None:
-        endpoint, kwargs = target("WEBSOCKET", path, of_scope(websocket.scope).target)
-        await endpoint(websocket, **kwargs)
-
-    if watch_dispatchers is not None:
-        watch_dispatchers[prefix] = dispatch
-    router = APIRouter(prefix=prefix)
-    router.add_api_route("/{path:path}", dispatch, methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
-                         include_in_schema=False)
-    router.add_api_websocket_route("/{path:path}", dispatch_websocket)
-    return router

@@ -29,7 +29,7 @@ import functools
 import logging
 import ssl
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 import orjson
@@ -39,10 +39,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from apiserver import errors
+from apiserver.handlers import ResourceHandlers
 from apiserver.request import query
-
-if TYPE_CHECKING:
-    from apiserver.handlers import ResourceHandlers
+from apiserver.responsewriters import json_response
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +53,6 @@ DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
 KUBELET_CONNECT_TIMEOUT = 10.0
 _BOOL_PARAMS = ("follow", "previous", "timestamps")
 _INT_PARAMS = ("tailLines", "sinceSeconds", "limitBytes")
-
-
-def _json(obj: Any, code: int = 200) -> Response:
-    from apiserver.handlers import json_response
-
-    return json_response(obj, code)
 
 
 # -- finding the pod, its container and its kubelet --------------------------------------------------
@@ -242,7 +235,7 @@ def exec_query(request: Request | WebSocket, container: str) -> str:
 
 async def _deny(websocket: WebSocket, error: errors.ApiError) -> None:
     try:
-        await websocket.send_denial_response(_json(error.status(), error.code))
+        await websocket.send_denial_response(json_response(error.status(), error.code))
     except RuntimeError:
         with contextlib.suppress(Exception):
             await websocket.close(1008, error.message[:120])

@@ -20,6 +20,7 @@ from apiserver.auth.authn import UNSECURED
 from apiserver.auth.authz import Attributes, Authorizer
 from apiserver.registry.generic import WriteOptions, loc_to_path
 from apiserver.request import decode_object, read_body, write_options
+from apiserver.responsewriters import json_response
 from machinery.api.resources import ResourceInfo
 from machinery.authn.user import UserInfo
 
@@ -64,8 +65,6 @@ class ReviewStore:
 
     async def handle(self, request: Request) -> Response:
         """POST: decode (JSON, YAML or protobuf), answer, 201 with the review and its status."""
-        from apiserver.handlers import json_response
-
         opts = write_options(request)
         body, _ = decode_object(await read_body(request), request.headers.get("content-type", "application/json"))
         return json_response(await self.create(None, body, opts), 201)

@@ -6,41 +6,34 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
 from apiserver import errors
+from apiserver.handlers import ResourceHandlers
 from apiserver.patch import UnsupportedPatchType, apply_patch
 from apiserver.proxy import exec_endpoints, log_endpoints
 from apiserver.registry.generic import Obj, Store, WriteOptions, loc_to_path, now_rfc3339
 from apiserver.registry.token import token_endpoints
 from apiserver.request import check_duplicates, decode_object, read_body, write_options
+from apiserver.responsewriters import json_response
 from apiserver.validation import required, validate_replicas
 from machinery.api.autoscaling_v1 import Scale
 from machinery.api.core_v1 import Binding
 from machinery.patch import PatchError
 from machinery.selectors import label_selector_to_string
 
-if TYPE_CHECKING:
-    from apiserver.handlers import ResourceHandlers
-
 Endpoint = Callable[..., Any]
-
-
-def _json(obj: Any, code: int = 200, warnings: list[str] | None = None) -> Response:
-    from apiserver.handlers import json_response
-
-    return json_response(obj, code, warnings)
 
 
 # -- status ------------------------------------------------------------------------------------
 
 def status_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
     async def get(request: Request, name: str, namespace: str | None = None) -> Response:
-        return _json(await h.store.get(namespace, name))
+        return json_response(await h.store.get(namespace, name))
 
     async def put(request: Request, name: str, namespace: str | None = None) -> Response:
         return await h.update(request, name, namespace, subresource="status")
@@ -112,13 +105,13 @@ async def _write_scale(store: Store, namespace: str | None, name: str, opts: Wri
 
 def scale_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
     async def get(request: Request, name: str, namespace: str | None = None) -> Response:
-        return _json(scale_of(await h.store.get(namespace, name)))
+        return json_response(scale_of(await h.store.get(namespace, name)))
 
     async def put(request: Request, name: str, namespace: str | None = None) -> Response:
         opts = write_options(request)
         body, dups = decode_object(await read_body(request), request.headers.get("content-type", "application/json"))
         check_duplicates(dups, opts, "Scale")
-        return _json(await _write_scale(h.store, namespace, name, opts, lambda old: body))
+        return json_response(await _write_scale(h.store, namespace, name, opts, lambda old: body))
 
     async def patch(request: Request, name: str, namespace: str | None = None) -> Response:
         opts = write_options(request)
@@ -133,7 +126,7 @@ def scale_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
             except PatchError as e:
                 raise errors.bad_request(str(e)) from e
 
-        return _json(await _write_scale(h.store, namespace, name, opts, patched))
+        return json_response(await _write_scale(h.store, namespace, name, opts, patched))
 
     return {"GET": get, "PUT": put, "PATCH": patch}
 
@@ -184,7 +177,8 @@ def binding_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
             return pod
 
         await h.store.guaranteed_update(namespace, name, assign, opts, "binding")
-        return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
+        return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
+                             201)
 
     return {"POST": post}
 

@@ -17,7 +17,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from pydantic import ValidationError
@@ -26,13 +26,12 @@ from starlette.responses import Response
 
 from apiserver import errors
 from apiserver.auth import serviceaccount as tokens
+from apiserver.handlers import ResourceHandlers
 from apiserver.registry.generic import Obj, Store, loc_to_path
 from apiserver.request import check_duplicates, decode_object, read_body, write_options
+from apiserver.responsewriters import json_response
 from apiserver.validation import FieldError, invalid
 from machinery.api.authentication_v1 import TokenRequest
-
-if TYPE_CHECKING:
-    from apiserver.handlers import ResourceHandlers
 
 DEFAULT_EXPIRATION_SECONDS = 3600  # upstream v1 defaulting of TokenRequestSpec.expirationSeconds
 MIN_EXPIRATION_SECONDS = 600  # "may not specify a duration less than 10 minutes"
@@ -85,8 +84,6 @@ async def _cached_by(store: Store, obj: Obj) -> None:
 
 def token_endpoints(h: ResourceHandlers) -> dict[str, Any]:
     async def post(request: Request, name: str, namespace: str | None = None) -> Response:
-        from apiserver.handlers import json_response
-
         server = request.app.state.server
         issuer: TokenIssuer | None = server.token_issuer
         if issuer is None:  # no signing key: upstream does not install the subresource
