@@ -19,8 +19,10 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 from kubectl.client import USER_AGENT, KubectlClient
+from kubectl.commands import COMMANDS
 from kubectl.context import Context
 from kubectl.errors import ExitCode, format_error
+from kubectl.flags import duration
 from machinery.kubeconfig import ClientConfig, KubeconfigError, load_kubeconfig
 
 PROG = "mkubectl"
@@ -54,33 +56,6 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def duration(value: str) -> float:
-    """Go durations as kubectl flags take them: `30s`, `2m`, `1h`, `1m30s`, `0` (and plain seconds)."""
-    text = value.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    total, number = 0.0, ""
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch.isdigit() or ch == ".":
-            number += ch
-            i += 1
-            continue
-        unit = "ms" if text.startswith("ms", i) else ch
-        if unit not in units or not number:
-            raise argparse.ArgumentTypeError(f'invalid duration "{value}"')
-        total += float(number) * units[unit]
-        number = ""
-        i += len(unit)
-    if number:
-        raise argparse.ArgumentTypeError(f'invalid duration "{value}": missing unit')
-    return total
-
-
 def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     default: Any = argparse.SUPPRESS if suppress else None
     parser.add_argument("--kubeconfig", default=default, help="path to the kubeconfig file")
@@ -93,8 +68,6 @@ def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
 
 
 def build_parser() -> Parser:
-    from kubectl.commands import COMMANDS
-
     parser = Parser(prog=PROG, description="mkubectl controls the minik8s cluster manager (a mini kubectl).")
     _global_flags(parser, suppress=False)
     common = argparse.ArgumentParser(add_help=False)

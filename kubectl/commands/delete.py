@@ -13,9 +13,9 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from kubectl.cli import duration
 from kubectl.context import Context
 from kubectl.errors import CommandError, format_error, with_source
+from kubectl.flags import duration
 from kubectl.manifests import load
 from kubectl.printers import kind_name
 from kubectl.resources import targets_from_args

@@ -12,10 +12,10 @@ import argparse
 import sys
 from typing import Any
 
-from kubectl.cli import duration
 from kubectl.context import Context
 from kubectl.describe import label_selector_string
 from kubectl.errors import CommandError
+from kubectl.flags import duration
 from kubectl.resources import Target, targets_from_args
 from machinery.api.resources import resource_for
 from machinery.client import ApiError

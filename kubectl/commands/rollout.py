@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from kubectl import rollout
-from kubectl.cli import duration
 from kubectl.context import Context
+from kubectl.flags import duration
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -10,10 +10,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from kubectl.cli import build_parser, duration
+from kubectl.cli import build_parser
 from kubectl.commands.exec_ import exit_code_of
 from kubectl.describe import describe_probe, format_quantity, label_selector_string, quantity, smart_label
 from kubectl.errors import CommandError, format_error, status_message, with_source
+from kubectl.flags import duration
 from kubectl.manifests import load, parse_documents
 from kubectl.resources import Resolver, multiple_types_requested, targets_from_args
 from kubectl.rollout import deployment_status
