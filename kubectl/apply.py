@@ -23,7 +23,7 @@ from kubectl.errors import CommandError, with_source
 from kubectl.manifests import Manifest, load
 from kubectl.printers import go_compact_json, resource_name
 from machinery.api.resources import ResourceInfo
-from machinery.client import ApiError
+from machinery.client import ApiError, InvalidRequest
 from machinery.patch import PatchError, three_way_merge_patch
 
 Obj = dict[str, Any]
@@ -169,7 +169,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         try:
             item = await _prepare(ctx, manifest)
             result = await _apply_one(ctx, item, args)
-        except (ApiError, CommandError) as e:
+        except (ApiError, CommandError, InvalidRequest) as e:
             failures.append(e)
             continue
         if args.output == "name":

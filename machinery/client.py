@@ -24,6 +24,7 @@ import asyncio
 import builtins
 import contextlib
 import random
+import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -84,6 +85,24 @@ def default_user_agent(component: str) -> str:
     return f"{component}/{KUBE_VERSION} (minik8s)"
 
 
+# RFC 7234 warning-value: `299 - "text"` (the agent and date parts are optional)
+_WARNING = re.compile(r'^\s*\d{3}\s+\S+\s+"((?:[^"\\]|\\.)*)"')
+
+
+def parse_warning(header: str) -> str:
+    """The text of a `Warning` response header (client-go's warnings.go ParseWarningHeader)."""
+    match = _WARNING.match(header)
+    if not match:
+        return header.strip()
+    return re.sub(r"\\(.)", r"\1", match.group(1))
+
+
+# What a client is told about: each Warning header's text (client-go's rest.Config.WarningHandler), and
+# each request before it is sent (method, URL, query, body; client-go's debugging round tripper at -v=6/8).
+WarningHandler = Callable[[str], None]
+RequestLogger = Callable[[str, str, Mapping[str, str], bytes | None], None]
+
+
 # -- token sources ----------------------------------------------------------------------------
 
 TokenSource = Callable[[], Awaitable[str]]
@@ -137,6 +156,10 @@ class ClientError(Exception):
 
 class ApiUnavailable(ClientError):
     """The apiserver gave no answer (connection refused/reset, timeout): retry later."""
+
+
+class InvalidRequest(ClientError):
+    """A request the client refuses to send (client-go's Request.Name check: "." and ".." are no names)."""
 
 
 class WatchDecodeError(ClientError):
@@ -351,9 +374,18 @@ def _query(params: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def _dump(obj: BaseModel | Mapping[str, Any] | builtins.list[Any]) -> bytes:
-    if isinstance(obj, BaseModel):
+    if isinstance(obj, BaseModel):  # fields in declaration order, as Go marshals a struct
         return orjson.dumps(obj.model_dump(mode="json", by_alias=True, exclude_none=True))
-    return orjson.dumps(obj)
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)  # keys sorted, as Go marshals a map
+
+
+def _checked_path(path: str) -> str:
+    """client-go's Request.Name check: "." and ".." are no names (the URL library would resolve them and
+    the request would reach another object: a delete of pod ".." the namespace)."""
+    for segment in path.split("/"):
+        if segment in (".", ".."):
+            raise InvalidRequest(f'invalid resource name "{segment}": [may not be \'{segment}\']')
+    return path
 
 
 def _meta(obj: BaseModel) -> ObjectMeta:
@@ -385,9 +417,13 @@ class ApiClient:
         connect_timeout: float = 5.0,
         max_connections: int = 256,
         token_source: TokenSource | None = None,
+        warning_handler: WarningHandler | None = None,
+        request_logger: RequestLogger | None = None,
     ) -> None:
         self.config = config
         self.token_source = token_source
+        self.warning_handler = warning_handler
+        self.request_logger = request_logger
         self.user_agent = user_agent or config.user_agent or default_user_agent("minik8s-client")
         self._base = config.server.rstrip("/")
         self._timeout = timeout
@@ -412,6 +448,24 @@ class ApiClient:
                 trust_env=False,  # a proxy from the environment must not sit between components and apiserver
             )
         return self._session
+
+    @property
+    def server(self) -> str:
+        """The apiserver's base URL."""
+        return self._base
+
+    async def _headers_for(self, headers: dict[str, str] | None = None) -> dict[str, str] | None:
+        """Per-request headers, with the token source's current bearer token."""
+        if self.token_source is not None:
+            return {**(headers or {}), "Authorization": f"Bearer {await self.token_source()}"}
+        return headers
+
+    def _warnings(self, response: aiohttp.ClientResponse) -> None:
+        if self.warning_handler is not None:
+            for header in response.headers.getall("Warning", []):
+                text = parse_warning(header)
+                if text:
+                    self.warning_handler(text)
 
     @classmethod
     def from_kubeconfig(
@@ -440,22 +494,30 @@ class ApiClient:
         body: BaseModel | Mapping[str, Any] | builtins.list[Any] | None = None,
         content_type: str = "application/json",
         timeout: float | None = None,
+        accept: str | None = None,
     ) -> Any:
-        """Send one request; the decoded JSON answer, or ApiError/ApiUnavailable."""
+        """Send one request; the decoded JSON answer, or ApiError/ApiUnavailable. `accept` overrides
+        the Accept header (e.g. kubectl's `as=Table`)."""
         query = _query(params)
-        headers = {"Content-Type": content_type} if body is not None else None
-        if self.token_source is not None:
-            headers = {**(headers or {}), "Authorization": f"Bearer {await self.token_source()}"}
+        url = self._base + _checked_path(path)
+        headers: dict[str, str] = {}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        if accept:
+            headers["Accept"] = accept
         content = _dump(body) if body is not None else None
         extra: dict[str, Any] = {} if timeout is None else {"timeout": aiohttp.ClientTimeout(total=timeout)}
-        url = self._base + path
+        if self.request_logger is not None:
+            self.request_logger(method, url, query, content)
         for attempt in range(MAX_RETRIES + 1):
             try:
-                async with self._http().request(method, url, params=query, data=content, headers=headers,
+                async with self._http().request(method, url, params=query, data=content,
+                                                headers=await self._headers_for(headers) or None,
                                                 **extra) as response:
                     payload = await response.read()
                     code = response.status
                     retry_after = response.headers.get("Retry-After")
+                    self._warnings(response)
             except (aiohttp.ClientError, TimeoutError) as e:
                 raise ApiUnavailable(f"{method} {path}: {type(e).__name__}: {e}") from e
             # the apiserver's max-in-flight limit: come back when it says, as client-go's request retry does
@@ -612,7 +674,7 @@ class ApiClient:
             allow_bookmarks, timeout_seconds,
         )
 
-    async def _watch(
+    def _watch(
         self,
         model: type[M] | None,
         info: ResourceInfo,
@@ -625,23 +687,38 @@ class ApiClient:
     ) -> AsyncIterator[WatchEvent[Any]]:
         """The streaming GET ?watch=true: a non-2xx answer (e.g. 410 Expired) raises ApiError before
         the first event; a broken stream raises ApiUnavailable; a server-side timeout just ends."""
-        path = info.collection_path(namespace)
         params = {
-            "watch": "true",
             "resourceVersion": resource_version or None,
             "labelSelector": format_selector(label_selector),
             "fieldSelector": format_selector(field_selector),
             "allowWatchBookmarks": "true" if allow_bookmarks else None,
             "timeoutSeconds": timeout_seconds,
         }
-        query = _query(params)
+        return self.watch_path(info.collection_path(namespace), params, model=model)
+
+    async def watch_path(
+        self,
+        path: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        model: type[M] | None = None,
+        accept: str | None = None,
+    ) -> AsyncIterator[WatchEvent[Any]]:
+        """GET `path` with ?watch=true and these parameters: the events (objects as `model`, or dicts),
+        ERROR events included (their object is a Status). `accept` asks for another rendering (a
+        Table watch). Raises as `_watch` does."""
+        query = _query({**(params or {}), "watch": "true"})
+        timeout_seconds = query.get("timeoutSeconds")
         # No read timeout unless the server promised to end the stream: a quiet watch is normal.
-        read_timeout = None if timeout_seconds is None else timeout_seconds + 30.0
+        read_timeout = None if not timeout_seconds else float(timeout_seconds) + 30.0
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout, sock_read=read_timeout)
-        url = self._base + path
-        headers = None if self.token_source is None else {"Authorization": f"Bearer {await self.token_source()}"}
+        url = self._base + _checked_path(path)
+        headers = await self._headers_for({"Accept": accept} if accept else None)
+        if self.request_logger is not None:
+            self.request_logger("GET", url, query, None)
         try:
             async with self._http().get(url, params=query, timeout=timeout, headers=headers) as response:
+                self._warnings(response)
                 if not 200 <= response.status < 300:
                     body = await response.read()
                     raise ApiError(status_from_body(response.status, body), response.status, "GET", url)
@@ -661,6 +738,47 @@ class ApiClient:
                         yield event
         except (aiohttp.ClientError, TimeoutError) as e:
             raise ApiUnavailable(f"watch {path}: {type(e).__name__}: {e}") from e
+
+    # -- streams and websockets (client-go's Request.Stream, the websocket executor of exec) ---------
+
+    async def stream(self, path: str, params: Mapping[str, Any] | None = None, *,
+                     accept: str = "text/plain, */*") -> AsyncIterator[bytes]:
+        """A streamed answer (pods/log) chunk by chunk, for as long as the server sends it; a non-2xx
+        answer raises ApiError with its Status."""
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout, sock_read=None)
+        url = self._base + _checked_path(path)
+        query = _query(params)
+        if self.request_logger is not None:
+            self.request_logger("GET", url, query, None)
+        try:
+            async with self._http().get(url, params=query, timeout=timeout,
+                                        headers=await self._headers_for({"Accept": accept})) as response:
+                self._warnings(response)
+                if not 200 <= response.status < 300:
+                    body = await response.read()
+                    raise ApiError(status_from_body(response.status, body), response.status, "GET", url)
+                async for chunk in response.content.iter_any():
+                    yield chunk
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise ApiUnavailable(f"GET {path}: {type(e).__name__}: {e}") from e
+
+    async def websocket(self, path: str, query: builtins.list[tuple[str, str]], protocols: tuple[str, ...]
+                        ) -> aiohttp.ClientWebSocketResponse:
+        """Open a websocket on the apiserver (pods/exec, pods/attach); the caller closes it. A refused
+        upgrade raises aiohttp.WSServerHandshakeError (its status says why)."""
+        url = self._base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + _checked_path(path)
+        if self.request_logger is not None:
+            self.request_logger("GET", url, dict(query), None)
+        try:
+            return await self._http().ws_connect(
+                url, params=query, protocols=protocols, autoping=True, max_msg_size=0,
+                headers=await self._headers_for(),
+                timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=10.0),
+            )
+        except aiohttp.WSServerHandshakeError:
+            raise
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise ApiUnavailable(f"GET {path}: {type(e).__name__}: {e}") from e
 
     # -- typed API --------------------------------------------------------------------------
 

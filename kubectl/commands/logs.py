@@ -104,7 +104,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
         params["limitBytes"] = args.limit_bytes
     name = pod["metadata"]["name"]
     out = sys.stdout.buffer if ctx.out is sys.stdout else None
-    async for chunk in ctx.client.stream_text(PODS.object_path(name, ctx.namespace, "log"), params):
+    async for chunk in ctx.client.stream(PODS.object_path(name, ctx.namespace, "log"), params):
         if out is not None:
             out.write(chunk)
             out.flush()

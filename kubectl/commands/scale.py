@@ -14,7 +14,7 @@ from kubectl.context import Context
 from kubectl.errors import CommandError, format_error
 from kubectl.printers import resource_name
 from kubectl.resources import Target, targets_from_args
-from machinery.client import ApiError
+from machinery.client import ApiError, InvalidRequest
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -62,7 +62,7 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
             else:
                 await ctx.client.request("PATCH", path, body={"spec": {"replicas": args.replicas}},
                                          content_type="application/merge-patch+json")
-        except (ApiError, CommandError) as e:
+        except (ApiError, CommandError, InvalidRequest) as e:
             errors.append(e)
             continue
         ctx.print(f"{resource_name(info, name)} scaled")
