@@ -230,13 +230,13 @@ class Store:
                                      "on the request")
         meta["namespace"] = namespace
 
-    def _validate(self, obj: Obj, old: Obj | None, subresource: str | None = None) -> None:
+    def _validate(self, obj: Obj, old: Obj | None) -> None:
         meta = obj["metadata"]
         errs = validate_object_meta(meta, self.info.namespaced, self.info.kind)
         if old is not None:
             errs += validate_object_meta_update(meta, old["metadata"])
         errs += self.strategy.validate(obj)
-        if old is not None and subresource != "binding":  # binding is the one way to set spec.nodeName
+        if old is not None:
             errs += self.strategy.validate_update(obj, old)
         if errs:
             raise errors.invalid(self.info, meta.get("name") or meta.get("generateName") or "", errs)
@@ -438,7 +438,7 @@ class Store:
                 attrs = AdmissionAttributes("UPDATE", self, namespace, name, subresource, new, old, opts.user,
                                             opts.dry_run)
                 new = await admission.mutate(attrs)
-            self._validate(new, old, subresource)
+            self._validate(new, old)
             if _spec_of(new) != _spec_of(old):
                 new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
             if admission is not None:

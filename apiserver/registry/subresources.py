@@ -1,6 +1,6 @@
 """Subresources: status (the object's .status alone), scale (autoscaling/v1 Scale over
-spec.replicas) and binding (the scheduler's way to set a pod's node); serviceaccounts/token lives
-in registry/token.py."""
+spec.replicas) and binding (the scheduler's way to set a pod's node: the HTTP side here, the write in
+the pod's BindingREST, registry/podstorage.py); serviceaccounts/token lives in registry/token.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from apiserver import errors
 from apiserver.handlers import ResourceHandlers
 from apiserver.patch import UnsupportedPatchType, apply_patch
 from apiserver.proxy import exec_endpoints, log_endpoints
-from apiserver.registry.generic import Obj, Store, WriteOptions, loc_to_path, now_rfc3339
+from apiserver.registry.generic import Obj, Store, WriteOptions, loc_to_path
+from apiserver.registry.podstorage import BindingREST
 from apiserver.registry.token import token_endpoints
 from apiserver.request import check_duplicates, decode_object, read_body, write_options
 from apiserver.responsewriters import json_response
@@ -134,6 +135,9 @@ def scale_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
 # -- binding -----------------------------------------------------------------------------------
 
 def binding_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
+    """The HTTP side of pods/binding; the pod's BindingREST (registry/podstorage.py) does the write."""
+    binding_rest = BindingREST(h.store)
+
     async def post(request: Request, name: str, namespace: str | None = None) -> Response:
         opts = write_options(request)
         body, _ = decode_object(await read_body(request), request.headers.get("content-type", "application/json"))
@@ -142,41 +146,7 @@ def binding_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
         except ValidationError as e:
             raise errors.bad_request(f"invalid Binding: {e.errors()[0]['msg']} at "
                                      f"{loc_to_path(e.errors()[0]['loc'])}") from e
-        node = binding.target.name if binding.target else None
-        if not node:
-            raise errors.ApiError(422, "Invalid", f'Binding "{name}" is invalid: target.name: Required value',
-                                  {"name": name, "kind": "Binding",
-                                   "causes": [{"reason": "FieldValueRequired", "message": "Required value",
-                                               "field": "target.name"}]})
-        if binding.metadata.name and binding.metadata.name != name:
-            raise errors.bad_request(f"the name of the binding ({binding.metadata.name}) does not match the pod "
-                                     f"({name})")
-
-        async def assign(pod: Obj) -> Obj:
-            spec = pod.setdefault("spec", {})
-            if pod["metadata"].get("deletionTimestamp"):
-                raise errors.conflict(h.info, name, f"pod {name} is being deleted, cannot be assigned to a host")
-            uid = binding.metadata.uid
-            if uid and uid != pod["metadata"].get("uid"):  # the pod the scheduler chose is gone
-                raise errors.ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": '
-                                      f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
-                                      f'{pod["metadata"].get("uid")}', {"name": name, "kind": "pods/binding"})
-            if spec.get("nodeName"):
-                raise errors.ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": '
-                                      f'pod {name} is already assigned to node "{spec["nodeName"]}"',
-                                      {"name": name, "kind": "pods/binding"})
-            spec["nodeName"] = node
-            annotations = binding.metadata.annotations or {}
-            if annotations:
-                pod["metadata"].setdefault("annotations", {}).update(annotations)
-            status = pod.setdefault("status", {})
-            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                               "lastTransitionTime": now_rfc3339()})
-            status["conditions"] = [{k: v for k, v in c.items() if v is not None} for c in conditions]
-            return pod
-
-        await h.store.guaranteed_update(namespace, name, assign, opts, "binding")
+        await binding_rest.create(namespace, name, binding, opts)
         return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
                              201)
 
