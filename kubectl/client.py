@@ -56,5 +56,5 @@ class KubectlClient(ApiClient):
             if event.type == "ERROR":
                 status = event.object
                 code = getattr(status, "code", None) or 500
-                raise ApiError(status, code, "GET", self.server + path)  # type: ignore[arg-type]
+                raise ApiError(status, code, "GET", self.server + path)
             yield event.type, event.raw

@@ -11,6 +11,11 @@ for callers that handle arbitrary kinds (mkubectl). Both go through one URL buil
 - no answer at all (refused, reset, timed out) raises `ApiUnavailable`, which callers treat as
   "retry later" rather than as a verdict on their request.
 
+Callers that talk to people (mkubectl) hang on a `warning_handler` (each Warning header's text,
+client-go's rest.Config.WarningHandler) and a `request_logger` (client-go's debugging round tripper),
+choose the Accept header per request (Tables), and use the same path for watches of any path
+(`watch_path`), streamed answers (`stream`, pods/log) and websockets (`websocket`, pods/exec).
+
 Credentials: the config's client certificate or bearer token, or a `token_source` (client-go's
 oauth2.TokenSource behind a transport): an async callable asked for the bearer token before every
 request, so a token it refreshes (service-account tokens from TokenRequest) is used from the next

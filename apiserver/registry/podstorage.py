@@ -28,9 +28,10 @@ def _conflict(name: str, message: str) -> errors.ApiError:
                            {"name": name, "kind": "pods/binding"})
 
 
-def validate_binding(name: str, binding: Binding) -> None:
-    """Upstream ValidatePodBinding, plus the name check of the binding subresource."""
-    if not (binding.target.name if binding.target else None):
+def validate_binding(name: str, binding: Binding) -> str:
+    """Upstream ValidatePodBinding, plus the name check of the binding subresource; the target node."""
+    node = binding.target.name if binding.target else None
+    if not node:
         raise errors.ApiError(422, "Invalid", f'Binding "{name}" is invalid: target.name: Required value',
                               {"name": name, "kind": "Binding",
                                "causes": [{"reason": "FieldValueRequired", "message": "Required value",
@@ -38,6 +39,7 @@ def validate_binding(name: str, binding: Binding) -> None:
     if binding.metadata.name and binding.metadata.name != name:
         raise errors.bad_request(f"the name of the binding ({binding.metadata.name}) does not match the pod "
                                  f"({name})")
+    return node
 
 
 class BindingREST:
@@ -47,8 +49,7 @@ class BindingREST:
         self.pods = pods
 
     async def create(self, namespace: str | None, name: str, binding: Binding, opts: WriteOptions) -> None:
-        validate_binding(name, binding)
-        node = binding.target.name  # type: ignore[union-attr]  # validate_binding made sure of it
+        node = validate_binding(name, binding)
         pods = self.pods
         key = pods.key(namespace, name)
         for _ in range(_MAX_CAS_RETRIES):

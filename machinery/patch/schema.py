@@ -59,8 +59,8 @@ def describe(tp: Any) -> SchemaType:
         args = [a for a in get_args(tp) if a is not Ellipsis]
         return SchemaType("list", item=describe(args[0]) if args else ANY)
     if origin in (dict, Mapping):
-        args = get_args(tp)
-        return SchemaType("map", item=describe(args[1]) if len(args) == 2 else ANY)
+        kv = get_args(tp)
+        return SchemaType("map", item=describe(kv[1]) if len(kv) == 2 else ANY)
     if isinstance(tp, type):
         if issubclass(tp, BaseModel):
             return SchemaType("model", model=tp)

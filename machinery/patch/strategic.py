@@ -261,13 +261,13 @@ def _validate_set_element_order(patch_list: list[Any], order: list[Any], merge_k
 
 def _merge_key_equal(left: Any, right: Any, merge_key: str) -> bool:
     if not merge_key:
-        return hkey(left) == hkey(right)
+        return bool(hkey(left) == hkey(right))
     for item in (left, right):
         if not isinstance(item, dict):
             raise PatchError(f"expected a map, but received {json.dumps(item)}")
         if merge_key not in item:
             raise _no_merge_key(item, merge_key)
-    return hkey(left[merge_key]) == hkey(right[merge_key])
+    return bool(hkey(left[merge_key]) == hkey(right[merge_key]))
 
 
 def _delete_from_primitive_list(original: Obj, key: str, values: Any) -> None:

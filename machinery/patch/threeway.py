@@ -156,7 +156,10 @@ def _diff_lists(orig: list[Any], mod: list[Any], field: FieldMeta, opts: _DiffOp
 
 def _order_like(items: list[Any], order: list[Any], key: str) -> list[Any]:
     """normalizeSliceOrder: sort `items` by their position in `order`."""
-    ident = (lambda i: hkey(i.get(key)) if isinstance(i, dict) else None) if key else hkey
+    def by_key(item: Any) -> Any:
+        return hkey(item.get(key)) if isinstance(item, dict) else None
+
+    ident = by_key if key else hkey
     positions: dict[Any, int] = {}
     for i, item in enumerate(order):
         positions.setdefault(ident(item), i)
