@@ -19,6 +19,8 @@ NODE_PREFIX = "system:node:"
 
 @dataclass(frozen=True, slots=True)
 class UserInfo:
+    """user.DefaultInfo: a name, its groups, a uid and extra attributes (service-account pod names ...)."""
+
     name: str
     groups: tuple[str, ...] = ()
     uid: str = ""
@@ -47,6 +49,7 @@ class UserInfo:
 
 
 def with_authenticated(groups: tuple[str, ...]) -> tuple[str, ...]:
+    """Every authenticated user is also in system:authenticated (upstream's AuthenticatedGroupAdder)."""
     return groups if AUTHENTICATED in groups else (*groups, AUTHENTICATED)
 
 
