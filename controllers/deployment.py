@@ -36,21 +36,23 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from controllers.hashing import POD_TEMPLATE_HASH_LABEL, compute_hash
-from controllers.replicaset import (
-    ORPHAN_INDEX,
+from controllers.controller_ref_manager import (
     ControllerRefManager,
     controller_ref,
+    new_controller_ref,
+    recheck_deletion_timestamp,
+)
+from controllers.controller_utils import (
+    ORPHAN_INDEX,
     ensure_indexers,
     label_selector_of,
-    new_controller_ref,
     now_utc,
     orphan_index,
     owned_and_orphans,
     parse_time,
-    recheck_deletion_timestamp,
     rfc3339,
 )
+from controllers.hashing import POD_TEMPLATE_HASH_LABEL, compute_hash
 from machinery.api.apps_v1 import Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet, ReplicaSetSpec
 from machinery.api.core_v1 import Pod, PodTemplateSpec
 from machinery.api.meta import LabelSelector, ObjectMeta

@@ -12,19 +12,18 @@ from typing import Any
 import pytest
 
 from controllers import deployment as dep
-from controllers.hashing import POD_TEMPLATE_HASH_LABEL
-from controllers.replicaset import (
+from controllers.controller_ref_manager import new_controller_ref
+from controllers.controller_utils import (
     ControllerExpectations,
     UIDTrackingControllerExpectations,
-    calculate_status,
     is_pod_available,
-    new_controller_ref,
     pod_from_template,
-    pods_to_delete,
     rank_pods_for_deletion,
     rfc3339,
     slow_start_batch,
 )
+from controllers.hashing import POD_TEMPLATE_HASH_LABEL
+from controllers.replicaset import calculate_status, pods_to_delete
 from machinery.api.apps_v1 import Deployment, DeploymentStatus, ReplicaSet, ReplicaSetCondition
 from machinery.api.core_v1 import Pod
 
