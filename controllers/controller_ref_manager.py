@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -41,7 +41,7 @@ def new_controller_ref(owner: Any, api_version: str, kind: str) -> OwnerReferenc
 # -- claiming (controller.ControllerRefManager) ------------------------------------------------
 
 
-class ControllerRefManager:
+class ControllerRefManager(Generic[M]):
     """Adopt orphans that match the selector, release owned objects that stopped matching.
 
     `can_adopt` re-reads the owner from the apiserver once (RecheckDeletionTimestamp), so an owner

@@ -21,7 +21,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -75,7 +75,7 @@ def orphan_index(obj: Any) -> list[str]:
     return [ns or ""]
 
 
-def ensure_indexers(informer: Informer[Any], indexers: dict[str, Callable[[Any], list[str]]]) -> None:
+def ensure_indexers(informer: Informer[Any], indexers: Mapping[str, Callable[[Any], list[str]]]) -> None:
     """Add indexes to a shared informer unless another controller already did."""
     for name, fn in indexers.items():
         with contextlib.suppress(ValueError):
