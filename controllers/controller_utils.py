@@ -7,6 +7,7 @@ helpers of pkg/api/v1/pod and the indexes a controller claims from).
 - pods: active, ready, available (minReadySeconds), the deletion order of ActivePodsWithRanks,
   a pod from a template (GetPodFromTemplate), creates in slow-start batches;
 - indexes: objects by controller UID and the orphans of a namespace, what an owner may claim;
+- a create refused because its namespace is terminating;
 - the time format of metav1.Time.
 
 Claiming itself (adopt, release) is controllers/controller_ref_manager.py.
@@ -29,6 +30,7 @@ from pydantic import BaseModel
 
 from machinery.api.core_v1 import Pod, PodTemplateSpec
 from machinery.api.meta import ObjectMeta, OwnerReference
+from machinery.client import ApiError
 from machinery.informer import CONTROLLER_UID_INDEX, Informer, controller_uid_index
 from machinery.selectors import LabelSelector, selector_from_label_selector
 
@@ -62,6 +64,15 @@ def parse_time(value: str | None) -> dt.datetime | None:
     except ValueError:
         return None
     return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+
+# -- API errors -------------------------------------------------------------------------------
+
+
+def namespace_terminating(e: Exception) -> bool:
+    """The create was refused because its namespace is being deleted (upstream checks the Status cause
+    NamespaceTerminating): every further create there fails the same way, so it is not worth an event."""
+    return isinstance(e, ApiError) and e.is_forbidden and "being terminated" in e.message
 
 
 # -- indexes ----------------------------------------------------------------------------------

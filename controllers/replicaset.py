@@ -40,6 +40,7 @@ from controllers.controller_utils import (
     is_pod_available,
     is_pod_ready,
     label_selector_of,
+    namespace_terminating,
     now_utc,
     orphan_index,
     owned_and_orphans,
@@ -90,10 +91,6 @@ def pods_to_delete(pods: Sequence[Pod], related: Sequence[Pod], diff: int, now: 
     if diff < len(pods):
         return rank_pods_for_deletion(pods, related, now)[:diff]
     return list(pods)[:diff]
-
-
-def _namespace_terminating(e: Exception) -> bool:
-    return isinstance(e, ApiError) and e.is_forbidden and "being terminated" in e.message
 
 
 def _error_text(e: Exception) -> str:
@@ -324,7 +321,7 @@ class ReplicaSetController(Controller):
             async with self._writes:
                 created = await self.client.create_raw(Pod, body, rs.metadata.namespace)
         except Exception as e:
-            if _namespace_terminating(e):
+            if namespace_terminating(e):
                 return  # every create would fail: nothing to do
             self.recorder.event(rs, "Warning", "FailedCreate", f"Error creating: {_error_text(e)}")
             raise

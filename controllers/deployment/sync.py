@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from controllers.controller_ref_manager import controller_ref, new_controller_ref
+from controllers.controller_utils import namespace_terminating
 from controllers.deployment.rollback import set_new_replicaset_annotations
 from controllers.deployment.util import (
     AVAILABLE,
@@ -262,7 +263,7 @@ class DeploymentSync:
                     log.info("deployment %s/%s: hash collision on %s, collisionCount now %d", self.ns,
                              d.metadata.name, new_rs.metadata.name, status.collision_count)
                     raise
-            elif e.is_forbidden and "being terminated" in e.message:
+            elif namespace_terminating(e):
                 raise
             else:
                 msg = f'Failed to create new replica set "{new_rs.metadata.name}": {e.message or e}'
