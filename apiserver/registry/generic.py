@@ -268,13 +268,13 @@ class Store:
         items: list[Obj] = []
         name = predicate.name
         if name is not None and (namespace or not self.info.namespaced) and not continue_token:
-            kv = await self.storage.get(self.key(namespace, name))
-            rv = await self.storage.current_revision() if kv is None else 0
+            # the object and the revision from one read: a revision read afterwards may already be past
+            # a write made in between, which a watch from it would never show (a kubelet's own Node)
+            kv, rv = await self.storage.get_with_revision(self.key(namespace, name))
             if kv is not None:
                 obj = codec.decode(kv.value, kv.mod_revision)
                 if predicate.matches(self.attrs_of(obj)):
                     items.append(obj)
-                rv = max(rv, await self.storage.current_revision())
             return ListResult(items, str(rv))
         next_key = ""
         while True:

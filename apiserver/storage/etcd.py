@@ -334,6 +334,12 @@ class EtcdStorage:
         resp = await self._range(rpc.RangeRequest(key=key.encode(), revision=revision))
         return _kv(resp.kvs[0]) if resp.kvs else None
 
+    async def get_with_revision(self, key: str) -> tuple[KV | None, int]:
+        """The key now and the revision this read saw (etcd's header), from one request: what a list
+        of one name answers, so that a watch from that revision misses no later write."""
+        resp = await self._range(rpc.RangeRequest(key=key.encode()))
+        return (_kv(resp.kvs[0]) if resp.kvs else None), resp.header.revision
+
     async def list(self, prefix: str, *, revision: int = 0, limit: int = 0, start_key: str | None = None,
                    serializable: bool = False) -> tuple[list[KV], int, bool]:
         """Keys under prefix at `revision` (0 = now), from start_key on; returns (kvs, revision, more).

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 
+from apiserver.registry.generic import DeleteOptions, Store, WriteOptions
+from apiserver.registry.node import NodeStrategy
 from apiserver.storage.etcd import EtcdStorage
+from apiserver.storage.predicate import Predicate
+from machinery.api.resources import resource_for
 from tests.cluster import ApiServer, Etcd
 from tests.manifests import pod
 from tests.watching import WatchStream
@@ -192,3 +199,46 @@ def test_compacted_resource_version_is_gone(own_apiserver: ApiServer, etcd: Etcd
     fresh = api.get(base, params={"limit": "2"})
     assert fresh.status_code == 200 and len(fresh.json()["items"]) == 2
     api.close()
+
+
+async def test_a_list_of_one_name_answers_the_revision_it_read_the_object_at(etcd: Etcd) -> None:
+    """A list pinned to one name (`metadata.name=`, a kubelet's informer on its own Node) answers the object and
+    the resourceVersion of one read. It used to read the revision after the object: a write landing between the
+    two (node IPAM giving the Node its podCIDR) was then in neither the list nor the watch from its revision,
+    and the kubelet waited for a podCIDR its Node already had (a failure test's cluster never became ready)."""
+    storage = EtcdStorage([etcd.endpoint])
+    info = resource_for("", "nodes")
+    assert info is not None
+    store = Store(info, NodeStrategy(), storage)
+    name = f"one-name-list-{uuid.uuid4().hex[:6]}"
+    key = store.key(None, name)
+    await store.create(None, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {}},
+                       WriteOptions())
+    podcidr = json.dumps([{"op": "add", "path": "/spec/podCIDR", "value": "10.250.3.0/24"}]).encode()
+    read_range = storage._range
+    raced = False
+    written_rv = ""
+
+    async def write_after_reading_the_node(request: Any, *args: Any) -> Any:
+        nonlocal raced, written_rv
+        response = await read_range(request, *args)
+        if request.key == key.encode() and not request.range_end and not raced:
+            raced = True  # the write another client makes while the list is being answered
+            written, _ = await store.patch(None, name, "application/json-patch+json", podcidr, WriteOptions())
+            written_rv = written["metadata"]["resourceVersion"]
+        return response
+
+    storage._range = write_after_reading_the_node  # type: ignore[method-assign]
+    try:
+        listed = await store.list(None, Predicate.parse(None, None, f"metadata.name={name}"))
+    finally:
+        storage._range = read_range  # type: ignore[method-assign]
+        try:
+            await store.delete(None, name, DeleteOptions())
+        finally:
+            await storage.close()
+    assert raced
+    (node,) = listed.items
+    assert "podCIDR" not in node["spec"]  # read before the write...
+    # ...so the list's resourceVersion is from before the write too: a watch from it shows the write
+    assert int(node["metadata"]["resourceVersion"]) <= int(listed.resource_version) < int(written_rv)

@@ -11,20 +11,19 @@ from typing import Any
 
 import pytest
 
-from controllers import deployment as dep
-from controllers.hashing import POD_TEMPLATE_HASH_LABEL
-from controllers.replicaset import (
+from controllers.controller_ref_manager import new_controller_ref
+from controllers.controller_utils import (
     ControllerExpectations,
     UIDTrackingControllerExpectations,
-    calculate_status,
     is_pod_available,
-    new_controller_ref,
     pod_from_template,
-    pods_to_delete,
     rank_pods_for_deletion,
     rfc3339,
     slow_start_batch,
 )
+from controllers.deployment import progress, recreate, rollback, rolling, sync, util
+from controllers.hashing import POD_TEMPLATE_HASH_LABEL
+from controllers.replicaset import calculate_status, pods_to_delete
 from machinery.api.apps_v1 import Deployment, DeploymentStatus, ReplicaSet, ReplicaSetCondition
 from machinery.api.core_v1 import Pod
 
@@ -89,22 +88,22 @@ def sizes(plan: list[tuple[ReplicaSet, int]]) -> dict[str, int]:
 ])
 def test_int_or_percent_rounds_surge_up_and_unavailability_down(value: int | str | None, total: int, up: bool,
                                                                 expected: int) -> None:
-    assert dep.int_or_percent(value, total, up) == expected
+    assert util.int_or_percent(value, total, up) == expected
 
 
 def test_fenceposts_never_both_zero() -> None:
-    assert dep.resolve_fenceposts("25%", "25%", 3) == (1, 0)
-    assert dep.resolve_fenceposts(0, "10%", 3) == (0, 1)  # both rounded to zero: one may be unavailable
-    assert dep.resolve_fenceposts(2, 0, 10) == (2, 0)
+    assert util.resolve_fenceposts("25%", "25%", 3) == (1, 0)
+    assert util.resolve_fenceposts(0, "10%", 3) == (0, 1)  # both rounded to zero: one may be unavailable
+    assert util.resolve_fenceposts(2, 0, 10) == (2, 0)
 
 
 def test_max_surge_and_unavailable_of_a_deployment() -> None:
     d = deployment(replicas=10, surge="25%", unavailable="25%")
-    assert (dep.max_surge(d), dep.max_unavailable(d)) == (3, 2)
-    assert dep.max_unavailable(deployment(replicas=2, surge=0, unavailable=5)) == 2  # never above replicas
-    assert dep.max_unavailable(deployment(replicas=0, surge=1, unavailable=1)) == 0
+    assert (util.max_surge(d), util.max_unavailable(d)) == (3, 2)
+    assert util.max_unavailable(deployment(replicas=2, surge=0, unavailable=5)) == 2  # never above replicas
+    assert util.max_unavailable(deployment(replicas=0, surge=1, unavailable=1)) == 0
     recreate = deployment(strategy="Recreate")
-    assert (dep.max_surge(recreate), dep.max_unavailable(recreate)) == (0, 0)
+    assert (util.max_surge(recreate), util.max_unavailable(recreate)) == (0, 0)
 
 
 # -- rolling update steps ----------------------------------------------------------------------
@@ -113,10 +112,10 @@ def test_max_surge_and_unavailable_of_a_deployment() -> None:
 def test_new_replicaset_grows_within_replicas_plus_surge() -> None:
     d = deployment(replicas=4, surge=1, unavailable=1)
     old, new = rs("old", 4), rs("new", 0, created=10)
-    assert dep.new_rs_new_replicas(d, [old, new], new) == 1
+    assert util.new_rs_new_replicas(d, [old, new], new) == 1
     old3 = rs("old", 3)
-    assert dep.new_rs_new_replicas(d, [old3, new], new) == 2
-    assert dep.new_rs_new_replicas(d, [rs("old", 4), rs("new", 1, created=10)], rs("new", 1, created=10)) == 1
+    assert util.new_rs_new_replicas(d, [old3, new], new) == 2
+    assert util.new_rs_new_replicas(d, [rs("old", 4), rs("new", 1, created=10)], rs("new", 1, created=10)) == 1
 
 
 def test_new_replicaset_waits_for_old_pods_to_be_seen_gone() -> None:
@@ -125,54 +124,54 @@ def test_new_replicaset_waits_for_old_pods_to_be_seen_gone() -> None:
     d = deployment(replicas=4, surge=1, unavailable=1)
     old = rs("old", 3, status_replicas=4)
     new = rs("new", 1, created=10)
-    assert dep.new_rs_new_replicas(d, [old, new], new) == 1
+    assert util.new_rs_new_replicas(d, [old, new], new) == 1
 
 
 def test_new_replicaset_of_recreate_takes_everything() -> None:
     d = deployment(replicas=5, strategy="Recreate")
-    assert dep.new_rs_new_replicas(d, [rs("new", 0)], rs("new", 0)) == 5
+    assert util.new_rs_new_replicas(d, [rs("new", 0)], rs("new", 0)) == 5
 
 
 def test_old_replicasets_scale_down_keeps_minimum_available() -> None:
     d = deployment(replicas=4, surge=1, unavailable=1)
     old, new = rs("old", 4), rs("new", 1, available=0, created=10)
     # 5 pods, min available 3, the new one's pod is not available: 5 - 3 - 1 = 1 may go
-    assert dep.old_replicas_max_scaled_down(d, [old, new], new) == 1
-    assert sizes(dep.scale_down_old_plan(d, [old, new], [old])) == {"old": 3}
+    assert rolling.old_replicas_max_scaled_down(d, [old, new], new) == 1
+    assert sizes(rolling.scale_down_old_plan(d, [old, new], [old])) == {"old": 3}
     # once the new pod is available, one more
     new_ok = rs("new", 1, created=10)
-    assert dep.old_replicas_max_scaled_down(d, [rs("old", 3), new_ok], new_ok) == 1
+    assert rolling.old_replicas_max_scaled_down(d, [rs("old", 3), new_ok], new_ok) == 1
 
 
 def test_scale_down_counts_no_more_available_than_spec() -> None:
     """An old ReplicaSet just scaled 4 -> 3 still reports 4 available: only 3 are counted on."""
     d = deployment(replicas=4, surge=1, unavailable=1)
     old, new = rs("old", 3, available=4, status_replicas=4), rs("new", 1, available=0, created=10)
-    assert dep.scale_down_old_plan(d, [old, new], [old]) == []
-    assert dep.cleanup_unhealthy_plan([old], 5) == []  # and nothing looks unhealthy
+    assert rolling.scale_down_old_plan(d, [old, new], [old]) == []
+    assert rolling.cleanup_unhealthy_plan([old], 5) == []  # and nothing looks unhealthy
 
 
 def test_cleanup_unhealthy_takes_unavailable_pods_oldest_first() -> None:
     older = rs("older", 3, available=1, created=300)
     old = rs("old", 2, available=0, created=200)
-    assert sizes(dep.cleanup_unhealthy_plan([old, older], 3)) == {"older": 1, "old": 1}
-    assert sizes(dep.cleanup_unhealthy_plan([old, older], 10)) == {"older": 1, "old": 0}
+    assert sizes(rolling.cleanup_unhealthy_plan([old, older], 3)) == {"older": 1, "old": 1}
+    assert sizes(rolling.cleanup_unhealthy_plan([old, older], 10)) == {"older": 1, "old": 0}
 
 
 def test_scale_down_old_takes_oldest_first() -> None:
     d = deployment(replicas=6, surge=0, unavailable=2)
     older, old, new = rs("older", 3, created=300), rs("old", 3, created=200), rs("new", 0, created=10)
-    assert sizes(dep.scale_down_old_plan(d, [older, old, new], [old, older])) == {"older": 1}
+    assert sizes(rolling.scale_down_old_plan(d, [older, old, new], [old, older])) == {"older": 1}
     d2 = deployment(replicas=6, surge=0, unavailable=4)
-    assert sizes(dep.scale_down_old_plan(d2, [older, old, new], [old, older])) == {"older": 0, "old": 2}
+    assert sizes(rolling.scale_down_old_plan(d2, [older, old, new], [old, older])) == {"older": 0, "old": 2}
 
 
 # -- proportional scaling (upstream TestScale) ----------------------------------------------------
 
 
 def annotated(name: str, replicas: int, desired: int, max_replicas: int, created: float) -> ReplicaSet:
-    return rs(name, replicas, created=created, annotations={dep.DESIRED_REPLICAS_ANNOTATION: str(desired),
-                                                           dep.MAX_REPLICAS_ANNOTATION: str(max_replicas)})
+    return rs(name, replicas, created=created, annotations={util.DESIRED_REPLICAS_ANNOTATION: str(desired),
+                                                           util.MAX_REPLICAS_ANNOTATION: str(max_replicas)})
 
 
 @pytest.mark.parametrize(("replicas", "before", "rss", "expected"), [
@@ -188,27 +187,27 @@ def annotated(name: str, replicas: int, desired: int, max_replicas: int, created
 def test_proportional_scaling(replicas: int, before: int, rss: list[tuple[str, int, float]],
                               expected: dict[str, int]) -> None:
     d = deployment(replicas=replicas, surge=0, unavailable=1)
-    plan, _ = dep.proportional_scale(d, [annotated(n, r, before, before, c) for n, r, c in rss])
+    plan, _ = sync.proportional_scale(d, [annotated(n, r, before, before, c) for n, r, c in rss])
     assert sizes(plan) == expected
     assert sum(expected.values()) == replicas
 
 
 def test_proportional_scaling_direction() -> None:
     d = deployment(replicas=10, surge=0, unavailable=1)
-    assert dep.proportional_scale(d, [annotated("a", 2, 5, 5, 10), annotated("b", 3, 5, 5, 20)])[1] == "up"
+    assert sync.proportional_scale(d, [annotated("a", 2, 5, 5, 10), annotated("b", 3, 5, 5, 20)])[1] == "up"
     d = deployment(replicas=2, surge=0, unavailable=1)
-    assert dep.proportional_scale(d, [annotated("a", 2, 5, 5, 10), annotated("b", 3, 5, 5, 20)])[1] == "down"
+    assert sync.proportional_scale(d, [annotated("a", 2, 5, 5, 10), annotated("b", 3, 5, 5, 20)])[1] == "down"
 
 
 def test_active_or_latest_and_saturation() -> None:
     new, old = rs("new", 0, created=10), rs("old", 3, created=100)
-    assert dep.find_active_or_latest(new, [old]) is old
-    assert dep.find_active_or_latest(rs("new", 0, created=10), [rs("old", 0, created=100)]).metadata.name == "new"
-    assert dep.find_active_or_latest(rs("new", 1, created=10), [old]) is None
+    assert util.find_active_or_latest(new, [old]) is old
+    assert util.find_active_or_latest(rs("new", 0, created=10), [rs("old", 0, created=100)]).metadata.name == "new"
+    assert util.find_active_or_latest(rs("new", 1, created=10), [old]) is None
     d = deployment(replicas=3)
-    assert dep.is_saturated(d, annotated("new", 3, 3, 3, 10))
-    assert not dep.is_saturated(d, annotated("new", 3, 2, 3, 10))
-    assert not dep.is_saturated(d, rs("new", 3))  # no desired-replicas annotation
+    assert util.is_saturated(d, annotated("new", 3, 3, 3, 10))
+    assert not util.is_saturated(d, annotated("new", 3, 2, 3, 10))
+    assert not util.is_saturated(d, rs("new", 3))  # no desired-replicas annotation
 
 
 # -- new and old ReplicaSets, revisions ---------------------------------------------------------
@@ -217,46 +216,48 @@ def test_active_or_latest_and_saturation() -> None:
 def test_new_replicaset_is_the_one_with_the_same_template_ignoring_the_hash() -> None:
     d = deployment(image="nginx:1.26")
     old, new = rs("old", 3, image="nginx:1.25", created=100), rs("new", 1, image="nginx:1.26", created=10)
-    assert dep.find_new_replicaset(d, [old, new]) is new
-    required, everything = dep.find_old_replicasets(d, [old, new, rs("older", 0, created=300)])
+    assert util.find_new_replicaset(d, [old, new]) is new
+    required, everything = util.find_old_replicasets(d, [old, new, rs("older", 0, created=300)])
     assert [r.metadata.name for r in required] == ["old"]
     assert sorted(r.metadata.name or "" for r in everything) == ["old", "older"]
-    assert dep.find_new_replicaset(deployment(image="other"), [old, new]) is None
+    assert util.find_new_replicaset(deployment(image="other"), [old, new]) is None
 
 
 def test_new_replicaset_template_and_selector_carry_the_hash() -> None:
     d = deployment()
     assert d.spec is not None
-    t = dep.new_replicaset_template(d, "abc")
+    t = util.new_replicaset_template(d, "abc")
     assert t.metadata is not None and t.metadata.labels == {"app": "web", POD_TEMPLATE_HASH_LABEL: "abc"}
     assert d.spec.template.metadata is not None
     assert POD_TEMPLATE_HASH_LABEL not in (d.spec.template.metadata.labels or {})
-    assert dep.selector_with_hash(d.spec.selector, "abc").match_labels == {"app": "web", POD_TEMPLATE_HASH_LABEL: "abc"}
-    assert dep.equal_ignore_hash(t, d.spec.template)
+    assert util.selector_with_hash(d.spec.selector, "abc").match_labels == {"app": "web",
+                                                                           POD_TEMPLATE_HASH_LABEL: "abc"}
+    assert util.equal_ignore_hash(t, d.spec.template)
 
 
 def test_revision_annotations_on_create_and_on_rollback() -> None:
-    d = deployment(replicas=3, surge=1, unavailable=1, annotations={"team": "a", dep.LAST_APPLIED_ANNOTATION: "{}"})
+    d = deployment(replicas=3, surge=1, unavailable=1,
+                   annotations={"team": "a", rollback.LAST_APPLIED_ANNOTATION: "{}"})
     new = rs("new", 0)
-    assert dep.set_new_replicaset_annotations(d, new, "1", exists=False)
-    assert new.metadata.annotations == {"team": "a", dep.REVISION_ANNOTATION: "1",
-                                        dep.DESIRED_REPLICAS_ANNOTATION: "3", dep.MAX_REPLICAS_ANNOTATION: "4"}
+    assert rollback.set_new_replicaset_annotations(d, new, "1", exists=False)
+    assert new.metadata.annotations == {"team": "a", util.REVISION_ANNOTATION: "1",
+                                        util.DESIRED_REPLICAS_ANNOTATION: "3", util.MAX_REPLICAS_ANNOTATION: "4"}
     # rolling back to it later: its revision jumps to the newest, the old number is history
-    assert dep.set_new_replicaset_annotations(d, new, "3", exists=True)
+    assert rollback.set_new_replicaset_annotations(d, new, "3", exists=True)
     assert new.metadata.annotations is not None
-    assert new.metadata.annotations[dep.REVISION_ANNOTATION] == "3"
-    assert new.metadata.annotations[dep.REVISION_HISTORY_ANNOTATION] == "1"
-    assert dep.set_new_replicaset_annotations(d, new, "5", exists=True)
-    assert new.metadata.annotations[dep.REVISION_HISTORY_ANNOTATION] == "1,3"
-    assert not dep.set_new_replicaset_annotations(d, new, "4", exists=True)  # never lowered
+    assert new.metadata.annotations[util.REVISION_ANNOTATION] == "3"
+    assert new.metadata.annotations[rollback.REVISION_HISTORY_ANNOTATION] == "1"
+    assert rollback.set_new_replicaset_annotations(d, new, "5", exists=True)
+    assert new.metadata.annotations[rollback.REVISION_HISTORY_ANNOTATION] == "1,3"
+    assert not rollback.set_new_replicaset_annotations(d, new, "4", exists=True)  # never lowered
 
 
 def test_revision_ordering_and_max() -> None:
-    a = rs("a", 0, annotations={dep.REVISION_ANNOTATION: "3"}, created=10)
-    b = rs("b", 0, annotations={dep.REVISION_ANNOTATION: "1"}, created=5)
-    c = rs("c", 0, annotations={dep.REVISION_ANNOTATION: "x"}, created=50)
-    assert dep.max_revision([a, b, c]) == 3
-    assert [r.metadata.name for r in dep.by_revision([a, b])] == ["b", "a"]
+    a = rs("a", 0, annotations={util.REVISION_ANNOTATION: "3"}, created=10)
+    b = rs("b", 0, annotations={util.REVISION_ANNOTATION: "1"}, created=5)
+    c = rs("c", 0, annotations={util.REVISION_ANNOTATION: "x"}, created=50)
+    assert util.max_revision([a, b, c]) == 3
+    assert [r.metadata.name for r in util.by_revision([a, b])] == ["b", "a"]
 
 
 # -- status and conditions ---------------------------------------------------------------------
@@ -265,27 +266,27 @@ def test_revision_ordering_and_max() -> None:
 def test_calculate_status_counts_and_available_condition() -> None:
     d = deployment(replicas=4, surge=1, unavailable=1)
     old, new = rs("old", 2, available=2), rs("new", 3, available=1, status_replicas=2, ready=2)
-    s = dep.calculate_status([old, new], new, d, NOW)
+    s = sync.calculate_status([old, new], new, d, NOW)
     assert (s.replicas, s.updated_replicas, s.ready_replicas, s.available_replicas, s.unavailable_replicas) == \
         (4, 2, 4, 3, 2)
     assert s.observed_generation == 1
-    cond = dep.get_condition(s, dep.AVAILABLE)
-    assert cond is not None and (cond.status, cond.reason) == ("True", dep.MINIMUM_REPLICAS_AVAILABLE)
-    s = dep.calculate_status([rs("new", 4, available=2)], None, d, NOW)
-    cond = dep.get_condition(s, dep.AVAILABLE)
-    assert cond is not None and (cond.status, cond.reason) == ("False", dep.MINIMUM_REPLICAS_UNAVAILABLE)
+    cond = util.get_condition(s, util.AVAILABLE)
+    assert cond is not None and (cond.status, cond.reason) == ("True", util.MINIMUM_REPLICAS_AVAILABLE)
+    s = sync.calculate_status([rs("new", 4, available=2)], None, d, NOW)
+    cond = util.get_condition(s, util.AVAILABLE)
+    assert cond is not None and (cond.status, cond.reason) == ("False", util.MINIMUM_REPLICAS_UNAVAILABLE)
 
 
 def test_set_condition_keeps_transition_time_when_status_stays() -> None:
     s = DeploymentStatus()
-    dep.set_condition(s, dep.new_condition(dep.PROGRESSING, "True", dep.NEW_REPLICASET_CREATED, "a", NOW))
+    util.set_condition(s, util.new_condition(util.PROGRESSING, "True", util.NEW_REPLICASET_CREATED, "a", NOW))
     later = NOW + dt.timedelta(seconds=30)
-    dep.set_condition(s, dep.new_condition(dep.PROGRESSING, "True", dep.REPLICASET_UPDATED, "b", later))
-    c = dep.get_condition(s, dep.PROGRESSING)
-    assert c is not None and c.reason == dep.REPLICASET_UPDATED
+    util.set_condition(s, util.new_condition(util.PROGRESSING, "True", util.REPLICASET_UPDATED, "b", later))
+    c = util.get_condition(s, util.PROGRESSING)
+    assert c is not None and c.reason == util.REPLICASET_UPDATED
     assert c.last_transition_time == rfc3339(NOW) and c.last_update_time == rfc3339(later)
-    dep.set_condition(s, dep.new_condition(dep.PROGRESSING, "True", dep.REPLICASET_UPDATED, "c", later))
-    assert dep.get_condition(s, dep.PROGRESSING).message == "b"  # type: ignore[union-attr]  # same reason: no-op
+    util.set_condition(s, util.new_condition(util.PROGRESSING, "True", util.REPLICASET_UPDATED, "c", later))
+    assert util.get_condition(s, util.PROGRESSING).message == "b"  # type: ignore[union-attr]  # same reason: no-op
 
 
 def progressing(reason: str, status: str, updated_seconds_ago: float) -> dict[str, Any]:
@@ -297,32 +298,32 @@ def test_rollout_status_progress_complete_and_timeout() -> None:
     base = {"observedGeneration": 1, "replicas": 2, "updatedReplicas": 1, "readyReplicas": 2, "availableReplicas": 2}
     # progress: one more updated pod → ReplicaSetUpdated, lastUpdateTime now
     d = deployment(replicas=2, surge=1, unavailable=0, deadline=10,
-                   status={**base, "conditions": [progressing(dep.NEW_REPLICASET_CREATED, "True", 5)]})
+                   status={**base, "conditions": [progressing(util.NEW_REPLICASET_CREATED, "True", 5)]})
     old, new = rs("old", 1, available=1), rs("new", 1, available=0, status_replicas=2, ready=0)
-    s = dep.rollout_status(d, [old, new], new, NOW)
-    c = dep.get_condition(s, dep.PROGRESSING)
-    assert c is not None and (c.reason, c.last_update_time) == (dep.REPLICASET_UPDATED, rfc3339(NOW))
+    s = progress.rollout_status(d, [old, new], new, NOW)
+    c = util.get_condition(s, util.PROGRESSING)
+    assert c is not None and (c.reason, c.last_update_time) == (util.REPLICASET_UPDATED, rfc3339(NOW))
     assert c.message == 'ReplicaSet "new" is progressing.'
     # no progress for longer than the deadline → ProgressDeadlineExceeded
     d = deployment(replicas=2, surge=1, unavailable=0, deadline=10,
-                   status={**base, "conditions": [progressing(dep.REPLICASET_UPDATED, "True", 11)]})
+                   status={**base, "conditions": [progressing(util.REPLICASET_UPDATED, "True", 11)]})
     same = rs("new", 1, available=1, status_replicas=1)
-    s = dep.rollout_status(d, [rs("old", 1), same], same, NOW)
-    c = dep.get_condition(s, dep.PROGRESSING)
-    assert c is not None and (c.status, c.reason) == ("False", dep.TIMED_OUT)
+    s = progress.rollout_status(d, [rs("old", 1), same], same, NOW)
+    c = util.get_condition(s, util.PROGRESSING)
+    assert c is not None and (c.status, c.reason) == ("False", util.TIMED_OUT)
     assert c.message == 'ReplicaSet "new" has timed out progressing.'
     # not yet past the deadline → unchanged, and a requeue for when it would be
     d = deployment(replicas=2, surge=1, unavailable=0, deadline=10,
-                   status={**base, "conditions": [progressing(dep.REPLICASET_UPDATED, "True", 4)]})
-    s = dep.rollout_status(d, [rs("old", 1), same], same, NOW)
-    assert dep.get_condition(s, dep.PROGRESSING).reason == dep.REPLICASET_UPDATED  # type: ignore[union-attr]
-    assert dep.requeue_after(d, s, NOW) == pytest.approx(7.0)
+                   status={**base, "conditions": [progressing(util.REPLICASET_UPDATED, "True", 4)]})
+    s = progress.rollout_status(d, [rs("old", 1), same], same, NOW)
+    assert util.get_condition(s, util.PROGRESSING).reason == util.REPLICASET_UPDATED  # type: ignore[union-attr]
+    assert progress.requeue_after(d, s, NOW) == pytest.approx(7.0)
     # complete → NewReplicaSetAvailable
     done = rs("new", 2, available=2)
-    s = dep.rollout_status(d, [done], done, NOW)
-    c = dep.get_condition(s, dep.PROGRESSING)
-    assert c is not None and (c.status, c.reason) == ("True", dep.NEW_RS_AVAILABLE)
-    assert dep.deployment_complete(d, s)
+    s = progress.rollout_status(d, [done], done, NOW)
+    c = util.get_condition(s, util.PROGRESSING)
+    assert c is not None and (c.status, c.reason) == ("True", util.NEW_RS_AVAILABLE)
+    assert util.deployment_complete(d, s)
 
 
 def test_rollout_status_promotes_replica_failure() -> None:
@@ -331,8 +332,8 @@ def test_rollout_status_promotes_replica_failure() -> None:
     assert new.status is not None
     new.status.conditions = [ReplicaSetCondition(type="ReplicaFailure", status="True", reason="FailedCreate",
                                                      message="quota", last_transition_time=ts(1))]
-    s = dep.rollout_status(d, [new], new, NOW)
-    c = dep.get_condition(s, dep.REPLICA_FAILURE)
+    s = progress.rollout_status(d, [new], new, NOW)
+    c = util.get_condition(s, util.REPLICA_FAILURE)
     assert c is not None and (c.reason, c.message) == ("FailedCreate", "quota")
 
 
@@ -341,9 +342,9 @@ def test_recreate_waits_for_old_pods() -> None:
     running = Pod.from_dict({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]},
                              "status": {"phase": "Running"}})
     done = running.model_copy(update={"status": running.status.model_copy(update={"phase": "Succeeded"})})  # type: ignore[union-attr]
-    assert not dep.old_pods_running(new, [old], {"old-uid": [done], "new-uid": [running]})
-    assert dep.old_pods_running(new, [old], {"old-uid": [running]})
-    assert dep.old_pods_running(new, [rs("old", 0, status_replicas=1)], {})
+    assert not recreate.old_pods_running(new, [old], {"old-uid": [done], "new-uid": [running]})
+    assert recreate.old_pods_running(new, [old], {"old-uid": [running]})
+    assert recreate.old_pods_running(new, [rs("old", 0, status_replicas=1)], {})
 
 
 # -- the ReplicaSet controller's pure parts ---------------------------------------------------
