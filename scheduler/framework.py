@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from apiserver.validation import parse_quantity
 from machinery.api.core_v1 import Node, Pod, Taint, Toleration
+from machinery.quantity import parse_quantity
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0

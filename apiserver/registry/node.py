@@ -14,13 +14,13 @@ from apiserver.validation import (
     duplicate,
     forbidden,
     invalid,
-    is_valid_label_value,
     not_supported,
     required,
     validate_cidr,
     validate_qualified_name,
     validate_quantity,
 )
+from machinery.validation import is_valid_label_value
 
 _PODCIDR_CHANGE = 'node updates may not change podCIDR except from "" to valid'
 
