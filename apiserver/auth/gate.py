@@ -42,7 +42,7 @@ from apiserver.auth.authn import ANONYMOUS, PUBLIC_PATHS, UNSECURED, Authenticat
 from apiserver.auth.authz import Attributes, Authorizer, forbidden
 from apiserver.auth.impersonation import HEADER_PREFIX, impersonate
 from apiserver.requestinfo import SCOPE_KEY, RequestInfo, request_info
-from machinery.duration import parse_go_duration
+from machinery.timeutil import parse_go_duration
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
