@@ -44,12 +44,9 @@ from controllers.replicaset import (
     ensure_indexers,
     label_selector_of,
     new_controller_ref,
-    now_utc,
     orphan_index,
     owned_and_orphans,
-    parse_time,
     recheck_deletion_timestamp,
-    rfc3339,
 )
 from machinery.api.apps_v1 import Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet, ReplicaSetSpec
 from machinery.api.core_v1 import Pod, PodTemplateSpec
@@ -64,6 +61,9 @@ from machinery.informer import (
     controller_uid_index,
     meta_namespace_key,
 )
+from machinery.timeutil import format_rfc3339 as rfc3339
+from machinery.timeutil import now as now_utc
+from machinery.timeutil import parse_rfc3339 as parse_time
 
 log = logging.getLogger(__name__)
 

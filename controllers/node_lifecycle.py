@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from machinery import timeutil
 from machinery.api.coordination_v1 import Lease
 from machinery.api.core_v1 import Node, NodeCondition, NodeStatus, Pod, Taint
 from machinery.client import KUBE_VERSION, ApiClient, ApiError, retry_on_conflict
@@ -72,23 +73,6 @@ DEFAULT_GRACE_PERIOD = 40.0
 DEFAULT_STARTUP_GRACE_PERIOD = 60.0
 DEFAULT_POD_EVICTION_TIMEOUT = 300.0
 DEFAULT_MONITOR_PERIOD = 5.0
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def _fmt(t: dt.datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse(value: str | None) -> dt.datetime | None:
-    if not value:
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def condition(node: Node, type_: str) -> NodeCondition | None:
@@ -285,7 +269,7 @@ class NodeLifecycleController(Controller):
             if heartbeat != health.heartbeat:  # the kubelet spoke after all
                 health.heartbeat, health.probe, health.node = heartbeat, loop.time(), fresh
                 return fresh
-            if not mark_unknown(fresh, _fmt(_now())):
+            if not mark_unknown(fresh, timeutil.now_rfc3339()):
                 health.node = fresh
                 return fresh
             updated = await self.client.update_status(fresh)
@@ -316,7 +300,7 @@ class NodeLifecycleController(Controller):
                 changed = False
                 for c in fresh.status.conditions or []:
                     if c.type == "Ready" and c.status != "False":
-                        c.status, c.last_transition_time = "False", _fmt(_now())
+                        c.status, c.last_transition_time = "False", timeutil.now_rfc3339()
                         changed = True
                 if changed:
                     await self.client.update_status(fresh)
@@ -340,7 +324,7 @@ class NodeLifecycleController(Controller):
             fresh = await self.client.get(Node, name)
             if fresh.metadata.uid != health.uid or fresh.spec is None:
                 return node
-            taints = reconcile_taints(list(fresh.spec.taints or []), desired_taints(fresh), _fmt(_now()))
+            taints = reconcile_taints(list(fresh.spec.taints or []), desired_taints(fresh), timeutil.now_rfc3339())
             if taints is None:
                 return fresh
             before = {(t.key, t.effect) for t in fresh.spec.taints or []}
@@ -362,10 +346,10 @@ class NodeLifecycleController(Controller):
     # -- eviction ---------------------------------------------------------------------------
 
     def _taint_start(self, node: Node, taint: Taint) -> dt.datetime:
-        started = _parse(taint.time_added)
+        started = timeutil.parse_rfc3339(taint.time_added)
         if started is not None:
             return started
-        return self._taint_seen.setdefault((node.metadata.uid or "", taint.key, taint.effect), _now())
+        return self._taint_seen.setdefault((node.metadata.uid or "", taint.key, taint.effect), timeutil.now())
 
     async def _evict(self, node: Node) -> float | None:
         """Delete pods whose stay on this NoExecute-tainted node is over; seconds until the next is due."""
@@ -375,7 +359,7 @@ class NodeLifecycleController(Controller):
             del self._taint_seen[k]
         if not taints:
             return None
-        now = _now()
+        now = timeutil.now()
         starts = [(t, self._taint_start(node, t)) for t in taints]
         next_due: float | None = None
         for pod in self.pods.store.by_index(NODE_NAME_INDEX, node.metadata.name or ""):

@@ -22,6 +22,7 @@ from kubectl.client import USER_AGENT, KubectlClient
 from kubectl.context import Context
 from kubectl.errors import ExitCode, format_error
 from machinery.kubeconfig import ClientConfig, KubeconfigError, load_kubeconfig
+from machinery.timeutil import duration_flag as duration  # Go durations (`30s`, `1m30s`) or seconds
 
 PROG = "mkubectl"
 Runner = Callable[[Context, argparse.Namespace], Awaitable[int]]
@@ -52,33 +53,6 @@ class Parser(argparse.ArgumentParser):
         if unknown:
             raise UsageError(f'unknown command "{unknown.group(1)}" for "{self.prog}"')
         raise UsageError(message)
-
-
-def duration(value: str) -> float:
-    """Go durations as kubectl flags take them: `30s`, `2m`, `1h`, `1m30s`, `0` (and plain seconds)."""
-    text = value.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    total, number = 0.0, ""
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch.isdigit() or ch == ".":
-            number += ch
-            i += 1
-            continue
-        unit = "ms" if text.startswith("ms", i) else ch
-        if unit not in units or not number:
-            raise argparse.ArgumentTypeError(f'invalid duration "{value}"')
-        total += float(number) * units[unit]
-        number = ""
-        i += len(unit)
-    if number:
-        raise argparse.ArgumentTypeError(f'invalid duration "{value}": missing unit')
-    return total
 
 
 def _global_flags(parser: argparse.ArgumentParser, *, suppress: bool) -> None:

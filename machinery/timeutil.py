@@ -19,6 +19,7 @@ from typing import Any, Final
 __all__ = [
     "GO_ZERO_TIME",
     "duration_flag",
+    "format_go_duration",
     "format_rfc3339",
     "format_rfc3339_micro",
     "human_duration",
@@ -190,6 +191,37 @@ def parse_go_duration(text: str) -> float:
     return -total if text.startswith("-") else total
 
 
+def _decimal(value: int, places: int) -> str:
+    """value / 10**places with no trailing zeros: 1500, 3 → "1.5"."""
+    whole, frac = divmod(value, 10**places)
+    digits = str(frac).rjust(places, "0").rstrip("0")
+    return f"{whole}.{digits}" if digits else str(whole)
+
+
+def format_go_duration(seconds: float) -> str:
+    """Go's time.Duration.String() (to the nanosecond): "0s", "250ms", "1.5s", "1m20s", "5m0s",
+    "1h0m0s", as back-off messages and flags' defaults print durations."""
+    ns = round(seconds * _NS)
+    sign, u = ("-", -ns) if ns < 0 else ("", ns)
+    if u == 0:
+        return "0s"
+    if u < 1_000:
+        text = f"{u}ns"
+    elif u < 1_000_000:
+        text = _decimal(u, 3) + "µs"
+    elif u < _NS:
+        text = _decimal(u, 6) + "ms"
+    else:
+        hours, rest = divmod(u, _HOUR)
+        minutes, rest = divmod(rest, _MINUTE)
+        text = _decimal(rest, 9) + "s"
+        if hours:
+            text = f"{hours}h{minutes}m{text}"
+        elif minutes:
+            text = f"{minutes}m{text}"
+    return sign + text
+
+
 def duration_flag(text: str) -> float:
     """An argparse type: a Go duration ("40s", "5m0s") or plain seconds, in seconds."""
     text = text.strip()
@@ -199,5 +231,5 @@ def duration_flag(text: str) -> float:
         pass
     try:
         return parse_go_duration(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r}") from None
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

@@ -15,13 +15,14 @@ from starlette.responses import Response
 from apiserver import errors
 from apiserver.patch import PatchError, UnsupportedPatchType, apply_patch
 from apiserver.proxy import exec_endpoints, log_endpoints
-from apiserver.registry.generic import Obj, Store, WriteOptions, loc_to_path, now_rfc3339
+from apiserver.registry.generic import Obj, Store, WriteOptions, loc_to_path
 from apiserver.registry.token import token_endpoints
 from apiserver.request import check_duplicates, decode_object, read_body, write_options
 from apiserver.validation import required, validate_replicas
 from machinery.api.autoscaling_v1 import Scale
 from machinery.api.core_v1 import Binding
 from machinery.selectors import label_selector_to_string
+from machinery.timeutil import now_rfc3339
 
 if TYPE_CHECKING:
     from apiserver.handlers import ResourceHandlers

@@ -22,11 +22,11 @@ from controllers.replicaset import (
     pod_from_template,
     pods_to_delete,
     rank_pods_for_deletion,
-    rfc3339,
     slow_start_batch,
 )
 from machinery.api.apps_v1 import Deployment, DeploymentStatus, ReplicaSet, ReplicaSetCondition
 from machinery.api.core_v1 import Pod
+from machinery.timeutil import format_rfc3339 as rfc3339
 
 NOW = dt.datetime(2026, 11, 21, 12, 0, 0, tzinfo=dt.UTC)
 
