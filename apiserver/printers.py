@@ -22,11 +22,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from machinery.timeutil import parse_rfc3339, translate_timestamp_since
+from machinery.types import Obj
 from machinery.validation import is_qualified_name, is_valid_label_value
 
 __all__ = ["column_definitions", "table_for"]
 
-Obj = dict[str, Any]
 Cell = str | int | bool
 CellsFn = Callable[[Obj, datetime], list[Cell]]
 RowConditionsFn = Callable[[Obj], list[dict[str, str]]]

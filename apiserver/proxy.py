@@ -40,6 +40,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from apiserver import errors
 from apiserver.request import query
+from machinery.types import Obj
 
 if TYPE_CHECKING:
     from apiserver.handlers import ResourceHandlers
@@ -47,8 +48,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Endpoint = Callable[..., Any]
-Obj = dict[str, Any]
-
 EXEC_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io")
 DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
 KUBELET_CONNECT_TIMEOUT = 10.0

@@ -43,8 +43,7 @@ from kubectl.manifests import Manifest, load
 from kubectl.printers import go_compact_json, resource_name
 from machinery.api.resources import ResourceInfo
 from machinery.client import ApiError
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 FIELD_MANAGER = "kubectl-client-side-apply"

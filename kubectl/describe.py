@@ -26,8 +26,7 @@ from machinery.quantity import Quantity, parse_quantity
 from machinery.selectors import escape_field_value
 from machinery.timeutil import parse_rfc3339 as parse_time
 from machinery.timeutil import translate_timestamp_since as since
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 MAX_ANNOTATION_LEN = 140

@@ -26,8 +26,7 @@ from kubectl.printers import kind_name, resource_name
 from kubectl.resources import Target, targets_from_args
 from kubectl.waiting import watch_object
 from machinery.api.resources import ResourceInfo
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 REVISION = "deployment.kubernetes.io/revision"
 REVISION_HISTORY = "deployment.kubernetes.io/revision-history"

@@ -9,8 +9,6 @@ every request body); the answer goes back as JSON, which client-go reads by its 
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
@@ -21,8 +19,7 @@ from apiserver.auth.authz import Attributes, Authorizer
 from apiserver.registry.generic import WriteOptions, loc_to_path
 from apiserver.request import decode_object, read_body, write_options
 from machinery.api.resources import ResourceInfo
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 
 def attributes_of(user: UserInfo, spec: Obj) -> Attributes:

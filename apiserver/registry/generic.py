@@ -31,8 +31,7 @@ from apiserver.storage.predicate import Attrs, Predicate
 from apiserver.validation import FieldError, invalid, required
 from machinery.api.resources import ResourceInfo
 from machinery.timeutil import now_rfc3339
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 # upstream's utilrand alphabet: no vowels (no words), no 0/1/3 (look like letters)
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"

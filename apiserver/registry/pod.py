@@ -13,7 +13,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from apiserver.registry.strategy import Obj, Strategy
+from apiserver.registry.strategy import Strategy
 from apiserver.validation import (
     FieldError,
     duplicate,
@@ -35,6 +35,7 @@ from apiserver.validation import (
     validate_quantity,
 )
 from machinery.quantity import Quantity
+from machinery.types import Obj
 from machinery.validation import (
     is_http_header_name,
     is_label_key,

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from apiserver import errors
 from apiserver.patch import PatchError, UnsupportedPatchType, apply_patch
 from apiserver.proxy import exec_endpoints, log_endpoints
-from apiserver.registry.generic import Obj, Store, WriteOptions, loc_to_path
+from apiserver.registry.generic import Store, WriteOptions, loc_to_path
 from apiserver.registry.token import token_endpoints
 from apiserver.request import check_duplicates, decode_object, read_body, write_options
 from apiserver.validation import required, validate_replicas
@@ -23,6 +23,7 @@ from machinery.api.autoscaling_v1 import Scale
 from machinery.api.core_v1 import Binding
 from machinery.selectors import label_selector_to_string
 from machinery.timeutil import now_rfc3339
+from machinery.types import Obj
 
 if TYPE_CHECKING:
     from apiserver.handlers import ResourceHandlers

@@ -25,11 +25,12 @@ from starlette.responses import Response
 
 from apiserver import errors
 from apiserver.auth import serviceaccount as tokens
-from apiserver.registry.generic import Obj, Store, loc_to_path
+from apiserver.registry.generic import Store, loc_to_path
 from apiserver.request import check_duplicates, decode_object, read_body, write_options
 from apiserver.validation import FieldError, invalid
 from machinery.api.authentication_v1 import TokenRequest
 from machinery.timeutil import format_rfc3339, parse_rfc3339
+from machinery.types import Obj
 
 if TYPE_CHECKING:
     from apiserver.handlers import ResourceHandlers

@@ -15,8 +15,7 @@ import pytest
 from kubectl.apply import LAST_APPLIED, last_applied_of, modified_configuration, three_way_merge_patch
 from machinery.api.apps_v1 import Deployment
 from machinery.api.core_v1 import Pod
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 
 def manifest() -> Obj:

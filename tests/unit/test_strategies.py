@@ -38,9 +38,8 @@ from apiserver.validation import (
     validate_nonnegative_int_or_percent,
     validate_not_more_than_100_percent,
 )
+from machinery.types import Obj
 from machinery.validation import name_is_dns_subdomain
-
-Obj = dict[str, Any]
 
 SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
                  "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
