@@ -39,7 +39,16 @@ from machinery.client import KUBE_VERSION, ApiClient, ApiError, retry_on_conflic
 from machinery.controller import Controller
 from machinery.events import EventRecorder
 from machinery.informer import NODE_NAME_INDEX, SharedInformerFactory, node_name_index
-from machinery.taints import tolerates
+from machinery.taints import (
+    TAINT_NODE_DISK_PRESSURE,
+    TAINT_NODE_MEMORY_PRESSURE,
+    TAINT_NODE_NETWORK_UNAVAILABLE,
+    TAINT_NODE_NOT_READY,
+    TAINT_NODE_PID_PRESSURE,
+    TAINT_NODE_UNREACHABLE,
+    TAINT_NODE_UNSCHEDULABLE,
+    tolerates,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,24 +57,16 @@ USER_AGENT = f"kube-controller-manager/{KUBE_VERSION} (linux/amd64) minik8s/{IDE
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 
-TAINT_NOT_READY = "node.kubernetes.io/not-ready"
-TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
-TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
-TAINT_MEMORY_PRESSURE = "node.kubernetes.io/memory-pressure"
-TAINT_DISK_PRESSURE = "node.kubernetes.io/disk-pressure"
-TAINT_PID_PRESSURE = "node.kubernetes.io/pid-pressure"
-TAINT_NETWORK_UNAVAILABLE = "node.kubernetes.io/network-unavailable"
-
 # upstream nodeConditionToTaintKeyStatusMap: condition type -> {status: taint key} (NoSchedule)
 CONDITION_TAINTS: dict[str, dict[str, str]] = {
-    "Ready": {"False": TAINT_NOT_READY, "Unknown": TAINT_UNREACHABLE},
-    "MemoryPressure": {"True": TAINT_MEMORY_PRESSURE},
-    "DiskPressure": {"True": TAINT_DISK_PRESSURE},
-    "NetworkUnavailable": {"True": TAINT_NETWORK_UNAVAILABLE},
-    "PIDPressure": {"True": TAINT_PID_PRESSURE},
+    "Ready": {"False": TAINT_NODE_NOT_READY, "Unknown": TAINT_NODE_UNREACHABLE},
+    "MemoryPressure": {"True": TAINT_NODE_MEMORY_PRESSURE},
+    "DiskPressure": {"True": TAINT_NODE_DISK_PRESSURE},
+    "NetworkUnavailable": {"True": TAINT_NODE_NETWORK_UNAVAILABLE},
+    "PIDPressure": {"True": TAINT_NODE_PID_PRESSURE},
 }
-NO_SCHEDULE_KEYS = frozenset({k for m in CONDITION_TAINTS.values() for k in m.values()} | {TAINT_UNSCHEDULABLE})
-NO_EXECUTE_KEYS = frozenset({TAINT_NOT_READY, TAINT_UNREACHABLE})
+NO_SCHEDULE_KEYS = frozenset({k for m in CONDITION_TAINTS.values() for k in m.values()} | {TAINT_NODE_UNSCHEDULABLE})
+NO_EXECUTE_KEYS = frozenset({TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE})
 # conditions the controller turns Unknown when the kubelet goes quiet (NetworkUnavailable is not the kubelet's)
 KUBELET_CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 
@@ -119,12 +120,12 @@ def desired_taints(node: Node) -> set[tuple[str, str]]:
         if key is not None:
             out.add((key, "NoSchedule"))
     if node.spec is not None and node.spec.unschedulable:
-        out.add((TAINT_UNSCHEDULABLE, "NoSchedule"))
+        out.add((TAINT_NODE_UNSCHEDULABLE, "NoSchedule"))
     ready = ready_status(node)
     if ready == "False":
-        out.add((TAINT_NOT_READY, "NoExecute"))
+        out.add((TAINT_NODE_NOT_READY, "NoExecute"))
     elif ready == "Unknown":
-        out.add((TAINT_UNREACHABLE, "NoExecute"))
+        out.add((TAINT_NODE_UNREACHABLE, "NoExecute"))
     return out
 
 

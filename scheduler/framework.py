@@ -48,11 +48,6 @@ DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 
-# Taints the node lifecycle controller (and the kubelet at registration) put on nodes.
-TAINT_NODE_NOT_READY = "node.kubernetes.io/not-ready"
-TAINT_NODE_UNREACHABLE = "node.kubernetes.io/unreachable"
-TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
-
 LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_REGION = "topology.kubernetes.io/region"
 
