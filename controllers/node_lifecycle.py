@@ -30,7 +30,6 @@ import datetime as dt
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from machinery import timeutil
 from machinery.api.coordination_v1 import Lease
@@ -56,6 +55,7 @@ IDENTITY = "system:serviceaccount:kube-system:node-controller"
 USER_AGENT = f"kube-controller-manager/{KUBE_VERSION} (linux/amd64) minik8s/{IDENTITY}"
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
+CACHE_CATCH_UP_SECONDS = 30.0  # how long our own read or write of a node outranks the informer's copy
 
 # upstream nodeConditionToTaintKeyStatusMap: condition type -> {status: taint key} (NoSchedule)
 CONDITION_TAINTS: dict[str, dict[str, str]] = {
@@ -167,6 +167,28 @@ class _Health:
     heartbeat: tuple[str | None, str | None]  # (Ready lastHeartbeatTime, Lease renewTime) seen last
     ready: str | None  # Ready status seen last
     node: Node  # the newest version of the node this controller has seen or written
+    # the resourceVersion of a version we read or wrote that the informer has not shown yet, and
+    # when (loop.time()). A watch shows a node's versions in order, so until it shows this one it
+    # shows older ones. resourceVersions are opaque to clients (API conventions): equality only.
+    awaiting: str | None = None
+    awaiting_since: float = 0.0
+
+    def hold(self, from_api: Node, cached: Node | None, now: float) -> None:
+        """`from_api` (just read or written) is the newest version; the informer's copy (`cached`,
+        taken with no await in between) is behind until it shows it."""
+        self.node = from_api
+        rv = from_api.metadata.resource_version or None
+        shown = cached is not None and cached.metadata.resource_version == rv
+        self.awaiting, self.awaiting_since = (None if shown else rv), now
+
+    def newest(self, cached: Node, now: float) -> Node:
+        """The informer's node, or ours while the informer has not caught up with it yet. A relist
+        may skip a version: after CACHE_CATCH_UP_SECONDS the cache is believed again."""
+        if self.awaiting is not None and cached.metadata.resource_version != self.awaiting \
+                and now - self.awaiting_since < CACHE_CATCH_UP_SECONDS:
+            return self.node
+        self.awaiting = None
+        return cached
 
 
 class NodeLifecycleController(Controller):
@@ -232,9 +254,7 @@ class NodeLifecycleController(Controller):
             self.recorder.event(node, "Normal", "RegisteredNode",
                                 f"Node {key} event: Registered Node {key} in Controller")
         else:
-            if _rv(node) < _rv(health.node):
-                node = health.node  # the cache has not caught up with our own last write yet
-            health.node = node
+            node = health.node = health.newest(node, now)
             heartbeat = self._heartbeat(node)
             if heartbeat != health.heartbeat:
                 health.heartbeat, health.probe = heartbeat, now
@@ -268,15 +288,17 @@ class NodeLifecycleController(Controller):
                 return health.node
             heartbeat = self._heartbeat(fresh)
             if heartbeat != health.heartbeat:  # the kubelet spoke after all
-                health.heartbeat, health.probe, health.node = heartbeat, loop.time(), fresh
+                health.heartbeat, health.probe = heartbeat, loop.time()
+                health.hold(fresh, self.nodes.store.get(name), loop.time())
                 return fresh
             if not mark_unknown(fresh, timeutil.now_rfc3339()):
-                health.node = fresh
+                health.hold(fresh, self.nodes.store.get(name), loop.time())
                 return fresh
             updated = await self.client.update_status(fresh)
             log.info("nodelifecycle: node %s stopped posting status; conditions now Unknown", name)
             # our own write may add a heartbeat time (NodeStatusNeverUpdated): not a kubelet heartbeat
-            health.heartbeat, health.node = self._heartbeat(updated), updated
+            health.heartbeat = self._heartbeat(updated)
+            health.hold(updated, self.nodes.store.get(name), loop.time())
             return updated
 
         try:
@@ -334,7 +356,7 @@ class NodeLifecycleController(Controller):
             after = {(t.key, t.effect) for t in taints}
             log.info("nodelifecycle: node %s taints: +%s -%s", name,
                      sorted(f"{k}:{e}" for k, e in after - before), sorted(f"{k}:{e}" for k, e in before - after))
-            health.node = updated
+            health.hold(updated, self.nodes.store.get(name), asyncio.get_running_loop().time())
             return updated
 
         try:
@@ -388,9 +410,3 @@ class NodeLifecycleController(Controller):
             if not (e.is_not_found or e.is_conflict):
                 raise
 
-
-def _rv(obj: Any) -> int:
-    try:
-        return int(obj.metadata.resource_version or 0)
-    except ValueError:
-        return 0
