@@ -25,6 +25,7 @@ __all__ = [
     "human_duration",
     "now",
     "now_rfc3339",
+    "now_rfc3339_local",
     "now_rfc3339_micro",
     "parse_go_duration",
     "parse_rfc3339",
@@ -76,6 +77,13 @@ def now_rfc3339(offset_seconds: float = 0) -> str:
     if offset_seconds:
         t += timedelta(seconds=offset_seconds)
     return format_rfc3339(t)
+
+
+def now_rfc3339_local() -> str:
+    """Go's time.Now().Format(time.RFC3339): local time with its offset, "Z" in UTC (kubectl stamps
+    `kubectl.kubernetes.io/restartedAt` so; API objects' own times are UTC)."""
+    text = datetime.now().astimezone().replace(microsecond=0).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
 def now_rfc3339_micro() -> str:

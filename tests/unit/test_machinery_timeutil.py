@@ -5,6 +5,7 @@ test_requestinfo.py)."""
 from __future__ import annotations
 
 import argparse
+import re
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -18,6 +19,7 @@ from machinery.timeutil import (
     human_duration,
     now,
     now_rfc3339,
+    now_rfc3339_local,
     now_rfc3339_micro,
     parse_go_duration,
     parse_rfc3339,
@@ -88,6 +90,10 @@ def test_now_is_utc_and_on_the_wire() -> None:
     assert stamp is not None and abs((stamp - before).total_seconds()) < 2
     later = parse_rfc3339(now_rfc3339(3600))
     assert later is not None and 3598 < (later - before).total_seconds() < 3602
+    local = now_rfc3339_local()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)", local)
+    stamp = parse_rfc3339(local)
+    assert stamp is not None and abs((stamp - before).total_seconds()) < 2
     micro = now_rfc3339_micro()
     assert micro.endswith("Z") and len(micro.split(".")[1]) == 7
 
