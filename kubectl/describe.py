@@ -918,15 +918,15 @@ def _describe_node_resources(w: PrefixWriter, pods: list[Obj], status: Obj) -> N
     w.write(1, "--------\t--------\t------\n")
     alloc_eph = quantity(allocatable.get("ephemeral-storage", 0))
     for resource, whole in (("cpu", alloc_cpu), ("memory", alloc_mem), ("ephemeral-storage", alloc_eph)):
-        r, lim = total_req.get(resource, _ZERO), total_lim.get(resource, _ZERO)
+        r, limit = total_req.get(resource, _ZERO), total_lim.get(resource, _ZERO)
         w.write(1, f"{resource}\t{r} ({_percent(r, whole)}%)\t"
-                   f"{lim} ({_percent(lim, whole)}%)\n")
+                   f"{limit} ({_percent(limit, whole)}%)\n")
     standard = {"cpu", "memory", "ephemeral-storage", "pods", "storage"}
     for resource in sorted(k for k in allocatable if k.startswith("hugepages-")):
-        r, lim = total_req.get(resource, _ZERO), total_lim.get(resource, _ZERO)
+        r, limit = total_req.get(resource, _ZERO), total_lim.get(resource, _ZERO)
         whole = quantity(allocatable[resource])
         w.write(1, f"{resource}\t{r} ({_percent(r, whole)}%)\t"
-                   f"{lim} ({_percent(lim, whole)}%)\n")
+                   f"{limit} ({_percent(limit, whole)}%)\n")
     for resource in sorted(k for k in allocatable if k not in standard and not k.startswith("hugepages-")):
         w.write(1, f"{resource}\t{total_req.get(resource, _ZERO)}\t"
                    f"{total_lim.get(resource, _ZERO)}\n")
