@@ -116,13 +116,17 @@ class Quantity:
         return f"{mantissa}e{exp}" if exp else str(mantissa)
 
 
-@functools.lru_cache(maxsize=4096, typed=True)  # typed: True must not answer for 1
-def parse_quantity(text: str | int | float) -> Quantity:
+def parse_quantity(text: object) -> Quantity:
     """resource.ParseQuantity (numbers as the JSON decoder hands them over, too); raises
-    ValueError with upstream's message when malformed. Cached: manifests repeat the same few
-    quantities, and exact Fraction arithmetic is slow."""
+    ValueError with upstream's message when malformed, whatever the value (a list, a dict, true)."""
     if isinstance(text, bool) or not isinstance(text, str | int | float):
         raise ValueError(QUANTITY_REGEX_ERROR)
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)  # typed: 1.0 must not answer for 1
+def _parse(text: str | int | float) -> Quantity:
+    """Cached: manifests repeat the same few quantities, and exact Fraction arithmetic is slow."""
     if isinstance(text, int):
         return Quantity(Fraction(text))
     if isinstance(text, float):

@@ -47,7 +47,7 @@ class TestQuantities:
         with pytest.raises(ValueError) as info:
             parse_quantity("1Kb")
         assert str(info.value) == QUANTITY_SUFFIX_ERROR
-        for bad in (True, float("inf"), float("nan")):
+        for bad in (True, float("inf"), float("nan"), None, {"a": 1}, ["1"]):
             with pytest.raises(ValueError) as info:
                 parse_quantity(bad)
             assert str(info.value) == QUANTITY_REGEX_ERROR
