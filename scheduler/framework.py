@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import enum
 import functools
-import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -101,7 +100,7 @@ SUCCESS = Status()
 def _value(quantity: Any) -> int:
     """Quantity.Value(): whole units, rounded up; a malformed quantity counts as 0."""
     try:
-        return math.ceil(parse_quantity(quantity).value)
+        return parse_quantity(quantity).int_value()
     except (ValueError, TypeError):
         return 0
 
