@@ -25,7 +25,7 @@ from apiserver.auth.serviceaccount import DEFAULT_ISSUER
 from apiserver.podsecurity.config import ConfigError, load_admission_config
 from apiserver.serving import Listener, run
 from apiserver.storage.etcd import EtcdTLS
-from machinery.duration import duration_flag, parse_go_duration
+from machinery.timeutil import duration_flag, parse_go_duration
 from machinery.tls import server_ssl_context
 
 

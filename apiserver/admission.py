@@ -35,7 +35,7 @@ import ssl
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -48,13 +48,12 @@ from apiserver.warning import add_warning
 from machinery.authn.user import UserInfo
 from machinery.patch import PatchError, json_patch
 from machinery.selectors import LabelSelector, SelectorError, selector_from_label_selector
+from machinery.types import Obj
 
 if TYPE_CHECKING:
     import aiohttp
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 ALL_PLUGINS = ("ServiceAccount", "MutatingAdmissionWebhook", "NodeRestriction", "PodSecurity",

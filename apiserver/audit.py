@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import os
 import sys
 import time
@@ -35,21 +34,10 @@ import orjson
 import yaml
 
 from machinery.api import audit_v1
+from machinery.timeutil import format_rfc3339_micro
 
 LEVELS = ("None", "Metadata", "Request", "RequestResponse")
 _RANK = {level: i for i, level in enumerate(LEVELS)}
-
-
-_second: list[Any] = [None, ""]  # the last whole second formatted, and its text
-
-
-def timestamp(t: float) -> str:
-    """RFC 3339 with microseconds, as upstream's MicroTime: 2026-11-21T10:00:00.123456Z (the
-    seconds part is formatted once per second: two of these per audited request)."""
-    second = int(t)
-    if _second[0] != second:
-        _second[0], _second[1] = second, dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{_second[1]}.{int((t - second) * 1_000_000):06d}Z"
 
 
 _ID_BATCH = 256
@@ -279,7 +267,7 @@ class Auditor:
             if r.subresource:
                 ref["subresource"] = r.subresource
             event["objectRef"] = ref
-        event["requestReceivedTimestamp"] = timestamp(received)
+        event["requestReceivedTimestamp"] = format_rfc3339_micro(received)
         ctx = AuditContext(level, omit, event)
         if "RequestReceived" not in omit:
             self._emit(ctx, "RequestReceived")
@@ -288,7 +276,7 @@ class Auditor:
     def _emit(self, ctx: AuditContext, stage: str) -> None:
         ev = ctx.event
         ev["stage"] = stage
-        ev["stageTimestamp"] = timestamp(time.time())
+        ev["stageTimestamp"] = format_rfc3339_micro(time.time())
         self.writer.write(orjson.dumps(ev, option=orjson.OPT_APPEND_NEWLINE))
 
     def response_started(self, ctx: AuditContext, code: int) -> None:

@@ -13,13 +13,10 @@ Node authorizer saw only names; this looks at the objects a kubelet (system:node
 
 from __future__ import annotations
 
-from typing import Any
-
 from apiserver import errors
 from apiserver.registry.generic import AdmissionAttributes
 from machinery.nodelabels import in_namespace, is_kubelet_label, is_kubernetes_label, label_namespace
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 NODE_RESTRICTION_NAMESPACE = "node-restriction.kubernetes.io"
 

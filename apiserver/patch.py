@@ -17,7 +17,7 @@ Objects are wire-form dicts (camelCase JSON). No function here mutates its input
 from __future__ import annotations
 
 import json
-from typing import Any, TypeAlias
+from typing import Any
 
 import yaml
 from pydantic import BaseModel
@@ -25,8 +25,7 @@ from pydantic import BaseModel
 from apiserver.validation import check_body_values
 from machinery.patch import PatchError, json_merge_patch, json_patch, strategic_merge_patch
 from machinery.patch.errors import invalid
-
-Obj: TypeAlias = dict[str, Any]
+from machinery.types import Obj
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"

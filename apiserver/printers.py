@@ -16,15 +16,17 @@ function registered with `@_printer(resource, columns)`: adding a resource is on
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["column_definitions", "human_duration", "table_for"]
+from machinery.timeutil import parse_rfc3339, translate_timestamp_since
+from machinery.types import Obj
+from machinery.validation import is_qualified_name, is_valid_label_value
 
-Obj = dict[str, Any]
+__all__ = ["column_definitions", "table_for"]
+
 Cell = str | int | bool
 CellsFn = Callable[[Obj, datetime], list[Cell]]
 RowConditionsFn = Callable[[Obj], list[dict[str, str]]]
@@ -33,98 +35,9 @@ INCLUDE_NONE = "None"
 INCLUDE_METADATA = "Metadata"
 INCLUDE_OBJECT = "Object"
 
-_NS = 1_000_000_000
-_MINUTE = 60 * _NS
-_HOUR = 60 * _MINUTE
-
-
 # ---------------------------------------------------------------------------------------------
 # Durations and timestamps
 # ---------------------------------------------------------------------------------------------
-
-
-def _trunc_div(a: int, b: int) -> int:
-    """Go's integer division (truncates toward zero)."""
-    q = abs(a) // b
-    return q if a >= 0 else -q
-
-
-def _human_duration_ns(d: int) -> str:
-    """k8s.io/apimachinery/pkg/util/duration.HumanDuration on a duration in nanoseconds."""
-    # Allow deviation no more than 2 seconds (excluded) to tolerate machine time inconsistence.
-    seconds = _trunc_div(d, _NS)
-    if seconds < -1:
-        return "<invalid>"
-    if seconds < 0:
-        return "0s"
-    if seconds < 60 * 2:
-        return f"{seconds}s"
-    minutes = d // _MINUTE
-    if minutes < 10:
-        s = (d // _NS) % 60
-        return f"{minutes}m" if s == 0 else f"{minutes}m{s}s"
-    if minutes < 60 * 3:
-        return f"{minutes}m"
-    hours = d // _HOUR
-    if hours < 8:
-        m = (d // _MINUTE) % 60
-        return f"{hours}h" if m == 0 else f"{hours}h{m}m"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        h = hours % 24
-        return f"{hours // 24}d" if h == 0 else f"{hours // 24}d{h}h"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        dy = (hours // 24) % 365
-        return f"{hours // 24 // 365}y" if dy == 0 else f"{hours // 24 // 365}y{dy}d"
-    return f"{hours // 24 // 365}y"
-
-
-def human_duration(seconds: float) -> str:
-    """A succinct duration with ~2-3 significant figures, exactly like upstream's
-    duration.HumanDuration: "5s", "119s", "3m20s", "15m", "5h3m", "2d3h", "400d", "3y20d"."""
-    return _human_duration_ns(int(seconds * _NS))
-
-
-_FRACTION = re.compile(r"\.(\d+)")
-_GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
-
-
-def _parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 metav1.Time / MicroTime (any number of fraction digits); None when it is
-    missing, unparsable or Go's zero time (what upstream's IsZero() catches)."""
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip()
-    m = _FRACTION.search(text)
-    if m:  # fromisoformat wants exactly microseconds; Go emits up to nanoseconds
-        text = f"{text[: m.start()]}.{m.group(1)[:6].ljust(6, '0')}{text[m.end() :]}"
-    if text[-1] in "Zz":
-        text = text[:-1] + "+00:00"
-    try:
-        t = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=UTC)
-    if t == _GO_ZERO_TIME:
-        return None
-    return t
-
-
-def _since_time(t: datetime | None, now: datetime) -> str:
-    """upstream translateTimestampSince: "<unknown>" for a zero time."""
-    if t is None:
-        return "<unknown>"
-    delta = now - t
-    micros = delta // timedelta(microseconds=1)
-    return _human_duration_ns(micros * 1000)
-
-
-def _since(value: Any, now: datetime) -> str:
-    return _since_time(_parse_time(value), now)
 
 
 def _later(current: datetime | None, candidate: datetime | None) -> datetime | None:
@@ -168,7 +81,7 @@ def _name(obj: Obj) -> str:
 
 
 def _age(obj: Obj, now: datetime) -> str:
-    return _since(_d(obj.get("metadata")).get("creationTimestamp"), now)
+    return translate_timestamp_since(_d(obj.get("metadata")).get("creationTimestamp"), now)
 
 
 def _layout_container_cells(containers: list[Any]) -> tuple[str, str]:
@@ -185,21 +98,6 @@ def _template_containers(obj: Obj) -> list[Any]:
 # Label selectors (metav1.LabelSelectorAsSelector(...).String() and metav1.FormatLabelSelector)
 # ---------------------------------------------------------------------------------------------
 
-_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def _valid_label_key(key: str) -> bool:
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        return False
-    return 0 < len(name) <= 63 and bool(_NAME_PART.match(name))
-
-
-def _valid_label_value(value: str) -> bool:
-    return value == "" or (len(value) <= 63 and bool(_NAME_PART.match(value)))
-
-
 _SELECTOR_OPS = {"In": " in ", "NotIn": " notin ", "Exists": "", "DoesNotExist": ""}
 
 
@@ -215,17 +113,17 @@ def _selector_string(selector: Any) -> str | None:
         return ""
     requirements: list[tuple[str, str]] = []
     for key, value in match_labels.items():
-        if not _valid_label_key(key) or not _valid_label_value(_s(value)):
+        if is_qualified_name(key) or is_valid_label_value(_s(value)):
             return None
         requirements.append((key, f"{key}={value}"))
     for raw in expressions:
         expr = _d(raw)
         key, op = _s(expr.get("key")), _s(expr.get("operator"))
         values = [_s(v) for v in _l(expr.get("values"))]
-        if op not in _SELECTOR_OPS or not _valid_label_key(key):
+        if op not in _SELECTOR_OPS or is_qualified_name(key):
             return None
         if op in ("In", "NotIn"):
-            if not values or not all(_valid_label_value(v) for v in values):
+            if not values or any(is_valid_label_value(v) for v in values):
                 return None
             requirements.append((key, f"{key}{_SELECTOR_OPS[op]}({','.join(sorted(values))})"))
         else:
@@ -397,7 +295,7 @@ def _last_terminated_at(container_status: Obj) -> datetime | None:
     terminated = _d(container_status.get("lastState")).get("terminated")
     if terminated is None:
         return None
-    return _parse_time(_d(terminated).get("finishedAt"))
+    return parse_rfc3339(_d(terminated).get("finishedAt"))
 
 
 def _terminated_without_reason(terminated: Obj, prefix: str) -> str:
@@ -522,7 +420,7 @@ def _print_pod(pod: Obj, now: datetime) -> list[Cell]:
 
     restarts_cell = str(restarts)
     if restarts != 0 and last_restart is not None:
-        restarts_cell = f"{restarts} ({_since_time(last_restart, now)} ago)"
+        restarts_cell = f"{restarts} ({translate_timestamp_since(last_restart, now)} ago)"
 
     return [
         _name(pod),
@@ -812,15 +710,15 @@ def _event_source(ev: Obj) -> str:
 )
 def _print_event(raw: Obj, now: datetime) -> list[Cell]:
     ev = _core_event(raw)
-    first_time = _parse_time(ev.get("firstTimestamp"))
-    first_seen = _since_time(first_time, now) if first_time else _since(ev.get("eventTime"), now)
-    last_time = _parse_time(ev.get("lastTimestamp"))
-    last_seen = _since_time(last_time, now) if last_time else first_seen
+    first_time = parse_rfc3339(ev.get("firstTimestamp"))
+    first_seen = translate_timestamp_since(first_time or ev.get("eventTime"), now)
+    last_time = parse_rfc3339(ev.get("lastTimestamp"))
+    last_seen = translate_timestamp_since(last_time, now) if last_time else first_seen
 
     count = _i(ev.get("count"))
     series = ev.get("series")
     if isinstance(series, dict):
-        last_seen = _since(series.get("lastObservedTime"), now)
+        last_seen = translate_timestamp_since(series.get("lastObservedTime"), now)
         count = _i(series.get("count"))
     elif count == 0:
         count = 1  # singleton events don't have a count set in the new API

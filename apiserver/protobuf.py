@@ -31,6 +31,8 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
+from machinery.timeutil import format_rfc3339, format_rfc3339_micro
+
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"
 
@@ -475,9 +477,7 @@ def _timestamp(data: bytes, micro: bool, where: str) -> str | None:
         moment = _EPOCH + timedelta(seconds=seconds, microseconds=nanos // 1000)
     except OverflowError:
         raise ValueError(f"{where}: time out of range ({seconds}s)") from None
-    if micro:
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_rfc3339_micro(moment) if micro else format_rfc3339(moment)
 
 
 def _int_or_string(data: bytes, where: str) -> int | str:

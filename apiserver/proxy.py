@@ -42,11 +42,11 @@ from apiserver import errors
 from apiserver.handlers import ResourceHandlers
 from apiserver.request import query
 from apiserver.responsewriters import json_response
+from machinery.types import Obj
 
 log = logging.getLogger(__name__)
 
 Endpoint = Callable[..., Any]
-Obj = dict[str, Any]
 
 EXEC_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io")
 DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"

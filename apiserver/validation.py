@@ -1,17 +1,28 @@
 """Field errors as upstream's apimachinery/pkg/util/validation/field reports them, and the common
-checks (DNS-1123 names, label keys and values, quantities) every strategy uses."""
+checks every strategy uses, as field errors: names, labels and annotations (the rules themselves are
+machinery/validation.py, apimachinery util/validation), ports, percents, IPs, label selectors,
+quantities (parsed by machinery/quantity.py), and the limits on decoded bodies."""
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import json
 import math
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
+
+from machinery.quantity import Quantity, parse_quantity
+from machinery.validation import (
+    byte_len,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+    is_label_key,
+    is_valid_ip,
+    is_valid_label_value,
+    is_valid_percent,
+    is_valid_port_name,
+    is_valid_port_num,
+)
 
 # upstream field.ErrorType → (StatusCause.reason, the words in the message)
 _ERROR_TYPES = {
@@ -128,144 +139,10 @@ def go_value(value: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Names, labels, annotations (k8s.io/apimachinery/pkg/util/validation), messages verbatim.
+# Names, labels, annotations (the checks: machinery/validation.py), as field errors.
 # ---------------------------------------------------------------------------------------------
 
-NameValidator = Callable[[str, bool], list[str]]
-
-DNS1123_LABEL_MAX_LENGTH = 63
-DNS1123_SUBDOMAIN_MAX_LENGTH = 253
-LABEL_VALUE_MAX_LENGTH = 63
-QUALIFIED_NAME_MAX_LENGTH = 63
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * (1 << 10)  # 256 KiB
-
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_LABEL_ERR = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-                      "and must start and end with an alphanumeric character")
-_DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
-_DNS1123_SUBDOMAIN_ERR = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
-                          "characters, '-' or '.', and must start and end with an alphanumeric character")
-_QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QNAME_ERR = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-              "alphanumeric character")
-_LABEL_VALUE_FMT = "(" + _QNAME_FMT + ")?"
-_LABEL_VALUE_ERR = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' "
-                    "or '.', and must start and end with an alphanumeric character")
-_PERCENT_FMT = "[0-9]+%"
-_PERCENT_ERR = "a valid percent string must be a numeric string followed by an ending '%'"
-_HTTP_HEADER_NAME_FMT = "[-A-Za-z0-9]+"
-_HTTP_HEADER_NAME_ERR = "a valid HTTP header must consist of alphanumeric characters or '-'"
-
-_DNS1123_LABEL_RE = re.compile(f"^{_DNS1123_LABEL_FMT}$")
-_DNS1123_SUBDOMAIN_RE = re.compile(f"^{_DNS1123_SUBDOMAIN_FMT}$")
-_QNAME_RE = re.compile(f"^{_QNAME_FMT}$")
-_LABEL_VALUE_RE = re.compile(f"^{_LABEL_VALUE_FMT}$")
-_PERCENT_RE = re.compile(f"^{_PERCENT_FMT}$")
-_HTTP_HEADER_NAME_RE = re.compile(f"^{_HTTP_HEADER_NAME_FMT}$")
-_PORT_NAME_CHARSET_RE = re.compile("^[-a-z0-9]+$")
-_PORT_NAME_ONE_LETTER_RE = re.compile("[a-z]")
-
-
-def regex_error(msg: str, fmt: str, *examples: str) -> str:
-    """validation.RegexError, including its double space before `or`."""
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    out = msg + " (e.g. "
-    for i, example in enumerate(examples):
-        if i > 0:
-            out += " or "
-        out += f"'{example}', "
-    return out + f"regex used for validation is '{fmt}')"
-
-
-def max_len_error(length: int) -> str:
-    return f"must be no more than {length} characters"
-
-
-def inclusive_range_error(lo: int, hi: int) -> str:
-    return f"must be between {lo} and {hi}, inclusive"
-
-
-def _blen(s: str) -> int:
-    """Go's len(): bytes, not code points."""
-    return len(s.encode())
-
-
-def is_dns1123_label(value: str) -> list[str]:
-    errs: list[str] = []
-    if _blen(value) > DNS1123_LABEL_MAX_LENGTH:
-        errs.append(max_len_error(DNS1123_LABEL_MAX_LENGTH))
-    if not _DNS1123_LABEL_RE.match(value):
-        if _DNS1123_SUBDOMAIN_RE.match(value):
-            errs.append("must not contain dots")
-        else:
-            errs.append(regex_error(_DNS1123_LABEL_ERR, _DNS1123_LABEL_FMT, "my-name", "123-abc"))
-    return errs
-
-
-def is_dns1123_subdomain(value: str) -> list[str]:
-    errs: list[str] = []
-    if _blen(value) > DNS1123_SUBDOMAIN_MAX_LENGTH:
-        errs.append(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH))
-    if not _DNS1123_SUBDOMAIN_RE.match(value):
-        errs.append(regex_error(_DNS1123_SUBDOMAIN_ERR, _DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return errs
-
-
-def is_qualified_name(value: str) -> list[str]:
-    """A label key: optional DNS-subdomain prefix and '/', then a name of at most 63 characters."""
-    errs: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
-    else:
-        return ["a valid label key " + regex_error(_QNAME_ERR, _QNAME_FMT, "MyName", "my.name", "123-abc")
-                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif _blen(name) > QUALIFIED_NAME_MAX_LENGTH:
-        errs.append("name part " + max_len_error(QUALIFIED_NAME_MAX_LENGTH))
-    if not _QNAME_RE.match(name):
-        errs.append("name part " + regex_error(_QNAME_ERR, _QNAME_FMT, "MyName", "my.name", "123-abc"))
-    return errs
-
-
-def is_valid_label_value(value: str) -> list[str]:
-    errs: list[str] = []
-    if _blen(value) > LABEL_VALUE_MAX_LENGTH:
-        errs.append(max_len_error(LABEL_VALUE_MAX_LENGTH))
-    if not _LABEL_VALUE_RE.match(value):
-        errs.append(regex_error(_LABEL_VALUE_ERR, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
-    return errs
-
-
-def is_http_header_name(value: str) -> list[str]:
-    if not _HTTP_HEADER_NAME_RE.match(value):
-        return [regex_error(_HTTP_HEADER_NAME_ERR, _HTTP_HEADER_NAME_FMT, "X-Header-Name")]
-    return []
-
-
-def _mask_trailing_dash(name: str) -> str:
-    """A generateName prefix may end in '-': the random suffix follows it."""
-    if len(name) > 1 and name.endswith("-"):
-        return name[:-1] + "a"
-    return name
-
-
-def name_is_dns_subdomain(name: str, prefix: bool) -> list[str]:
-    """apimachinery NameIsDNSSubdomain: most kinds (pods, nodes, deployments, ...)."""
-    return is_dns1123_subdomain(_mask_trailing_dash(name) if prefix else name)
-
-
-def name_is_dns_label(name: str, prefix: bool) -> list[str]:
-    """apimachinery NameIsDNSLabel: namespaces (their names end up in DNS as one label)."""
-    return is_dns1123_label(_mask_trailing_dash(name) if prefix else name)
 
 
 def validate_dns1123_label(value: str, field: str) -> list[FieldError]:
@@ -277,7 +154,7 @@ def validate_dns1123_subdomain(value: str, field: str) -> list[FieldError]:
 
 
 def validate_qualified_name(value: str, field: str) -> list[FieldError]:
-    return [invalid(field, value, m) for m in is_qualified_name(value)]
+    return [invalid(field, value, m) for m in is_label_key(value)]
 
 
 def validate_labels(labels: dict[str, str] | None, field: str) -> list[FieldError]:
@@ -294,8 +171,8 @@ def validate_annotations(annotations: dict[str, str] | None, field: str) -> list
     errs: list[FieldError] = []
     total = 0
     for key, value in (annotations or {}).items():
-        errs += [invalid(field, key, m) for m in is_qualified_name(key.lower())]
-        total += _blen(key) + _blen(value)
+        errs += [invalid(field, key, m) for m in is_label_key(key.lower())]
+        total += byte_len(key) + byte_len(value)
     if total > TOTAL_ANNOTATION_SIZE_LIMIT:
         errs.append(too_long(field, TOTAL_ANNOTATION_SIZE_LIMIT))
     return errs
@@ -341,26 +218,6 @@ def semantic_equal(a: Any, b: Any) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def is_valid_port_num(port: int) -> list[str]:
-    return [] if 1 <= port <= 65535 else [inclusive_range_error(1, 65535)]
-
-
-def is_valid_port_name(port: str) -> list[str]:
-    """An IANA_SVC_NAME: at most 15 of [-a-z0-9], at least one letter, no '--', no edge '-'."""
-    errs: list[str] = []
-    if _blen(port) > 15:
-        errs.append(max_len_error(15))
-    if not _PORT_NAME_CHARSET_RE.match(port):
-        errs.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
-    if not _PORT_NAME_ONE_LETTER_RE.search(port):
-        errs.append("must contain at least one letter (a-z)")
-    if "--" in port:
-        errs.append("must not contain consecutive hyphens")
-    if port and (port[0] == "-" or port[-1] == "-"):
-        errs.append("must not begin or end with a hyphen")
-    return errs
-
-
 def validate_port_num_or_name(port: int | str | None, field: str) -> list[FieldError]:
     """An IntOrString port (probes, services): a number 1-65535 or a named port."""
     if isinstance(port, bool) or port is None:
@@ -368,12 +225,6 @@ def validate_port_num_or_name(port: int | str | None, field: str) -> list[FieldE
     if isinstance(port, int):
         return [invalid(field, port, m) for m in is_valid_port_num(port)]
     return [invalid(field, port, m) for m in is_valid_port_name(port)]
-
-
-def is_valid_percent(value: str) -> list[str]:
-    if not _PERCENT_RE.match(value):
-        return [regex_error(_PERCENT_ERR, _PERCENT_FMT, "1%", "93%")]
-    return []
 
 
 def int_or_percent_value(value: int | str | None) -> int:
@@ -403,14 +254,6 @@ def validate_not_more_than_100_percent(value: int | str | None, field: str) -> l
     if isinstance(value, str) and not is_valid_percent(value) and int(value[:-1]) > 100:
         return [invalid(field, value, "must not be greater than 100%")]
     return []
-
-
-def is_valid_ip(value: str) -> bool:
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        return False
-    return True
 
 
 def validate_ip(value: str, field: str) -> list[FieldError]:
@@ -462,114 +305,8 @@ def validate_label_selector(selector: dict[str, Any] | None, field: str) -> list
 
 
 # ---------------------------------------------------------------------------------------------
-# Quantities (k8s.io/apimachinery/pkg/api/resource): parse, compare, print canonically.
+# Quantities (machinery/quantity.py), as field errors.
 # ---------------------------------------------------------------------------------------------
-
-QUANTITY_REGEX_ERROR = ("quantities must match the regular expression "
-                        "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
-
-_DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_BINARY_SUFFIXES = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_DECIMAL_BY_EXP = {v: k for k, v in _DECIMAL_SUFFIXES.items()}
-_BINARY_BY_EXP = {1: "Ki", 2: "Mi", 3: "Gi", 4: "Ti", 5: "Pi", 6: "Ei"}
-_QUANTITY_RE = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?(.*)$")
-_EXPONENT_RE = re.compile(r"^[eE]([+-]?[0-9]+)$")
-_NANO = Fraction(1, 10**9)
-
-
-@dataclass(frozen=True, order=False)
-class Quantity:
-    """A resource.Quantity: an exact value (rounded up to nano units) and the format it prints in."""
-
-    value: Fraction
-    format: str = "DecimalSI"  # DecimalSI | BinarySI | DecimalExponent
-
-    def __lt__(self, other: Quantity) -> bool:
-        return self.value < other.value
-
-    def __le__(self, other: Quantity) -> bool:
-        return self.value <= other.value
-
-    def __gt__(self, other: Quantity) -> bool:
-        return self.value > other.value
-
-    def __ge__(self, other: Quantity) -> bool:
-        return self.value >= other.value
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Quantity) and self.value == other.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)
-
-    def __add__(self, other: Quantity) -> Quantity:
-        return Quantity(self.value + other.value, self.format)
-
-    def is_integer(self) -> bool:
-        return self.value.denominator == 1
-
-    def milli_value(self) -> int:
-        """Value in thousandths, rounded up (Quantity.MilliValue)."""
-        return math.ceil(self.value * 1000)
-
-    def __str__(self) -> str:
-        """Quantity.String(): the canonical form ("1500m" → "1500m", "0.5" → "500m", "1024Mi" → "1Gi")."""
-        value = self.value
-        if value == 0:
-            return "0"
-        fmt = self.format
-        if fmt == "BinarySI" and (-1024 < value < 1024 or value.denominator != 1):
-            fmt = "DecimalSI"
-        if fmt == "BinarySI":
-            mantissa, exp = int(value), 0
-            while mantissa % 1024 == 0 and exp < 6:
-                mantissa //= 1024
-                exp += 1
-            return f"{mantissa}{_BINARY_BY_EXP.get(exp, '')}"
-        mantissa, exp = int(value / _NANO), -9  # exact: values are kept in nano units
-        while mantissa % 10 == 0:
-            mantissa //= 10
-            exp += 1
-        if exp % 3 == 1:
-            mantissa, exp = mantissa * 10, exp - 1
-        elif exp % 3 == 2:
-            mantissa, exp = mantissa * 100, exp - 2
-        if fmt == "DecimalSI" and exp in _DECIMAL_BY_EXP:
-            return f"{mantissa}{_DECIMAL_BY_EXP[exp]}"
-        return f"{mantissa}e{exp}" if exp else str(mantissa)
-
-
-@functools.lru_cache(maxsize=4096, typed=True)  # typed: True must not answer for 1
-def parse_quantity(text: str | int | float) -> Quantity:
-    """resource.ParseQuantity; raises ValueError with upstream's message when malformed. Cached:
-    manifests repeat the same few quantities, and exact Fraction arithmetic is slow."""
-    if isinstance(text, bool):
-        raise ValueError(QUANTITY_REGEX_ERROR)
-    if isinstance(text, int):
-        return Quantity(Fraction(text))
-    if isinstance(text, float):
-        text = repr(text)
-    m = _QUANTITY_RE.match(text)
-    if not text or m is None:
-        raise ValueError(QUANTITY_REGEX_ERROR)
-    sign, whole, frac, suffix = m.group(1), m.group(2), m.group(3) or "", m.group(4)
-    if not whole and not frac:
-        raise ValueError(QUANTITY_REGEX_ERROR)
-    number = Fraction(int(whole or "0")) + (Fraction(int(frac), 10 ** len(frac)) if frac else 0)
-    if suffix in _DECIMAL_SUFFIXES:
-        fmt, number = "DecimalSI", number * Fraction(10) ** _DECIMAL_SUFFIXES[suffix]
-    elif suffix in _BINARY_SUFFIXES:
-        fmt, number = "BinarySI", number * 2 ** _BINARY_SUFFIXES[suffix]
-    elif (e := _EXPONENT_RE.match(suffix)) is not None:
-        fmt, number = "DecimalExponent", number * Fraction(10) ** int(e.group(1))
-    else:
-        raise ValueError("unable to parse quantity's suffix")
-    if fmt == "BinarySI" and 0 < number < 1:
-        fmt = "DecimalSI"
-    if (number / _NANO).denominator != 1:
-        number = math.ceil(number / _NANO) * _NANO  # rounded up (away from zero) to nano units
-    return Quantity(-number if sign == "-" else number, fmt)
-
 
 def validate_quantity(value: Any, field: str) -> tuple[Quantity | None, list[FieldError]]:
     """Parse a wire quantity (string or number); a malformed one is an Invalid error at `field`."""

@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from datetime import datetime
 
 from machinery.api.core_v1 import ServiceAccount
 from machinery.api.meta import ObjectMeta
 from machinery.api.resources import resource_for
 from machinery.client import ApiClient, ApiError, CachingTokenSource, TokenFetch
 from machinery.kubeconfig import ClientConfig
+from machinery.timeutil import parse_rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,10 @@ SERVICE_ACCOUNTS = resource_for("", "serviceaccounts")
 
 
 def _timestamp(value: str) -> float:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    t = parse_rfc3339(value)
+    if t is None:
+        raise ValueError(f"not an RFC 3339 time: {value!r}")
+    return t.timestamp()
 
 
 class DynamicClientBuilder:

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from machinery import timeutil
 from machinery.api.core_v1 import Pod, PodTemplateSpec
 from machinery.api.meta import ObjectMeta, OwnerReference
 from machinery.client import ApiError
@@ -42,28 +43,6 @@ SLOW_START_INITIAL_BATCH_SIZE = 1
 EXPECTATIONS_TIMEOUT = 300.0  # seconds (upstream ExpectationsTimeout)
 POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 ORPHAN_INDEX = "minik8s/orphansByNamespace"
-
-
-# -- time -------------------------------------------------------------------------------------
-
-
-def now_utc() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def rfc3339(t: dt.datetime) -> str:
-    """metav1.Time on the wire: second precision, UTC, `Z`."""
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: str | None) -> dt.datetime | None:
-    if not value:
-        return None
-    try:
-        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
 # -- API errors -------------------------------------------------------------------------------
@@ -237,7 +216,7 @@ def pod_ready_time(pod: Pod) -> dt.datetime | None:
     c = pod_ready_condition(pod)
     if c is None or c.status != "True":
         return None
-    return parse_time(c.last_transition_time)
+    return timeutil.parse_rfc3339(c.last_transition_time)
 
 
 def is_pod_available(pod: Pod, min_ready_seconds: int, now: dt.datetime) -> bool:
@@ -332,7 +311,8 @@ def _less(a: RankedPod, b: RankedPod, now: dt.datetime) -> bool:
     if xa[1] != xb[1]:
         return xa[1] > xb[1]
     # 8. newer < older (in log2 buckets)
-    ta, tb = parse_time(pa.metadata.creation_timestamp), parse_time(pb.metadata.creation_timestamp)
+    ta = timeutil.parse_rfc3339(pa.metadata.creation_timestamp)
+    tb = timeutil.parse_rfc3339(pb.metadata.creation_timestamp)
     if ta != tb:
         if ta is None or tb is None:
             return _after_or_zero(ta, tb)
@@ -345,7 +325,7 @@ def _less(a: RankedPod, b: RankedPod, now: dt.datetime) -> bool:
 
 def rank_pods_for_deletion(pods: Sequence[Pod], related: Sequence[Pod], now: dt.datetime | None = None) -> list[Pod]:
     """Pods in deletion order, least useful first (getPodsRankedByRelatedPodsOnSameNode + sort)."""
-    now = now or now_utc()
+    now = now or timeutil.now()
     on_node: dict[str, int] = {}
     for p in related:
         if is_pod_active(p):

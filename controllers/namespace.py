@@ -28,6 +28,7 @@ from machinery.api.resources import RESOURCES, ResourceInfo
 from machinery.client import KUBE_VERSION, ApiClient, ApiError, retry_on_conflict
 from machinery.controller import Controller
 from machinery.informer import SharedInformerFactory
+from machinery.timeutil import now_rfc3339, parse_rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +49,6 @@ _OK_CONDITIONS: dict[str, tuple[str, str]] = {
 }
 
 _MAX_BACKOFF = 10.0
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_time(value: str) -> dt.datetime | None:
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 @dataclass
@@ -152,7 +142,7 @@ class NamespaceController(Controller):
                 meta = item.get("metadata") or {}
                 for finalizer in meta.get("finalizers") or []:
                     status.finalizers[finalizer] += 1
-                deadline = _parse_time(meta.get("deletionTimestamp") or "")
+                deadline = parse_rfc3339(meta.get("deletionTimestamp"))
                 if info.kind == "Pod" and deadline is not None:  # a graceful pod deletion: when should it end
                     status.estimate = max(status.estimate, (deadline - now).total_seconds())
         return status
@@ -192,9 +182,9 @@ class NamespaceController(Controller):
             for type_, (cstatus, reason, message) in wanted.items():
                 cond = by_type.get(type_)
                 if cond is None:
-                    cond = by_type[type_] = {"type": type_, "status": cstatus, "lastTransitionTime": _now()}
+                    cond = by_type[type_] = {"type": type_, "status": cstatus, "lastTransitionTime": now_rfc3339()}
                 elif cond.get("status") != cstatus:
-                    cond["status"], cond["lastTransitionTime"] = cstatus, _now()
+                    cond["status"], cond["lastTransitionTime"] = cstatus, now_rfc3339()
                 cond["reason"], cond["message"] = reason, message
             st["conditions"] = list(by_type.values())
             if before == {"phase": st["phase"], "conditions": st["conditions"]}:

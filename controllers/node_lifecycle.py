@@ -30,15 +30,24 @@ import datetime as dt
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any
 
+from machinery import timeutil
 from machinery.api.coordination_v1 import Lease
 from machinery.api.core_v1 import Node, NodeCondition, NodeStatus, Pod, Taint
 from machinery.client import KUBE_VERSION, ApiClient, ApiError, retry_on_conflict
 from machinery.controller import Controller
 from machinery.events import EventRecorder
 from machinery.informer import NODE_NAME_INDEX, SharedInformerFactory, node_name_index
-from machinery.taints import tolerates
+from machinery.taints import (
+    TAINT_NODE_DISK_PRESSURE,
+    TAINT_NODE_MEMORY_PRESSURE,
+    TAINT_NODE_NETWORK_UNAVAILABLE,
+    TAINT_NODE_NOT_READY,
+    TAINT_NODE_PID_PRESSURE,
+    TAINT_NODE_UNREACHABLE,
+    TAINT_NODE_UNSCHEDULABLE,
+    tolerates,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,25 +55,18 @@ IDENTITY = "system:serviceaccount:kube-system:node-controller"
 USER_AGENT = f"kube-controller-manager/{KUBE_VERSION} (linux/amd64) minik8s/{IDENTITY}"
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
-
-TAINT_NOT_READY = "node.kubernetes.io/not-ready"
-TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
-TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
-TAINT_MEMORY_PRESSURE = "node.kubernetes.io/memory-pressure"
-TAINT_DISK_PRESSURE = "node.kubernetes.io/disk-pressure"
-TAINT_PID_PRESSURE = "node.kubernetes.io/pid-pressure"
-TAINT_NETWORK_UNAVAILABLE = "node.kubernetes.io/network-unavailable"
+CACHE_CATCH_UP_SECONDS = 30.0  # how long our own read or write of a node outranks the informer's copy
 
 # upstream nodeConditionToTaintKeyStatusMap: condition type -> {status: taint key} (NoSchedule)
 CONDITION_TAINTS: dict[str, dict[str, str]] = {
-    "Ready": {"False": TAINT_NOT_READY, "Unknown": TAINT_UNREACHABLE},
-    "MemoryPressure": {"True": TAINT_MEMORY_PRESSURE},
-    "DiskPressure": {"True": TAINT_DISK_PRESSURE},
-    "NetworkUnavailable": {"True": TAINT_NETWORK_UNAVAILABLE},
-    "PIDPressure": {"True": TAINT_PID_PRESSURE},
+    "Ready": {"False": TAINT_NODE_NOT_READY, "Unknown": TAINT_NODE_UNREACHABLE},
+    "MemoryPressure": {"True": TAINT_NODE_MEMORY_PRESSURE},
+    "DiskPressure": {"True": TAINT_NODE_DISK_PRESSURE},
+    "NetworkUnavailable": {"True": TAINT_NODE_NETWORK_UNAVAILABLE},
+    "PIDPressure": {"True": TAINT_NODE_PID_PRESSURE},
 }
-NO_SCHEDULE_KEYS = frozenset({k for m in CONDITION_TAINTS.values() for k in m.values()} | {TAINT_UNSCHEDULABLE})
-NO_EXECUTE_KEYS = frozenset({TAINT_NOT_READY, TAINT_UNREACHABLE})
+NO_SCHEDULE_KEYS = frozenset({k for m in CONDITION_TAINTS.values() for k in m.values()} | {TAINT_NODE_UNSCHEDULABLE})
+NO_EXECUTE_KEYS = frozenset({TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE})
 # conditions the controller turns Unknown when the kubelet goes quiet (NetworkUnavailable is not the kubelet's)
 KUBELET_CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 
@@ -72,23 +74,6 @@ DEFAULT_GRACE_PERIOD = 40.0
 DEFAULT_STARTUP_GRACE_PERIOD = 60.0
 DEFAULT_POD_EVICTION_TIMEOUT = 300.0
 DEFAULT_MONITOR_PERIOD = 5.0
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def _fmt(t: dt.datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse(value: str | None) -> dt.datetime | None:
-    if not value:
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def condition(node: Node, type_: str) -> NodeCondition | None:
@@ -135,12 +120,12 @@ def desired_taints(node: Node) -> set[tuple[str, str]]:
         if key is not None:
             out.add((key, "NoSchedule"))
     if node.spec is not None and node.spec.unschedulable:
-        out.add((TAINT_UNSCHEDULABLE, "NoSchedule"))
+        out.add((TAINT_NODE_UNSCHEDULABLE, "NoSchedule"))
     ready = ready_status(node)
     if ready == "False":
-        out.add((TAINT_NOT_READY, "NoExecute"))
+        out.add((TAINT_NODE_NOT_READY, "NoExecute"))
     elif ready == "Unknown":
-        out.add((TAINT_UNREACHABLE, "NoExecute"))
+        out.add((TAINT_NODE_UNREACHABLE, "NoExecute"))
     return out
 
 
@@ -182,6 +167,28 @@ class _Health:
     heartbeat: tuple[str | None, str | None]  # (Ready lastHeartbeatTime, Lease renewTime) seen last
     ready: str | None  # Ready status seen last
     node: Node  # the newest version of the node this controller has seen or written
+    # the resourceVersion of a version we read or wrote that the informer has not shown yet, and
+    # when (loop.time()). A watch shows a node's versions in order, so until it shows this one it
+    # shows older ones. resourceVersions are opaque to clients (API conventions): equality only.
+    awaiting: str | None = None
+    awaiting_since: float = 0.0
+
+    def hold(self, from_api: Node, cached: Node | None, now: float) -> None:
+        """`from_api` (just read or written) is the newest version; the informer's copy (`cached`,
+        taken with no await in between) is behind until it shows it."""
+        self.node = from_api
+        rv = from_api.metadata.resource_version or None
+        shown = cached is not None and cached.metadata.resource_version == rv
+        self.awaiting, self.awaiting_since = (None if shown else rv), now
+
+    def newest(self, cached: Node, now: float) -> Node:
+        """The informer's node, or ours while the informer has not caught up with it yet. A relist
+        may skip a version: after CACHE_CATCH_UP_SECONDS the cache is believed again."""
+        if self.awaiting is not None and cached.metadata.resource_version != self.awaiting \
+                and now - self.awaiting_since < CACHE_CATCH_UP_SECONDS:
+            return self.node
+        self.awaiting = None
+        return cached
 
 
 class NodeLifecycleController(Controller):
@@ -247,9 +254,7 @@ class NodeLifecycleController(Controller):
             self.recorder.event(node, "Normal", "RegisteredNode",
                                 f"Node {key} event: Registered Node {key} in Controller")
         else:
-            if _rv(node) < _rv(health.node):
-                node = health.node  # the cache has not caught up with our own last write yet
-            health.node = node
+            node = health.node = health.newest(node, now)
             heartbeat = self._heartbeat(node)
             if heartbeat != health.heartbeat:
                 health.heartbeat, health.probe = heartbeat, now
@@ -283,15 +288,17 @@ class NodeLifecycleController(Controller):
                 return health.node
             heartbeat = self._heartbeat(fresh)
             if heartbeat != health.heartbeat:  # the kubelet spoke after all
-                health.heartbeat, health.probe, health.node = heartbeat, loop.time(), fresh
+                health.heartbeat, health.probe = heartbeat, loop.time()
+                health.hold(fresh, self.nodes.store.get(name), loop.time())
                 return fresh
-            if not mark_unknown(fresh, _fmt(_now())):
-                health.node = fresh
+            if not mark_unknown(fresh, timeutil.now_rfc3339()):
+                health.hold(fresh, self.nodes.store.get(name), loop.time())
                 return fresh
             updated = await self.client.update_status(fresh)
             log.info("nodelifecycle: node %s stopped posting status; conditions now Unknown", name)
             # our own write may add a heartbeat time (NodeStatusNeverUpdated): not a kubelet heartbeat
-            health.heartbeat, health.node = self._heartbeat(updated), updated
+            health.heartbeat = self._heartbeat(updated)
+            health.hold(updated, self.nodes.store.get(name), loop.time())
             return updated
 
         try:
@@ -316,7 +323,7 @@ class NodeLifecycleController(Controller):
                 changed = False
                 for c in fresh.status.conditions or []:
                     if c.type == "Ready" and c.status != "False":
-                        c.status, c.last_transition_time = "False", _fmt(_now())
+                        c.status, c.last_transition_time = "False", timeutil.now_rfc3339()
                         changed = True
                 if changed:
                     await self.client.update_status(fresh)
@@ -340,7 +347,7 @@ class NodeLifecycleController(Controller):
             fresh = await self.client.get(Node, name)
             if fresh.metadata.uid != health.uid or fresh.spec is None:
                 return node
-            taints = reconcile_taints(list(fresh.spec.taints or []), desired_taints(fresh), _fmt(_now()))
+            taints = reconcile_taints(list(fresh.spec.taints or []), desired_taints(fresh), timeutil.now_rfc3339())
             if taints is None:
                 return fresh
             before = {(t.key, t.effect) for t in fresh.spec.taints or []}
@@ -349,7 +356,7 @@ class NodeLifecycleController(Controller):
             after = {(t.key, t.effect) for t in taints}
             log.info("nodelifecycle: node %s taints: +%s -%s", name,
                      sorted(f"{k}:{e}" for k, e in after - before), sorted(f"{k}:{e}" for k, e in before - after))
-            health.node = updated
+            health.hold(updated, self.nodes.store.get(name), asyncio.get_running_loop().time())
             return updated
 
         try:
@@ -362,10 +369,10 @@ class NodeLifecycleController(Controller):
     # -- eviction ---------------------------------------------------------------------------
 
     def _taint_start(self, node: Node, taint: Taint) -> dt.datetime:
-        started = _parse(taint.time_added)
+        started = timeutil.parse_rfc3339(taint.time_added)
         if started is not None:
             return started
-        return self._taint_seen.setdefault((node.metadata.uid or "", taint.key, taint.effect), _now())
+        return self._taint_seen.setdefault((node.metadata.uid or "", taint.key, taint.effect), timeutil.now())
 
     async def _evict(self, node: Node) -> float | None:
         """Delete pods whose stay on this NoExecute-tainted node is over; seconds until the next is due."""
@@ -375,7 +382,7 @@ class NodeLifecycleController(Controller):
             del self._taint_seen[k]
         if not taints:
             return None
-        now = _now()
+        now = timeutil.now()
         starts = [(t, self._taint_start(node, t)) for t in taints]
         next_due: float | None = None
         for pod in self.pods.store.by_index(NODE_NAME_INDEX, node.metadata.name or ""):
@@ -403,9 +410,3 @@ class NodeLifecycleController(Controller):
             if not (e.is_not_found or e.is_conflict):
                 raise
 
-
-def _rv(obj: Any) -> int:
-    try:
-        return int(obj.metadata.resource_version or 0)
-    except ValueError:
-        return 0

@@ -41,15 +41,14 @@ from controllers.controller_utils import (
     is_pod_ready,
     label_selector_of,
     namespace_terminating,
-    now_utc,
     orphan_index,
     owned_and_orphans,
     pod_body_from_template,
     pod_ready_condition,
     rank_pods_for_deletion,
-    rfc3339,
     slow_start_batch,
 )
+from machinery import timeutil
 from machinery.api.apps_v1 import ReplicaSet, ReplicaSetCondition, ReplicaSetStatus
 from machinery.api.core_v1 import Pod
 from machinery.api.meta import OwnerReference
@@ -104,7 +103,7 @@ def calculate_status(rs: ReplicaSet, pods: Sequence[Pod], manage_error: Exceptio
                      now: dt.datetime | None = None) -> ReplicaSetStatus:
     """The status a sync reports: counts over the active claimed pods, and ReplicaFailure while
     creating or deleting pods fails."""
-    now = now or now_utc()
+    now = now or timeutil.now()
     spec = rs.spec
     assert spec is not None
     template_labels = (spec.template.metadata.labels if spec.template and spec.template.metadata else None) or {}
@@ -126,7 +125,8 @@ def calculate_status(rs: ReplicaSet, pods: Sequence[Pod], manage_error: Exceptio
         diff = len(pods) - (spec.replicas or 0)
         reason = "FailedCreate" if diff < 0 else "FailedDelete" if diff > 0 else ""
         conditions.append(ReplicaSetCondition(type="ReplicaFailure", status="True", reason=reason,
-                                              message=_error_text(manage_error), last_transition_time=rfc3339(now)))
+                                              message=_error_text(manage_error),
+                                              last_transition_time=timeutil.format_rfc3339(now)))
     elif manage_error is None and failure is not None:
         conditions = [c for c in conditions if c.type != "ReplicaFailure"]
     return old.model_copy(update={

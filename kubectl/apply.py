@@ -25,8 +25,7 @@ from kubectl.printers import go_compact_json, resource_name
 from machinery.api.resources import ResourceInfo
 from machinery.client import ApiError, InvalidRequest
 from machinery.patch import PatchError, three_way_merge_patch
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 FIELD_MANAGER = "kubectl-client-side-apply"

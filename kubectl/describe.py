@@ -14,18 +14,19 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from typing import Any
 
-from apiserver.printers import human_duration
 from kubectl.context import Context
 from kubectl.printers import format_labels
 from kubectl.tabwriter import tabbed
 from machinery.api.resources import ResourceInfo, resource_for
 from machinery.client import ApiError
+from machinery.quantity import Quantity, parse_quantity
 from machinery.selectors import escape_field_value
-
-Obj = dict[str, Any]
+from machinery.timeutil import parse_rfc3339 as parse_time
+from machinery.timeutil import translate_timestamp_since as since
+from machinery.types import Obj
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 MAX_ANNOTATION_LEN = 140
@@ -72,36 +73,12 @@ def _l(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    text = value.strip()
-    match = re.search(r"\.(\d+)", text)
-    if match:
-        text = f"{text[:match.start()]}.{match.group(1)[:6].ljust(6, '0')}{text[match.end():]}"
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        t = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
-
-
 def rfc1123z(value: Any) -> str:
     """time.RFC1123Z in local time, as metav1.Time formats itself ("<unset>"-free: empty is Go's zero)."""
     t = parse_time(value)
     if t is None:
         return "Mon, 01 Jan 0001 00:00:00 +0000"
     return t.astimezone().strftime("%a, %d %b %Y %H:%M:%S %z")
-
-
-def since(value: Any) -> str:
-    """translateTimestampSince."""
-    t = parse_time(value)
-    if t is None:
-        return "<unknown>"
-    return human_duration((datetime.now(UTC) - t).total_seconds())
 
 
 def _go(value: Any) -> str:
@@ -227,62 +204,36 @@ def print_controller(obj: Obj) -> str:
 
 # -- quantities (just enough for the node's allocated-resources table) ----------------------------
 
-_SUFFIXES = {
-    "": Decimal(1), "m": Decimal("0.001"), "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18, "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_ZERO = Quantity(Fraction(0))
 
 
-def quantity(value: Any) -> Decimal:
-    match = _QUANTITY.match(str(value).strip()) if value is not None else None
-    if not match:
-        return Decimal(0)
+def quantity(value: Any) -> Quantity:
+    """resource.ParseQuantity of a wire value; a missing or malformed one counts as zero."""
     try:
-        return Decimal(match.group(1)) * _SUFFIXES[match.group(2) or ""]
-    except InvalidOperation:
-        return Decimal(0)
+        return parse_quantity(value)
+    except (ValueError, TypeError):
+        return _ZERO
 
 
-def format_quantity(amount: Decimal, resource: str) -> str:
-    """A canonical-looking Quantity string: cpu in cores or millicores, bytes in the largest binary unit."""
-    if amount == 0:
-        return "0"
-    if resource == "cpu":
-        millis = amount * 1000
-        return str(int(amount)) if amount == amount.to_integral_value() else f"{int(millis)}m"
-    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
-        unit = _SUFFIXES[suffix]
-        if amount >= unit and amount % unit == 0:
-            return f"{int(amount / unit)}{suffix}"
-    for suffix in ("E", "P", "T", "G", "M", "k"):
-        unit = _SUFFIXES[suffix]
-        if amount >= unit and amount % unit == 0:
-            return f"{int(amount / unit)}{suffix}"
-    return str(int(amount)) if amount == amount.to_integral_value() else str(amount)
-
-
-def pod_requests_and_limits(pod: Obj) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
+def pod_requests_and_limits(pod: Obj) -> tuple[dict[str, Quantity], dict[str, Quantity]]:
     """resourcehelper.PodRequestsAndLimits: the containers' sum, at least each init container's."""
     spec = _d(pod.get("spec"))
-    reqs: dict[str, Decimal] = {}
-    limits: dict[str, Decimal] = {}
+    reqs: dict[str, Quantity] = {}
+    limits: dict[str, Quantity] = {}
     for c in _l(spec.get("containers")):
         res = _d(c.get("resources"))
         for name, value in _d(res.get("requests")).items():
-            reqs[name] = reqs.get(name, Decimal(0)) + quantity(value)
+            reqs[name] = reqs.get(name, _ZERO) + quantity(value)
         for name, value in _d(res.get("limits")).items():
-            limits[name] = limits.get(name, Decimal(0)) + quantity(value)
+            limits[name] = limits.get(name, _ZERO) + quantity(value)
     for c in _l(spec.get("initContainers")):
         res = _d(c.get("resources"))
         for name, value in _d(res.get("requests")).items():
-            reqs[name] = max(reqs.get(name, Decimal(0)), quantity(value))
+            reqs[name] = max(reqs.get(name, _ZERO), quantity(value))
         for name, value in _d(res.get("limits")).items():
-            limits[name] = max(limits.get(name, Decimal(0)), quantity(value))
+            limits[name] = max(limits.get(name, _ZERO), quantity(value))
     for name, value in _d(spec.get("overhead")).items():
-        reqs[name] = reqs.get(name, Decimal(0)) + quantity(value)
+        reqs[name] = reqs.get(name, _ZERO) + quantity(value)
         if name in limits:
             limits[name] += quantity(value)
     return reqs, limits
@@ -292,16 +243,16 @@ def qos_class(pod: Obj) -> str:
     given = _d(pod.get("status")).get("qosClass")
     if given:
         return str(given)
-    requests: dict[str, Decimal] = {}
-    limits: dict[str, Decimal] = {}
+    requests: dict[str, Quantity] = {}
+    limits: dict[str, Quantity] = {}
     containers = _l(_d(pod.get("spec")).get("containers")) + _l(_d(pod.get("spec")).get("initContainers"))
     guaranteed = True
     for c in containers:
         res = _d(c.get("resources"))
         req = {k: quantity(v) for k, v in _d(res.get("requests")).items() if k in ("cpu", "memory")}
         lim = {k: quantity(v) for k, v in _d(res.get("limits")).items() if k in ("cpu", "memory")}
-        requests.update({k: v for k, v in req.items() if v})
-        limits.update({k: v for k, v in lim.items() if v})
+        requests.update({k: v for k, v in req.items() if not v.is_zero()})
+        limits.update({k: v for k, v in lim.items() if not v.is_zero()})
         if set(lim) != {"cpu", "memory"} or any(req.get(k, lim[k]) != lim[k] for k in lim):
             guaranteed = False
     if not requests and not limits:
@@ -510,7 +461,7 @@ def describe_volumes(w: PrefixWriter, volumes: list[Any], space: str) -> None:
             size = ed.get("sizeLimit")
             w.write(2, "Type:\tEmptyDir (a temporary directory that shares a pod's lifetime)\n"
                        f"    Medium:\t{ed.get('medium') or ''}\n"
-                       f"    SizeLimit:\t{size if size and quantity(size) > 0 else '<unset>'}\n")
+                       f"    SizeLimit:\t{size if size and quantity(size).value > 0 else '<unset>'}\n")
         elif v.get("secret") is not None:
             s = _d(v["secret"])
             w.write(2, f"Type:\tSecret (a volume populated by a Secret)\n    SecretName:\t{s.get('secretName', '')}\n"
@@ -936,8 +887,8 @@ async def describe_node(ctx: Context, node: Obj) -> str:
     return w.text()
 
 
-def _percent(part: Decimal, whole: Decimal) -> int:
-    return int(part / whole * 100) if whole else 0
+def _percent(part: Quantity, whole: Quantity) -> int:
+    return int(part.value / whole.value * 100) if whole.value else 0
 
 
 def _describe_node_resources(w: PrefixWriter, pods: list[Obj], status: Obj) -> None:
@@ -946,19 +897,19 @@ def _describe_node_resources(w: PrefixWriter, pods: list[Obj], status: Obj) -> N
     w.write(0, f"Non-terminated Pods:\t({len(pods)} in total)\n")
     w.write(1, "Namespace\tName\t\tCPU Requests\tCPU Limits\tMemory Requests\tMemory Limits\tAge\n")
     w.write(1, "---------\t----\t\t------------\t----------\t---------------\t-------------\t---\n")
-    total_req: dict[str, Decimal] = {}
-    total_lim: dict[str, Decimal] = {}
+    total_req: dict[str, Quantity] = {}
+    total_lim: dict[str, Quantity] = {}
     for pod in pods:
         req, lim = pod_requests_and_limits(pod)
         for name, value in req.items():
-            total_req[name] = total_req.get(name, Decimal(0)) + value
+            total_req[name] = total_req.get(name, _ZERO) + value
         for name, value in lim.items():
-            total_lim[name] = total_lim.get(name, Decimal(0)) + value
+            total_lim[name] = total_lim.get(name, _ZERO) + value
         cells = []
         for amounts, resource, whole in ((req, "cpu", alloc_cpu), (lim, "cpu", alloc_cpu),
                                          (req, "memory", alloc_mem), (lim, "memory", alloc_mem)):
-            amount = amounts.get(resource, Decimal(0))
-            cells.append(f"{format_quantity(amount, resource)} ({_percent(amount, whole)}%)")
+            amount = amounts.get(resource, _ZERO)
+            cells.append(f"{amount} ({_percent(amount, whole)}%)")
         meta = _d(pod.get("metadata"))
         w.write(1, f"{meta.get('namespace', '')}\t{meta.get('name', '')}\t\t{cells[0]}\t{cells[1]}\t{cells[2]}\t"
                    f"{cells[3]}\t{since(meta.get('creationTimestamp'))}\n")
@@ -967,18 +918,18 @@ def _describe_node_resources(w: PrefixWriter, pods: list[Obj], status: Obj) -> N
     w.write(1, "--------\t--------\t------\n")
     alloc_eph = quantity(allocatable.get("ephemeral-storage", 0))
     for resource, whole in (("cpu", alloc_cpu), ("memory", alloc_mem), ("ephemeral-storage", alloc_eph)):
-        r, lim = total_req.get(resource, Decimal(0)), total_lim.get(resource, Decimal(0))
-        w.write(1, f"{resource}\t{format_quantity(r, resource)} ({_percent(r, whole)}%)\t"
-                   f"{format_quantity(lim, resource)} ({_percent(lim, whole)}%)\n")
+        r, limit = total_req.get(resource, _ZERO), total_lim.get(resource, _ZERO)
+        w.write(1, f"{resource}\t{r} ({_percent(r, whole)}%)\t"
+                   f"{limit} ({_percent(limit, whole)}%)\n")
     standard = {"cpu", "memory", "ephemeral-storage", "pods", "storage"}
     for resource in sorted(k for k in allocatable if k.startswith("hugepages-")):
-        r, lim = total_req.get(resource, Decimal(0)), total_lim.get(resource, Decimal(0))
+        r, limit = total_req.get(resource, _ZERO), total_lim.get(resource, _ZERO)
         whole = quantity(allocatable[resource])
-        w.write(1, f"{resource}\t{format_quantity(r, resource)} ({_percent(r, whole)}%)\t"
-                   f"{format_quantity(lim, resource)} ({_percent(lim, whole)}%)\n")
+        w.write(1, f"{resource}\t{r} ({_percent(r, whole)}%)\t"
+                   f"{limit} ({_percent(limit, whole)}%)\n")
     for resource in sorted(k for k in allocatable if k not in standard and not k.startswith("hugepages-")):
-        w.write(1, f"{resource}\t{format_quantity(total_req.get(resource, Decimal(0)), resource)}\t"
-                   f"{format_quantity(total_lim.get(resource, Decimal(0)), resource)}\n")
+        w.write(1, f"{resource}\t{total_req.get(resource, _ZERO)}\t"
+                   f"{total_lim.get(resource, _ZERO)}\n")
 
 
 async def describe_namespace(ctx: Context, ns: Obj) -> str:

@@ -21,9 +21,7 @@ import yaml
 
 from kubectl.tabwriter import TabWriter
 from machinery.api.resources import ResourceInfo
-
-Obj = dict[str, Any]
-
+from machinery.types import Obj
 
 # -- names ------------------------------------------------------------------------------------
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from datetime import datetime
 from typing import Any
 
 from kubectl.context import Context
@@ -26,8 +25,8 @@ from kubectl.printers import kind_name, resource_name
 from kubectl.resources import Target, targets_from_args
 from kubectl.waiting import watch_object
 from machinery.api.resources import ResourceInfo
-
-Obj = dict[str, Any]
+from machinery.timeutil import now_rfc3339_local
+from machinery.types import Obj
 
 REVISION = "deployment.kubernetes.io/revision"
 REVISION_HISTORY = "deployment.kubernetes.io/revision-history"
@@ -227,11 +226,6 @@ def _revision_to(deployment: Obj, sets: list[Obj], to_revision: int) -> Obj:
     return previous[1]
 
 
-def _now_rfc3339() -> str:
-    text = datetime.now().astimezone().replace(microsecond=0).isoformat()
-    return text.replace("+00:00", "Z")
-
-
 async def restart(ctx: Context, args: argparse.Namespace) -> int:
     pairs = _only_deployments(await targets_from_args(ctx.resolver, args.resources), "restarter")
     for info, name in pairs:
@@ -239,7 +233,7 @@ async def restart(ctx: Context, args: argparse.Namespace) -> int:
         deployment = await ctx.client.request("GET", path)
         if _d(deployment.get("spec")).get("paused"):
             raise CommandError("can't restart paused deployment (run rollout resume first)")
-        patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: _now_rfc3339()}}}}}
+        patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: now_rfc3339_local()}}}}}
         await ctx.client.request("PATCH", path, body=patch, content_type="application/strategic-merge-patch+json")
         ctx.print(f"{resource_name(info, name)} restarted")
     return 0

@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
 
 from kubectl.context import Context
 from machinery.api.resources import ResourceInfo
 from machinery.client import ApiError
 from machinery.selectors import escape_field_value
+from machinery.types import Obj
 
-Obj = dict[str, Any]
 # called with ("ADDED"|"MODIFIED"|"DELETED", object or None when absent); True ends the wait
 Condition = Callable[[str, Obj | None], bool]
 

@@ -14,15 +14,12 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from typing import Any
 
 from machinery.api.core_v1 import Container, Pod
+from machinery.quantity import parse_quantity
 
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1), "k": Decimal("1e3"),
-            "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"), "P": Decimal("1e15"), "E": Decimal("1e18")}
-_QUANTITY_RE = re.compile(r"^([+-]?[0-9.]+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE]([+-]?[0-9]+))?$")
 _VAR_RE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 CPU_PERIOD_US = 100_000  # the CFS period the limits are expressed in (upstream's default)
@@ -33,32 +30,14 @@ class ConfigError(Exception):
     """The container cannot be configured (CreateContainerConfigError)."""
 
 
-def parse_quantity(value: str | int | float) -> Decimal:
-    """A resource.Quantity as a number: "64Mi" → 67108864, "250m" → 0.25, "1e3" → 1000."""
-    if isinstance(value, int | float):
-        return Decimal(str(value))
-    text = str(value).strip()
-    m = _QUANTITY_RE.match(text)
-    if not m:
-        raise ValueError(f"invalid quantity {value!r}")
-    try:
-        number = Decimal(m.group(1))
-    except InvalidOperation:
-        raise ValueError(f"invalid quantity {value!r}") from None
-    suffix, exponent = m.group(2), m.group(3)
-    if exponent is not None:
-        return number * (Decimal(10) ** int(exponent))
-    if suffix in _BINARY:
-        return number * _BINARY[suffix]
-    return number * _DECIMAL[suffix or ""]
-
-
 def memory_bytes(value: str | int | float) -> int:
-    return math.ceil(parse_quantity(value))
+    """Quantity.Value(): "64Mi" → 67108864; ValueError when malformed."""
+    return parse_quantity(value).int_value()
 
 
 def cpu_millis(value: str | int | float) -> int:
-    return math.ceil(parse_quantity(value) * 1000)
+    """Quantity.MilliValue(): "250m" → 250, "1" → 1000; ValueError when malformed."""
+    return parse_quantity(value).milli_value()
 
 
 def expand(text: str, env: dict[str, str]) -> str:
@@ -116,14 +95,14 @@ def resource_field_value(container: Container, resource: str, divisor: Any, ctx:
     kind, _, name = resource.partition(".")
     source = limits if kind == "limits" else requests
     if name == "cpu":
-        value = parse_quantity(source["cpu"]) if "cpu" in source else (
-            Decimal(ctx.node_allocatable_cpu_millis) / 1000 if kind == "limits" else Decimal(0))
-        div = parse_quantity(divisor) if divisor not in (None, "", 0) else Decimal(1)
+        value = parse_quantity(source["cpu"]).value if "cpu" in source else (
+            Fraction(ctx.node_allocatable_cpu_millis, 1000) if kind == "limits" else Fraction(0))
+        div = parse_quantity(divisor).value if divisor not in (None, "", 0) else Fraction(1)
         return str(math.ceil(value / div))
     if name in ("memory", "ephemeral-storage"):
-        value = parse_quantity(source[name]) if name in source else (
-            Decimal(ctx.node_allocatable_memory) if kind == "limits" and name == "memory" else Decimal(0))
-        div = parse_quantity(divisor) if divisor not in (None, "", 0) else Decimal(1)
+        value = parse_quantity(source[name]).value if name in source else (
+            Fraction(ctx.node_allocatable_memory) if kind == "limits" and name == "memory" else Fraction(0))
+        div = parse_quantity(divisor).value if divisor not in (None, "", 0) else Fraction(1)
         return str(math.ceil(value / div))
     raise ConfigError(f"unsupported resourceFieldRef resource {resource!r}")
 

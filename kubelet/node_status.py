@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 import os
 import platform
@@ -28,19 +27,12 @@ from machinery.api.coordination_v1 import Lease, LeaseSpec
 from machinery.api.core_v1 import Node
 from machinery.api.meta import ObjectMeta, OwnerReference
 from machinery.client import KUBE_VERSION, ApiClient, ApiError, ApiUnavailable
+from machinery.timeutil import now_rfc3339, now_rfc3339_micro
 
 log = logging.getLogger(__name__)
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 MAX_PODS = 110
-
-
-def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def now_micro() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def memory_total_bytes() -> int:
@@ -251,12 +243,12 @@ class NodeStatusManager:
                     owner = [OwnerReference(api_version="v1", kind="Node", name=name, uid=self.node_uid)]
                 lease = Lease(metadata=ObjectMeta(name=name, namespace=NODE_LEASE_NAMESPACE, owner_references=owner),
                               spec=LeaseSpec(holder_identity=name, lease_duration_seconds=self.lease_duration,
-                                             renew_time=now_micro()))
+                                             renew_time=now_rfc3339_micro()))
                 self._lease = await self.client.create(lease)
                 return self._lease
         lease = self._lease.model_copy(deep=True)
         lease.spec = (lease.spec or LeaseSpec()).model_copy(update={
-            "holder_identity": name, "lease_duration_seconds": self.lease_duration, "renew_time": now_micro()})
+            "holder_identity": name, "lease_duration_seconds": self.lease_duration, "renew_time": now_rfc3339_micro()})
         try:
             self._lease = await self.client.update(lease)
         except ApiError as e:

@@ -47,12 +47,12 @@ from kubelet.runtime import (
     ContainerInfo,
     docker_name,
     pod_labels,
-    rfc3339,
 )
 from kubelet.status import TERMINAL_PHASES, PodRuntimeState, compute_pod_status
 from kubelet.volumes import HostVolume, VolumeError
 from machinery.api.core_v1 import Container, LifecycleHandler, Pod
 from machinery.client import ApiError, ApiUnavailable
+from machinery.timeutil import format_go_duration, now_rfc3339
 
 if TYPE_CHECKING:
     from kubelet.kubelet import Kubelet
@@ -73,14 +73,7 @@ def default_pull_policy(image: str) -> str:
 
 def fmt_duration(seconds: float) -> str:
     """Go's time.Duration.String() for whole seconds: 10s, 1m20s, 5m0s."""
-    s = round(seconds)
-    if s < 60:
-        return f"{s}s"
-    return f"{s // 60}m{s % 60}s"
-
-
-def now_rfc3339() -> str:
-    return rfc3339(time.time()) or ""
+    return format_go_duration(round(seconds))
 
 
 def image_pull_waiting(backoff: Backoff, key: str, showing: str) -> tuple[str, float] | None:

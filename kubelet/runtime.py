@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubelet.docker_client import Conflict, DockerClient, DockerError, NotFound
+from machinery.timeutil import format_rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def parse_docker_time(value: str | None) -> float | None:
 def rfc3339(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_rfc3339(ts)
 
 
 @dataclass

@@ -8,7 +8,6 @@ past `max_pending` queued events new ones are dropped with a log line, and a fai
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
 import time
 from collections import OrderedDict
@@ -20,14 +19,11 @@ from machinery.api.core_v1 import Event, EventSource, ObjectReference
 from machinery.api.meta import ObjectMeta
 from machinery.api.resources import resource_for_model
 from machinery.client import ApiClient, ApiError
+from machinery.timeutil import now_rfc3339
 
 log = logging.getLogger(__name__)
 
 _CACHE_SIZE = 4096
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def object_reference(obj: BaseModel) -> ObjectReference:
@@ -84,7 +80,7 @@ class EventRecorder:
     async def _record(self, ref: ObjectReference, type_: str, reason: str, message: str) -> None:
         namespace = ref.namespace or "default"
         key = (ref.uid or "", type_, reason, message)
-        now = _now()
+        now = now_rfc3339()
         try:
             seen = self._seen.get(key)
             if seen is not None:

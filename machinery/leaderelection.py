@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import datetime as dt
 import logging
 import math
 import os
@@ -45,8 +44,8 @@ from typing import NoReturn
 from machinery.api.coordination_v1 import Lease, LeaseSpec
 from machinery.api.meta import ObjectMeta
 from machinery.client import ApiClient, ApiError, ClientError
-from machinery.duration import duration_flag
 from machinery.events import EventRecorder
+from machinery.timeutil import duration_flag, now_rfc3339_micro
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +60,6 @@ JITTER_FACTOR = 1.2
 def new_identity() -> str:
     """`<hostname>_<uuid>`, as kube-controller-manager and kube-scheduler name themselves."""
     return f"{socket.gethostname()}_{uuid.uuid4()}"
-
-
-def micro_now() -> str:
-    """metav1.MicroTime of now."""
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # -- the pure decisions ---------------------------------------------------------------------------
@@ -216,7 +210,7 @@ class LeaderElector:
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt (client-go's tryAcquireOrRenew); True if this process holds the lease afterwards."""
-        now, wall = self.clock(), micro_now()
+        now, wall = self.clock(), now_rfc3339_micro()
         lease_seconds = math.floor(self.lease_duration)
         # fast path: the leader writes over the lease it last saw; a 409 means someone else wrote meanwhile
         if self.is_leader() and self._lease is not None and self._observed is not None \
@@ -243,7 +237,8 @@ class LeaderElector:
         if current != self._observed:
             self._set_observed(current)
         # times of now, after the read: a takeover's acquireTime is never before the expiry it observed
-        record = next_record(current, self._observed_at, self.clock(), self.identity, lease_seconds, micro_now())
+        record = next_record(current, self._observed_at, self.clock(), self.identity, lease_seconds,
+                             now_rfc3339_micro())
         if record is None:
             log.debug("lease %s is held by %s and has not yet expired", self.describe, current.holder_identity)
             return False
@@ -381,7 +376,7 @@ class LeaderElector:
             return True
         try:
             async with asyncio.timeout(self.renew_deadline):
-                await self._write(released_record(self._observed, micro_now()))
+                await self._write(released_record(self._observed, now_rfc3339_micro()))
         except (ClientError, TimeoutError) as e:
             log.error("failed to release lease %s: %s", self.describe, e)
             return False
@@ -429,7 +424,7 @@ async def run_leader_elected(client: ApiClient, args: argparse.Namespace, compon
 
 # -- flags ----------------------------------------------------------------------------------------
 
-# the flags' duration type (machinery/duration.py), under the name the components import
+# the flags' duration type (machinery/timeutil.py), under the name the components import
 parse_duration = duration_flag
 
 

@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from machinery.validation import is_qualified_name, is_valid_label_value
+
 __all__ = [
     "DOES_NOT_EXIST",
     "DOUBLE_EQUALS",
@@ -75,100 +77,9 @@ _LABEL_SELECTOR_OPERATORS: Final[dict[str, str]] = {
     "DoesNotExist": DOES_NOT_EXIST,
 }
 
-# --------------------------------------------------------------------------------------------
-# Validation (k8s.io/apimachinery/pkg/util/validation), messages verbatim.
-# --------------------------------------------------------------------------------------------
-
-_QNAME_FMT: Final = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QNAME_ERR: Final = (
-    "must consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_QNAME_MAX: Final = 63
-_LABEL_VALUE_FMT: Final = "(" + _QNAME_FMT + ")?"
-_LABEL_VALUE_ERR: Final = (
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_LABEL_VALUE_MAX: Final = 63
-_DNS1123_LABEL_FMT: Final = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT: Final = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
-_DNS1123_SUBDOMAIN_ERR: Final = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_DNS1123_SUBDOMAIN_MAX: Final = 253
-
-_QNAME_RE: Final = re.compile(_QNAME_FMT)
-_LABEL_VALUE_RE: Final = re.compile(_LABEL_VALUE_FMT)
-_DNS1123_SUBDOMAIN_RE: Final = re.compile(_DNS1123_SUBDOMAIN_FMT)
 _INT_RE: Final = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
-
-
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    """validation.RegexError (always called with examples here; note Go's double space before 'or')."""
-    shown = " or ".join(f"'{e}', " for e in examples)
-    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def _max_len_error(n: int) -> str:
-    return f"must be no more than {n} characters"
-
-
-def _blen(s: str) -> int:
-    """Length in bytes, as Go's len()."""
-    return len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass"))
-
-
-@functools.lru_cache(maxsize=1024)
-def _qualified_name_errors(value: str) -> tuple[str, ...]:
-    """validation.IsQualifiedName: [DNS-1123 subdomain '/'] name (≤63, alphanumeric ends)."""
-    errs: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            errs.extend("prefix part " + m for m in _dns1123_subdomain_errors(prefix))
-    else:
-        return (
-            "a qualified name "
-            + _regex_error(_QNAME_ERR, _QNAME_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-        )
-    if not name:
-        errs.append("name part must be non-empty")
-    elif _blen(name) > _QNAME_MAX:
-        errs.append("name part " + _max_len_error(_QNAME_MAX))
-    if _QNAME_RE.fullmatch(name) is None:
-        errs.append("name part " + _regex_error(_QNAME_ERR, _QNAME_FMT, "MyName", "my.name", "123-abc"))
-    return tuple(errs)
-
-
-def _dns1123_subdomain_errors(value: str) -> list[str]:
-    """validation.IsDNS1123Subdomain."""
-    errs: list[str] = []
-    if _blen(value) > _DNS1123_SUBDOMAIN_MAX:
-        errs.append(_max_len_error(_DNS1123_SUBDOMAIN_MAX))
-    if _DNS1123_SUBDOMAIN_RE.fullmatch(value) is None:
-        errs.append(_regex_error(_DNS1123_SUBDOMAIN_ERR, _DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return errs
-
-
-@functools.lru_cache(maxsize=1024)
-def _label_value_errors(value: str) -> tuple[str, ...]:
-    """validation.IsValidLabelValue: empty, or ≤63 chars of [-A-Za-z0-9_.] with alphanumeric ends."""
-    errs: list[str] = []
-    if _blen(value) > _LABEL_VALUE_MAX:
-        errs.append(_max_len_error(_LABEL_VALUE_MAX))
-    if _LABEL_VALUE_RE.fullmatch(value) is None:
-        errs.append(_regex_error(_LABEL_VALUE_ERR, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
-    return tuple(errs)
 
 
 def _parse_int64(s: str) -> int | None:
@@ -297,7 +208,7 @@ class Requirement:
                 raise SelectorError(f"values: must be a list of strings, found {type(v).__name__}")
         vals = given or []
         errs: list[str] = []
-        key_errs = _qualified_name_errors(key)
+        key_errs = is_qualified_name(key)
         if key_errs:
             errs.append(_invalid("key", _go_quote(key), "; ".join(key_errs)))
         if operator in (IN, NOT_IN):
@@ -350,7 +261,7 @@ class Requirement:
             supported = ", ".join(_go_quote(o) for o in _VALID_OPERATORS)
             errs.append(f"operator: Unsupported value: {shown}: supported values: {supported}")
         for i, v in enumerate(vals):
-            value_errs = _label_value_errors(v)
+            value_errs = is_valid_label_value(v)
             if value_errs:
                 errs.append(_invalid(f"values[{i}][{key}]", _go_quote(v), "; ".join(value_errs)))
         if errs:
@@ -652,7 +563,7 @@ class _Parser:
             tok, lit = self.consume()
         if tok != _ID:
             raise SelectorError(f"found '{lit}', expected: identifier")
-        key_errs = _qualified_name_errors(lit)
+        key_errs = is_qualified_name(lit)
         if key_errs:
             raise SelectorError(_invalid("<nil>", _go_quote(lit), "; ".join(key_errs)))
         nxt, _ = self.lookahead()

@@ -1,11 +1,21 @@
-"""Taints and tolerations (upstream k8s.io/api/core/v1 toleration.go), shared by the scheduler's
-TaintToleration plugin and the node lifecycle controller's evictions."""
+"""Taints and tolerations (upstream k8s.io/api/core/v1 toleration.go, well_known_taints.go), shared by
+the scheduler's TaintToleration and NodeReady/NodeUnschedulable plugins and the node lifecycle
+controller's taints and evictions."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from machinery.api.core_v1 import Taint, Toleration
+
+# well_known_taints.go: the taints the node lifecycle controller (and the kubelet) put on nodes
+TAINT_NODE_NOT_READY = "node.kubernetes.io/not-ready"
+TAINT_NODE_UNREACHABLE = "node.kubernetes.io/unreachable"
+TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+TAINT_NODE_MEMORY_PRESSURE = "node.kubernetes.io/memory-pressure"
+TAINT_NODE_DISK_PRESSURE = "node.kubernetes.io/disk-pressure"
+TAINT_NODE_NETWORK_UNAVAILABLE = "node.kubernetes.io/network-unavailable"
+TAINT_NODE_PID_PRESSURE = "node.kubernetes.io/pid-pressure"
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:

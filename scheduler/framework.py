@@ -26,15 +26,14 @@ from __future__ import annotations
 
 import enum
 import functools
-import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from apiserver.validation import parse_quantity
 from machinery.api.core_v1 import Node, Pod, Taint, Toleration
+from machinery.quantity import parse_quantity
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -47,11 +46,6 @@ DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 # Upstream's numFeasibleNodesToFind: below this many nodes every node is filtered and scored.
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
-
-# Taints the node lifecycle controller (and the kubelet at registration) put on nodes.
-TAINT_NODE_NOT_READY = "node.kubernetes.io/not-ready"
-TAINT_NODE_UNREACHABLE = "node.kubernetes.io/unreachable"
-TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 
 LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_REGION = "topology.kubernetes.io/region"
@@ -106,7 +100,7 @@ SUCCESS = Status()
 def _value(quantity: Any) -> int:
     """Quantity.Value(): whole units, rounded up; a malformed quantity counts as 0."""
     try:
-        return math.ceil(parse_quantity(quantity).value)
+        return parse_quantity(quantity).int_value()
     except (ValueError, TypeError):
         return 0
 

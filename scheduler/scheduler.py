@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 import platform
 import random
@@ -30,6 +29,7 @@ from machinery.api.core_v1 import Node, Pod
 from machinery.client import KUBE_VERSION, ApiClient, ApiError, ClientError
 from machinery.events import EventRecorder
 from machinery.informer import Informer, SharedInformerFactory
+from machinery.timeutil import now_rfc3339
 from scheduler.cache import Cache
 from scheduler.framework import FitError, Framework, PodInfo, pod_key
 from scheduler.plugins import default_framework
@@ -66,10 +66,6 @@ def user_agent() -> str:
     """`kube-scheduler/v1.30.0 (linux/amd64) minik8s/system:kube-scheduler`: who calls, in the audit log."""
     system = platform.system().lower() or "linux"
     return f"kube-scheduler/{KUBE_VERSION} ({system}/{_arch()}) minik8s/{SCHEDULER_USERNAME}"
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Scheduler:
@@ -286,7 +282,7 @@ class Scheduler:
         current = _find_condition(pod, "PodScheduled")
         condition["lastTransitionTime"] = (current.last_transition_time if current is not None
                                            and current.status == "False" and current.last_transition_time
-                                           else _now())
+                                           else now_rfc3339())
         try:
             await self.client.patch(Pod, pod.metadata.name or "", {"status": {"conditions": [condition]}},
                                     "strategic", pod.metadata.namespace, subresource="status")

@@ -23,11 +23,10 @@ from typing import Any, Protocol
 from apiserver import errors
 from apiserver.auth.serviceaccount import username as service_account_user
 from machinery.authn.user import UserInfo
+from machinery.types import Obj
 
 ALLOW, DENY, NO_OPINION = "allow", "deny", "no-opinion"
 NODE_LEASE_NAMESPACE = "kube-node-lease"
-
-Obj = dict[str, Any]
 
 
 @dataclass(slots=True)

@@ -17,15 +17,13 @@ Each component gets the least it needs for what it does here:
 
 from __future__ import annotations
 
-from typing import Any
+from machinery.types import Obj
 
 RBAC = "rbac.authorization.k8s.io"
 AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
 BOOTSTRAP_LABEL = {"kubernetes.io/bootstrapping": "rbac-defaults"}
 
 READ = ["get", "list", "watch"]
-Obj = dict[str, Any]
-
 # --controllers name -> service account (controllers/manager.py CONTROLLERS) -> role rules below
 CONTROLLER_ACCOUNTS = ("deployment-controller", "replicaset-controller", "generic-garbage-collector",
                        "namespace-controller", "node-controller", "service-account-controller")

@@ -19,14 +19,12 @@ mutating admission made, with the requesting user (after impersonation): see Rba
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from apiserver import errors
 from apiserver.auth.authz import Attributes, Authorizer, RBACAuthorizer
 from apiserver.registry.generic import Admission, AdmissionAttributes, Store
 from machinery.authn.user import UserInfo
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 ROLE_RESOURCES = frozenset({"roles", "clusterroles"})

@@ -43,7 +43,7 @@ from apiserver.auth.authz import Attributes, Authorizer, forbidden
 from apiserver.auth.impersonation import HEADER_PREFIX, impersonate
 from apiserver.requestinfo import SCOPE_KEY, RequestInfo, request_info
 from machinery.authn.user import UserInfo
-from machinery.duration import parse_go_duration
+from machinery.timeutil import parse_go_duration
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -9,8 +9,6 @@ every request body); the answer goes back as JSON, which client-go reads by its 
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
@@ -23,8 +21,7 @@ from apiserver.request import decode_object, read_body, write_options
 from apiserver.responsewriters import json_response
 from machinery.api.resources import ResourceInfo
 from machinery.authn.user import UserInfo
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 
 def attributes_of(user: UserInfo, spec: Obj) -> Attributes:

@@ -27,11 +27,11 @@ from apiserver.podsecurity.config import PodSecurityConfiguration
 from apiserver.podsecurity.policy import Aggregate, evaluate_pod
 from apiserver.validation import FieldError
 from apiserver.warning import add_audit_annotation, add_warning
+from machinery.types import Obj
 
 if TYPE_CHECKING:
     from apiserver.registry.generic import AdmissionAttributes
 
-Obj = dict[str, Any]
 AUDIT_PREFIX = "pod-security.kubernetes.io/"
 
 # pod subresources that cannot change what a pod runs (upstream's ignoredPodSubresources)

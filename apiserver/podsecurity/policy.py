@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from apiserver.podsecurity.api import LEVEL_BASELINE, LEVEL_PRIVILEGED, LEVEL_RESTRICTED, LevelVersion
+from machinery.types import Obj
 
-Obj = dict[str, Any]
 Result = tuple[str, str] | None
 CheckFn = Callable[[Obj, Obj, int], Result]
 

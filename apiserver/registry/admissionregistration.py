@@ -6,8 +6,9 @@ import base64
 import binascii
 from urllib.parse import urlsplit
 
-from apiserver.registry.strategy import Obj, Strategy
+from apiserver.registry.strategy import Strategy
 from apiserver.validation import FieldError, duplicate, invalid, not_supported, required
+from machinery.types import Obj
 
 _OPERATIONS = ["*", "CONNECT", "CREATE", "DELETE", "UPDATE"]
 _SIDE_EFFECTS = ["None", "NoneOnDryRun"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from apiserver.registry.replicaset import default_template, validate_replica_status, validate_selector_and_template
-from apiserver.registry.strategy import Obj, Strategy
+from apiserver.registry.strategy import Strategy
 from apiserver.validation import (
     FieldError,
     forbidden,
@@ -18,6 +18,7 @@ from apiserver.validation import (
     validate_not_more_than_100_percent,
     validate_replicas,
 )
+from machinery.types import Obj
 
 STRATEGY_TYPES = ["Recreate", "RollingUpdate"]
 

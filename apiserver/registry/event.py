@@ -6,8 +6,9 @@ with the event's; the stricter rules apply only to events that carry an eventTim
 
 from __future__ import annotations
 
-from apiserver.registry.strategy import Obj, Strategy
+from apiserver.registry.strategy import Strategy
 from apiserver.validation import FieldError, invalid, required, validate_qualified_name
+from machinery.types import Obj
 
 REPORTING_INSTANCE_LENGTH_LIMIT = 128
 ACTION_LENGTH_LIMIT = 128

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
-import datetime as dt
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable
@@ -32,8 +31,8 @@ from apiserver.storage.predicate import Attrs, Predicate
 from apiserver.validation import FieldError, invalid, required
 from machinery.api.resources import ResourceInfo
 from machinery.patch import PatchError
-
-Obj = dict[str, Any]
+from machinery.timeutil import now_rfc3339
+from machinery.types import Obj
 
 # upstream's utilrand alphabet: no vowels (no words), no 0/1/3 (look like letters)
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -42,11 +41,6 @@ _MAX_CAS_RETRIES = 16
 # upstream Store.ReturnDeletedObject: a DELETE that removed one of these at once answers the object
 # itself; every other resource answers a Status naming what went (finalizeDelete)
 _RETURNS_DELETED_OBJECT = frozenset({("", "pods"), ("", "namespaces")})
-
-
-def now_rfc3339(offset_seconds: int = 0) -> str:
-    t = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=offset_seconds)
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def loc_to_path(loc: tuple[Any, ...]) -> str:

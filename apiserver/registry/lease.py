@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from apiserver.registry.strategy import Obj, Strategy
+from apiserver.registry.strategy import Strategy
 from apiserver.validation import FieldError, forbidden, invalid, not_supported, validate_qualified_name
+from machinery.types import Obj
 
 # upstream coordination.CoordinatedLeaseStrategy values that need no domain prefix
 LEASE_STRATEGIES = ["OldestEmulationVersion"]

@@ -8,11 +8,8 @@ from typing import Any
 
 from apiserver.validation import (
     FieldError,
-    NameValidator,
     forbidden,
     invalid,
-    name_is_dns_label,
-    name_is_dns_subdomain,
     required,
     validate_annotations,
     validate_immutable,
@@ -20,6 +17,7 @@ from apiserver.validation import (
     validate_nonnegative,
     validate_qualified_name,
 )
+from machinery.validation import NameValidator, name_is_dns_label, name_is_dns_subdomain
 
 Meta = dict[str, Any]
 

@@ -7,8 +7,9 @@ A namespace is born Active with the `kubernetes` finalizer, which the namespace 
 from __future__ import annotations
 
 from apiserver.registry.meta import validate_kube_finalizer_name
-from apiserver.registry.strategy import Obj, Strategy
+from apiserver.registry.strategy import Strategy
 from apiserver.validation import FieldError, invalid, semantic_equal, validate_qualified_name
+from machinery.types import Obj
 
 # Set on every namespace so selectors can pick namespaces by name (upstream v1.LabelMetadataName).
 LABEL_METADATA_NAME = "kubernetes.io/metadata.name"

@@ -8,19 +8,20 @@ from __future__ import annotations
 import ipaddress
 
 from apiserver.registry.pod import TAINT_EFFECTS
-from apiserver.registry.strategy import Obj, Strategy
+from apiserver.registry.strategy import Strategy
 from apiserver.validation import (
     FieldError,
     duplicate,
     forbidden,
     invalid,
-    is_valid_label_value,
     not_supported,
     required,
     validate_cidr,
     validate_qualified_name,
     validate_quantity,
 )
+from machinery.types import Obj
+from machinery.validation import is_valid_label_value
 
 _PODCIDR_CHANGE = 'node updates may not change podCIDR except from "" to valid'
 

@@ -13,22 +13,14 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from apiserver.registry.strategy import Obj, Strategy
+from apiserver.registry.strategy import Strategy
 from apiserver.validation import (
     FieldError,
-    Quantity,
     duplicate,
     forbidden,
     invalid,
-    is_http_header_name,
-    is_qualified_name,
-    is_valid_label_value,
-    is_valid_port_name,
-    is_valid_port_num,
-    name_is_dns_subdomain,
     not_found,
     not_supported,
-    regex_error,
     required,
     semantic_equal,
     validate_annotations,
@@ -41,6 +33,17 @@ from apiserver.validation import (
     validate_port_num_or_name,
     validate_qualified_name,
     validate_quantity,
+)
+from machinery.quantity import Quantity
+from machinery.types import Obj
+from machinery.validation import (
+    is_http_header_name,
+    is_label_key,
+    is_valid_label_value,
+    is_valid_port_name,
+    is_valid_port_num,
+    name_is_dns_subdomain,
+    regex_error,
 )
 
 MAX_INT32 = 2**31 - 1
@@ -707,11 +710,11 @@ def _overcommit_allowed(name: str) -> bool:
 
 
 def _validate_container_resource_name(name: str, path: str) -> list[FieldError]:
-    errs = [invalid(path, name, m) for m in is_qualified_name(name)]
+    errs = [invalid(path, name, m) for m in is_label_key(name)]
     if "/" not in name:
         if name not in STANDARD_CONTAINER_RESOURCES and not _is_huge_pages(name):
             errs.append(invalid(path, name, "must be a standard resource for containers"))
-    elif not _is_native_resource(name) and (name.startswith("requests.") or is_qualified_name("requests." + name)):
+    elif not _is_native_resource(name) and (name.startswith("requests.") or is_label_key("requests." + name)):
         errs.append(invalid(path, name, "doesn't follow extended resource name standard"))
     return errs
 

@@ -5,8 +5,9 @@ groups or service accounts."""
 
 from __future__ import annotations
 
-from apiserver.registry.strategy import Obj, Strategy
+from apiserver.registry.strategy import Strategy
 from apiserver.validation import FieldError, forbidden, invalid, not_supported, required
+from machinery.types import Obj
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 _SUBJECT_KINDS = ["ServiceAccount", "User", "Group"]

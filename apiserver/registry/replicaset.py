@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from apiserver.registry.pod import default_pod_spec, validate_pod_template_spec
-from apiserver.registry.strategy import Obj, Strategy
+from apiserver.registry.strategy import Strategy
 from apiserver.validation import (
     FieldError,
     StringMap,
@@ -22,6 +22,7 @@ from apiserver.validation import (
     validate_replicas,
 )
 from machinery.selectors import SelectorError, selector_from_label_selector
+from machinery.types import Obj
 
 
 def default_template(spec: Obj) -> None:

@@ -7,11 +7,8 @@ model for types and unknown fields when a strategy sees them.
 
 from __future__ import annotations
 
-from typing import Any
-
 from apiserver.validation import FieldError
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 
 class Strategy:

@@ -16,7 +16,7 @@ from apiserver import errors
 from apiserver.handlers import ResourceHandlers
 from apiserver.patch import UnsupportedPatchType, apply_patch
 from apiserver.proxy import exec_endpoints, log_endpoints
-from apiserver.registry.generic import Obj, Store, WriteOptions, loc_to_path
+from apiserver.registry.generic import Store, WriteOptions, loc_to_path
 from apiserver.registry.podstorage import BindingREST
 from apiserver.registry.token import token_endpoints
 from apiserver.request import check_duplicates, decode_object, read_body, write_options
@@ -26,6 +26,7 @@ from machinery.api.autoscaling_v1 import Scale
 from machinery.api.core_v1 import Binding
 from machinery.patch import PatchError
 from machinery.selectors import label_selector_to_string
+from machinery.types import Obj
 
 Endpoint = Callable[..., Any]
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -27,11 +26,13 @@ from starlette.responses import Response
 from apiserver import errors
 from apiserver.auth import serviceaccount as tokens
 from apiserver.handlers import ResourceHandlers
-from apiserver.registry.generic import Obj, Store, loc_to_path
+from apiserver.registry.generic import Store, loc_to_path
 from apiserver.request import check_duplicates, decode_object, read_body, write_options
 from apiserver.responsewriters import json_response
 from apiserver.validation import FieldError, invalid
 from machinery.api.authentication_v1 import TokenRequest
+from machinery.timeutil import format_rfc3339, parse_rfc3339
+from machinery.types import Obj
 
 DEFAULT_EXPIRATION_SECONDS = 3600  # upstream v1 defaulting of TokenRequestSpec.expirationSeconds
 MIN_EXPIRATION_SECONDS = 600  # "may not specify a duration less than 10 minutes"
@@ -50,17 +51,9 @@ class TokenIssuer:
     max_expiration_seconds: int = 0  # 0: no limit beyond validation's
 
 
-def _rfc3339(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_time(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+def _deletion_time(value: Any) -> float | None:
+    t = parse_rfc3339(value)
+    return None if t is None else t.timestamp()
 
 
 _TOKEN_REQUEST = "TokenRequest.authentication.k8s.io"
@@ -146,7 +139,7 @@ def token_endpoints(h: ResourceHandlers) -> dict[str, Any]:
                                   now=now, bound=bound)
         await _cached_by(h.store, account)
         meta.update(name=name, namespace=namespace, creationTimestamp=None)
-        req["status"] = {"token": token, "expirationTimestamp": _rfc3339(int(now) + expiration)}
+        req["status"] = {"token": token, "expirationTimestamp": format_rfc3339(int(now) + expiration)}
         return json_response(req, 201, opts.warnings)
 
     return {"POST": post}
@@ -171,7 +164,7 @@ class LiveTokenValidator:
         hit = self._memo.get(cached.key)
         if hit is None or hit[0] != cached.rv:
             meta = orjson.loads(cached.raw).get("metadata") or {}
-            hit = (cached.rv, meta.get("uid") or "", _parse_time(meta.get("deletionTimestamp")))
+            hit = (cached.rv, meta.get("uid") or "", _deletion_time(meta.get("deletionTimestamp")))
             if len(self._memo) >= self.MEMO_SIZE:
                 self._memo.clear()
             self._memo[cached.key] = hit

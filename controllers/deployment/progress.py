@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from controllers.controller_utils import now_utc, parse_time
 from controllers.deployment.sync import DeploymentSync, calculate_status
 from controllers.deployment.util import (
     NEW_RS_AVAILABLE,
@@ -28,6 +27,8 @@ from controllers.deployment.util import (
     status_equal,
 )
 from machinery.api.apps_v1 import Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet
+from machinery.timeutil import now as now_utc
+from machinery.timeutil import parse_rfc3339 as parse_time
 
 
 def rollout_status(d: Deployment, all_rss: Sequence[ReplicaSet | None], new_rs: ReplicaSet | None,

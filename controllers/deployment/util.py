@@ -13,11 +13,13 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from controllers.controller_utils import now_utc, parse_time, rfc3339
 from controllers.hashing import POD_TEMPLATE_HASH_LABEL
 from machinery.api.apps_v1 import Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet
 from machinery.api.core_v1 import PodTemplateSpec
 from machinery.api.meta import LabelSelector, ObjectMeta
+from machinery.timeutil import format_rfc3339 as rfc3339
+from machinery.timeutil import now as now_utc
+from machinery.timeutil import parse_rfc3339 as parse_time
 
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 DESIRED_REPLICAS_ANNOTATION = "deployment.kubernetes.io/desired-replicas"

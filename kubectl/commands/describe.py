@@ -16,8 +16,7 @@ from kubectl.manifests import load
 from kubectl.resources import Target, targets_from_args
 from machinery.api.resources import ResourceInfo
 from machinery.client import ApiError
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -23,8 +23,8 @@ from kubectl.printers import TablePrinter, go_json, go_yaml, print_objects, reso
 from kubectl.resources import Target, multiple_types_requested, targets_from_args
 from machinery.api.resources import ResourceInfo
 from machinery.client import ApiError
+from machinery.types import Obj
 
-Obj = dict[str, Any]
 CHUNK = 500
 OUTPUTS = ("", "wide", "yaml", "json", "name")
 

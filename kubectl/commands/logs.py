@@ -19,8 +19,8 @@ from kubectl.flags import duration
 from kubectl.resources import Target, targets_from_args
 from machinery.api.resources import resource_for
 from machinery.client import ApiError
+from machinery.types import Obj
 
-Obj = dict[str, Any]
 PODS = resource_for("", "pods")
 DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
 

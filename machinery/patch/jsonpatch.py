@@ -10,8 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from machinery.patch.errors import PatchError, invalid
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 # Upstream's apiserver refuses bigger JSON patches (maxJSONPatchOperations).
 MAX_JSON_PATCH_OPERATIONS = 10000

@@ -13,8 +13,7 @@ from pydantic import BaseModel
 
 from machinery.patch.errors import PatchError, invalid
 from machinery.patch.schema import ANY, FieldMeta, SchemaType, describe, lookup
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 _MISSING: Any = object()
 

@@ -18,8 +18,7 @@ from machinery.patch.errors import PatchError
 from machinery.patch.jsonpatch import json_equal
 from machinery.patch.schema import ANY, FieldMeta, SchemaType, describe, lookup
 from machinery.patch.strategic import element_kind, hkey, normalize_element_order, partition
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 _PATCH = "$patch"
 _DELETE = "delete"

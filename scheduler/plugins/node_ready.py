@@ -11,8 +11,8 @@ still fits, and the failure reads exactly as the taint's would.
 from __future__ import annotations
 
 from machinery.api.core_v1 import Taint
-from machinery.taints import tolerates_taint
-from scheduler.framework import SUCCESS, TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE, NodeInfo, PodInfo, Status
+from machinery.taints import TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE, tolerates_taint
+from scheduler.framework import SUCCESS, NodeInfo, PodInfo, Status
 
 NAME = "NodeReady"
 

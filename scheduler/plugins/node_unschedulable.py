@@ -4,8 +4,8 @@ tolerates the `node.kubernetes.io/unschedulable:NoSchedule` taint (as DaemonSet 
 from __future__ import annotations
 
 from machinery.api.core_v1 import Taint
-from machinery.taints import tolerates_taint
-from scheduler.framework import SUCCESS, TAINT_NODE_UNSCHEDULABLE, NodeInfo, PodInfo, Status
+from machinery.taints import TAINT_NODE_UNSCHEDULABLE, tolerates_taint
+from scheduler.framework import SUCCESS, NodeInfo, PodInfo, Status
 
 NAME = "NodeUnschedulable"
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from apiserver.validation import parse_quantity
+from machinery.quantity import parse_quantity
 from tests.cluster import ApiServer, Process, wait_for
 
 RUN_LABEL = "minik8s.test/scheduler-run"

@@ -23,7 +23,6 @@ from apiserver.audit import (
     main,
     read_events,
     row,
-    timestamp,
 )
 from machinery.api import audit_v1
 
@@ -205,9 +204,6 @@ class TestEvents:
         writer.close()  # what is pending at shutdown is written, after the rest
         data = path.read_bytes()
         assert len(data) == writer.BATCH_BYTES + 5 and data.endswith(b"x\nlast\n")
-
-    def test_timestamp(self) -> None:
-        assert timestamp(0.5) == "1970-01-01T00:00:00.500000Z"
 
 
 # -- reading the log ----------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from controllers.controller_utils import (
     is_pod_available,
     pod_from_template,
     rank_pods_for_deletion,
-    rfc3339,
     slow_start_batch,
 )
 from controllers.deployment import progress, recreate, rollback, rolling, sync, util
@@ -26,6 +25,7 @@ from controllers.hashing import POD_TEMPLATE_HASH_LABEL
 from controllers.replicaset import calculate_status, pods_to_delete
 from machinery.api.apps_v1 import Deployment, DeploymentStatus, ReplicaSet, ReplicaSetCondition
 from machinery.api.core_v1 import Pod
+from machinery.timeutil import format_rfc3339 as rfc3339
 
 NOW = dt.datetime(2026, 11, 21, 12, 0, 0, tzinfo=dt.UTC)
 

@@ -16,8 +16,7 @@ from kubectl.apply import LAST_APPLIED, last_applied_of, modified_configuration
 from machinery.api.apps_v1 import Deployment
 from machinery.api.core_v1 import Pod
 from machinery.patch import three_way_merge_patch
-
-Obj = dict[str, Any]
+from machinery.types import Obj
 
 
 def manifest() -> Obj:

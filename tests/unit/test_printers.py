@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from apiserver.printers import column_definitions, human_duration, table_for
+from apiserver.printers import column_definitions, table_for
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -26,47 +26,6 @@ def cells(resource: str, obj: dict[str, Any]) -> list[Any]:
 
 def names(resource: str) -> list[tuple[str, int]]:
     return [(c["name"], c["priority"]) for c in column_definitions(resource)]
-
-
-# --------------------------------------------------------------------------------------------
-# human_duration
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("seconds", "expected"),
-    [
-        (-5, "<invalid>"),
-        (-2, "<invalid>"),
-        (-1.5, "0s"),
-        (-1, "0s"),
-        (0, "0s"),
-        (0.9, "0s"),
-        (5, "5s"),
-        (59, "59s"),
-        (119, "119s"),
-        (120, "2m"),
-        (200, "3m20s"),
-        (9 * 60 + 59, "9m59s"),
-        (10 * 60, "10m"),
-        (10 * 60 + 59, "10m"),
-        (3 * 3600 - 1, "179m"),
-        (3 * 3600, "3h"),
-        (3 * 3600 + 5 * 60, "3h5m"),
-        (8 * 3600 + 59 * 60, "8h"),
-        (47 * 3600 + 3599, "47h"),
-        (48 * 3600, "2d"),
-        (2 * 86400 + 3 * 3600, "2d3h"),
-        (8 * 86400, "8d"),
-        (729 * 86400, "729d"),
-        (730 * 86400, "2y"),
-        (731 * 86400, "2y1d"),
-        (8 * 365 * 86400, "8y"),
-        (20 * 365 * 86400 + 100 * 86400, "20y"),
-    ],
-)
-def test_human_duration(seconds: float, expected: str) -> None:
-    assert human_duration(seconds) == expected
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,8 +4,6 @@ and the rules a user holds as the RBAC authorizer resolves them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from apiserver.auth.authz import AlwaysAllow, Authorizer, NodeAuthorizer, RBACAuthorizer, StaticRbac
 from apiserver.auth.escalation import (
     FULL_AUTHORITY,
@@ -17,8 +15,8 @@ from apiserver.auth.escalation import (
     only_gc_fields_changed,
 )
 from machinery.authn.user import UserInfo
+from machinery.types import Obj
 
-Obj = dict[str, Any]
 RBAC = "rbac.authorization.k8s.io"
 
 

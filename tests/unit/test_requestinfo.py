@@ -14,7 +14,7 @@ from apiserver.auth.authz import AlwaysAllow, Authorizer
 from apiserver.auth.gate import Gate, Limits
 from apiserver.requestinfo import Query, request_info
 from machinery.authn.user import UserInfo
-from machinery.duration import parse_go_duration
+from machinery.timeutil import parse_go_duration
 
 
 def test_a_repeated_parameter_counts_by_its_first_value() -> None:

@@ -4,7 +4,6 @@ checked against upstream's rules and messages."""
 from __future__ import annotations
 
 import copy
-from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -26,19 +25,10 @@ from apiserver.registry.replicaset import ReplicaSetStrategy
 from apiserver.registry.strategy import Strategy
 from apiserver.validation import (
     FieldError,
-    Quantity,
     StringMap,
     go_value,
     invalid,
-    is_dns1123_label,
-    is_dns1123_subdomain,
-    is_qualified_name,
-    is_valid_label_value,
-    is_valid_port_name,
-    name_is_dns_label,
-    name_is_dns_subdomain,
     not_found,
-    parse_quantity,
     semantic_equal,
     too_long,
     validate_annotations,
@@ -48,8 +38,8 @@ from apiserver.validation import (
     validate_nonnegative_int_or_percent,
     validate_not_more_than_100_percent,
 )
-
-Obj = dict[str, Any]
+from machinery.types import Obj
+from machinery.validation import name_is_dns_subdomain
 
 SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
                  "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
@@ -132,53 +122,7 @@ def make_replicaset(**spec: Any) -> Obj:
 # ---------------------------------------------------------------------------------------------
 
 
-class TestNames:
-    def test_subdomain_message_is_upstreams(self) -> None:
-        assert is_dns1123_subdomain("Bad_Name") == [SUBDOMAIN_MSG]
-
-    def test_label_message_keeps_upstreams_double_space(self) -> None:
-        assert is_dns1123_label("Bad_Name") == [LABEL_MSG]
-
-    def test_label_with_dots_says_so(self) -> None:
-        assert is_dns1123_label("a.b") == ["must not contain dots"]
-
-    @pytest.mark.parametrize("name", ["a", "abc-123", "1abc", "a" * 63])
-    def test_valid_labels(self, name: str) -> None:
-        assert is_dns1123_label(name) == []
-
-    def test_too_long_label(self) -> None:
-        assert is_dns1123_label("a" * 64) == ["must be no more than 63 characters"]
-
-    def test_too_long_subdomain(self) -> None:
-        assert is_dns1123_subdomain("a" * 254)[0] == "must be no more than 253 characters"
-
-    @pytest.mark.parametrize("name", ["-a", "a-", "A", "a_b", ""])
-    def test_invalid_labels(self, name: str) -> None:
-        assert is_dns1123_label(name) == [LABEL_MSG]
-
-    def test_generate_name_prefix_may_end_in_dash(self) -> None:
-        assert name_is_dns_subdomain("web-", True) == []
-        assert name_is_dns_label("web-", True) == []
-        assert name_is_dns_subdomain("web-", False) == [SUBDOMAIN_MSG]
-
-
 class TestLabelsAndAnnotations:
-    def test_qualified_names(self) -> None:
-        assert is_qualified_name("app") == []
-        assert is_qualified_name("example.com/app") == []
-        assert is_qualified_name("app_") == [QNAME_NAME_MSG]
-        assert is_qualified_name("/app") == ["prefix part must be non-empty"]
-        assert is_qualified_name("example.com/") == ["name part must be non-empty", QNAME_NAME_MSG]
-        assert is_qualified_name("a" * 64) == ["name part must be no more than 63 characters"]
-        assert is_qualified_name("a/b/c")[0].startswith("a valid label key must consist of alphanumeric")
-        assert is_qualified_name("Bad_Prefix/a") == ["prefix part " + SUBDOMAIN_MSG]
-
-    def test_label_values(self) -> None:
-        assert is_valid_label_value("") == []
-        assert is_valid_label_value("v1.2_x") == []
-        assert is_valid_label_value("-x") == [LABEL_VALUE_MSG]
-        assert is_valid_label_value("a" * 64) == ["must be no more than 63 characters"]
-
     def test_validate_labels_reports_on_the_map(self) -> None:
         errs = validate_labels({"bad key": "ok", "k": "bad value"}, "metadata.labels")
         assert full(errs) == [
@@ -211,15 +155,6 @@ class TestErrorsAndValues:
         assert semantic_equal(None, {})
         assert not semantic_equal({"a": 1}, {"a": 2})
 
-    def test_port_names(self) -> None:
-        assert is_valid_port_name("http") == []
-        assert is_valid_port_name("8080") == ["must contain at least one letter (a-z)"]
-        assert is_valid_port_name("a--b") == ["must contain consecutive hyphens".replace("must", "must not")]
-        assert is_valid_port_name("-ab") == ["must not begin or end with a hyphen"]
-        assert is_valid_port_name("a" * 16) == ["must be no more than 15 characters"]
-        assert is_valid_port_name("HTTP") == ["must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
-                                              "must contain at least one letter (a-z)"]
-
     def test_int_or_percent(self) -> None:
         assert validate_nonnegative_int_or_percent("25%", "f") == []
         assert validate_nonnegative_int_or_percent(3, "f") == []
@@ -249,30 +184,6 @@ class TestErrorsAndValues:
             "'Exists' or 'DoesNotExist'",
             'spec.selector.matchExpressions[2].operator: Invalid value: "Bogus": not a valid selector operator',
         ]
-
-
-class TestQuantities:
-    @pytest.mark.parametrize(("text", "canonical"), [
-        ("500m", "500m"), ("0.5", "500m"), ("1.5", "1500m"), ("1500", "1500"), ("2000", "2k"),
-        ("1Gi", "1Gi"), ("1024Mi", "1Gi"), ("1536Mi", "1536Mi"), ("1.5Gi", "1536Mi"), ("512", "512"),
-        ("1e3", "1e3"), ("12e-3", "12e-3"), ("0", "0"), ("-1", "-1"), ("0.0000000001", "1n"), ("100M", "100M"),
-        ("0.5Ki", "512"),
-    ])
-    def test_canonical_form(self, text: str, canonical: str) -> None:
-        assert str(parse_quantity(text)) == canonical
-
-    def test_values_and_comparison(self) -> None:
-        assert parse_quantity("1Ki").value == 1024
-        assert parse_quantity("250m").value == Fraction(1, 4)
-        assert parse_quantity("1") == parse_quantity("1000m")
-        assert parse_quantity("1Gi") > parse_quantity("1G")
-        assert parse_quantity("1.5").milli_value() == 1500
-        assert parse_quantity(2) == Quantity(Fraction(2))
-
-    @pytest.mark.parametrize("text", ["", "abc", ".", "1.2.3", "1x", "1Kb"])
-    def test_malformed(self, text: str) -> None:
-        with pytest.raises(ValueError):
-            parse_quantity(text)
 
 
 # ---------------------------------------------------------------------------------------------
