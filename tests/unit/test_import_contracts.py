@@ -1,13 +1,15 @@
-"""The import contracts (.importlinter) cover every component in the tree.
+"""The import contracts (.importlinter) and the type checker cover every component in the tree.
 
-`lint-imports` only checks the packages it is told about: a new component (proxy/, dns/, ...)
-left out of .importlinter would be free to import any other. This test reads the file and the
-tree and names what is missing. The contracts themselves run in hack/test.sh (`lint-imports`).
+`lint-imports` and `mypy` only check the packages they are told about: a new component (proxy/,
+dns/, ...) left out of .importlinter would be free to import any other, and left out of
+[tool.mypy] files it would not be type-checked. This test reads the configuration and the tree and
+names what is missing. The checks themselves run in hack/test.sh (`lint-imports`, `mypy`).
 """
 
 from __future__ import annotations
 
 import configparser
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,3 +47,8 @@ def test_every_component_is_in_every_contract() -> None:
     assert listed(config["importlinter:contract:components"]["modules"]) == components
     assert listed(config["importlinter:contract:cni"]["source_modules"]) == components - {"dockershim"}
     assert listed(config["importlinter:contract:acyclic"]["ancestors"]) == components | LIBRARIES
+
+
+def test_mypy_checks_every_package() -> None:
+    files = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["files"]
+    assert packages_in_tree() - set(files) == set(), "add these to [tool.mypy] files in pyproject.toml"
