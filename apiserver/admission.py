@@ -194,8 +194,8 @@ def _denied(hook: Webhook, result: Obj | None) -> errors.ApiError:
     """Upstream's webhookerrors.ToStatusErr."""
     denied_by = f'admission webhook "{hook.name}" denied the request'
     result = result if isinstance(result, dict) else {}
-    code = result.get("code") if isinstance(result.get("code"), int) else 0
-    code = code if code >= 400 else 400
+    given = result.get("code")
+    code = given if isinstance(given, int) and given >= 400 else 400
     if result.get("message"):
         message = f"{denied_by}: {result['message']}"
     elif result.get("reason"):

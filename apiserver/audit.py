@@ -25,7 +25,7 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -232,7 +232,7 @@ class AuditContext:
             ref.setdefault("uid", meta["uid"])
 
 
-def note_object(scope: dict[str, Any], obj: dict[str, Any]) -> None:
+def note_object(scope: MutableMapping[str, Any], obj: dict[str, Any]) -> None:  # scope: the ASGI scope
     ctx = scope.get("audit")
     if ctx is not None:
         ctx.note_object(obj)

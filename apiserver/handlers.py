@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from starlette.requests import Request
@@ -248,7 +248,7 @@ class WatchResponse(Response):
             elif type(item) is int:
                 out.append(h._bookmark_line(item))
             else:
-                kind, obj = item  # type: ignore[misc]
+                kind, obj = cast(tuple[str, CachedObject], item)  # neither bytes nor int, exactly: a pair
                 out.append(h._event_line(kind, obj, self.table, self.include, self._first))
                 self._first = False
             if self._initial > 0:

@@ -19,7 +19,7 @@ zero ones; a pointer (`*int32 replicas`) is written only when set, and its zero 
 zero scalar is dropped unless its type ends in `?` (upstream's pointer fields). Field numbers the table
 does not list are skipped, as upstream's decoder skips unknown fields; the table lists the fields our
 models carry (machinery.api), so what is skipped is what our JSON schema would not accept anyway.
-tests/unit/test_protobuf.py checks every entry against the descriptors compiled into a kubectl binary.
+tests/unit/apiserver/test_protobuf.py checks every entry against the descriptors compiled into a kubectl binary.
 """
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ async def _pod_and_kubelet(request: Request | WebSocket, h: ResourceHandlers, na
     return pod, kubelet_address(node, "https" if tls else "http"), tls
 
 
-def _kubelet_error(code: int, body: bytes) -> errors.ApiError:
+def _kubelet_error(code: int, body: bytes | bytearray) -> errors.ApiError:
     """The kubelet's answer (a Status, or text) as the error the client gets."""
     with contextlib.suppress(orjson.JSONDecodeError):
         data = orjson.loads(body)

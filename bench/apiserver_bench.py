@@ -37,7 +37,7 @@ from tests.cluster import REPO, ApiServer, Etcd, make_workdir
 
 OUTPUT = REPO / "_output" / "bench"
 
-# -- pure statistics and formatting helpers (unit-tested in tests/unit/test_bench_stats.py) ----------------------
+# -- pure statistics and formatting helpers (unit-tested in tests/unit/bench/test_bench_stats.py) ----------------------
 
 
 def percentile(values: Sequence[float], p: float) -> float:

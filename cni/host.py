@@ -234,7 +234,7 @@ def unregister_kubelet(node_name: str) -> None:
 
 def other_kubelets_alive(node_name: str) -> list[str]:
     """Nodes whose kubelet process on this host is still alive (stale entries are dropped)."""
-    alive = []
+    alive: list[str] = []
     d = _kubelet_dir()
     if not d.is_dir():
         return alive

@@ -348,9 +348,10 @@ def parse_output(returncode: int, stdout: bytes, stderr: bytes, plugin_type: str
             data = None
     if returncode != 0:
         if isinstance(data, dict) and ("code" in data or "msg" in data):
-            code = data.get("code")
+            given = data.get("code")
+            code = given if isinstance(given, int) else 999  # 999: no code, or not a number
             raise CniError(str(data.get("msg") or ERROR_CODES.get(code, "plugin error")),
-                           code if isinstance(code, int) else 999, str(data.get("details") or ""),
+                           code, str(data.get("details") or ""),
                            plugin_type, command)
         message = stderr.decode("utf-8", "replace").strip() or text or f"exit status {returncode}"
         raise CniError(message[:2000], 999, plugin=plugin_type, command=command)

@@ -266,9 +266,13 @@ start_background() {
 }
 
 # take_setup_lock: one setup at a time on this machine (apt, dockerd and the
-# venv are shared). Held on fd 9 until the calling script exits.
+# venv are shared). Held on fd 9 until the calling script exits. A user who
+# cannot write /var/lock (setup.sh --venv-only needs no root) locks in /tmp.
 take_setup_lock() {
   local lock="/var/lock/minik8s-setup.lock"
+  if ! { : >>"${lock}"; } 2>/dev/null; then
+    lock="${TMPDIR:-/tmp}/minik8s-setup-$(id -u).lock"
+  fi
   exec 9>"${lock}"
   if ! flock -n 9; then
     log "another setup holds ${lock}; waiting for it"

@@ -7,13 +7,28 @@
 #   - the Python venv .venv with `pip install -e '.[test]'` (re-run only when
 #     pyproject.toml changed since the last install)
 # Idempotent: run it as often as you like; it says what it did and skipped.
+#   ./hack/setup.sh --venv-only   only the venv: what the unit tests and the linters need
+#                                 (no root, no Docker, no etcd)
 set -euo pipefail
 
 MINIK8S_LOG_PREFIX="${MINIK8S_LOG_PREFIX:-setup}"
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+venv_only=""
+case "${1:-}" in
+  "") ;;
+  --venv-only) venv_only=1 ;;
+  *) die "unknown argument: $1 (usage: setup.sh [--venv-only])" ;;
+esac
+
 take_setup_lock
+
+if [[ -n "${venv_only}" ]]; then
+  ensure_venv
+  log "ready (venv only): $("${MINIK8S_VENV}/bin/python" --version 2>&1)"
+  exit 0
+fi
 
 ensure_apt_packages "${MINIK8S_APT_PACKAGES[@]}"
 ensure_dockerd

@@ -32,7 +32,7 @@ import random
 import re
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
@@ -538,12 +538,19 @@ class ApiClient:
         except orjson.JSONDecodeError as e:
             raise ClientError(f"{method} {path}: answer is not JSON: {payload[:200]!r}") from e
 
+    async def _request_object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """request() for an answer that must be a JSON object (an object, a list, a Status)."""
+        answer = await self.request(method, path, **kwargs)
+        if not isinstance(answer, dict):
+            raise ClientError(f"{method} {path}: answer is not a JSON object: {answer!r:.200}")
+        return answer
+
     # -- raw (dict) API ---------------------------------------------------------------------
 
     async def get_raw(
         self, resource: Resource, name: str, namespace: str | None = None, *, subresource: str | None = None
     ) -> dict[str, Any]:
-        return await self.request("GET", _info(resource).object_path(name, namespace, subresource))
+        return await self._request_object("GET", _info(resource).object_path(name, namespace, subresource))
 
     async def list_raw(
         self,
@@ -563,7 +570,7 @@ class ApiClient:
             "continue": continue_ or None,
             "resourceVersion": resource_version,
         }
-        return await self.request("GET", _info(resource).collection_path(namespace), params=params)
+        return await self._request_object("GET", _info(resource).collection_path(namespace), params=params)
 
     async def create_raw(
         self,
@@ -576,7 +583,7 @@ class ApiClient:
     ) -> dict[str, Any]:
         params = {"fieldManager": field_manager, "dryRun": "All" if dry_run else None}
         path = _info(resource).collection_path(namespace)
-        return await self.request("POST", path, params=params, body=body)
+        return await self._request_object("POST", path, params=params, body=body)
 
     async def update_raw(
         self,
@@ -589,7 +596,7 @@ class ApiClient:
         field_manager: str | None = None,
     ) -> dict[str, Any]:
         path = _info(resource).object_path(name, namespace, subresource)
-        return await self.request("PUT", path, params={"fieldManager": field_manager}, body=body)
+        return await self._request_object("PUT", path, params={"fieldManager": field_manager}, body=body)
 
     async def patch_raw(
         self,
@@ -613,7 +620,7 @@ class ApiClient:
         if patch_type == "apply" and not field_manager:
             raise ValueError("server-side apply needs a field_manager")
         params = {"fieldManager": field_manager, "force": None if force is None else str(force).lower()}
-        return await self.request(
+        return await self._request_object(
             "PATCH",
             _info(resource).object_path(name, namespace, subresource),
             params=params,
@@ -641,7 +648,7 @@ class ApiClient:
             options["preconditions"] = preconditions.model_dump(mode="json", by_alias=True, exclude_none=True)
         elif preconditions:
             options["preconditions"] = dict(preconditions)
-        return await self.request("DELETE", _info(resource).object_path(name, namespace), body=options)
+        return await self._request_object("DELETE", _info(resource).object_path(name, namespace), body=options)
 
     async def delete_collection_raw(
         self,
@@ -660,7 +667,7 @@ class ApiClient:
         if propagation_policy is not None:
             body["propagationPolicy"] = propagation_policy
         path = _info(resource).collection_path(namespace)
-        return await self.request("DELETE", path, params=params, body=body)
+        return await self._request_object("DELETE", path, params=params, body=body)
 
     def watch_raw(
         self,
@@ -672,7 +679,7 @@ class ApiClient:
         field_selector: Selector = None,
         allow_bookmarks: bool = True,
         timeout_seconds: int | None = None,
-    ) -> AsyncIterator[WatchEvent[dict[str, Any]]]:
+    ) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]:
         """Watch events with dict objects (ERROR events carry a Status)."""
         return self._watch(
             None, _info(resource), namespace, resource_version, label_selector, field_selector,
@@ -689,7 +696,7 @@ class ApiClient:
         field_selector: Selector,
         allow_bookmarks: bool,
         timeout_seconds: int | None,
-    ) -> AsyncIterator[WatchEvent[Any]]:
+    ) -> AsyncGenerator[WatchEvent[Any], None]:
         """The streaming GET ?watch=true: a non-2xx answer (e.g. 410 Expired) raises ApiError before
         the first event; a broken stream raises ApiUnavailable; a server-side timeout just ends."""
         params = {
@@ -907,7 +914,7 @@ class ApiClient:
         field_selector: Selector = None,
         allow_bookmarks: bool = True,
         timeout_seconds: int | None = None,
-    ) -> AsyncIterator[WatchEvent[M]]:
+    ) -> AsyncGenerator[WatchEvent[M], None]:
         """Typed watch events, as an async generator: the request is sent on first iteration. Close it
         when leaving early (`async with contextlib.aclosing(client.watch(...)) as events:`) so the
         connection is released at once rather than at garbage collection."""

@@ -39,8 +39,11 @@ class Controller:
             for key in keys(obj):
                 self.queue.add(key)
 
-        informer.add_event_handler(on_add=enqueue, on_update=lambda old, new: (enqueue(old), enqueue(new)),
-                                   on_delete=enqueue)
+        def enqueue_both(old: Any, new: Any) -> None:
+            enqueue(old)
+            enqueue(new)
+
+        informer.add_event_handler(on_add=enqueue, on_update=enqueue_both, on_delete=enqueue)
         if informer not in self.informers:
             self.informers.append(informer)
 

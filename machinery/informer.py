@@ -496,8 +496,10 @@ class Informer(Generic[M]):
 
 def _rv(obj: Any) -> str | None:
     if isinstance(obj, Mapping):
-        return (obj.get("metadata") or {}).get("resourceVersion")
-    return obj.metadata.resource_version
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        return rv if isinstance(rv, str) else None
+    model_rv: str | None = obj.metadata.resource_version  # an API model's ObjectMeta
+    return model_rv
 
 
 # -- sharing ----------------------------------------------------------------------------------

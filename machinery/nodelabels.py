@@ -5,6 +5,8 @@ may set these on its own Node (NodeRestriction admission lets it) and accepts on
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 KUBELET_LABELS = (
     "kubernetes.io/hostname", "topology.kubernetes.io/zone", "topology.kubernetes.io/region",
     "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
@@ -38,6 +40,6 @@ def is_kubernetes_label(key: str) -> bool:
     return in_namespace(namespace, "kubernetes.io") or in_namespace(namespace, "k8s.io")
 
 
-def unknown_kubernetes_labels(keys: object) -> list[str]:
+def unknown_kubernetes_labels(keys: Iterable[object]) -> list[str]:
     """The keys in the kubernetes.io / k8s.io namespaces a kubelet may not set, sorted."""
     return sorted(k for k in keys if isinstance(k, str) and is_kubernetes_label(k) and not is_kubelet_label(k))

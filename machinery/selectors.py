@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, ItemsView, Iterable, Mapping
 from typing import Any, Final
 
 from machinery.validation import is_qualified_name, is_valid_label_value
@@ -147,7 +147,7 @@ def _aggregate(errs: list[str]) -> str:
 # --------------------------------------------------------------------------------------------
 
 _Labels = Mapping[str, str]
-_Matcher = Any  # Callable[[_Labels], bool]; kept loose so closures need no casts
+_Matcher = Callable[[_Labels], bool]
 
 
 def _compile(key: str, op: str, values: tuple[str, ...]) -> _Matcher:
@@ -196,6 +196,7 @@ class Requirement:
     key: str
     operator: str
     values: tuple[str, ...]
+    _match: _Matcher
 
     def __init__(self, key: str, operator: str, values: Iterable[str] | None = None) -> None:
         if not isinstance(key, str):
@@ -337,7 +338,7 @@ class LabelSelector:
     _requirements: tuple[Requirement, ...]
     _nothing: bool
     _matchers: tuple[_Matcher, ...]
-    _eq_items: Any  # ItemsView of {key: value} when every requirement is a plain equality
+    _eq_items: ItemsView[str, str] | None  # {key: value}.items() when every requirement is a plain equality
 
     def __init__(self, requirements: Iterable[Requirement] = (), *, nothing: bool = False) -> None:
         given = tuple(requirements)
@@ -350,7 +351,7 @@ class LabelSelector:
         object.__setattr__(self, "_requirements", reqs)
         object.__setattr__(self, "_nothing", nothing)
         object.__setattr__(self, "_matchers", tuple(r._match for r in reqs))
-        eq_items = None
+        eq_items: ItemsView[str, str] | None = None
         if all(r.operator in (EQUALS, DOUBLE_EQUALS) for r in reqs):
             eq = {r.key: r.values[0] for r in reqs}
             if len(eq) == len(reqs):  # "a=x,a=y" must stay unsatisfiable

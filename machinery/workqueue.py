@@ -150,7 +150,7 @@ class RateLimitingQueue(Generic[T]):
 
     def __init__(self, rate_limiter: RateLimiter[T] | None = None, name: str = "") -> None:
         self.name = name
-        self.rate_limiter: RateLimiter[T] = rate_limiter or default_controller_rate_limiter()  # type: ignore[assignment]
+        self.rate_limiter: RateLimiter[T] = rate_limiter or default_controller_rate_limiter()
         self._queue: deque[T] = deque()
         self._dirty: set[T] = set()  # wants processing: queued, or re-added while processing
         self._processing: set[T] = set()

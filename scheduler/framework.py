@@ -436,7 +436,8 @@ class Snapshot:
 class FilterPlugin(Protocol):
     """Filter(pod, node) -> Status: can the pod run on this node at all?"""
 
-    name: str
+    @property
+    def name(self) -> str: ...  # read-only: a frozen dataclass (Filter) is a FilterPlugin
 
     def filter(self, pod: PodInfo, node: NodeInfo) -> Status: ...
 
@@ -444,8 +445,11 @@ class FilterPlugin(Protocol):
 class ScorePlugin(Protocol):
     """Score(pod, node) -> 0..100 per feasible node, then NormalizeScore over all of them, times weight."""
 
-    name: str
-    weight: int
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def weight(self) -> int: ...
 
     def score(self, pod: PodInfo, node: NodeInfo) -> int: ...
 

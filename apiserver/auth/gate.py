@@ -94,14 +94,15 @@ class Deadlines:
 
     def add(self, at: float) -> asyncio.Task[Any]:
         """The current request's task, to be cancelled at `at` (time.monotonic())."""
-        task = asyncio.current_task(self._loop) if self._loop is not None else None
-        if task is None:
-            self._loop = asyncio.get_running_loop()
-            task = asyncio.current_task(self._loop)
+        loop = self._loop
+        task = asyncio.current_task(loop) if loop is not None else None
+        if loop is None or task is None:
+            loop = self._loop = asyncio.get_running_loop()
+            task = asyncio.current_task(loop)
             assert task is not None
         self.pending[task] = at
         if self._ticker is None or self._ticker.done():
-            self._ticker = self._loop.create_task(self._tick())
+            self._ticker = loop.create_task(self._tick())
         return task
 
     def done(self, task: asyncio.Task[Any]) -> None:

@@ -54,7 +54,7 @@ import ipaddress
 import os
 import socket
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -444,7 +444,7 @@ def ensure_pki(root: str | os.PathLike[str], server: str = "https://127.0.0.1:64
     return pki
 
 
-def ensure_etcd_pki(root: str | os.PathLike[str], members: dict[str, Iterable[str]], *, log: bool = False) -> Pki:
+def ensure_etcd_pki(root: str | os.PathLike[str], members: Mapping[str, Iterable[str]], *, log: bool = False) -> Pki:
     """etcd's CA, each member's serving and peer certificates, the apiserver's etcd client certificate
     (see the module doc); generated on first call and reused after, re-issued when a SAN is missing."""
     pki = Pki(Path(root).resolve())

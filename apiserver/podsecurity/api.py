@@ -10,6 +10,7 @@ admission configuration's `defaults`, privileged:latest without one).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import NamedTuple
 
 LEVEL_PRIVILEGED, LEVEL_BASELINE, LEVEL_RESTRICTED = "privileged", "baseline", "restricted"
@@ -102,7 +103,7 @@ LABELS = (ENFORCE_LEVEL_LABEL, ENFORCE_VERSION_LABEL, AUDIT_LEVEL_LABEL, AUDIT_V
           WARN_VERSION_LABEL)
 
 
-def policy_to_evaluate(labels: dict[str, str] | None, defaults: Policy) -> tuple[Policy, PolicyError | None]:
+def policy_to_evaluate(labels: Mapping[str, str], defaults: Policy) -> tuple[Policy, PolicyError | None]:
     causes: list[tuple[str, str, str]] = []
     modes = {"enforce": defaults.enforce, "audit": defaults.audit, "warn": defaults.warn}
     has_enforce_level = has_warn_level = has_warn_version = False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import copy
 import secrets
 import uuid
@@ -553,7 +554,7 @@ class Store:
                 "details": {k: v for k, v in details.items() if v}}
 
     async def delete_collection(self, namespace: str | None, predicate: Predicate,
-                                options: DeleteOptions) -> list[Obj]:
+                                options: DeleteOptions) -> builtins.list[Obj]:  # `list` is a method here
         listed = await self.list(namespace, predicate)
         out = []
         for item in listed.items:

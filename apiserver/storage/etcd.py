@@ -19,6 +19,7 @@ by the key's first change after the revision it was made against.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import logging
 import random
@@ -438,7 +439,7 @@ class EtcdStorage:
     async def compact(self, revision: int) -> None:
         await self._call("kv", "Compact", rpc.CompactionRequest(revision=revision, physical=True))
 
-    async def watch(self, prefix: str, start_revision: int) -> AsyncIterator[tuple[list[EtcdEvent], int]]:
+    async def watch(self, prefix: str, start_revision: int) -> AsyncIterator[tuple[builtins.list[EtcdEvent], int]]:
         """Events under prefix from start_revision on (inclusive), batch by batch, prev_kv included,
         each batch with the revision etcd has reached (an empty batch is a progress notification).
 
@@ -450,7 +451,7 @@ class EtcdStorage:
             yield item
 
     async def _watch(self, key: bytes, range_end: bytes,
-                     start_revision: int) -> AsyncIterator[tuple[list[EtcdEvent], int]]:
+                     start_revision: int) -> AsyncIterator[tuple[builtins.list[EtcdEvent], int]]:
         create = rpc.WatchCreateRequest(key=key, range_end=range_end, start_revision=start_revision,
                                         prev_kv=True, progress_notify=True)
         stop = asyncio.Event()

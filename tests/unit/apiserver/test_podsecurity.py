@@ -21,6 +21,7 @@ from apiserver.podsecurity.api import (
 )
 from apiserver.podsecurity.config import ConfigError, load_admission_config, parse_pod_security_configuration
 from apiserver.warning import Recorder, header_value
+from tests.cluster import REPO
 
 RESTRICTED = LevelVersion("restricted", LATEST)
 BASELINE = LevelVersion("baseline", LATEST)
@@ -282,7 +283,7 @@ def test_warnings_are_bounded() -> None:
 
 
 def test_the_local_up_and_compose_configuration_keeps_privileged_and_exempts_kube_system() -> None:
-    config = load_admission_config(Path(__file__).parents[2] / "hack" / "admission-config.yaml")
+    config = load_admission_config(REPO / "hack" / "admission-config.yaml")
     assert config.defaults == PRIVILEGED_POLICY
     assert config.exempt_namespaces == {"kube-system"}
 

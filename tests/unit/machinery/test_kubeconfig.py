@@ -20,8 +20,7 @@ from machinery.kubeconfig import (
     load_kubeconfig,
     write_kubeconfig,
 )
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.cluster import REPO
 
 CA_PEM = b"-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n"
 CERT_PEM = b"-----BEGIN CERTIFICATE-----\nCLIENT\n-----END CERTIFICATE-----\n"
