@@ -35,6 +35,7 @@ from apiserver.podsecurity.admission import PodSecurity
 from apiserver.podsecurity.config import load_admission_config
 from apiserver.registry import STRATEGIES
 from apiserver.registry.generic import Store, WriteOptions
+from apiserver.registry.namespace import NamespaceStrategy
 from apiserver.registry.token import LiveTokenValidator, TokenIssuer
 from apiserver.responsewriters import json_response
 from apiserver.storage.etcd import EtcdStorage, EtcdTLS, StorageError
@@ -214,8 +215,12 @@ class ApiServer:
         return self.stores[("", "namespaces")]
 
     async def namespace_state(self, namespace: str) -> str | None:
-        """"Active", "Terminating" or None, from the watch cache with etcd behind it."""
+        """"Active", "Terminating" or None, from the watch cache with etcd behind it; from etcd for a
+        while after a DELETE, when the cache may not show it Terminating yet (upstream's live lookup)."""
         cached = self.namespaces.cached(None, namespace)
+        strategy = self.namespaces.strategy
+        if isinstance(strategy, NamespaceStrategy) and strategy.recently_deleted(namespace):
+            cached = None
         if cached is not None:
             obj = cached.obj()
         else:

@@ -6,6 +6,8 @@ A namespace is born Active with the `kubernetes` finalizer, which the namespace 
 
 from __future__ import annotations
 
+import time
+
 from apiserver.registry.meta import validate_kube_finalizer_name
 from apiserver.registry.strategy import Strategy
 from apiserver.validation import FieldError, invalid, semantic_equal, validate_qualified_name
@@ -14,6 +16,9 @@ from machinery.types import Obj
 # Set on every namespace so selectors can pick namespaces by name (upstream v1.LabelMetadataName).
 LABEL_METADATA_NAME = "kubernetes.io/metadata.name"
 FINALIZER_KUBERNETES = "kubernetes"
+# How long after a DELETE the namespace is read from storage, not the watch cache, before content is
+# admitted into it (upstream NamespaceLifecycle's forceLiveLookupTTL)
+FORCE_LIVE_LOOKUP_TTL = 30.0
 
 
 def default_namespace(obj: Obj) -> None:
@@ -39,6 +44,22 @@ class NamespaceStrategy(Strategy):
     namespace itself changes neither spec.finalizers (that is /finalize) nor status."""
 
     has_status_subresource = True
+
+    def __init__(self) -> None:
+        # name -> monotonic time of the DELETE that made it Terminating
+        self._deleted_at: dict[str, float] = {}
+
+    def recently_deleted(self, name: str, now: float | None = None) -> bool:
+        """True for FORCE_LIVE_LOOKUP_TTL seconds after a DELETE of the namespace went through this
+        apiserver: its watch cache may still show it Active, so a create must not trust the cache."""
+        now = time.monotonic() if now is None else now
+        at = self._deleted_at.get(name)
+        if at is None:
+            return False
+        if now - at > FORCE_LIVE_LOOKUP_TTL:
+            del self._deleted_at[name]
+            return False
+        return True
 
     def prepare_for_create(self, obj: Obj) -> None:
         default_namespace(obj)
@@ -80,6 +101,9 @@ class NamespaceStrategy(Strategy):
 
     def prepare_for_delete(self, obj: Obj) -> None:
         obj.setdefault("status", {})["phase"] = "Terminating"
+        now = time.monotonic()
+        self._deleted_at = {n: t for n, t in self._deleted_at.items() if now - t <= FORCE_LIVE_LOOKUP_TTL}
+        self._deleted_at[(obj.get("metadata") or {}).get("name") or ""] = now
 
     def prepare_for_subresource_update(self, subresource: str, new: Obj, old: Obj) -> None:
         if subresource == "finalize":

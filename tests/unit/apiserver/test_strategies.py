@@ -4,6 +4,7 @@ checked against upstream's rules and messages."""
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from apiserver.registry.deployment import DeploymentStrategy
 from apiserver.registry.event import EventStrategy
 from apiserver.registry.lease import LeaseStrategy
 from apiserver.registry.meta import validate_object_meta, validate_object_meta_update
-from apiserver.registry.namespace import NamespaceStrategy
+from apiserver.registry.namespace import FORCE_LIVE_LOOKUP_TTL, NamespaceStrategy
 from apiserver.registry.node import NodeStrategy
 from apiserver.registry.pod import (
     PodStrategy,
@@ -1318,3 +1319,18 @@ class TestRegistry:
     def test_cluster_scoped_kinds_select_no_namespace(self) -> None:
         assert "metadata.namespace" not in NodeStrategy().field_values(make_node())
         assert "metadata.namespace" not in NamespaceStrategy().field_values(make_namespace())
+
+
+def test_a_deleted_namespace_is_looked_up_live_for_the_ttl_after_its_delete() -> None:
+    """The watch cache may still show a namespace Active right after its DELETE: creates in it must read
+    storage for FORCE_LIVE_LOOKUP_TTL seconds (upstream NamespaceLifecycle's forceLiveLookupCache)."""
+    strategy = NamespaceStrategy()
+    ns = {"metadata": {"name": "doomed"}, "spec": {"finalizers": ["kubernetes"]}}
+    assert not strategy.recently_deleted("doomed")
+    strategy.prepare_for_delete(ns)
+    assert ns["status"]["phase"] == "Terminating"
+    assert strategy.recently_deleted("doomed")
+    assert not strategy.recently_deleted("other")
+    later = time.monotonic() + FORCE_LIVE_LOOKUP_TTL + 1
+    assert not strategy.recently_deleted("doomed", now=later)
+    assert not strategy.recently_deleted("doomed")  # forgotten once expired
