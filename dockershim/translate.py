@@ -317,7 +317,7 @@ def container_create_body(config: cri.ContainerConfig, sandbox_config: cri.PodSa
         labels[LABEL_LOG_PATH] = log_path
     body: dict[str, Any] = {
         "Image": config.image.image,
-        "Env": [f"{kv.key}={kv.value}" for kv in config.envs],
+        "Env": [f"{kv.key}={kv.value.decode(errors='surrogateescape')}" for kv in config.envs],  # bytes in CRI
         "Labels": labels,
         "Tty": config.tty,
         "OpenStdin": config.stdin,
