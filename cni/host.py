@@ -251,6 +251,7 @@ def other_kubelets_alive(node_name: str) -> list[str]:
             with contextlib.suppress(OSError):
                 entry.unlink()
             continue
-        if b"kubelet" in cmdline or b"containerd" in cmdline:
+        # node agents: the kubelet and its CRI runtime (the Docker shim, or a node's containerd)
+        if b"kubelet" in cmdline or b"dockershim" in cmdline or b"containerd" in cmdline:
             alive.append(entry.name)
     return alive

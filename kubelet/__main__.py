@@ -48,6 +48,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the cluster's pod network, forwarded and masqueraded on this host (default %(default)s)")
     p.add_argument("--pod-infra-container-image", default=DEFAULT_PAUSE_IMAGE, help="the sandbox image")
     p.add_argument("--docker-endpoint", default="unix:///var/run/docker.sock", help="Docker's socket")
+    # the CRI runtime beside the kubelet (dockershim on Docker); taken now, used once the kubelet speaks CRI
+    p.add_argument("--container-runtime-endpoint", default="", help="the CRI runtime's socket, unix:///path")
+    p.add_argument("--image-service-endpoint", default="",
+                   help="the CRI image service's socket (default: the runtime endpoint)")
     p.add_argument("--node-lease-duration-seconds", type=int, default=40,
                    help="Lease duration; renewed every quarter of it (default %(default)s)")
     p.add_argument("--node-status-update-frequency", type=float, default=10.0,

@@ -153,6 +153,51 @@ def free_cidr_block(prefix: int = 23) -> str:
     return chosen[0]
 
 
+SHIM_RUN_DIR = Path("/run/minik8s")
+
+
+class DockershimProcess:
+    """`python -m dockershim` for one test node: the node's CRI runtime over Docker, as cri-dockerd beside a
+    kubelet. Its socket lives under /run/minik8s/<node>/ (a unix socket path must stay short); its CNI state
+    goes to the node's root dir, where the kubelet's has always been."""
+
+    def __init__(self, workdir: Path, node: str, root_dir: Path, extra_args: Sequence[str] = ()) -> None:
+        self.node = node
+        self.root_dir = root_dir
+        self.socket_path = SHIM_RUN_DIR / node / "dockershim.sock"
+        self.endpoint = f"unix://{self.socket_path}"
+        argv = [sys.executable, "-m", "dockershim", "--node-name", node, "--container-runtime-endpoint",
+                self.endpoint, "--root-dir", str(root_dir), *extra_args]
+        self.process = Process(f"dockershim-{node}", argv, workdir / f"dockershim-{node}.log")
+
+    def start(self, timeout: float = 30.0) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()  # a killed shim's
+        self.process.start()
+
+        def serving() -> bool:
+            if not self.process.alive():
+                raise RuntimeError(f"dockershim {self.node} exited:\n{self.process.log_tail()}")
+            return self.socket_path.exists()
+
+        wait_for(serving, timeout, 0.05, what=f"dockershim {self.node} serving on {self.endpoint}")
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def remove_socket_dir(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+        with contextlib.suppress(OSError):
+            self.socket_path.parent.rmdir()
+
+    def log_tail(self, lines: int = 60) -> str:
+        return self.process.log_tail(lines)
+
+
 class KubeletProcess:
     """`python -m kubelet` for one test node, with its own state dir and port.
 
