@@ -64,6 +64,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("pod_startup", "bench.pod_startup_bench", "pod_startup.json",
               ("--counts", "1,10,30,100", "--reps", "5,3,2,1"), ("--quick",),
               what="create → Running on two real kubelets vs raw docker run; Deployment; kubelet RSS (issue 4)"),
+    Benchmark("cri_startup", "bench.cri_startup_bench", "cri_startup.json",
+              what="pod start-up through CRI (RunPodSandbox → Create → Start) on the Docker shim and on containerd "
+                   "vs raw docker run, 1/10/30 pods (issue 16)"),
     Benchmark("pod_startup_hollow", "bench.pod_startup_bench", "pod_startup_hollow.json",
               ("--hollow", "10"), ("--hollow", "10", "--quick"),
               what="create → Running for 10/100/1,000 pods on 10 hollow kubelets (bench/hollow_node.py)"),
@@ -293,6 +296,33 @@ def pod_startup_figures(d: JSONDict) -> list[Figure]:
     return out
 
 
+def cri_startup_figures(d: JSONDict) -> list[Figure]:
+    """Each CRI runtime ÷ raw docker run, and containerd ÷ the Docker shim (same run, same pods)."""
+    out = []
+    runtimes = {"docker": "Docker shim", "containerd": "containerd"}
+    counts = sorted({int(c) for name in runtimes for c in (d.get(name) or {})})
+    for count in map(str, counts):
+        raw = (d.get("raw_docker") or {}).get(count) or {}
+        for kind, what in (("per_pod", "sandbox+create+start, p50 per pod"), ("batch", "all started (batch), p50")):
+            if kind == "batch" and count == "1":
+                continue
+            pods = f"{count} pod{'' if count == '1' else 's'}"
+            for name, label in runtimes.items():
+                ours = (d.get(name) or {}).get(count)
+                if ours is None:
+                    continue
+                value, base = _get(ours, kind, "p50"), _get(raw, kind, "p50")
+                out.append(Figure(f"cri_startup.{count}.{name}.{kind}_ratio", "pod startup via CRI (runtime alone)",
+                                  f"{pods} on {label}: {what}", value, "s", "raw docker pause+app (same run)", base,
+                                  _ratio(value, base), f"n={_get(ours, kind, 'n')}; no kubelet, no API"))
+            c, dk = _get(d, "containerd", count, kind, "p50"), _get(d, "docker", count, kind, "p50")
+            if c is not None and dk is not None:
+                out.append(Figure(f"cri_startup.{count}.containerd_vs_docker.{kind}",
+                                  "pod startup via CRI (runtime alone)", f"{pods}: containerd ÷ Docker shim, {what}",
+                                  c, "s", "Docker shim (same run)", dk, _ratio(c, dk)))
+    return out
+
+
 def hollow_figures(d: JSONDict, real: JSONDict | None) -> list[Figure]:
     out = []
     nodes = _get(d, "nodes", "count")
@@ -360,7 +390,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "control_plane": control_plane_figures,
     "scheduler": scheduler_figures, "pod_startup": pod_startup_figures, "watch_memory": watch_memory_figures,
-    "dos": dos_figures, "etcd_failover": etcd_failover_figures,
+    "dos": dos_figures, "etcd_failover": etcd_failover_figures, "cri_startup": cri_startup_figures,
 }
 
 

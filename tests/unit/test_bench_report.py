@@ -119,3 +119,18 @@ def test_the_etcd_failover_stall_against_its_baseline_and_one_second() -> None:
     assert (stall.value, stall.baseline, stall.ratio) == (1.5, 7.0, 1.5 / 7.0)
     assert stall.verdict == "NOT MET"  # 1.5 s > 1 s
     assert "median of 3" in stall.note and "stall beyond it 0.1 s" in stall.note
+
+
+def test_cri_startup_ratios_per_runtime_and_containerd_over_docker() -> None:
+    run = {"raw_docker": {"1": pods(0.4, 0.4), "10": pods(2.0, 1.9)},
+           "docker": {"1": pods(0.5, 0.5), "10": pods(2.2, 2.0)},
+           "containerd": {"1": pods(0.2, 0.2), "10": pods(1.1, 1.0)}}
+    figures = {f.key: f for f in build_figures({"cri_startup": run})}
+    shim = figures["cri_startup.10.docker.per_pod_ratio"]
+    assert (shim.value, shim.baseline) == (2.0, 1.9) and abs((shim.ratio or 0) - 2.0 / 1.9) < 1e-9
+    assert abs((figures["cri_startup.10.containerd.batch_ratio"].ratio or 0) - 1.1 / 2.0) < 1e-9
+    versus = figures["cri_startup.10.containerd_vs_docker.per_pod"]
+    assert (versus.value, versus.baseline, versus.ratio) == (1.0, 2.0, 0.5)
+    assert "cri_startup.1.docker.batch_ratio" not in figures  # one pod: the batch is the pod
+    assert "cri_startup.1.containerd.per_pod_ratio" in figures
+    assert build_figures({"cri_startup": {"raw_docker": {}, "docker": {"1": pods(0.5, 0.5)}}})[0].ratio is None
