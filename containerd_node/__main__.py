@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from containerd_node import cleanup
@@ -49,7 +50,11 @@ def main(argv: list[str] | None = None) -> None:
         if args.command == "run":
             exec_containerd(_layout(args.dir, args.node, args.cluster_cidr))
         elif args.command == "wait":
-            version = wait_for_cri(_layout(args.dir), args.timeout)
+            # `run` may not have written the directory yet: its marker is waited for as well
+            deadline = time.monotonic() + args.timeout
+            while read_marker(args.dir.resolve()) is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            version = wait_for_cri(_layout(args.dir), max(deadline - time.monotonic(), 0.1))
             print(f"{version.runtime_name} {version.runtime_version} (CRI {version.runtime_api_version})")
         elif args.command == "import-images":
             import_images(_layout(args.dir), args.images)

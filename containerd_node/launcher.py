@@ -22,12 +22,16 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 
 from cni import host
 from containerd_node.config import K8S_NAMESPACE, NodeLayout
 from machinery.cri import api_pb2, api_pb2_grpc
+
+if TYPE_CHECKING:
+    from containerd_node.cleanup import CleanupReport
 
 log = logging.getLogger(__name__)
 
@@ -210,3 +214,13 @@ class ContainerdNode:
 
     def log_tail(self, lines: int = 30) -> str:
         return log_tail(self.layout, lines)
+
+    def cleanup(self, host_rules: bool = True) -> CleanupReport:
+        """Kill it and remove everything it made (containerd_node.cleanup)."""
+        from containerd_node.cleanup import cleanup_node
+
+        report = cleanup_node(self.layout.base_dir, host_rules=host_rules)
+        if self.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(10)  # reaped: no zombie left behind
+        return report

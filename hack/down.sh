@@ -2,7 +2,7 @@
 # Stops what hack/local-up-cluster.sh started, newest first (kubelets,
 # scheduler, controllers, apiserver, etcd), each with its supervisor:
 # SIGTERM, then SIGKILL after a deadline. Then removes what the kubelets made (pod containers, CNI attachments,
-# bridges, host rules). Keeps etcd's data dir and the logs unless --purge is given.
+# bridges, host rules), and what the containerd nodes' containerds made (containerd_node.cleanup). Keeps etcd's data dir and the logs unless --purge is given.
 #   hack/down.sh [--purge]
 set -euo pipefail
 
@@ -35,7 +35,10 @@ if [[ -d "${OUT}" ]]; then
     nodes+=("--node" "${name#kubelet-}")
   done
   stopped=0
-  for pidfile in "${kubelets[@]}" "${OUT}/scheduler.pid" "${OUT}/controllers.pid" \
+  shopt -s nullglob
+  containerds=("${OUT}"/containerd-*.pid)
+  shopt -u nullglob
+  for pidfile in "${kubelets[@]}" "${containerds[@]}" "${OUT}/scheduler.pid" "${OUT}/controllers.pid" \
     "${OUT}/apiserver.pid" "${OUT}/etcd.pid"; do
     [[ -f "${pidfile}" ]] || continue
     name="$(basename "${pidfile}" .pid)"
@@ -63,6 +66,17 @@ elif docker_running; then
   "${MINIK8S_VENV}/bin/python" -m kubelet.cleanup "${nodes[@]}"
 else
   log "docker: not running; no containers to remove"
+fi
+
+# the containerd nodes' own containerds (stopped above with their supervisors, or killed): their shims,
+# containers, CNI attachments, mounts, bridges and directories (containerd_node.cleanup; only marked dirs)
+shopt -s nullglob
+containerd_dirs=("${OUT}"/containerd/*/)
+shopt -u nullglob
+if [[ ${#containerd_dirs[@]} -gt 0 ]]; then
+  log "removing what the containerd nodes made (python -m containerd_node cleanup)"
+  "${MINIK8S_VENV}/bin/python" -m containerd_node cleanup "${containerd_dirs[@]}" \
+    || warn "the containerd clean-up left something behind (see above)"
 fi
 
 if [[ ${purge} -eq 1 ]]; then

@@ -46,8 +46,32 @@ API_URL="https://${API_HOST}:${API_PORT}"
 PKI_CA="${OUT}/pki/ca.crt"
 AUDIT_LOG="${OUT}/audit.log"
 NODES="${NODES:-node-1 node-2}"  # one kubelet per name, all on this host
+# Nodes (among NODES) whose runtime is a containerd of their own (containerd's CRI plugin, python -m
+# containerd_node) instead of the Docker shim: e.g. CONTAINERD_NODES=node-2 runs one node of each.
+CONTAINERD_NODES="${CONTAINERD_NODES:-}"
+CONTAINERD_IMAGES="minik8s/pause:3.9 minik8s/busybox:1.35 minik8s/httpd:1"
 START_TIMEOUT="${START_TIMEOUT:-60}"
 PY="${MINIK8S_VENV}/bin/python"
+
+uses_containerd() { [[ " ${CONTAINERD_NODES} " == *" $1 "* ]]; }
+
+containerd_dir() { echo "${OUT}/containerd/$1"; }
+containerd_endpoint() { echo "unix://$(containerd_dir "$1")/containerd.sock"; }
+
+# start_containerd NODE: the node's containerd under hack/supervise.sh (its directory, socket and state under
+# _output/local-up/containerd/NODE), then the project's images imported from Docker (no registry).
+start_containerd() {
+  local node="$1" dir
+  dir="$(containerd_dir "$1")"
+  containerd_ready() { "${PY}" -m containerd_node wait --dir "${dir}" --timeout 1 >/dev/null 2>&1; }
+  start_component "containerd-${node}" containerd_ready \
+    "${PY}" -m containerd_node run --node "${node}" --dir "${dir}"
+  local images=()
+  read -r -a images <<<"${CONTAINERD_IMAGES}"
+  "${PY}" -m containerd_node import-images --dir "${dir}" "${images[@]}" \
+    || die "containerd-${node}: importing ${CONTAINERD_IMAGES} from Docker failed (hack/images.sh builds them)"
+  log "containerd-${node}: images imported (${CONTAINERD_IMAGES})"
+}
 
 etcd_healthy() { curl -fsS --max-time 2 "${ETCD_METRICS_URL}/health" >/dev/null 2>&1; }
 apiserver_ready() { curl -fsS --max-time 2 --cacert "${PKI_CA}" "${API_URL}/readyz" >/dev/null 2>&1; }
@@ -166,6 +190,10 @@ main() {
   write_kubeconfig
 
   log "step 4/4: controllers, scheduler, kubelet (those whose modules exist)"
+  local node
+  for node in ${CONTAINERD_NODES}; do
+    [[ " ${NODES} " == *" ${node} "* ]] || die "CONTAINERD_NODES names ${node}, which is not in NODES (${NODES})"
+  done
   local started_any=0
   if [[ -f controllers/__main__.py ]]; then
     start_component controllers - "${PY}" -m controllers --kubeconfig "${OUT}/controller-manager.conf"
@@ -182,8 +210,15 @@ main() {
   if [[ -f kubelet/__main__.py ]]; then
     kubelet_port=10250
     for node in ${NODES}; do
+      local runtime_flags=()
+      if uses_containerd "${node}"; then
+        start_containerd "${node}"
+        runtime_flags=(--container-runtime-endpoint "$(containerd_endpoint "${node}")"
+          --image-service-endpoint "$(containerd_endpoint "${node}")")
+      fi
       start_component "kubelet-${node}" - \
         "${PY}" -m kubelet --node-name "${node}" --kubeconfig "${OUT}/kubelet-${node}.conf" --port "${kubelet_port}" \
+        ${runtime_flags[@]+"${runtime_flags[@]}"} \
         --tls-cert-file "${OUT}/pki/kubelets/${node}/kubelet.crt" \
         --tls-private-key-file "${OUT}/pki/kubelets/${node}/kubelet.key" \
         --client-ca-file "${PKI_CA}"

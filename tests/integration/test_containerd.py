@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -29,10 +30,10 @@ import pytest
 from cni import host
 from containerd_node.cleanup import cleanup_node, containerd_pids, shim_pids
 from containerd_node.config import CNI_RESULTS_DIR, NodeLayout
-from containerd_node.launcher import ContainerdError, ContainerdNode, prepare
+from containerd_node.launcher import ContainerdError, ContainerdNode, prepare, read_marker
 from machinery.cri import api_pb2 as pb
 from machinery.cri import api_pb2_grpc as rpc
-from tests.cluster import make_workdir
+from tests.cluster import REPO, make_workdir
 
 PAUSE = "minik8s/pause:3.9"
 BUSYBOX = "minik8s/busybox:1.35"
@@ -477,3 +478,40 @@ def test_a_second_node_may_not_take_over_a_node_s_directory(tmp_path: Path) -> N
     finally:
         cleanup_node(layout.base_dir, host_rules=False)
     assert not layout.base_dir.exists()
+
+
+def test_the_command_line_local_up_uses_runs_waits_imports_and_cleans_up(tmp_path: Path) -> None:
+    """`python -m containerd_node run` (what hack/supervise.sh keeps running), `wait`, `import-images` and, after
+    a kill -9, `cleanup` (what hack/down.sh runs)."""
+    _skip_without_runtime()
+    node_dir = tmp_path / "cli-node"
+    cli = [sys.executable, "-m", "containerd_node"]
+    logfile = open(tmp_path / "run.log", "wb")  # noqa: SIM115 — closed below
+    run = subprocess.Popen([*cli, "run", "--node", f"cd-cli-{uuid.uuid4().hex[:4]}", "--dir", str(node_dir)],
+                           stdout=logfile, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+    try:
+        waited = subprocess.run([*cli, "wait", "--dir", str(node_dir), "--timeout", "30"], capture_output=True,
+                                text=True, cwd=REPO, timeout=60)
+        assert waited.returncode == 0, waited.stderr + (tmp_path / "run.log").read_text()
+        assert waited.stdout.startswith("containerd 1.") and "(CRI v1)" in waited.stdout
+        assert read_marker(node_dir)["pid"] == run.pid  # type: ignore[index]  # exec: containerd has the pid
+
+        imported = subprocess.run([*cli, "import-images", "--dir", str(node_dir), BUSYBOX], capture_output=True,
+                                  text=True, cwd=REPO, timeout=120)
+        assert imported.returncode == 0, imported.stderr
+        absent = subprocess.run([*cli, "import-images", "--dir", str(node_dir), "minik8s/absent:0"],
+                                capture_output=True, text=True, cwd=REPO, timeout=120)
+        assert absent.returncode == 1
+        assert "images not in the local Docker engine" in absent.stderr and "minik8s/absent:0" in absent.stderr
+        stranger = subprocess.run([*cli, "wait", "--dir", str(tmp_path), "--timeout", "1"], capture_output=True,
+                                  text=True, cwd=REPO, timeout=60)
+        assert stranger.returncode == 1 and "is not a containerd node directory" in stranger.stderr
+    finally:
+        os.kill(run.pid, 9)
+        run.wait(10)
+        logfile.close()
+        cleaned = subprocess.run([*cli, "cleanup", str(node_dir)], capture_output=True, text=True, cwd=REPO,
+                                 timeout=120)
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    assert "killed 0 process(es)" in cleaned.stdout  # containerd was gone already
+    assert not node_dir.exists()
