@@ -210,27 +210,29 @@ class KubeletProcess:
 
     def __init__(self, workdir: Path, apiserver: ApiServer, node: str, pod_cidr: str | None = None, *,
                  backoff_base: float = BACKOFF_BASE, extra_args: Sequence[str] = (),
-                 tls: tuple[Path, Path, Path] | None = None) -> None:
+                 tls: tuple[Path, Path, Path] | None = None, runtime: bool = True) -> None:
         self.node = node
         # (ca, client cert, client key) when the kubelet serves HTTPS and wants a client certificate
         self.tls = tls
         self.pod_cidr = pod_cidr or ""
         self.port = free_port()
         self.root_dir = workdir / f"kubelet-{node}"
-        self.runtime = DockershimProcess(workdir, node, self.root_dir)
+        # the node's CRI runtime (none for a node that brings its own, like bench's hollow node)
+        self.runtime = DockershimProcess(workdir, node, self.root_dir) if runtime else None
         argv = [sys.executable, "-m", "kubelet", "--node-name", node, "--master", apiserver.url,
-                "--container-runtime-endpoint", self.runtime.endpoint,
-                "--image-service-endpoint", self.runtime.endpoint,
                 "--port", str(self.port), "--root-dir", str(self.root_dir),
                 "--crashloop-backoff-base-seconds", str(backoff_base), "--node-lease-duration-seconds", "4",
                 "--node-status-update-frequency", "1", "--housekeeping-interval", "1", *extra_args]
         if pod_cidr:
             argv += ["--pod-cidr", pod_cidr]
+        if self.runtime is not None:
+            argv += ["--container-runtime-endpoint", self.runtime.endpoint,
+                     "--image-service-endpoint", self.runtime.endpoint]
         self.process = Process(f"kubelet-{node}", argv, workdir / f"kubelet-{node}.log")
         self.address = ""
 
     def start(self, api: httpx.Client, timeout: float = 60.0) -> None:
-        if not self.runtime.process.alive():
+        if self.runtime is not None and not self.runtime.process.alive():
             self.runtime.start()
         self.process.start()
 
@@ -289,7 +291,14 @@ class KubeletProcess:
         self.process.kill()
 
     def kill_runtime(self) -> None:
-        self.runtime.kill()
+        if self.runtime is not None:
+            self.runtime.kill()
+            self.runtime.remove_socket_dir()
+
+    @property
+    def runtime_pid(self) -> int | None:
+        process = self.runtime.process if self.runtime is not None else None
+        return process.proc.pid if process is not None and process.alive() and process.proc else None
 
     def log_tail(self, lines: int = 60) -> str:
         return self.process.log_tail(lines)
@@ -315,7 +324,6 @@ def cleanup(nodes: Sequence[KubeletProcess]) -> None:
     for k in nodes:
         k.kill()
         k.kill_runtime()
-        k.runtime.remove_socket_dir()
 
     async def run() -> None:
         for k in nodes:
