@@ -287,6 +287,28 @@ async def test_a_restarted_shim_knows_its_network_and_its_pods(shim: Shim, rt: C
     assert ip not in shim.leases()
 
 
+async def test_a_sandbox_removed_behind_the_shims_back_does_not_leak_its_address(shim: Shim, rt: Client) -> None:
+    client = _docker()
+    first = await run_sandbox(rt, sandbox_config(shim, "gone"))
+    first_ip = (await rt.runtime.PodSandboxStatus(cri.PodSandboxStatusRequest(pod_sandbox_id=first))).status.network.ip
+    client.api.remove_container(first, force=True)
+    # the kubelet stops what it last saw: NOT_FOUND, and the address is free again
+    await expect_error(rt.runtime.StopPodSandbox(cri.StopPodSandboxRequest(pod_sandbox_id=first)),
+                       grpc.StatusCode.NOT_FOUND)
+    assert first_ip not in shim.leases()
+    await rt.runtime.RemovePodSandbox(cri.RemovePodSandboxRequest(pod_sandbox_id=first))
+
+    # while the shim is down, nobody is told: the next shim finds the address of a vanished sandbox
+    second = await run_sandbox(rt, sandbox_config(shim, "gone2"))
+    second_ip = (await rt.runtime.PodSandboxStatus(cri.PodSandboxStatusRequest(
+        pod_sandbox_id=second))).status.network.ip
+    shim.process.kill()
+    client.api.remove_container(second, force=True)
+    assert second_ip in shim.leases()
+    shim.process.start()
+    wait_for(lambda: second_ip not in shim.leases(), 20, 0.05, what=f"{second_ip} released by the restarted shim")
+
+
 # -- containers -----------------------------------------------------------------------------------------------
 
 
