@@ -76,6 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> None:
     docker = aiodocker.Docker(url=args.docker_endpoint)
     server: grpc.aio.Server | None = None
+    housekeeping: asyncio.Task[None] | None = None
     streaming = StreamingServer(docker, args.streaming_address, args.streaming_port)
     network = PodNetwork(args.node_name, args.root, [d for d in args.cni_bin_dir.split(":") if d], args.cluster_cidr)
     service = DockerService(docker, node=args.node_name, network=network,
@@ -90,6 +91,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
             await service.gc_network()
         await streaming.start()
         service.start_events()
+        housekeeping = asyncio.create_task(service.housekeeping(), name="housekeeping")
         server = grpc.aio.server()
         cri_grpc.add_RuntimeServiceServicer_to_server(service, server)
         cri_grpc.add_ImageServiceServicer_to_server(service, server)
@@ -107,6 +109,8 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
                 loop.add_signal_handler(sig, stop.set)
         await stop.wait()
     finally:
+        if housekeeping is not None:
+            housekeeping.cancel()
         if server is not None:
             await server.stop(2)
         await service.stop_events()

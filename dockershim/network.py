@@ -126,13 +126,16 @@ class PodNetwork:
                 log.warning("loopback DEL for %s: %s", sandbox_id[:12], e)
 
     async def gc(self, live_sandbox_ids: Callable[[], Awaitable[set[str]]]) -> None:
-        """DEL the attachments of sandboxes that no longer exist.
+        """DEL the attachments of sandboxes that no longer exist and drop the leases nobody holds.
 
-        The cache is read before the live sandboxes are listed: an attachment made in between
-        belongs to a sandbox the list then shows, so a pod being set up is never torn down."""
+        The cache and the leases are read before the live sandboxes are listed: an attachment or a
+        lease made in between belongs to a sandbox the list then shows (a sandbox exists before its
+        ADD), so a pod being set up is never torn down."""
         networks = ((self.network_name(), "eth0"), (loopback_config_list()["name"], "lo"))
         cached = [(name, ifname, cid) for name, ifname in networks for cid in self.cni.cached_container_ids(name)]
-        if not cached:
+        lease_dir = self.net.lease_dir if self.net is not None else None
+        held = host.leases(lease_dir) if lease_dir is not None else {}
+        if not cached and not held:
             return
         live = await live_sandbox_ids()
         for name, ifname, cid in cached:
@@ -144,3 +147,16 @@ class PodNetwork:
                                       RuntimeConf(cid, "", ifname))
             with contextlib.suppress(FileNotFoundError):
                 self.cni.cache_path(name, cid, ifname).unlink()
+        if lease_dir is None:
+            return
+        freed = []
+        for address, cid in held.items():
+            if cid in live:
+                continue
+            path = lease_dir / address
+            with contextlib.suppress(OSError, IndexError):
+                if path.read_text().splitlines()[0].strip() == cid:  # still that sandbox's lease
+                    path.unlink()
+                    freed.append(address)
+        if freed:
+            log.info("released leaked addresses %s", ", ".join(sorted(freed)))

@@ -38,6 +38,7 @@ CRI_API_VERSION = "v1"
 RUNTIME_NAME = "docker"
 SANDBOX_STOP_GRACE = 2  # seconds: the pause container ends on SIGTERM at once
 EXEC_SYNC_MAX_OUTPUT = 16 * 1024 * 1024  # upstream's maxExecSyncSize
+GC_PERIOD = 60.0  # seconds between garbage collections of attachments and leases of vanished sandboxes
 NETWORK_NOT_READY = "docker: network plugin is not ready: cni config uninitialized"
 
 
@@ -209,7 +210,7 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
 
     @rpc
     async def StopPodSandbox(self, request: cri.StopPodSandboxRequest, context: Any) -> cri.StopPodSandboxResponse:
-        data = await self._inspect(request.pod_sandbox_id, tr.TYPE_SANDBOX)
+        data = await self._inspect_or_release(request.pod_sandbox_id)
         sandbox_id = data["Id"]
         for item in await self._list(tr.TYPE_CONTAINER, {"label": [f"{tr.LABEL_SANDBOX_ID}={sandbox_id}"]}):
             if item.get("State") in ("running", "restarting", "paused"):  # the kubelet gave them their grace
@@ -223,7 +224,7 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
     async def RemovePodSandbox(self, request: cri.RemovePodSandboxRequest,
                                context: Any) -> cri.RemovePodSandboxResponse:
         try:
-            data = await self._inspect(request.pod_sandbox_id, tr.TYPE_SANDBOX)
+            data = await self._inspect_or_release(request.pod_sandbox_id)
         except CriError as e:
             if e.code == grpc.StatusCode.NOT_FOUND:
                 return cri.RemovePodSandboxResponse()  # already gone: removal is idempotent
@@ -235,6 +236,16 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         await self.network.teardown(sandbox_id, pid)
         await self._remove(sandbox_id)
         return cri.RemovePodSandboxResponse()
+
+    async def _inspect_or_release(self, sandbox_id: str) -> dict[str, Any]:
+        """The sandbox; when its container is gone (removed behind the shim's back), its network is
+        released before NOT_FOUND is answered, so the pod's address does not leak."""
+        try:
+            return await self._inspect(sandbox_id, tr.TYPE_SANDBOX)
+        except CriError as e:
+            if e.code == grpc.StatusCode.NOT_FOUND:
+                await self.network.teardown(sandbox_id)
+            raise
 
     @rpc
     async def PodSandboxStatus(self, request: cri.PodSandboxStatusRequest,
@@ -544,6 +555,14 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
 
     async def _live_sandbox_ids(self) -> set[str]:
         return {item["Id"] for item in await self._list(tr.TYPE_SANDBOX)}
+
+    async def housekeeping(self, period: float = GC_PERIOD) -> None:
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self.gc_network()
+            except Exception as e:  # the next round retries
+                log.warning("network garbage collection: %s", e)
 
 
 _LIST_KEYS = ("Id", "Names", "Image", "ImageID", "Labels", "State", "Created")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Stops what hack/local-up-cluster.sh started, newest first (kubelets,
-# scheduler, controllers, apiserver, etcd), each with its supervisor:
-# SIGTERM, then SIGKILL after a deadline. Then removes what the kubelets made (pod containers, CNI attachments,
-# bridges, host rules), and what the containerd nodes' containerds made (containerd_node.cleanup). Keeps etcd's data dir and the logs unless --purge is given.
+# Stops what hack/local-up-cluster.sh started, newest first (kubelets, their
+# runtimes: dockershims or containerds, scheduler, controllers, apiserver, etcd), each with its supervisor:
+# SIGTERM, then SIGKILL after a deadline. Then removes what the nodes made (pod containers, CNI attachments,
+# bridges, host rules; a containerd node's shims, mounts and dirs). Keeps etcd's data dir and the logs unless
+# --purge is given.
 #   hack/down.sh [--purge]
 set -euo pipefail
 
@@ -18,7 +19,7 @@ for arg in "$@"; do
   case "${arg}" in
     --purge) purge=1 ;;
     -h | --help)
-      sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *) die "unknown argument: ${arg} (usage: hack/down.sh [--purge])" ;;
@@ -29,16 +30,15 @@ nodes=()
 if [[ -d "${OUT}" ]]; then
   shopt -s nullglob
   kubelets=("${OUT}"/kubelet-*.pid)
+  shims=("${OUT}"/dockershim-*.pid)
+  containerds=("${OUT}"/containerd-*.pid)
   shopt -u nullglob
   for pidfile in "${kubelets[@]}"; do
     name="$(basename "${pidfile}" .pid)"
     nodes+=("--node" "${name#kubelet-}")
   done
   stopped=0
-  shopt -s nullglob
-  containerds=("${OUT}"/containerd-*.pid)
-  shopt -u nullglob
-  for pidfile in "${kubelets[@]}" "${containerds[@]}" "${OUT}/scheduler.pid" "${OUT}/controllers.pid" \
+  for pidfile in "${kubelets[@]}" "${shims[@]}" "${containerds[@]}" "${OUT}/scheduler.pid" "${OUT}/controllers.pid" \
     "${OUT}/apiserver.pid" "${OUT}/etcd.pid"; do
     [[ -f "${pidfile}" ]] || continue
     name="$(basename "${pidfile}" .pid)"
@@ -61,9 +61,9 @@ fi
 if [[ ${#nodes[@]} -eq 0 ]]; then
   log "no kubelets were started here: nothing of theirs to remove"
 elif docker_running; then
-  # as a kubelet would, for this cluster's nodes only: CNI DEL per sandbox, containers, bridge, host rules
-  log "removing what the kubelets made on this host (python -m kubelet.cleanup ${nodes[*]})"
-  "${MINIK8S_VENV}/bin/python" -m kubelet.cleanup "${nodes[@]}"
+  # as a node's runtime would, for this cluster's nodes only: CNI DEL per sandbox, containers, bridge, host rules
+  log "removing what the nodes made on this host (python -m dockershim.cleanup ${nodes[*]})"
+  "${MINIK8S_VENV}/bin/python" -m dockershim.cleanup "${nodes[@]}"
 else
   log "docker: not running; no containers to remove"
 fi

@@ -247,6 +247,68 @@ async def test_stop_and_remove_sandbox_release_the_ip_and_leave_no_container(shi
     assert not Path(config.log_directory, "sleeper", "0.log").is_symlink()
 
 
+async def test_host_network_sandbox_has_the_nodes_network_and_no_cni_attachment(shim: Shim, rt: Client) -> None:
+    config = sandbox_config(shim, "hostnet")
+    config.linux.security_context.namespace_options.network = cri.NODE
+    leases_before = shim.leases()
+    sandbox_id = await run_sandbox(rt, config)
+    try:
+        status = (await rt.runtime.PodSandboxStatus(cri.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id))).status
+        assert status.state == cri.SANDBOX_READY and status.network.ip == ""  # the kubelet uses the node's IP
+        assert status.linux.namespaces.options.network == cri.NODE
+        assert shim.leases() == leases_before
+        container_id = await start_container(rt, sandbox_id, config, container_config("main", command=["sleep", "60"]))
+        done = await rt.runtime.ExecSync(cri.ExecSyncRequest(container_id=container_id, cmd=["hostname"], timeout=10))
+        assert done.stdout.decode().strip() == os.uname().nodename
+    finally:
+        await remove_sandbox(rt, sandbox_id)
+
+
+async def test_a_restarted_shim_knows_its_network_and_its_pods(shim: Shim, rt: Client) -> None:
+    config = sandbox_config(shim, "survivor")
+    sandbox_id = await run_sandbox(rt, config)
+    try:
+        ip = (await rt.runtime.PodSandboxStatus(cri.PodSandboxStatusRequest(
+            pod_sandbox_id=sandbox_id))).status.network.ip
+        shim.process.kill()  # kill -9: a crash
+        shim.process.start()
+        fresh = Client(shim.process.endpoint)
+        try:
+            status = await fresh.runtime.Status(cri.StatusRequest())
+            assert all(c.status for c in status.status.conditions), status  # its podCIDR was kept
+            again = (await fresh.runtime.PodSandboxStatus(cri.PodSandboxStatusRequest(
+                pod_sandbox_id=sandbox_id))).status
+            assert (again.state, again.network.ip) == (cri.SANDBOX_READY, ip)
+            assert ip in shim.leases()
+        finally:
+            await fresh.channel.close()
+    finally:
+        await remove_sandbox(Client(shim.process.endpoint), sandbox_id)
+    assert ip not in shim.leases()
+
+
+async def test_a_sandbox_removed_behind_the_shims_back_does_not_leak_its_address(shim: Shim, rt: Client) -> None:
+    client = _docker()
+    first = await run_sandbox(rt, sandbox_config(shim, "gone"))
+    first_ip = (await rt.runtime.PodSandboxStatus(cri.PodSandboxStatusRequest(pod_sandbox_id=first))).status.network.ip
+    client.api.remove_container(first, force=True)
+    # the kubelet stops what it last saw: NOT_FOUND, and the address is free again
+    await expect_error(rt.runtime.StopPodSandbox(cri.StopPodSandboxRequest(pod_sandbox_id=first)),
+                       grpc.StatusCode.NOT_FOUND)
+    assert first_ip not in shim.leases()
+    await rt.runtime.RemovePodSandbox(cri.RemovePodSandboxRequest(pod_sandbox_id=first))
+
+    # while the shim is down, nobody is told: the next shim finds the address of a vanished sandbox
+    second = await run_sandbox(rt, sandbox_config(shim, "gone2"))
+    second_ip = (await rt.runtime.PodSandboxStatus(cri.PodSandboxStatusRequest(
+        pod_sandbox_id=second))).status.network.ip
+    shim.process.kill()
+    client.api.remove_container(second, force=True)
+    assert second_ip in shim.leases()
+    shim.process.start()
+    wait_for(lambda: second_ip not in shim.leases(), 20, 0.05, what=f"{second_ip} released by the restarted shim")
+
+
 # -- containers -----------------------------------------------------------------------------------------------
 
 
@@ -385,6 +447,37 @@ async def test_exec_url_streams_stdin_and_output_and_reports_the_exit_code(shim:
                 pass
         assert refused.value.response.status_code == 404
         await expect_error(rt.runtime.Exec(cri.ExecRequest(container_id=container_id, cmd=["true"])),
+                           grpc.StatusCode.INVALID_ARGUMENT)
+    finally:
+        await remove_sandbox(rt, sandbox_id)
+
+
+async def test_exec_with_a_tty_merges_output_and_takes_a_resize(shim: Shim, rt: Client) -> None:
+    config = sandbox_config(shim, "tty")
+    sandbox_id = await run_sandbox(rt, config)
+    try:
+        container_id = await start_container(rt, sandbox_id, config,
+                                             container_config("main", command=["sleep", "3600"]))
+        url = (await rt.runtime.Exec(cri.ExecRequest(container_id=container_id, tty=True, stdin=True, stdout=True,
+                                                     cmd=["sh", "-c", "read go; stty size; echo to-stderr >&2"]))).url
+        output = b""
+        status: dict[str, object] = {}
+        async with websockets.connect("ws://" + url.removeprefix("http://"),  # type: ignore[list-item]
+                                      subprotocols=["v4.channel.k8s.io"]) as ws:
+            # the resize is applied before the line that lets the command go on is written
+            await ws.send(bytes([4]) + json.dumps({"Width": 91, "Height": 17}).encode())
+            await ws.send(bytes([0]) + b"go\n")
+            async with asyncio.timeout(20):
+                async for message in ws:
+                    assert isinstance(message, bytes) and message[0] != 2  # a tty has no stderr of its own
+                    if message[0] == 1:
+                        output += message[1:]
+                    elif message[0] == 3:
+                        status = json.loads(message[1:])
+        assert status == {"metadata": {}, "status": "Success"}
+        assert b"17 91" in output and b"to-stderr" in output
+        await expect_error(rt.runtime.Exec(cri.ExecRequest(container_id=container_id, cmd=["true"], tty=True,
+                                                           stdout=True, stderr=True)),
                            grpc.StatusCode.INVALID_ARGUMENT)
     finally:
         await remove_sandbox(rt, sandbox_id)
