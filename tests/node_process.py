@@ -200,6 +200,48 @@ class DockershimProcess:
         return self.process.log_tail(lines)
 
 
+class ContainerdRuntimeProcess:
+    """A node's own containerd (containerd_node: containerd's CRI plugin) as the kubelet's runtime, with the
+    test images imported from Docker; the same face as DockershimProcess. Its directory (socket, root, state,
+    CNI config and leases) is <workdir>/containerd-<node>."""
+
+    IMAGES = (PAUSE, BUSYBOX, HTTPD)
+
+    def __init__(self, workdir: Path, node: str) -> None:
+        from containerd_node.launcher import ContainerdNode
+
+        self.node = node
+        self.containerd = ContainerdNode(node, workdir / f"containerd-{node}")
+        self.endpoint = self.containerd.endpoint
+        self.process = self.containerd  # alive() and proc, as a Process has them
+
+    @property
+    def lease_dir(self) -> Path:
+        return self.containerd.layout.lease_dir
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.containerd.start(images=self.IMAGES, timeout=timeout)
+
+    def stop(self) -> None:
+        self.containerd.stop()
+
+    def kill(self) -> None:
+        self.containerd.kill()
+
+    def remove_socket_dir(self) -> None:
+        """Nothing apart: the socket lives in the node's directory, which `cleanup` removes with the rest."""
+
+    def cleanup(self) -> None:
+        report = self.containerd.cleanup(host_rules=False)
+        assert not report.errors, report.summary()
+
+    def log_tail(self, lines: int = 60) -> str:
+        return self.containerd.log_tail(lines)
+
+
+RUNTIMES = ("docker", "containerd")
+
+
 class KubeletProcess:
     """`python -m kubelet` for one test node, with its own state dir and port, and its dockershim beside it.
 
@@ -210,15 +252,23 @@ class KubeletProcess:
 
     def __init__(self, workdir: Path, apiserver: ApiServer, node: str, pod_cidr: str | None = None, *,
                  backoff_base: float = BACKOFF_BASE, extra_args: Sequence[str] = (),
-                 tls: tuple[Path, Path, Path] | None = None, runtime: bool = True) -> None:
+                 tls: tuple[Path, Path, Path] | None = None, runtime: bool = True,
+                 container_runtime: str = "docker") -> None:
         self.node = node
         # (ca, client cert, client key) when the kubelet serves HTTPS and wants a client certificate
         self.tls = tls
         self.pod_cidr = pod_cidr or ""
         self.port = free_port()
         self.root_dir = workdir / f"kubelet-{node}"
-        # the node's CRI runtime (none for a node that brings its own, like bench's hollow node)
-        self.runtime = DockershimProcess(workdir, node, self.root_dir) if runtime else None
+        # the node's CRI runtime: the Docker shim, or a containerd of its own (none for a node that brings its
+        # own, like bench's hollow node)
+        if container_runtime not in RUNTIMES:
+            raise ValueError(f"container runtime {container_runtime!r}: choose among {', '.join(RUNTIMES)}")
+        self.container_runtime = container_runtime
+        self.runtime: DockershimProcess | ContainerdRuntimeProcess | None = None
+        if runtime:
+            self.runtime = (ContainerdRuntimeProcess(workdir, node) if container_runtime == "containerd"
+                            else DockershimProcess(workdir, node, self.root_dir))
         argv = [sys.executable, "-m", "kubelet", "--node-name", node, "--master", apiserver.url,
                 "--port", str(self.port), "--root-dir", str(self.root_dir),
                 "--crashloop-backoff-base-seconds", str(backoff_base), "--node-lease-duration-seconds", "4",
@@ -310,6 +360,8 @@ class KubeletProcess:
     @property
     def lease_dir(self) -> Path:
         """The node's CNI host-local IPAM directory: one file per allocated address."""
+        if isinstance(self.runtime, ContainerdRuntimeProcess):
+            return self.runtime.lease_dir
         return self.root_dir / "cni" / "ipam" / network_name(self.node)
 
     def leases(self) -> set[str]:
@@ -319,11 +371,14 @@ class KubeletProcess:
 
 def cleanup(nodes: Sequence[KubeletProcess]) -> None:
     """kill -9 the kubelets and their runtimes, then remove everything they made on this host
-    (`dockershim.cleanup`): containers after CNI DEL, the bridges, leases and state dirs, and the shared host
-    rules if nothing uses them."""
+    (`dockershim.cleanup`; for a containerd node first `containerd_node.cleanup`): containers after CNI DEL,
+    the bridges, leases and state dirs, and the shared host rules if nothing uses them."""
     for k in nodes:
         k.kill()
         k.kill_runtime()
+    for k in nodes:
+        if isinstance(k.runtime, ContainerdRuntimeProcess):
+            k.runtime.cleanup()  # its shims, containers, pod networks, mounts and directory
 
     async def run() -> None:
         for k in nodes:
