@@ -104,7 +104,7 @@ class HollowKubeletProcess(KubeletProcess):
     """`python -m bench.hollow_node` with the flags, state dir and readiness wait of the tests' kubelets."""
 
     def __init__(self, workdir: Path, apiserver: ApiServer, node: str, *, extra_args: Sequence[str] = ()) -> None:
-        super().__init__(workdir, apiserver, node, extra_args=extra_args)
+        super().__init__(workdir, apiserver, node, extra_args=extra_args, runtime=False)  # it imitates its runtime
         argv = self.process.argv
         argv[argv.index("kubelet")] = "bench.hollow_node"
 
@@ -250,7 +250,8 @@ class CpuMeter:
         for proc in (cluster.etcd.process, cluster.apiserver.process,
                      cluster.controllers.process if cluster.controllers else None,
                      cluster.scheduler.process if cluster.scheduler else None,
-                     *[k.process for k in cluster.kubelets]):
+                     *[k.process for k in cluster.kubelets],
+                     *[k.runtime.process for k in cluster.kubelets if k.runtime is not None]):
             if proc is not None and proc.proc is not None:
                 groups["minik8s"].append(proc.proc.pid)
         self.groups = groups
@@ -362,6 +363,8 @@ class Bench:
             if k.pid is not None:
                 mem = proc_memory_mb(k.pid)
                 out[k.node] = {"rss_mb": round(mem.get("VmRSS", 0), 1), "hwm_mb": round(mem.get("VmHWM", 0), 1)}
+                if k.runtime_pid is not None:  # its dockershim beside it, reported apart (the target is the kubelet's)
+                    out[k.node]["runtime_rss_mb"] = round(proc_memory_mb(k.runtime_pid).get("VmRSS", 0), 1)
         return out
 
     def pods_phase(self, count: int, reps: int) -> None:

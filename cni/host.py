@@ -249,6 +249,6 @@ def other_kubelets_alive(node_name: str) -> list[str]:
             with contextlib.suppress(OSError):
                 entry.unlink()
             continue
-        if b"kubelet" in cmdline:
+        if b"kubelet" in cmdline or b"dockershim" in cmdline:  # node agents: the kubelet and its CRI runtime
             alive.append(entry.name)
     return alive

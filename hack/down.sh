@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Stops what hack/local-up-cluster.sh started, newest first (kubelets,
-# scheduler, controllers, apiserver, etcd), each with its supervisor:
-# SIGTERM, then SIGKILL after a deadline. Then removes what the kubelets made (pod containers, CNI attachments,
+# Stops what hack/local-up-cluster.sh started, newest first (kubelets, their
+# dockershims, scheduler, controllers, apiserver, etcd), each with its supervisor:
+# SIGTERM, then SIGKILL after a deadline. Then removes what the nodes made (pod containers, CNI attachments,
 # bridges, host rules). Keeps etcd's data dir and the logs unless --purge is given.
 #   hack/down.sh [--purge]
 set -euo pipefail
@@ -29,13 +29,14 @@ nodes=()
 if [[ -d "${OUT}" ]]; then
   shopt -s nullglob
   kubelets=("${OUT}"/kubelet-*.pid)
+  shims=("${OUT}"/dockershim-*.pid)
   shopt -u nullglob
   for pidfile in "${kubelets[@]}"; do
     name="$(basename "${pidfile}" .pid)"
     nodes+=("--node" "${name#kubelet-}")
   done
   stopped=0
-  for pidfile in "${kubelets[@]}" "${OUT}/scheduler.pid" "${OUT}/controllers.pid" \
+  for pidfile in "${kubelets[@]}" "${shims[@]}" "${OUT}/scheduler.pid" "${OUT}/controllers.pid" \
     "${OUT}/apiserver.pid" "${OUT}/etcd.pid"; do
     [[ -f "${pidfile}" ]] || continue
     name="$(basename "${pidfile}" .pid)"
@@ -58,9 +59,9 @@ fi
 if [[ ${#nodes[@]} -eq 0 ]]; then
   log "no kubelets were started here: nothing of theirs to remove"
 elif docker_running; then
-  # as a kubelet would, for this cluster's nodes only: CNI DEL per sandbox, containers, bridge, host rules
-  log "removing what the kubelets made on this host (python -m kubelet.cleanup ${nodes[*]})"
-  "${MINIK8S_VENV}/bin/python" -m kubelet.cleanup "${nodes[@]}"
+  # as a node's runtime would, for this cluster's nodes only: CNI DEL per sandbox, containers, bridge, host rules
+  log "removing what the nodes made on this host (python -m dockershim.cleanup ${nodes[*]})"
+  "${MINIK8S_VENV}/bin/python" -m dockershim.cleanup "${nodes[@]}"
 else
   log "docker: not running; no containers to remove"
 fi

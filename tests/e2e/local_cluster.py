@@ -118,7 +118,8 @@ class LocalCluster:
         return "\n".join(f"--- {name}\n{text}" for name, text in parts)
 
     def stop(self) -> None:
-        """Kubelets first (kill -9, then `kubelet.cleanup` of their nodes), then the control plane."""
+        """Kubelets and their runtimes first (kill -9, then `dockershim.cleanup` of their nodes), then the
+        control plane."""
         try:
             if self.kubelets:
                 cleanup(self.kubelets)

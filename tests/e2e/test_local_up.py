@@ -29,7 +29,7 @@ OUT = REPO / "_output" / "local-up"
 LOCK = Path("/tmp/minik8s-fixed-ports.lock")
 LOCK_TIMEOUT = 1200
 NODES = "node-1"
-COMPONENTS = ["etcd", "apiserver", "controllers", "scheduler", f"kubelet-{NODES}"]
+COMPONENTS = ["etcd", "apiserver", "controllers", "scheduler", f"dockershim-{NODES}", f"kubelet-{NODES}"]
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
 
 

@@ -4,7 +4,7 @@ container spec, restarts and back-off, probes, image pull policies, graceful del
 through the apiserver (with a real kubectl), and adoption after `kill -9`.
 
 Every test node's containers, bridge, leases and state are removed at the end of the module, even
-when a test fails (`kubelet.cleanup`); every wait is a condition with a deadline.
+when a test fails (`dockershim.cleanup`); every wait is a condition with a deadline.
 """
 
 from __future__ import annotations
