@@ -168,6 +168,13 @@ class NodeStatusManager:
             self.network_ready = ready
             self._kick.set()
 
+    def set_runtime_not_ready(self, message: str) -> None:
+        """The runtime's Status as the node's Ready condition: "" is ready, else upstream's message
+        ("container runtime network not ready: NetworkReady=false reason:...")."""
+        if message:
+            self.ready_reason = ("KubeletNotReady", message)
+        self.set_network_ready(not message)
+
     def _readiness(self) -> tuple[bool, str, str]:
         if self.network_ready:
             return True, "KubeletReady", "kubelet is posting ready status"

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import grpc
 import httpx
 
 from kubelet.backoff import Backoff
@@ -702,8 +703,14 @@ class KubeGenericRuntimeManager(Runtime):
 
         return read_logs(container.log_path, options, still_running)
 
-    async def run_in_container(self, container_id: str, cmd: list[str], timeout: float) -> tuple[int, bytes]:
-        response = await self.runtime_service.exec_sync(container_id, cmd, timeout)
+    async def run_in_container(self, container_id: str, cmd: list[str], timeout: float) -> tuple[int | None, bytes]:
+        """ExecSync: (exit code, or None when the command outlived `timeout`; stdout + stderr)."""
+        try:
+            response = await self.runtime_service.exec_sync(container_id, cmd, timeout)
+        except CriError as e:
+            if e.code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return None, b""
+            raise
         return response.exit_code, bytes(response.stdout) + bytes(response.stderr)
 
     async def get_exec(self, container_id: str, cmd: list[str], *, tty: bool, stdin: bool, stdout: bool,
