@@ -134,3 +134,18 @@ def test_cri_startup_ratios_per_runtime_and_containerd_over_docker() -> None:
     assert "cri_startup.1.docker.batch_ratio" not in figures  # one pod: the batch is the pod
     assert "cri_startup.1.containerd.per_pod_ratio" in figures
     assert build_figures({"cri_startup": {"raw_docker": {}, "docker": {"1": pods(0.5, 0.5)}}})[0].ratio is None
+
+
+def test_pod_startup_on_containerd_has_its_own_keys_targets_and_the_ratio_to_the_docker_run() -> None:
+    containerd = {"pods": {"10": pods(1.0, 0.9)}, "raw_docker": {"10": pods(2.0, 1.8)},
+                  "kubelet_memory_mb": {"pods_on_node": 30, "node": "n1", "kubelets": {"n1": {"rss_mb": 93.0}}}}
+    docker_run = {"pods": {"10": pods(2.5, 1.8)}, "raw_docker": {"10": pods(2.0, 1.8)}}
+    figures = {f.key: f for f in build_figures({"pod_startup": docker_run, "pod_startup_containerd": containerd})}
+    mine = figures["pod_startup_containerd.10.per_pod_ratio"]
+    assert (mine.value, mine.baseline, mine.ratio, mine.verdict) == (0.9, 1.8, 0.5, "met")
+    assert figures["pod_startup_containerd.kubelet_rss"].verdict == "met"
+    versus = figures["pod_startup_containerd.10.vs_docker.batch"]
+    assert (versus.value, versus.baseline, versus.ratio) == (1.0, 2.5, 0.4)
+    assert "pod_startup.10.per_pod_ratio" in figures  # the Docker run's own figures stay as they were
+    alone = {f.key for f in build_figures({"pod_startup_containerd": containerd})}
+    assert not any(".vs_docker." in k for k in alone)
