@@ -241,6 +241,23 @@ async def test_deletion_stops_removes_and_confirms(kubelet: FakeKubelet) -> None
     assert not kubelet.volumes.pod_dir("uid-p").exists()
 
 
+async def test_deleting_a_pod_abandons_its_hanging_image_pull(kubelet: FakeKubelet) -> None:
+    """upstream's pod worker cancels the sync under way when the pod becomes terminating: a pull that
+    hangs (a registry that never answers) does not hold the deletion up."""
+    import asyncio
+
+    kubelet.fake.pull_gates["hang:1"] = asyncio.Event()  # never set
+    pod = make_pod(containers=[{"name": "c", "image": "hang:1"}], terminationGracePeriodSeconds=1)
+    kubelet.add(pod)
+    await eventually(lambda: "PullImage" in kubelet.fake.calls, what="the pull under way")
+    data = kubelet.api_pod().to_dict()
+    data["metadata"]["deletionTimestamp"] = "2026-11-22T10:00:00Z"
+    data["metadata"]["resourceVersion"] = "100"
+    kubelet.add(type(pod).model_validate(data))
+    await eventually(lambda: kubelet.client.deleted == ["p"], what="the deletion confirmed while the pull hangs")
+    assert not kubelet.fake.sandboxes and not kubelet.fake.containers
+
+
 async def test_a_failed_sandbox_is_retried_and_reported(kubelet: FakeKubelet) -> None:
     kubelet.fake.inject_error("RunPodSandbox", "the runtime is busy")
     kubelet.add(make_pod())

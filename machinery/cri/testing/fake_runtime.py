@@ -55,6 +55,7 @@ class FakeRuntime(pb_grpc.RuntimeServiceServicer, pb_grpc.ImageServiceServicer):
         self.container_sandbox: dict[str, str] = {}
         self.images: dict[str, pb.Image] = {}
         self.pull_errors: dict[str, str] = {}  # image -> error message of its pull
+        self.pull_gates: dict[str, asyncio.Event] = {}  # image -> its pull waits until this is set (a hung registry)
         self.errors: dict[str, list[FakeRuntimeError]] = {}
         self.calls: list[str] = []
         self.pod_cidr = ""
@@ -328,6 +329,8 @@ class FakeRuntime(pb_grpc.RuntimeServiceServicer, pb_grpc.ImageServiceServicer):
     async def PullImage(self, request: pb.PullImageRequest, context: Any = None, **_: Any) -> pb.PullImageResponse:
         self._record("PullImage")
         name = request.image.image
+        if name in self.pull_gates:
+            await self.pull_gates[name].wait()
         if name in self.pull_errors:
             raise FakeRuntimeError(self.pull_errors[name], grpc.StatusCode.NOT_FOUND)
         if name not in self.images:
