@@ -45,7 +45,7 @@ async def test_clients_talk_to_the_fake_over_a_unix_socket(tmp_path: Path) -> No
         await runtime.update_runtime_config("10.244.1.0/24")
         assert fake.pod_cidr == "10.244.1.0/24"
         sandbox_id = await runtime.run_pod_sandbox(generate_pod_sandbox_config(make_pod(), 0, str(tmp_path)))
-        assert (await runtime.pod_sandbox_status(sandbox_id)).network.ip.startswith("10.88.")
+        assert (await runtime.pod_sandbox_status(sandbox_id)).network.ip.startswith("10.244.1.")  # of the podCIDR
         assert [s.id for s in await runtime.list_pod_sandbox({"io.kubernetes.pod.uid": "uid-p"})] == [sandbox_id]
         assert await images.image_status(IMAGE) is not None and await images.image_status("nope:1") is None
         fake.inject_error("StopPodSandbox", FakeRuntimeError("boom", grpc.StatusCode.UNAVAILABLE))

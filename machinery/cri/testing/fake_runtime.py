@@ -10,14 +10,16 @@ servicer signature `(request, context)`, so the same object is
   kubelet process can run against it (bench/hollow_node.py).
 
 Containers do nothing: StartContainer makes them RUNNING until a test says they exited
-(`exit_container`), or they stop. Sandboxes get addresses from 10.88.0.0/16 in order. Errors are
-injected per call name (`inject_error`), images may be made unpullable (`pull_errors`), ExecSync
-answers with `exec_handler`. Every call is recorded in `calls`, as upstream's `Called`.
+(`exit_container`), or they stop. Sandboxes get addresses in order from the podCIDR of
+UpdateRuntimeConfig (10.88.0.0/16 before). Errors are injected per call name (`inject_error`),
+images may be made unpullable (`pull_errors`) or their pull hang (`pull_gates`), ExecSync answers
+with `exec_handler`. Every call is recorded in `calls`, as upstream's `Called`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import itertools
 import time
 from collections.abc import AsyncIterator, Callable
@@ -93,6 +95,12 @@ class FakeRuntime(pb_grpc.RuntimeServiceServicer, pb_grpc.ImageServiceServicer):
         return [c for c in self.containers.values()
                 if c.state == pb.CONTAINER_RUNNING and (name is None or c.metadata.name == name)]
 
+    def _next_ip(self) -> str:
+        """The next address of the podCIDR UpdateRuntimeConfig gave (10.88.0.0/16 before one came)."""
+        n = next(self._ips)
+        network = ipaddress.ip_network(self.pod_cidr or "10.88.0.0/16", strict=False)
+        return str(network.network_address + (n % (network.num_addresses - 2) or 1))
+
     def _record(self, call: str) -> None:
         self.calls.append(call)
         queued = self.errors.get(call)
@@ -149,8 +157,7 @@ class FakeRuntime(pb_grpc.RuntimeServiceServicer, pb_grpc.ImageServiceServicer):
         status = pb.PodSandboxStatus(id=sandbox_id, metadata=config.metadata, state=pb.SANDBOX_READY,
                                      created_at=_now_ns(), labels=config.labels, annotations=config.annotations)
         if not host_network:
-            n = next(self._ips)
-            status.network.ip = f"10.88.{n // 250}.{n % 250 + 2}"
+            status.network.ip = self._next_ip()
         status.linux.namespaces.options.CopyFrom(config.linux.security_context.namespace_options)
         self.sandboxes[sandbox_id] = status
         self.sandbox_configs[sandbox_id] = config
