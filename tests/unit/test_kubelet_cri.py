@@ -284,3 +284,18 @@ async def test_a_restarted_kubelet_adopts_what_runs(tmp_path: Path) -> None:
         assert container_state(second.api_pod())["restartCount"] == 0
     finally:
         await second.stop()
+
+
+async def test_the_node_is_not_ready_while_the_runtime_network_is_not(tmp_path: Path) -> None:
+    fake = FakeRuntime()
+    from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
+
+    manager = KubeGenericRuntimeManager(RemoteRuntimeService(fake), RemoteImageService(fake), None,  # type: ignore[arg-type]
+                                        lambda *_: None, logs_root=str(tmp_path))
+    message = (await manager.status()).not_ready_message()
+    assert message == "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady: " \
+                      "Network plugin returns error: no pod CIDR yet"
+    await manager.update_pod_cidr("10.244.3.0/24")  # UpdateRuntimeConfig
+    assert (await manager.status()).not_ready_message() == ""
+    fake.runtime_ready = False
+    assert (await manager.status()).not_ready_message().startswith("container runtime is down")
