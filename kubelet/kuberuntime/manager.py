@@ -582,7 +582,8 @@ class KubeGenericRuntimeManager(Runtime):
         if pod is not None and pre_stop is not None and c is not None and grace > 0:
             try:
                 ok, message = await asyncio.wait_for(
-                    self.run_hook(pod, pre_stop, cur.id, c, float(grace), self.cache.get(cur_uid(pod)).ip),
+                    self.run_hook(pod, pre_stop, cur.id, c, float(grace),
+                                  self._pod_ip(pod, self.cache.get(pod.metadata.uid or ""))),
                     timeout=grace)
             except TimeoutError:
                 ok, message = False, f"PreStopHook did not finish within {grace}s"
@@ -717,10 +718,6 @@ class KubeGenericRuntimeManager(Runtime):
                        stderr: bool) -> str:
         return await self.runtime_service.exec(pb.ExecRequest(container_id=container_id, cmd=cmd, tty=tty,
                                                               stdin=stdin, stdout=stdout, stderr=stderr))
-
-
-def cur_uid(pod: Pod) -> str:
-    return pod.metadata.uid or ""
 
 
 def _read_file(path: str) -> str:

@@ -299,3 +299,24 @@ async def test_the_node_is_not_ready_while_the_runtime_network_is_not(tmp_path: 
     assert (await manager.status()).not_ready_message() == ""
     fake.runtime_ready = False
     assert (await manager.status()).not_ready_message().startswith("container runtime is down")
+
+
+async def test_the_pleg_relists_less_while_the_runtime_streams_events() -> None:
+    from kubelet.pleg.generic import GenericPLEG
+
+    fake = FakeRuntime()
+    pleg = GenericPLEG(RemoteRuntimeService(fake), "fake", relist_period=0.05)
+    await pleg.start()
+    try:
+        await eventually(lambda: pleg.events_flowing, what="the event stream open")
+    finally:
+        await pleg.stop()
+    silent = FakeRuntime()
+    silent.inject_error("GetContainerEvents", FakeRuntimeError("no events here", grpc.StatusCode.UNIMPLEMENTED))
+    pleg = GenericPLEG(RemoteRuntimeService(silent), "fake", relist_period=0.05)
+    await pleg.start()
+    try:
+        await eventually(lambda: pleg.relists >= 3, what="relisting every period without events")
+        assert not pleg.events_flowing
+    finally:
+        await pleg.stop()
