@@ -15,7 +15,7 @@ from kubelet.container_config import spec_hash
 from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import RemoteRuntimeService, dial
 from kubelet.kuberuntime.container_config import generate_pod_sandbox_config
-from kubelet.kuberuntime.manager import KillRequest, compute_pod_actions
+from kubelet.kuberuntime.pod_actions import KillRequest, compute_pod_actions
 from machinery.cri.errors import CriError
 from machinery.cri.testing.fake_runtime import FakeRuntime, FakeRuntimeError, serve
 from tests.unit.kubelet_fakes import IMAGE, NODE_IP, FakeKubelet, container_state, eventually, make_pod
