@@ -26,6 +26,7 @@ TYPE_CONTAINER = "container"
 LABEL_SANDBOX_ID = "io.kubernetes.sandbox.id"
 LABEL_LOG_PATH = "io.kubernetes.container.logpath"
 LABEL_HOST_NETWORK = "io.minik8s.hostNetwork"
+LABEL_CONTAINER_NAME = "io.kubernetes.container.name"
 ANNOTATION_PREFIX = "annotation."
 # the shim's own labels: not handed back as CRI labels
 INTERNAL_LABELS = frozenset({LABEL_MANAGED, LABEL_NODE, LABEL_TYPE, LABEL_SANDBOX_ID, LABEL_LOG_PATH,
@@ -105,6 +106,8 @@ def make_labels(labels: Any, annotations: Any, node: str, kind: str) -> dict[str
     for k, v in annotations.items():
         out[ANNOTATION_PREFIX + str(k)] = str(v)
     out.update({LABEL_MANAGED: "true", LABEL_NODE: node, LABEL_TYPE: kind})
+    if kind == TYPE_SANDBOX:  # cri-dockerd names the infra container so (summary stats, docker ps)
+        out[LABEL_CONTAINER_NAME] = SANDBOX_CONTAINER_NAME
     return out
 
 

@@ -15,7 +15,7 @@ from kubelet.container_config import spec_hash
 from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import RemoteRuntimeService, dial
 from kubelet.kuberuntime.container_config import generate_pod_sandbox_config
-from kubelet.kuberuntime.manager import KillRequest, compute_pod_actions
+from kubelet.kuberuntime.pod_actions import KillRequest, compute_pod_actions
 from machinery.cri.errors import CriError
 from machinery.cri.testing.fake_runtime import FakeRuntime, FakeRuntimeError, serve
 from tests.unit.kubelet_fakes import IMAGE, NODE_IP, FakeKubelet, container_state, eventually, make_pod
@@ -45,7 +45,7 @@ async def test_clients_talk_to_the_fake_over_a_unix_socket(tmp_path: Path) -> No
         await runtime.update_runtime_config("10.244.1.0/24")
         assert fake.pod_cidr == "10.244.1.0/24"
         sandbox_id = await runtime.run_pod_sandbox(generate_pod_sandbox_config(make_pod(), 0, str(tmp_path)))
-        assert (await runtime.pod_sandbox_status(sandbox_id)).network.ip.startswith("10.88.")
+        assert (await runtime.pod_sandbox_status(sandbox_id)).network.ip.startswith("10.244.1.")  # of the podCIDR
         assert [s.id for s in await runtime.list_pod_sandbox({"io.kubernetes.pod.uid": "uid-p"})] == [sandbox_id]
         assert await images.image_status(IMAGE) is not None and await images.image_status("nope:1") is None
         fake.inject_error("StopPodSandbox", FakeRuntimeError("boom", grpc.StatusCode.UNAVAILABLE))
@@ -241,6 +241,23 @@ async def test_deletion_stops_removes_and_confirms(kubelet: FakeKubelet) -> None
     assert not kubelet.volumes.pod_dir("uid-p").exists()
 
 
+async def test_deleting_a_pod_abandons_its_hanging_image_pull(kubelet: FakeKubelet) -> None:
+    """upstream's pod worker cancels the sync under way when the pod becomes terminating: a pull that
+    hangs (a registry that never answers) does not hold the deletion up."""
+    import asyncio
+
+    kubelet.fake.pull_gates["hang:1"] = asyncio.Event()  # never set
+    pod = make_pod(containers=[{"name": "c", "image": "hang:1"}], terminationGracePeriodSeconds=1)
+    kubelet.add(pod)
+    await eventually(lambda: "PullImage" in kubelet.fake.calls, what="the pull under way")
+    data = kubelet.api_pod().to_dict()
+    data["metadata"]["deletionTimestamp"] = "2026-11-22T10:00:00Z"
+    data["metadata"]["resourceVersion"] = "100"
+    kubelet.add(type(pod).model_validate(data))
+    await eventually(lambda: kubelet.client.deleted == ["p"], what="the deletion confirmed while the pull hangs")
+    assert not kubelet.fake.sandboxes and not kubelet.fake.containers
+
+
 async def test_a_failed_sandbox_is_retried_and_reported(kubelet: FakeKubelet) -> None:
     kubelet.fake.inject_error("RunPodSandbox", "the runtime is busy")
     kubelet.add(make_pod())
@@ -267,3 +284,39 @@ async def test_a_restarted_kubelet_adopts_what_runs(tmp_path: Path) -> None:
         assert container_state(second.api_pod())["restartCount"] == 0
     finally:
         await second.stop()
+
+
+async def test_the_node_is_not_ready_while_the_runtime_network_is_not(tmp_path: Path) -> None:
+    fake = FakeRuntime()
+    from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
+
+    manager = KubeGenericRuntimeManager(RemoteRuntimeService(fake), RemoteImageService(fake), None,  # type: ignore[arg-type]
+                                        lambda *_: None, logs_root=str(tmp_path))
+    message = (await manager.status()).not_ready_message()
+    assert message == "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady: " \
+                      "Network plugin returns error: no pod CIDR yet"
+    await manager.update_pod_cidr("10.244.3.0/24")  # UpdateRuntimeConfig
+    assert (await manager.status()).not_ready_message() == ""
+    fake.runtime_ready = False
+    assert (await manager.status()).not_ready_message().startswith("container runtime is down")
+
+
+async def test_the_pleg_relists_less_while_the_runtime_streams_events() -> None:
+    from kubelet.pleg.generic import GenericPLEG
+
+    fake = FakeRuntime()
+    pleg = GenericPLEG(RemoteRuntimeService(fake), "fake", relist_period=0.05)
+    await pleg.start()
+    try:
+        await eventually(lambda: pleg.events_flowing, what="the event stream open")
+    finally:
+        await pleg.stop()
+    silent = FakeRuntime()
+    silent.inject_error("GetContainerEvents", FakeRuntimeError("no events here", grpc.StatusCode.UNIMPLEMENTED))
+    pleg = GenericPLEG(RemoteRuntimeService(silent), "fake", relist_period=0.05)
+    await pleg.start()
+    try:
+        await eventually(lambda: pleg.relists >= 3, what="relisting every period without events")
+        assert not pleg.events_flowing
+    finally:
+        await pleg.stop()

@@ -10,14 +10,16 @@ servicer signature `(request, context)`, so the same object is
   kubelet process can run against it (bench/hollow_node.py).
 
 Containers do nothing: StartContainer makes them RUNNING until a test says they exited
-(`exit_container`), or they stop. Sandboxes get addresses from 10.88.0.0/16 in order. Errors are
-injected per call name (`inject_error`), images may be made unpullable (`pull_errors`), ExecSync
-answers with `exec_handler`. Every call is recorded in `calls`, as upstream's `Called`.
+(`exit_container`), or they stop. Sandboxes get addresses in order from the podCIDR of
+UpdateRuntimeConfig (10.88.0.0/16 before). Errors are injected per call name (`inject_error`),
+images may be made unpullable (`pull_errors`) or their pull hang (`pull_gates`), ExecSync answers
+with `exec_handler`. Every call is recorded in `calls`, as upstream's `Called`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import itertools
 import time
 from collections.abc import AsyncIterator, Callable
@@ -55,6 +57,7 @@ class FakeRuntime(pb_grpc.RuntimeServiceServicer, pb_grpc.ImageServiceServicer):
         self.container_sandbox: dict[str, str] = {}
         self.images: dict[str, pb.Image] = {}
         self.pull_errors: dict[str, str] = {}  # image -> error message of its pull
+        self.pull_gates: dict[str, asyncio.Event] = {}  # image -> its pull waits until this is set (a hung registry)
         self.errors: dict[str, list[FakeRuntimeError]] = {}
         self.calls: list[str] = []
         self.pod_cidr = ""
@@ -92,6 +95,12 @@ class FakeRuntime(pb_grpc.RuntimeServiceServicer, pb_grpc.ImageServiceServicer):
         return [c for c in self.containers.values()
                 if c.state == pb.CONTAINER_RUNNING and (name is None or c.metadata.name == name)]
 
+    def _next_ip(self) -> str:
+        """The next address of the podCIDR UpdateRuntimeConfig gave (10.88.0.0/16 before one came)."""
+        n = next(self._ips)
+        network = ipaddress.ip_network(self.pod_cidr or "10.88.0.0/16", strict=False)
+        return str(network.network_address + (n % (network.num_addresses - 2) or 1))
+
     def _record(self, call: str) -> None:
         self.calls.append(call)
         queued = self.errors.get(call)
@@ -101,7 +110,7 @@ class FakeRuntime(pb_grpc.RuntimeServiceServicer, pb_grpc.ImageServiceServicer):
     def _new_id(self) -> str:
         return f"{next(self._ids):064x}"
 
-    def _event(self, container_id: str, kind: int) -> None:
+    def _event(self, container_id: str, kind: pb.ContainerEventType) -> None:
         self.changed.set()
         status = self.containers.get(container_id)
         sandbox_id = self.container_sandbox.get(container_id, container_id)
@@ -148,8 +157,7 @@ class FakeRuntime(pb_grpc.RuntimeServiceServicer, pb_grpc.ImageServiceServicer):
         status = pb.PodSandboxStatus(id=sandbox_id, metadata=config.metadata, state=pb.SANDBOX_READY,
                                      created_at=_now_ns(), labels=config.labels, annotations=config.annotations)
         if not host_network:
-            n = next(self._ips)
-            status.network.ip = f"10.88.{n // 250}.{n % 250 + 2}"
+            status.network.ip = self._next_ip()
         status.linux.namespaces.options.CopyFrom(config.linux.security_context.namespace_options)
         self.sandboxes[sandbox_id] = status
         self.sandbox_configs[sandbox_id] = config
@@ -328,6 +336,8 @@ class FakeRuntime(pb_grpc.RuntimeServiceServicer, pb_grpc.ImageServiceServicer):
     async def PullImage(self, request: pb.PullImageRequest, context: Any = None, **_: Any) -> pb.PullImageResponse:
         self._record("PullImage")
         name = request.image.image
+        if name in self.pull_gates:
+            await self.pull_gates[name].wait()
         if name in self.pull_errors:
             raise FakeRuntimeError(self.pull_errors[name], grpc.StatusCode.NOT_FOUND)
         if name not in self.images:
