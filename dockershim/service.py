@@ -124,10 +124,15 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         except aiodocker.DockerError as e:
             if e.status != 409:
                 raise
-            # a leftover of ours with the same name (a crash between create and start): replace it
-            log.info("container name %s in use; removing the old one", name)
-            with contextlib.suppress(aiodocker.DockerError):
-                await self.docker.containers.container(name).delete(force=True, v=True)
+            # a leftover with the same name (a crash between create and the caller learning its id) is
+            # removed unless it runs, as cri-dockerd's recoverFromCreationConflictIfNeeded does
+            log.info("container name %s in use; removing the old one unless it runs", name)
+            try:
+                await self.docker.containers.container(name).delete(v=True)
+            except aiodocker.DockerError as removal:
+                raise CriError(grpc.StatusCode.ALREADY_EXISTS,
+                               f"container name {name!r} is in use and the container cannot be removed: "
+                               f"{removal.message}") from None
             container = await self.docker.containers.create(body, name=name)
         return container.id
 
