@@ -82,8 +82,9 @@ def rpc(method: Handler) -> Handler:
 
 class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServicer):
     def __init__(self, docker: aiodocker.Docker, *, node: str, network: PodNetwork, pause_image: str,
-                 streaming: StreamingServer) -> None:
+                 streaming: StreamingServer, docker_root: str = "") -> None:
         self.docker = docker
+        self.docker_root = docker_root  # Docker's DockerRootDir: where json-file logs live
         self.node = node
         self.network = network
         self.pause_image = pause_image
@@ -312,8 +313,10 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                                                     f"{e.message}") from None
         log_path = ((data.get("Config") or {}).get("Labels") or {}).get(tr.LABEL_LOG_PATH, "")
         if log_path:
-            docker_log = data.get("LogPath") or ""
-            if not docker_log:  # Docker names the file when the container first starts
+            # Docker names the file only when the container first starts; its place is known before
+            docker_log = data.get("LogPath") or (
+                f"{self.docker_root}/containers/{data['Id']}/{data['Id']}-json.log" if self.docker_root else "")
+            if not docker_log:
                 docker_log = (await self.docker.containers.container(data["Id"]).show()).get("LogPath") or ""
             await asyncio.to_thread(_symlink, docker_log, log_path)
         return cri.StartContainerResponse()
