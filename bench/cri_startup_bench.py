@@ -229,12 +229,16 @@ def _fmt_x(value: float | None) -> str:
 async def start_runtimes(bench: Bench, stack: contextlib.ExitStack) -> None:
     """The runtimes asked for, each on a free podCIDR, removed with all they made when `stack` closes."""
     cidrs = free_pod_cidrs(len(bench.args.runtimes))
-    stack.callback(lambda: [release_cidr(c) for c in cidrs])
+    for cidr in cidrs:
+        stack.callback(release_cidr, cidr)
     for name, cidr in zip(bench.args.runtimes, cidrs, strict=True):
         node = f"bench-{name}-{bench.tag}"
         if name == "containerd":
             containerd = ContainerdNode(node, bench.workdir / "containerd")
-            stack.callback(lambda c=containerd: print(cleanup_node(c.layout.base_dir).summary(), file=sys.stderr))
+            def remove_containerd(c: ContainerdNode = containerd) -> None:
+                print(cleanup_node(c.layout.base_dir).summary(), file=sys.stderr)
+
+            stack.callback(remove_containerd)
             await asyncio.to_thread(containerd.start, (PAUSE, HTTPD))
             runtime = CriRuntime(name, containerd.endpoint)
         else:

@@ -104,8 +104,9 @@ def exec_containerd(layout: NodeLayout) -> None:
 def cri_version(layout: NodeLayout, timeout: float = 2.0) -> api_pb2.VersionResponse:
     """RuntimeService.Version over the node's socket (raises grpc.RpcError when it does not answer)."""
     with grpc.insecure_channel(layout.endpoint) as channel:
-        stub = api_pb2_grpc.RuntimeServiceStub(channel)
-        return stub.Version(api_pb2.VersionRequest(version="v1"), timeout=timeout)
+        stub = api_pb2_grpc.RuntimeServiceStub(channel)  # type: ignore[no-untyped-call]
+        version: api_pb2.VersionResponse = stub.Version(api_pb2.VersionRequest(version="v1"), timeout=timeout)
+        return version
 
 
 def wait_for_cri(layout: NodeLayout, timeout: float, alive: object = None) -> api_pb2.VersionResponse:
