@@ -146,6 +146,7 @@ class Kubelet:
         self.pod_cidr: str | None = None
         self._uvicorn: uvicorn.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()  # one-off work started by informer handlers
         self.ready = asyncio.Event()
 
     def connect_runtime(self) -> tuple[RemoteRuntimeService, RemoteImageService]:
@@ -278,8 +279,8 @@ class Kubelet:
                 log.warning("node %s: spec.podCIDR %s differs from %s in use; new pods get %s", node.metadata.name,
                             node.spec.pod_cidr, self.pod_cidr, node.spec.pod_cidr)
             task = asyncio.create_task(self._set_pod_cidr(node.spec.pod_cidr))
-            self._tasks.append(task)
-            task.add_done_callback(lambda t: t in self._tasks and self._tasks.remove(t))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         if node.metadata.uid:
             self.node_status.node_uid = node.metadata.uid
 

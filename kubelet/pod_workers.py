@@ -18,6 +18,7 @@ lets it; upstream cancels the sync's context the same way).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import Protocol
@@ -199,7 +200,10 @@ class PodWorkers:
         worker.pod = pod
         worker.cancel_sync()
         if worker.task is not None:
-            worker.task.add_done_callback(lambda _t, uid=uid: self._forget(uid))
+            worker.task.add_done_callback(functools.partial(self._forget_after, uid))
+
+    def _forget_after(self, uid: str, _task: object) -> None:
+        self._forget(uid)
 
     def _forget(self, uid: str) -> None:
         worker = self.workers.get(uid)

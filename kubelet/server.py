@@ -30,7 +30,7 @@ import contextlib
 import datetime as dt
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import websockets
 from starlette.applications import Starlette
@@ -38,16 +38,28 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
-from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import ClientConnection, connect
 
 from apiserver.auth.authn import user_from_peercert
 from apiserver.serving import server_ssl_context, tls_options
 from kubelet.container.runtime import ContainerState, ContainerStatus, LogOptions
+from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
+from kubelet.pod_workers import PodWorkers
+from kubelet.status_manager import StatusManager
 from machinery.api.core_v1 import Pod
 from machinery.cri.errors import CriError
+from machinery.informer import Informer
 
-if TYPE_CHECKING:
-    from kubelet.kubelet import Kubelet
+
+class KubeletView(Protocol):
+    """What the server reads of the kubelet: no more (and no import of kubelet.kubelet, which imports this)."""
+
+    config: Any  # tls_cert_file, tls_private_key_file, client_ca_file
+    pod_informer: Informer[Pod] | None
+    workers: PodWorkers
+    runtime: KubeGenericRuntimeManager
+    status_manager: StatusManager
+    ready: asyncio.Event
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +143,7 @@ class ClientCertificateAuth:
 
 
 class KubeletServer:
-    def __init__(self, kubelet: Kubelet) -> None:
+    def __init__(self, kubelet: KubeletView) -> None:
         self.k = kubelet
         config = kubelet.config
         if bool(config.tls_cert_file) != bool(config.tls_private_key_file):
@@ -281,7 +293,7 @@ class KubeletServer:
                                                       "is not running")
             url = await self.k.runtime.get_exec(instances[0].id, command, tty=tty, stdin=stdin,
                                                 stdout=stdout or tty, stderr=stderr)
-            upstream = await websockets.asyncio.client.connect(
+            upstream = await connect(
                 _ws_url(url), subprotocols=[websockets.Subprotocol(o) for o in offered],
                 max_size=None, ping_interval=None, open_timeout=30)
         except KubeletError as e:

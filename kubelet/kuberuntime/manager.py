@@ -1,7 +1,8 @@
 """The kubelet's runtime on the CRI (upstream pkg/kubelet/kuberuntime/kuberuntime_manager.go,
 kuberuntime_container.go, kuberuntime_sandbox.go, kuberuntime_image.go, kuberuntime_gc.go).
 
-`SyncPod` first decides, from the pod spec and what runs (`compute_pod_actions`, pure), then acts:
+`SyncPod` first decides, from the pod spec and what runs (`pod_actions.compute_pod_actions`, pure),
+then acts:
 
 1. kill the pod when its sandbox must change (none ready, or a hostNetwork change): containers
    stopped, old sandboxes stopped (`SandboxChanged`);
@@ -42,7 +43,7 @@ from kubelet.container.runtime import (
     RuntimeStatus,
     SyncResult,
 )
-from kubelet.container_config import ConfigError, spec_hash
+from kubelet.container_config import ConfigError
 from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import RemoteRuntimeService
 from kubelet.kuberuntime.container_config import (
@@ -51,7 +52,14 @@ from kubelet.kuberuntime.container_config import (
     generate_pod_sandbox_config,
     pod_log_directory,
 )
+from kubelet.kuberuntime.images import default_pull_policy, fmt_duration, image_pull_waiting
 from kubelet.kuberuntime.logs import read_logs
+from kubelet.kuberuntime.pod_actions import (
+    KillRequest,
+    compute_pod_actions,
+    pod_grace,
+    should_restart,
+)
 from kubelet.pleg.generic import GenericPLEG
 from machinery.api.core_v1 import Container, LifecycleHandler, Pod
 from machinery.cri import api_pb2 as pb
@@ -59,7 +67,6 @@ from machinery.cri.errors import CriError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_GRACE = 30
 MAX_RETRY = 30.0
 TERMINATION_MESSAGE_LIMIT = 4096
 
@@ -75,157 +82,6 @@ class RuntimeHelper(Protocol):
     def write_hosts(self, pod: Pod, pod_ip: str) -> None: ...
 
     def pod_ip_for_host_network(self) -> str: ...
-
-
-def default_pull_policy(image: str) -> str:
-    name, _, digest = image.partition("@")
-    last = name.rsplit("/", 1)[-1]
-    tag = last.rpartition(":")[2] if ":" in last else ""
-    return "Always" if (not tag and not digest) or tag == "latest" else "IfNotPresent"
-
-
-def fmt_duration(seconds: float) -> str:
-    """Go's time.Duration.String() for whole seconds: 10s, 1m20s, 5m0s."""
-    s = round(seconds)
-    if s < 60:
-        return f"{s}s"
-    return f"{s // 60}m{s % 60}s"
-
-
-def image_pull_waiting(backoff: Backoff, key: str, showing: str) -> tuple[str, float] | None:
-    """What a container whose image pull `key` failed waits with while its back-off window is open,
-    and in how many seconds that changes; None once the pull may be tried again.
-
-    ErrImagePull stays for the first half of the window and ImagePullBackOff shows for the rest, by
-    the clock, not by how many syncs run in between, so that whoever reads the pod can see
-    ErrImagePull. A container not showing ErrImagePull goes straight to ImagePullBackOff."""
-    if not backoff.in_backoff(key):
-        return None
-    remaining = backoff.remaining_since_update(key)
-    half = backoff.get(key) / 2
-    if showing == "ErrImagePull" and remaining > half:
-        return "ErrImagePull", remaining - half
-    return "ImagePullBackOff", remaining
-
-
-def restart_policy(pod: Pod) -> str:
-    return (pod.spec.restart_policy if pod.spec else None) or "Always"
-
-
-def pod_grace(pod: Pod) -> int:
-    value = pod.spec.termination_grace_period_seconds if pod.spec else None
-    return DEFAULT_GRACE if value is None else max(int(value), 0)
-
-
-def should_restart(pod: Pod, c: ContainerStatus) -> bool:
-    """upstream ShouldContainerBeRestarted, for an exited instance."""
-    policy = restart_policy(pod)
-    if policy == "Never":
-        return False
-    if policy == "OnFailure":
-        return c.exit_code != 0 or c.oom_killed or c.start_failed
-    return True
-
-
-def init_succeeded(c: ContainerStatus) -> bool:
-    return c.exited and c.exit_code == 0 and not c.oom_killed and not c.start_failed
-
-
-@dataclass
-class KillRequest:
-    container_id: str
-    reason: str
-
-
-@dataclass
-class PodActions:
-    """upstream podActions: what one SyncPod is to do."""
-
-    kill_pod: bool = False
-    create_sandbox: bool = False
-    sandbox_id: str = ""
-    attempt: int = 0
-    next_init_container: Container | None = None
-    init_failed: bool = False  # an init container failed under restartPolicy Never
-    init_pending: bool = False  # an init container runs, or must run first
-    containers_to_start: list[Container] = field(default_factory=list)
-    # container id -> (the container's spec or None when it left the spec, reason or None, grace override)
-    containers_to_kill: dict[str, tuple[Container | None, str | None, int | None]] = field(default_factory=dict)
-    spec_changed: set[str] = field(default_factory=set)  # names restarted for a new spec: no back-off
-
-
-def _probe_grace(c: Container) -> int | None:
-    for probe in (c.liveness_probe, c.startup_probe):
-        if probe is not None and probe.termination_grace_period_seconds is not None:
-            return int(probe.termination_grace_period_seconds)
-    return None
-
-
-def compute_pod_actions(pod: Pod, status: PodStatus, kill_requests: dict[str, KillRequest]) -> PodActions:
-    """Pure: compare the pod spec with what runs (upstream computePodActions)."""
-    spec = pod.spec
-    containers = list(spec.containers) if spec else []
-    inits = list(spec.init_containers or []) if spec else []
-    host_network = bool(spec and spec.host_network)
-    newest = status.sandboxes[0] if status.sandboxes else None
-    sandbox_ok = newest is not None and newest.ready and newest.host_network == host_network
-    actions = PodActions(sandbox_id=newest.id if newest and sandbox_ok else "",
-                         attempt=(newest.attempt + 1) if newest else 0)
-    if not sandbox_ok:
-        def needs_running(c: Container) -> bool:
-            instances = status.instances(c.name)
-            return not instances or instances[0].running or should_restart(pod, instances[0])
-        if not any(needs_running(c) for c in containers) and status.sandboxes:
-            # everything finished and stays so: a dead sandbox stays dead (restartPolicy Never/OnFailure)
-            actions.kill_pod = any(c.running for c in status.containers)
-            return actions
-        actions.kill_pod = bool(status.sandboxes) or any(c.running for c in status.containers)
-        actions.create_sandbox = True
-        actions.attempt = (newest.attempt + 1) if newest else 0
-    for c in inits:
-        instances = status.instances(c.name)
-        cur = instances[0] if instances else None
-        if cur is not None and init_succeeded(cur) and not actions.create_sandbox:
-            continue
-        if cur is not None and cur.running and not actions.create_sandbox:
-            actions.init_pending = True
-            break
-        if cur is not None and cur.exited and not init_succeeded(cur) and restart_policy(pod) == "Never":
-            actions.init_failed = True
-            actions.init_pending = True
-            break
-        actions.next_init_container = c
-        actions.init_pending = True
-        break
-    if actions.init_pending:
-        return actions
-    for c in containers:
-        instances = status.instances(c.name)
-        cur = instances[0] if instances else None
-        if cur is None:
-            actions.containers_to_start.append(c)
-            continue
-        if not cur.running:
-            if actions.create_sandbox or cur.state == ContainerState.CREATED or should_restart(pod, cur):
-                actions.containers_to_start.append(c)
-            continue
-        if actions.create_sandbox:
-            actions.containers_to_start.append(c)  # killed with the pod
-            continue
-        kill = kill_requests.get(c.name)
-        if cur.sandbox_id and actions.sandbox_id and cur.sandbox_id != actions.sandbox_id:
-            actions.containers_to_kill[cur.id] = (c, None, None)
-        elif kill is not None and kill.container_id == cur.id:
-            actions.containers_to_kill[cur.id] = (c, kill.reason, _probe_grace(c))
-        elif cur.hash and cur.hash != spec_hash(c):
-            actions.containers_to_kill[cur.id] = (c, f"Container {c.name} definition changed, will be restarted",
-                                                  None)
-            actions.spec_changed.add(c.name)
-        else:
-            continue
-        if restart_policy(pod) != "Never" or c.name in actions.spec_changed:
-            actions.containers_to_start.append(c)
-    return actions
 
 
 @dataclass
@@ -582,7 +438,8 @@ class KubeGenericRuntimeManager(Runtime):
         if pod is not None and pre_stop is not None and c is not None and grace > 0:
             try:
                 ok, message = await asyncio.wait_for(
-                    self.run_hook(pod, pre_stop, cur.id, c, float(grace), self.cache.get(cur_uid(pod)).ip),
+                    self.run_hook(pod, pre_stop, cur.id, c, float(grace),
+                                  self._pod_ip(pod, self.cache.get(pod.metadata.uid or ""))),
                     timeout=grace)
             except TimeoutError:
                 ok, message = False, f"PreStopHook did not finish within {grace}s"
@@ -717,10 +574,6 @@ class KubeGenericRuntimeManager(Runtime):
                        stderr: bool) -> str:
         return await self.runtime_service.exec(pb.ExecRequest(container_id=container_id, cmd=cmd, tty=tty,
                                                               stdin=stdin, stdout=stdout, stderr=stderr))
-
-
-def cur_uid(pod: Pod) -> str:
-    return pod.metadata.uid or ""
 
 
 def _read_file(path: str) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 
@@ -29,6 +29,9 @@ from machinery.cri.errors import CriError
 log = logging.getLogger(__name__)
 
 RELIST_PERIOD = 1.0
+# while the runtime's event stream flows, the relist is only the safety net: upstream's evented PLEG
+# slows the generic relist down (to 300 s); every 10 s keeps a lost event from mattering for long
+EVENTED_RELIST_PERIOD = 10.0
 _STATES = {pb.CONTAINER_CREATED: ContainerState.CREATED, pb.CONTAINER_RUNNING: ContainerState.RUNNING,
            pb.CONTAINER_EXITED: ContainerState.EXITED, pb.CONTAINER_UNKNOWN: ContainerState.UNKNOWN}
 
@@ -98,6 +101,7 @@ class GenericPLEG:
         self._sandbox_listed: dict[str, int] = {}
         self.relists = 0
         self.healthy = True
+        self.events_flowing = False  # the runtime's GetContainerEvents stream is open
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -203,7 +207,8 @@ class GenericPLEG:
 
     async def _relist_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.relist_period)
+            await asyncio.sleep(max(self.relist_period, EVENTED_RELIST_PERIOD) if self.events_flowing
+                                else self.relist_period)
             try:
                 await self.relist()
                 self.healthy = True
@@ -214,11 +219,30 @@ class GenericPLEG:
                 self.healthy = False
                 log.exception("PLEG relist")
 
+    async def _flowing(self, events: AsyncIterator[pb.ContainerEventResponse]) -> AsyncIterator[
+            pb.ContainerEventResponse]:
+        """The stream, marked flowing once the runtime answered it (its first event or a quiet while)."""
+        iterator = events.__aiter__()
+        first = asyncio.ensure_future(anext(iterator))
+        try:
+            await asyncio.wait({first}, timeout=self.relist_period)
+            if not (first.done() and not first.cancelled() and first.exception() is not None):
+                self.events_flowing = True
+            try:
+                yield await first
+                async for event in iterator:
+                    yield event
+            finally:
+                self.events_flowing = False
+        finally:
+            if not first.done():
+                first.cancel()
+
     async def _events_loop(self) -> None:
         delay = 0.5
         while True:
             try:
-                async for event in self.runtime.container_events():
+                async for event in self._flowing(self.runtime.container_events()):
                     delay = 0.5
                     if event.container_event_type == pb.CONTAINER_DELETED_EVENT:
                         self.forget_container(event.container_id)
@@ -241,11 +265,13 @@ class GenericPLEG:
             except asyncio.CancelledError:
                 raise
             except CriError as e:
+                self.events_flowing = False
                 if e.code == grpc.StatusCode.UNIMPLEMENTED:
                     log.info("the runtime offers no container events: relisting only")
                     return
                 log.warning("container event stream broke (%s); relisting", e.message)
             except Exception as e:
+                self.events_flowing = False
                 log.warning("container event stream broke (%s); relisting", e)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 10)

@@ -1,5 +1,5 @@
 """CrashLoopBackOff / ImagePullBackOff arithmetic (kubelet.backoff), on a fake clock; which waiting reason an
-image pull in back-off shows (kubelet.kuberuntime.manager), and which pod updates wake a pod worker
+image pull in back-off shows (kubelet.kuberuntime.images), and which pod updates wake a pod worker
 (kubelet.pod_workers with the status manager's record of its own writes)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kubelet.backoff import Backoff
-from kubelet.kuberuntime.manager import default_pull_policy, fmt_duration, image_pull_waiting
+from kubelet.kuberuntime.images import default_pull_policy, fmt_duration, image_pull_waiting
 from kubelet.pod_workers import PodWorker, PodWorkers
 from kubelet.status_manager import StatusManager
 from machinery.api.core_v1 import Pod

@@ -15,7 +15,7 @@ from kubelet.container_config import spec_hash
 from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import RemoteRuntimeService, dial
 from kubelet.kuberuntime.container_config import generate_pod_sandbox_config
-from kubelet.kuberuntime.manager import KillRequest, compute_pod_actions
+from kubelet.kuberuntime.pod_actions import KillRequest, compute_pod_actions
 from machinery.cri.errors import CriError
 from machinery.cri.testing.fake_runtime import FakeRuntime, FakeRuntimeError, serve
 from tests.unit.kubelet_fakes import IMAGE, NODE_IP, FakeKubelet, container_state, eventually, make_pod
@@ -284,3 +284,39 @@ async def test_a_restarted_kubelet_adopts_what_runs(tmp_path: Path) -> None:
         assert container_state(second.api_pod())["restartCount"] == 0
     finally:
         await second.stop()
+
+
+async def test_the_node_is_not_ready_while_the_runtime_network_is_not(tmp_path: Path) -> None:
+    fake = FakeRuntime()
+    from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
+
+    manager = KubeGenericRuntimeManager(RemoteRuntimeService(fake), RemoteImageService(fake), None,  # type: ignore[arg-type]
+                                        lambda *_: None, logs_root=str(tmp_path))
+    message = (await manager.status()).not_ready_message()
+    assert message == "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady: " \
+                      "Network plugin returns error: no pod CIDR yet"
+    await manager.update_pod_cidr("10.244.3.0/24")  # UpdateRuntimeConfig
+    assert (await manager.status()).not_ready_message() == ""
+    fake.runtime_ready = False
+    assert (await manager.status()).not_ready_message().startswith("container runtime is down")
+
+
+async def test_the_pleg_relists_less_while_the_runtime_streams_events() -> None:
+    from kubelet.pleg.generic import GenericPLEG
+
+    fake = FakeRuntime()
+    pleg = GenericPLEG(RemoteRuntimeService(fake), "fake", relist_period=0.05)
+    await pleg.start()
+    try:
+        await eventually(lambda: pleg.events_flowing, what="the event stream open")
+    finally:
+        await pleg.stop()
+    silent = FakeRuntime()
+    silent.inject_error("GetContainerEvents", FakeRuntimeError("no events here", grpc.StatusCode.UNIMPLEMENTED))
+    pleg = GenericPLEG(RemoteRuntimeService(silent), "fake", relist_period=0.05)
+    await pleg.start()
+    try:
+        await eventually(lambda: pleg.relists >= 3, what="relisting every period without events")
+        assert not pleg.events_flowing
+    finally:
+        await pleg.stop()

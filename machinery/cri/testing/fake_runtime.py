@@ -110,7 +110,7 @@ class FakeRuntime(pb_grpc.RuntimeServiceServicer, pb_grpc.ImageServiceServicer):
     def _new_id(self) -> str:
         return f"{next(self._ids):064x}"
 
-    def _event(self, container_id: str, kind: int) -> None:
+    def _event(self, container_id: str, kind: pb.ContainerEventType) -> None:
         self.changed.set()
         status = self.containers.get(container_id)
         sandbox_id = self.container_sandbox.get(container_id, container_id)
