@@ -3,23 +3,38 @@
 #
 # Runs the node's CRI runtime, `python -m dockershim` (as cri-dockerd runs beside a kubelet), on the
 # kubelet's --container-runtime-endpoint (default unix:///run/minik8s/<node>/dockershim.sock) with the
-# kubelet's node name, root dir, CNI plugin dir, cluster CIDR and sandbox image, then
-# `python -m kubelet KUBELET-ARGS...` with that endpoint. When either exits, the node does: the other
-# is stopped too and the container ends with its status (compose restarts it on failure).
+# node name and root dir, then `python -m kubelet KUBELET-ARGS...` with that endpoint. The runtime's
+# own flags among the arguments (--cluster-cidr, --cni-bin-dir, --pod-infra-container-image,
+# --docker-endpoint: the pod network and sandboxes are the runtime's) go to the shim only.
+# When either process exits, the node does: the other is stopped too and the container ends with
+# its status (compose restarts it on failure).
 # When the container is stopped (`docker-compose stop|down`, SIGTERM), the kubelet and then the shim
 # shut down and everything the node made on the host goes too — its pod containers (CNI DEL
 # first), its bridge, address leases and state, and the shared iptables rules once no node agent and
-# no pod is left (`python -m dockershim.cleanup`). Pods are sibling containers on the host's Docker,
-# so without this they would outlive the node.
+# no pod is left (`python -m dockershim.cleanup`, then `python -m kubelet.cleanup`). Pods are sibling
+# containers on the host's Docker, so without this they would outlive the node.
 # MINIK8S_NODE_TEARDOWN_ON_STOP=false keeps them (a node that starts again adopts them).
 # A node that crashes (no SIGTERM) tears nothing down: the restarted one adopts its pods.
 set -uo pipefail
 
 node="" root="" endpoint="" image_endpoint=""
-shim_args=()
+shim_args=() kubelet_args=()
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   arg="${args[i]}" next="${args[i + 1]:-}"
+  case "${arg}" in
+    # the runtime's flags: for the shim alone
+    --cni-bin-dir | --cluster-cidr | --pod-infra-container-image | --docker-endpoint)
+      shim_args+=("${arg}" "${next}")
+      i=$((i + 1))
+      continue
+      ;;
+    --cni-bin-dir=* | --cluster-cidr=* | --pod-infra-container-image=* | --docker-endpoint=*)
+      shim_args+=("${arg}")
+      continue
+      ;;
+  esac
+  kubelet_args+=("${arg}")
   case "${arg}" in
     --node-name) node="${next}" ;;
     --node-name=*) node="${arg#*=}" ;;
@@ -28,15 +43,11 @@ for ((i = 0; i < ${#args[@]}; i++)); do
     --container-runtime-endpoint) endpoint="${next}" ;;
     --container-runtime-endpoint=*) endpoint="${arg#*=}" ;;
     --image-service-endpoint | --image-service-endpoint=*) image_endpoint=given ;;
-    # what the runtime needs of the kubelet's flags
-    --cni-bin-dir | --cluster-cidr | --pod-infra-container-image) shim_args+=("${arg}" "${next}") ;;
-    --cni-bin-dir=* | --cluster-cidr=* | --pod-infra-container-image=*) shim_args+=("${arg}") ;;
   esac
 done
 if [[ -z "${node}" ]]; then
   node="$(hostname | tr '[:upper:]' '[:lower:]')"
 fi
-kubelet_args=("$@")
 if [[ -z "${endpoint}" ]]; then
   endpoint="unix:///run/minik8s/${node}/dockershim.sock"
   kubelet_args+=(--container-runtime-endpoint "${endpoint}")
@@ -105,11 +116,13 @@ fi
 
 if [[ ${stopping} -eq 1 && "${MINIK8S_NODE_TEARDOWN_ON_STOP:-true}" == "true" ]]; then
   echo "minik8s-node: node ${node} stopped; removing its pods, bridge and network state"
-  cleanup=(python -m dockershim.cleanup --node "${node}")
+  where=(--node "${node}")
   if [[ -n "${root}" ]]; then
-    cleanup+=(--root-dir "${root}")
+    where+=(--root-dir "${root}")
   fi
-  "${cleanup[@]}" || echo "minik8s-node: cleanup of node ${node} failed (exit $?)"
+  # the runtime's (containers, network), then the kubelet's own state (pods' directories, logs)
+  python -m dockershim.cleanup "${where[@]}" || echo "minik8s-node: runtime cleanup of node ${node} failed (exit $?)"
+  python -m kubelet.cleanup "${where[@]}" || echo "minik8s-node: kubelet cleanup of node ${node} failed (exit $?)"
   exit 0
 fi
 exit "${rc}"

@@ -85,6 +85,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
     try:
         try:
             version = await docker.version()
+            service.docker_root = str((await docker.system.info()).get("DockerRootDir") or "")
         except (aiodocker.DockerError, OSError) as e:
             raise SystemExit(f"dockershim: cannot reach Docker at {args.docker_endpoint}: {e}") from e
         with contextlib.suppress(Exception):

@@ -1,7 +1,9 @@
 """Remove everything a node's runtime made on this host, as its shim would for its pods: CNI DEL for
 each sandbox (while its netns still exists), then the containers, the node's bridge, address leases
-and state directory; finally the shared host rules if nothing uses them any more. The Docker-level
-part of what a node leaves behind (upstream has no such tool: a node's VM goes away instead).
+and the runtime's state (<root>/cni, <root>/dockershim); finally the shared host rules if nothing uses
+them any more. The Docker-level part of what a node leaves behind (upstream has no such tool: a node's
+VM goes away instead); the kubelet's own part (pods' directories, logs) is `kubelet.cleanup`'s, to run
+after this one (the containers that used those directories are gone by then).
 
 For tests (which must leave nothing behind, even when they fail) and for tearing a local cluster
 down: `python -m dockershim.cleanup --node NAME [--node NAME2] [--root-dir DIR]`, or `--all` for
@@ -17,7 +19,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -87,15 +88,10 @@ def _remove_host_state(node_name: str, root: Path, remove_state: bool) -> None:
     if not remove_state:
         shutil.rmtree(root / "cni" / "ipam" / network_name(node_name), ignore_errors=True)
         return
-    pods = root / "pods"
-    if pods.is_dir():
-        for line in Path("/proc/self/mounts").read_text().splitlines():
-            parts = line.split()
-            if len(parts) > 1 and parts[1].startswith(str(pods) + "/"):
-                subprocess.run(["umount", parts[1]], capture_output=True, timeout=30)
-    for sub in ("pods", "cni", "dockershim"):  # what a node writes there; the directory goes only if then empty
+    # the runtime's part of the node's state; the kubelet's own (pods, logs) is kubelet.cleanup's
+    for sub in ("cni", "dockershim"):
         shutil.rmtree(root / sub, ignore_errors=True)
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError):  # the directory goes only if nothing else is left in it
         root.rmdir()
 
 

@@ -82,8 +82,9 @@ def rpc(method: Handler) -> Handler:
 
 class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServicer):
     def __init__(self, docker: aiodocker.Docker, *, node: str, network: PodNetwork, pause_image: str,
-                 streaming: StreamingServer) -> None:
+                 streaming: StreamingServer, docker_root: str = "") -> None:
         self.docker = docker
+        self.docker_root = docker_root  # Docker's DockerRootDir: where json-file logs live
         self.node = node
         self.network = network
         self.pause_image = pause_image
@@ -124,10 +125,15 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         except aiodocker.DockerError as e:
             if e.status != 409:
                 raise
-            # a leftover of ours with the same name (a crash between create and start): replace it
-            log.info("container name %s in use; removing the old one", name)
-            with contextlib.suppress(aiodocker.DockerError):
-                await self.docker.containers.container(name).delete(force=True, v=True)
+            # a leftover with the same name (a crash between create and the caller learning its id) is
+            # removed unless it runs, as cri-dockerd's recoverFromCreationConflictIfNeeded does
+            log.info("container name %s in use; removing the old one unless it runs", name)
+            try:
+                await self.docker.containers.container(name).delete(v=True)
+            except aiodocker.DockerError as removal:
+                raise CriError(grpc.StatusCode.ALREADY_EXISTS,
+                               f"container name {name!r} is in use and the container cannot be removed: "
+                               f"{removal.message}") from None
             container = await self.docker.containers.create(body, name=name)
         return container.id
 
@@ -307,8 +313,10 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                                                     f"{e.message}") from None
         log_path = ((data.get("Config") or {}).get("Labels") or {}).get(tr.LABEL_LOG_PATH, "")
         if log_path:
-            docker_log = data.get("LogPath") or ""
-            if not docker_log:  # Docker names the file when the container first starts
+            # Docker names the file only when the container first starts; its place is known before
+            docker_log = data.get("LogPath") or (
+                f"{self.docker_root}/containers/{data['Id']}/{data['Id']}-json.log" if self.docker_root else "")
+            if not docker_log:
                 docker_log = (await self.docker.containers.container(data["Id"]).show()).get("LogPath") or ""
             await asyncio.to_thread(_symlink, docker_log, log_path)
         return cri.StartContainerResponse()

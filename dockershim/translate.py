@@ -419,11 +419,15 @@ def container_status(inspect: dict[str, Any]) -> cri.ContainerStatus:
                         readonly=not m.get("RW", True))
               for m in inspect.get("Mounts") or [] if m.get("Type") == "bind"]
     image_id = str(inspect.get("Image") or "")
+    started_at = parse_docker_time(state.get("StartedAt"))
+    finished_at = parse_docker_time(state.get("FinishedAt")) if cri_state == cri.CONTAINER_EXITED else 0
+    if finished_at and started_at > finished_at:
+        # Docker stamps StartedAt after runc returned, FinishedAt from the exit event: a process that ends
+        # within a millisecond or two "finishes before it started"; it finished when it started
+        finished_at = started_at
     return cri.ContainerStatus(
         id=inspect["Id"], metadata=container_metadata(inspect.get("Name") or ""), state=cri_state,
-        created_at=parse_docker_time(inspect.get("Created")),
-        started_at=parse_docker_time(state.get("StartedAt")),
-        finished_at=parse_docker_time(state.get("FinishedAt")) if cri_state == cri.CONTAINER_EXITED else 0,
+        created_at=parse_docker_time(inspect.get("Created")), started_at=started_at, finished_at=finished_at,
         exit_code=int(state.get("ExitCode") or 0), image=cri.ImageSpec(image=str(config.get("Image") or "")),
         image_ref=image_id, image_id=image_id, reason=reason, message=message, labels=labels,
         annotations=annotations, mounts=mounts, log_path=docker_labels.get(LABEL_LOG_PATH, ""))

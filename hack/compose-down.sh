@@ -94,6 +94,8 @@ step_node_leftovers() {
     done
     (cd "${MINIK8S_ROOT}" && "${PY}" -m dockershim.cleanup "${args[@]}" 2>&1 | sed -u 's/^/  /' >&2) ||
       warn "dockershim.cleanup failed; removing what is left by hand"
+    (cd "${MINIK8S_ROOT}" && "${PY}" -m kubelet.cleanup "${args[@]}" 2>&1 | sed -u 's/^/  /' >&2) ||
+      warn "kubelet.cleanup failed; removing what is left by hand"
   else
     log "step 2/4: leftovers of ${COMPOSE_NODES[*]}: ${#left[@]} pod container(s) (no .venv: by hand)"
   fi

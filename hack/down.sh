@@ -62,6 +62,8 @@ elif docker_running; then
   # as a node's runtime would, for this cluster's nodes only: CNI DEL per sandbox, containers, bridge, host rules
   log "removing what the nodes made on this host (python -m dockershim.cleanup ${nodes[*]})"
   "${MINIK8S_VENV}/bin/python" -m dockershim.cleanup "${nodes[@]}"
+  # then the kubelets' own state (pods' directories and logs)
+  "${MINIK8S_VENV}/bin/python" -m kubelet.cleanup "${nodes[@]}"
 else
   log "docker: not running; no containers to remove"
 fi

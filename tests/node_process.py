@@ -27,6 +27,7 @@ import httpx
 
 from cni.config import bridge_name, network_name
 from dockershim.cleanup import cleanup_host_rules_if_unused, cleanup_node
+from kubelet.cleanup import cleanup_kubelet_state
 from tests.cluster import REPO, ApiServer, Process, free_port, wait_for
 
 PAUSE = "minik8s/pause:3.9"
@@ -319,8 +320,8 @@ class KubeletProcess:
 
 def cleanup(nodes: Sequence[KubeletProcess]) -> None:
     """kill -9 the kubelets and their runtimes, then remove everything they made on this host
-    (`dockershim.cleanup`): containers after CNI DEL, the bridges, leases and state dirs, and the shared host
-    rules if nothing uses them."""
+    (`dockershim.cleanup`, then `kubelet.cleanup`): containers after CNI DEL, the bridges, leases and state
+    dirs, and the shared host rules if nothing uses them."""
     for k in nodes:
         k.kill()
         k.kill_runtime()
@@ -328,6 +329,7 @@ def cleanup(nodes: Sequence[KubeletProcess]) -> None:
     async def run() -> None:
         for k in nodes:
             await cleanup_node(k.node, k.root_dir)
+            cleanup_kubelet_state(k.node, k.root_dir)  # the kubelet's own, once its containers are gone
         await cleanup_host_rules_if_unused()
 
     asyncio.run(run())

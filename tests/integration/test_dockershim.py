@@ -124,6 +124,9 @@ def sandbox_config(shim: Shim, name: str, **kwargs: object) -> cri.PodSandboxCon
 
 def container_config(name: str, image: str = BUSYBOX, command: list[str] | None = None,
                      **kwargs: object) -> cri.ContainerConfig:
+    # a pid namespace of its own, as the kubelet asks for it (CRI's zero value, POD, shares the sandbox's)
+    kwargs.setdefault("linux", cri.LinuxContainerConfig(security_context=cri.LinuxContainerSecurityContext(
+        namespace_options=cri.NamespaceOption(pid=cri.CONTAINER))))
     return cri.ContainerConfig(metadata=cri.ContainerMetadata(name=name, attempt=0), image=cri.ImageSpec(image=image),
                                command=command or [], log_path=f"{name}/0.log",
                                labels={"io.kubernetes.container.name": name}, **kwargs)
@@ -342,6 +345,89 @@ async def test_container_with_mounts_env_and_command_logs_to_the_cri_log_path(sh
     finally:
         await remove_sandbox(rt, sandbox_id)
     assert not log_path.is_symlink()
+
+
+async def readlink_in(rt: Client, container_id: str, path: str) -> str:
+    done = await rt.runtime.ExecSync(cri.ExecSyncRequest(container_id=container_id, cmd=["readlink", path], timeout=10))
+    assert done.exit_code == 0, done.stderr
+    return done.stdout.decode().strip()
+
+
+async def test_containers_share_the_sandboxs_network_and_ipc_and_its_pid_namespace_when_asked(
+        shim: Shim, rt: Client) -> None:
+    config = sandbox_config(shim, "joined")
+    other_config = sandbox_config(shim, "other")
+    sandbox_id = await run_sandbox(rt, config)
+    other_id = await run_sandbox(rt, other_config)
+    try:
+        def app(name: str, pid: int) -> cri.ContainerConfig:
+            return container_config(name, command=["sleep", "3600"], linux=cri.LinuxContainerConfig(
+                security_context=cri.LinuxContainerSecurityContext(namespace_options=cri.NamespaceOption(pid=pid))))
+
+        own_pid = await start_container(rt, sandbox_id, config, app("a", cri.CONTAINER))
+        shared_pid = await start_container(rt, sandbox_id, config, app("b", cri.POD))
+        elsewhere = await start_container(rt, other_id, other_config, app("c", cri.CONTAINER))
+        for ns in ("net", "ipc"):
+            a, b, c = [await readlink_in(rt, cid, f"/proc/self/ns/{ns}") for cid in (own_pid, shared_pid, elsewhere)]
+            assert a == b != c, ns
+        assert await readlink_in(rt, own_pid, "/proc/self/ns/pid") != await readlink_in(rt, shared_pid,
+                                                                                        "/proc/self/ns/pid")
+        sandbox_pid = _docker().api.inspect_container(sandbox_id)["State"]["Pid"]
+        assert await readlink_in(rt, shared_pid, "/proc/self/ns/pid") == os.readlink(f"/proc/{sandbox_pid}/ns/pid")
+        done = await rt.runtime.ExecSync(cri.ExecSyncRequest(container_id=own_pid, cmd=["hostname"], timeout=10))
+        assert done.stdout == b"joined\n"
+        labels = _docker().api.inspect_container(own_pid)["Config"]["Labels"]
+        assert (labels["io.minik8s.managed"], labels["io.minik8s.node"], labels["io.kubernetes.sandbox.id"]) == (
+            "true", shim.node, sandbox_id)
+    finally:
+        await remove_sandbox(rt, sandbox_id)
+        await remove_sandbox(rt, other_id)
+
+
+async def test_stop_sends_sigterm_then_sigkill_after_the_timeout(shim: Shim, rt: Client) -> None:
+    config = sandbox_config(shim, "stopping")
+    sandbox_id = await run_sandbox(rt, config)
+    try:
+        polite = await start_container(rt, sandbox_id, config, container_config(
+            "polite", command=["sh", "-c", "trap 'echo got TERM; exit 0' TERM; while true; do sleep 0.1; done"]))
+        stubborn = await start_container(rt, sandbox_id, config,
+                                         container_config("stubborn", command=["sleep", "3600"]))
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await rt.runtime.StopContainer(cri.StopContainerRequest(container_id=polite, timeout=10))
+        assert loop.time() - started < 5
+        status = await wait_exited(rt, polite)
+        assert (status.exit_code, status.reason) == (0, "Completed")
+        assert "got TERM" in Path(status.log_path).read_text()
+        started = loop.time()
+        await rt.runtime.StopContainer(cri.StopContainerRequest(container_id=stubborn, timeout=1))
+        assert loop.time() - started >= 0.9
+        assert (await wait_exited(rt, stubborn)).exit_code == 137
+        await rt.runtime.StopContainer(cri.StopContainerRequest(container_id=stubborn, timeout=1))  # again: fine
+    finally:
+        await remove_sandbox(rt, sandbox_id)
+
+
+async def test_a_name_left_over_by_a_crash_is_replaced_unless_it_runs(shim: Shim, rt: Client) -> None:
+    config = sandbox_config(shim, "leftover")
+    sandbox_id = await run_sandbox(rt, config)
+    try:
+        app = container_config("c", command=["sleep", "3600"])
+
+        async def create() -> str:
+            return (await rt.runtime.CreateContainer(cri.CreateContainerRequest(
+                pod_sandbox_id=sandbox_id, config=app, sandbox_config=config))).container_id
+
+        first = await create()
+        second = await create()  # same name (same attempt): the unstarted leftover is replaced
+        assert first != second and first not in node_containers(_docker(), shim.node)
+        await rt.runtime.StartContainer(cri.StartContainerRequest(container_id=second))
+        details = await expect_error(create(), grpc.StatusCode.ALREADY_EXISTS)  # a running one stays
+        assert "in use" in details
+        assert (await rt.runtime.ContainerStatus(cri.ContainerStatusRequest(
+            container_id=second))).status.state == cri.CONTAINER_RUNNING
+    finally:
+        await remove_sandbox(rt, sandbox_id)
 
 
 async def test_exit_code_and_reason_error(shim: Shim, rt: Client) -> None:

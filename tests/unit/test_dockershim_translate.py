@@ -167,6 +167,13 @@ def test_container_status_from_inspect() -> None:
     assert status.finished_at > status.started_at > 0
 
 
+def test_a_container_never_finishes_before_it_started() -> None:
+    inspect = {"Id": "c1", "Name": "/k8s_app_web_default_u1_0", "Config": {},
+               "State": {"Status": "exited", "StartedAt": T1, "FinishedAt": T0, "ExitCode": 0}}
+    status = tr.container_status(inspect)
+    assert status.finished_at == status.started_at == tr.parse_docker_time(T1)
+
+
 def test_list_entries_need_no_inspect() -> None:
     item = {"Id": "s1", "Names": ["/k8s_POD_web_default_u1_0"], "State": "running", "Created": 1700000000,
             "Labels": {"app": "web", tr.LABEL_TYPE: tr.TYPE_SANDBOX}}
