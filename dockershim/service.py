@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import aiodocker
+import aiohttp
 import grpc
 from aiodocker.events import DockerEvents
 
@@ -53,9 +54,12 @@ def not_found(kind: str, ident: str) -> CriError:
     return CriError(grpc.StatusCode.NOT_FOUND, f"{kind} {ident!r} not found")
 
 
+DOCKER_UNREACHABLE = 900  # aiodocker's status for a connection to Docker that failed
+
+
 def docker_error(e: aiodocker.DockerError, what: str) -> CriError:
-    code = {404: grpc.StatusCode.NOT_FOUND, 409: grpc.StatusCode.FAILED_PRECONDITION}.get(
-        e.status, grpc.StatusCode.UNKNOWN)
+    code = {404: grpc.StatusCode.NOT_FOUND, 409: grpc.StatusCode.FAILED_PRECONDITION,
+            DOCKER_UNREACHABLE: grpc.StatusCode.UNAVAILABLE}.get(e.status, grpc.StatusCode.UNKNOWN)
     return CriError(code, f"{what}: {e.message}")
 
 
@@ -77,6 +81,8 @@ def rpc(method: Handler) -> Handler:
             await context.abort(err.code, err.message)
         except CniError as e:
             await context.abort(grpc.StatusCode.UNKNOWN, f"{method.__name__}: {e}")
+        except (OSError, aiohttp.ClientError) as e:  # Docker is down or went away mid-call
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"{method.__name__}: {e}")
     return wrapper  # type: ignore[return-value]
 
 
@@ -489,14 +495,18 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         sandbox_id = cid if attrs.get(tr.LABEL_TYPE) == tr.TYPE_SANDBOX else str(attrs.get(tr.LABEL_SANDBOX_ID, ""))
         response = cri.ContainerEventResponse(container_id=cid, container_event_type=kind,
                                               created_at=int(event.get("timeNano") or 0))
+        # the sandbox's status and the status of the container the event is about (containerd sends every
+        # container of the sandbox; the others did not change, and each inspect costs Docker while pods start)
+        shows: list[Awaitable[dict[str, Any]]] = []
         if sandbox_id:
-            with contextlib.suppress(aiodocker.DockerError):
-                response.pod_sandbox_status.CopyFrom(self._sandbox_status(
-                    await self.docker.containers.container(sandbox_id).show()))
-            for item in await self._list(tr.TYPE_CONTAINER, {"label": [f"{tr.LABEL_SANDBOX_ID}={sandbox_id}"]}):
-                with contextlib.suppress(aiodocker.DockerError):
-                    response.containers_statuses.append(
-                        tr.container_status(await self.docker.containers.container(item["Id"]).show()))
+            shows.append(self.docker.containers.container(sandbox_id).show())
+        if sandbox_id != cid and kind != cri.CONTAINER_DELETED_EVENT:
+            shows.append(self.docker.containers.container(cid).show())
+        shown = await asyncio.gather(*shows, return_exceptions=True)
+        if sandbox_id and isinstance(shown[0], dict):
+            response.pod_sandbox_status.CopyFrom(self._sandbox_status(shown[0]))
+        if len(shown) > int(bool(sandbox_id)) and isinstance(shown[-1], dict):
+            response.containers_statuses.append(tr.container_status(shown[-1]))
         for queue in list(self._subscribers):
             try:
                 queue.put_nowait(response)

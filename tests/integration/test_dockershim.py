@@ -672,6 +672,81 @@ async def test_bad_input_is_refused_and_leaves_nothing(shim: Shim, rt: Client) -
     assert set(node_containers(_docker(), shim.node)) == before
 
 
+# a unix-socket forwarder to Docker's socket: killing it takes Docker away from one shim only
+DOCKER_PROXY = """
+import asyncio, sys
+
+async def pipe(reader, writer):
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    finally:
+        writer.close()
+
+async def handle(reader, writer):
+    up_reader, up_writer = await asyncio.open_unix_connection("/var/run/docker.sock")
+    await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True)
+
+async def main():
+    server = await asyncio.start_unix_server(handle, sys.argv[1])
+    await server.serve_forever()
+
+asyncio.run(main())
+"""
+
+
+async def test_docker_going_away_makes_the_runtime_not_ready_and_calls_unavailable(tmp_path: Path) -> None:
+    client = _docker()
+    ensure_images()
+    node = f"shim-{uuid.uuid4().hex[:6]}"
+    proxy_socket = tmp_path / "docker.sock"
+    proxy = subprocess.Popen([sys.executable, "-c", DOCKER_PROXY, str(proxy_socket)])
+    shim = DockershimProcess(tmp_path, node, tmp_path / "root", extra_args=["--docker-endpoint",
+                                                                           f"unix://{proxy_socket}"])
+    try:
+        wait_for(proxy_socket.exists, 10, 0.05, what="the Docker proxy")
+        shim.start()
+        c = Client(shim.endpoint)
+        try:
+            def runtime_ready(resp: cri.StatusResponse) -> cri.RuntimeCondition:
+                return next(cond for cond in resp.status.conditions if cond.type == "RuntimeReady")
+
+            assert runtime_ready(await c.runtime.Status(cri.StatusRequest())).status is True
+            proxy.kill()
+            proxy.wait(10)
+            down = runtime_ready(await c.runtime.Status(cri.StatusRequest()))
+            assert (down.status, down.reason) == (False, "DockerDaemonNotReady")
+            details = await expect_error(c.runtime.ListPodSandbox(cri.ListPodSandboxRequest()),
+                                         grpc.StatusCode.UNAVAILABLE)
+            assert "Cannot connect to Docker" in details
+        finally:
+            await c.channel.close()
+    finally:
+        proxy.kill()
+        shim.kill()
+        shim.remove_socket_dir()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, cleanup_node(node, tmp_path / "root")).result()
+    assert not node_containers(client, node)
+
+
+def test_bad_flags_and_an_absent_docker_stop_the_shim_at_start(tmp_path: Path) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "dockershim", "--node-name", "badflags", *args],
+                              capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+
+    done = run("--container-runtime-endpoint", "tcp://127.0.0.1:1234")
+    assert done.returncode == 2 and "only unix:// endpoints are served" in done.stderr
+    done = run("--container-runtime-endpoint", "unix://relative.sock")
+    assert done.returncode == 2 and "must be absolute" in done.stderr
+    done = run("--container-runtime-endpoint", f"unix://{tmp_path / 'shim.sock'}", "--root-dir",
+               str(tmp_path / "root"), "--docker-endpoint", f"unix://{tmp_path / 'no-docker.sock'}")
+    assert done.returncode != 0 and "cannot reach Docker" in done.stderr
+    assert not (tmp_path / "shim.sock").exists()
+
+
 # -- cleanup --------------------------------------------------------------------------------------------------
 
 
