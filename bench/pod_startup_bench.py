@@ -1,7 +1,8 @@
 """Pod startup: from creation to Running as a watch observes it, against raw Docker in the same run.
 
     python -m bench.pod_startup_bench [--quick] [--counts N,N,..] [--reps N,N,..] [--reps-deployment N]
-                                      [--hollow NODES] [--timeout S] [--output FILE] [--keep]
+                                      [--runtime docker|containerd] [--hollow NODES] [--timeout S]
+                                      [--output FILE] [--keep]
 
 Starts its own whole cluster of local processes (tests/e2e/local_cluster.py: etcd, apiserver,
 controller-manager, scheduler, two kubelets on this host's Docker engine and CNI plugins) and removes
@@ -27,6 +28,11 @@ Phases (each under a deadline; the nodes are quiet at the start of each):
    30 pods of phase 1 ran over both nodes is in the JSON too.
 
 --counts/--reps change the batch sizes of phases 1 and 2 (bench.report adds 100 real pods).
+
+With --runtime containerd both nodes run on a containerd of their own (containerd's CRI plugin, images
+imported from Docker) instead of the Docker shim; the baseline stays raw `docker run`, so the ratios of the
+two runs compare the runtimes (bench.report divides one by the other). The JSON goes to
+_output/bench/pod_startup_containerd.json.
 
 With --hollow NODES the pods run on NODES hollow nodes instead (bench/hollow_node.py: the real kubelet,
 whose runtime records containers as started without running any, as kubemark's hollow-node): only phase 1
@@ -57,6 +63,7 @@ from types import FrameType
 from typing import Any
 
 import docker
+import grpc
 import httpx
 import yaml
 
@@ -69,11 +76,13 @@ from bench.apiserver_bench import (
     render_table,
     verdict,
 )
+from machinery.cri import api_pb2 as pb
+from machinery.cri import api_pb2_grpc as rpc
 from tests.cluster import REPO, ApiServer
 from tests.controller_process import ControllerProcess
 from tests.e2e.local_cluster import CONTROLLERS, LocalCluster
 from tests.kubectl import Kubectl, find_kubectl, write_kubeconfig
-from tests.node_process import HTTPD, PAUSE, KubeletProcess
+from tests.node_process import HTTPD, PAUSE, RUNTIMES, KubeletProcess
 from tests.scheduler_process import SchedulerProcess
 
 OUTPUT = REPO / "_output" / "bench"
@@ -104,7 +113,7 @@ class HollowKubeletProcess(KubeletProcess):
     """`python -m bench.hollow_node` with the flags, state dir and readiness wait of the tests' kubelets."""
 
     def __init__(self, workdir: Path, apiserver: ApiServer, node: str, *, extra_args: Sequence[str] = ()) -> None:
-        super().__init__(workdir, apiserver, node, extra_args=extra_args)
+        super().__init__(workdir, apiserver, node, extra_args=extra_args, runtime=False)  # it imitates its runtime
         argv = self.process.argv
         argv[argv.index("kubelet")] = "bench.hollow_node"
 
@@ -250,7 +259,8 @@ class CpuMeter:
         for proc in (cluster.etcd.process, cluster.apiserver.process,
                      cluster.controllers.process if cluster.controllers else None,
                      cluster.scheduler.process if cluster.scheduler else None,
-                     *[k.process for k in cluster.kubelets]):
+                     *[k.process for k in cluster.kubelets],
+                     *[k.runtime.process for k in cluster.kubelets if k.runtime is not None]):
             if proc is not None and proc.proc is not None:
                 groups["minik8s"].append(proc.proc.pid)
         self.groups = groups
@@ -344,12 +354,26 @@ class Bench:
         self.wait_nodes_quiet(timeout)
         self.watch.forget(names)
 
+    def containers_left(self) -> list[str]:
+        """Pod containers and sandboxes still on the cluster's nodes: Docker's (the shim's nodes), and what each
+        containerd node's runtime lists through CRI."""
+        left = []
+        for k in self.cluster.kubelets:
+            if k.container_runtime == "containerd" and k.runtime is not None:
+                with grpc.insecure_channel(k.runtime.endpoint) as channel:
+                    stub = rpc.RuntimeServiceStub(channel)
+                    left += [s.id for s in stub.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=30).items]
+                    left += [c.id for c in stub.ListContainers(pb.ListContainersRequest(), timeout=30).containers]
+            else:
+                left += [c["Id"] for c in self.docker.containers(all=True,
+                                                                 filters={"label": f"io.minik8s.node={k.node}"})]
+        return left
+
     def wait_nodes_quiet(self, timeout: float) -> None:
         """No pod container of the cluster's nodes is left on the host."""
         deadline = time.monotonic() + timeout
         while True:
-            left = [c for node in self.cluster.node_names
-                    for c in self.docker.containers(all=True, filters={"label": f"io.minik8s.node={node}"})]
+            left = self.containers_left()
             if not left:
                 return
             if time.monotonic() > deadline:
@@ -362,6 +386,8 @@ class Bench:
             if k.pid is not None:
                 mem = proc_memory_mb(k.pid)
                 out[k.node] = {"rss_mb": round(mem.get("VmRSS", 0), 1), "hwm_mb": round(mem.get("VmHWM", 0), 1)}
+                if k.runtime_pid is not None:  # its dockershim beside it, reported apart (the target is the kubelet's)
+                    out[k.node]["runtime_rss_mb"] = round(proc_memory_mb(k.runtime_pid).get("VmRSS", 0), 1)
         return out
 
     def pods_phase(self, count: int, reps: int) -> None:
@@ -637,6 +663,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="pods created at once per batch (default 1,10,30; with --hollow 10,100,1000)")
     p.add_argument("--reps", type=_int_list, default=None, metavar="N,N,...",
                    help="repetitions per count (default 5,3,2; with --hollow 3,2,1; --quick: 1 each)")
+    p.add_argument("--runtime", choices=RUNTIMES, default="docker",
+                   help="the two nodes' CRI runtime: the Docker shim (default) or a containerd of each node's own "
+                        "(containerd_node); the raw baseline stays docker run")
     p.add_argument("--hollow", type=int, default=0, metavar="NODES",
                    help="run the pods on NODES hollow nodes (bench/hollow_node.py: real kubelets whose runtime "
                         "starts no container) instead of two real ones; only the pod batches are measured")
@@ -647,8 +676,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default_reps if args.counts == default_counts else [1] * len(args.counts))
     if len(args.reps) != len(args.counts):
         p.error("--reps needs one repetition count per --counts entry")
+    if args.hollow and args.runtime != "docker":
+        p.error("--hollow nodes bring their own runtime: no --runtime")
     if args.output is None:
-        args.output = OUTPUT / ("pod_startup_hollow.json" if args.hollow else "pod_startup.json")
+        args.output = OUTPUT / ("pod_startup_hollow.json" if args.hollow else "pod_startup.json"
+                                if args.runtime == "docker" else f"pod_startup_{args.runtime}.json")
     if args.quick:
         args.reps_deployment = 5
     if args.reps_deployment < 5:
@@ -674,7 +706,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     busy_before = background_load()
     cluster = (HollowCluster("hollow", args.hollow, kubelet_args=KUBELET_DEFAULTS) if args.hollow
-               else LocalCluster("podbench", 2, kubelet_args=KUBELET_DEFAULTS))
+               else LocalCluster("podbench", 2, kubelet_args=KUBELET_DEFAULTS, runtimes=(args.runtime,)))
     bench: Bench | None = None
     status = "completed"
     logs = ""
@@ -703,6 +735,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     results = {"status": status, "duration_s": round(time.time() - started, 1),
                "nodes": {"kind": "hollow" if args.hollow else "real", "count": args.hollow or 2},
+               "runtime": "hollow" if args.hollow else args.runtime,
                "counts": args.counts, "reps": args.reps, "machine": {
         "cpus": os.cpu_count(), "busy_cores_before_start": round(busy_before, 2)},
         "targets": {"ratio_vs_raw_docker": TARGET_RATIO, "deployment_p50_s": TARGET_DEPLOYMENT_S,
@@ -713,7 +746,8 @@ def main(argv: list[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     print(f"\nminik8s pod startup benchmark ({status}, {os.cpu_count()} CPUs, {results['duration_s']:.0f}s, "
-          f"{f'{args.hollow} hollow kubelets' if args.hollow else 'two kubelets'} on one host; one run: compare "
+          f"{f'{args.hollow} hollow kubelets' if args.hollow else f'two kubelets on {args.runtime}'} on one host; "
+          "one run: compare "
           "ratios, not absolutes)\n")
     print(bench.table())
     print("\nCPU per phase (cores busy on average; minik8s = etcd, apiserver, controller-manager, scheduler and "

@@ -64,6 +64,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("pod_startup", "bench.pod_startup_bench", "pod_startup.json",
               ("--counts", "1,10,30,100", "--reps", "5,3,2,1"), ("--quick",),
               what="create → Running on two real kubelets vs raw docker run; Deployment; kubelet RSS (issue 4)"),
+    Benchmark("pod_startup_containerd", "bench.pod_startup_bench", "pod_startup_containerd.json",
+              ("--runtime", "containerd", "--counts", "1,10,30", "--reps", "5,3,2"),
+              ("--runtime", "containerd", "--quick"),
+              what="the same on two kubelets whose nodes run a containerd of their own (containerd's CRI plugin) "
+                   "vs raw docker run; kubelet RSS with 30 pods (issue 16)"),
+    Benchmark("cri_startup", "bench.cri_startup_bench", "cri_startup.json",
+              what="pod start-up through CRI (RunPodSandbox → Create → Start) on the Docker shim and on containerd "
+                   "vs raw docker run, 1/10/30 pods (issue 16)"),
     Benchmark("pod_startup_hollow", "bench.pod_startup_bench", "pod_startup_hollow.json",
               ("--hollow", "10"), ("--hollow", "10", "--quick"),
               what="create → Running for 10/100/1,000 pods on 10 hollow kubelets (bench/hollow_node.py)"),
@@ -103,6 +111,11 @@ TARGETS: dict[str, Target] = {
     **{f"pod_startup.{count}.{kind}_ratio": Target(4, False, 1.5, "x", "startup ≤ 1.5x raw Docker")
        for count in (1, 10, 30) for kind in ("per_pod", "batch")},
     "pod_startup.kubelet_rss": Target(4, False, 100, "MB", "kubelet RSS ≤ 100 MB with 30 pods"),
+    **{f"pod_startup_containerd.{count}.{kind}_ratio": Target(16, False, 1.35, "x",
+                                                              "startup via CRI ≤ 1.35x raw Docker")
+       for count in (1, 10, 30) for kind in ("per_pod", "batch")},
+    "pod_startup_containerd.kubelet_rss": Target(16, False, 100, "MB",
+                                                 "kubelet RSS ≤ 100 MB with 30 pods (containerd)"),
     "compose.bring_up": Target(5, False, 10, "s", "compose bring-up, images cached, ≤ 10 s to Ready nodes"),
     "auth.throughput_cost": Target(10, False, 10, "%", "the chain (PodSecurity enforcing baseline incl.) costs ≤ 10% "
                                                        "of throughput"),
@@ -293,6 +306,57 @@ def pod_startup_figures(d: JSONDict) -> list[Figure]:
     return out
 
 
+def pod_startup_containerd_figures(d: JSONDict, docker_run: JSONDict | None) -> list[Figure]:
+    """The real-kubelet figures on containerd nodes (keys pod_startup_containerd.*), and containerd ÷ Docker shim
+    per count against pod_startup's run (two runs: the note says so)."""
+    out = []
+    for f in pod_startup_figures(d):
+        if f.key.startswith("pod_startup.") and not f.key.startswith("pod_startup.deployment"):
+            f.key = "pod_startup_containerd." + f.key.removeprefix("pod_startup.")
+            f.area = "pod startup (real, containerd)"
+            out.append(f)
+    for count, ours in sorted((d.get("pods") or {}).items(), key=lambda kv: int(kv[0])):
+        shim = _get(docker_run, "pods", count) if docker_run else None
+        for kind in ("per_pod", "batch"):
+            if kind == "batch" and count == "1":
+                continue
+            value, base = _get(ours, kind, "p50"), _get(shim, kind, "p50")
+            if base is None:
+                continue
+            out.append(Figure(f"pod_startup_containerd.{count}.vs_docker.{kind}", "pod startup (real, containerd)",
+                              f"{count} pod{'' if count == '1' else 's'}: containerd ÷ Docker shim, {kind} p50", value,
+                              "s", "Docker shim nodes (pod_startup's run)", base, _ratio(value, base),
+                              "across two runs: compare with each run's ratio to raw docker"))
+    return out
+
+
+def cri_startup_figures(d: JSONDict) -> list[Figure]:
+    """Each CRI runtime ÷ raw docker run, and containerd ÷ the Docker shim (same run, same pods)."""
+    out = []
+    runtimes = {"docker": "Docker shim", "containerd": "containerd"}
+    counts = sorted({int(c) for name in runtimes for c in (d.get(name) or {})})
+    for count in map(str, counts):
+        raw = (d.get("raw_docker") or {}).get(count) or {}
+        for kind, what in (("per_pod", "sandbox+create+start, p50 per pod"), ("batch", "all started (batch), p50")):
+            if kind == "batch" and count == "1":
+                continue
+            pods = f"{count} pod{'' if count == '1' else 's'}"
+            for name, label in runtimes.items():
+                ours = (d.get(name) or {}).get(count)
+                if ours is None:
+                    continue
+                value, base = _get(ours, kind, "p50"), _get(raw, kind, "p50")
+                out.append(Figure(f"cri_startup.{count}.{name}.{kind}_ratio", "pod startup via CRI (runtime alone)",
+                                  f"{pods} on {label}: {what}", value, "s", "raw docker pause+app (same run)", base,
+                                  _ratio(value, base), f"n={_get(ours, kind, 'n')}; no kubelet, no API"))
+            c, dk = _get(d, "containerd", count, kind, "p50"), _get(d, "docker", count, kind, "p50")
+            if c is not None and dk is not None:
+                out.append(Figure(f"cri_startup.{count}.containerd_vs_docker.{kind}",
+                                  "pod startup via CRI (runtime alone)", f"{pods}: containerd ÷ Docker shim, {what}",
+                                  c, "s", "Docker shim (same run)", dk, _ratio(c, dk)))
+    return out
+
+
 def hollow_figures(d: JSONDict, real: JSONDict | None) -> list[Figure]:
     out = []
     nodes = _get(d, "nodes", "count")
@@ -360,7 +424,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "control_plane": control_plane_figures,
     "scheduler": scheduler_figures, "pod_startup": pod_startup_figures, "watch_memory": watch_memory_figures,
-    "dos": dos_figures, "etcd_failover": etcd_failover_figures,
+    "dos": dos_figures, "etcd_failover": etcd_failover_figures, "cri_startup": cri_startup_figures,
 }
 
 
@@ -373,6 +437,8 @@ def build_figures(results: dict[str, JSONDict]) -> list[Figure]:
             continue
         if bench.name == "pod_startup_hollow":
             figures += hollow_figures(data, results.get("pod_startup"))
+        elif bench.name == "pod_startup_containerd":
+            figures += pod_startup_containerd_figures(data, results.get("pod_startup"))
         else:
             figures += EXTRACTORS[bench.name](data)
     figures += compose_figures()

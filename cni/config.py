@@ -99,29 +99,49 @@ class NodeNetwork:
 
     def config_list(self) -> dict[str, Any]:
         """The pod network: bridge + host-local, then portmap."""
-        bridge: dict[str, Any] = {
-            "type": "bridge",
-            "bridge": self.bridge,
-            "isGateway": True,
-            "ipMasq": False,  # see the module docstring: cni.host masquerades per cluster CIDR
-            "hairpinMode": True,
-            "ipam": {
-                "type": "host-local",
-                "ranges": [[{"subnet": self.pod_cidr, "gateway": self.gateway}]],
-                "routes": [{"dst": "0.0.0.0/0"}],
-                "dataDir": str(self.ipam_dir),
-            },
-        }
-        if self.mtu:
-            bridge["mtu"] = self.mtu
-        return {
-            "cniVersion": CNI_VERSION,
-            "name": self.name,
-            "plugins": [
-                bridge,
-                {"type": "portmap", "capabilities": {"portMappings": True}, "snat": True},
-            ],
-        }
+        return pod_network_config_list(self.node_name, {"subnet": self.pod_cidr, "gateway": self.gateway},
+                                       self.ipam_dir, self.mtu)
+
+
+def pod_network_config_list(node_name: str, ipam_range: dict[str, str], ipam_dir: Path,
+                            mtu: int | None = None) -> dict[str, Any]:
+    """The node's pod network list (bridge `mk8s-<node>` + host-local on `ipam_range`, then portmap)."""
+    bridge: dict[str, Any] = {
+        "type": "bridge",
+        "bridge": bridge_name(node_name),
+        "isGateway": True,
+        "ipMasq": False,  # see the module docstring: cni.host masquerades per cluster CIDR
+        "hairpinMode": True,
+        "ipam": {
+            "type": "host-local",
+            "ranges": [[ipam_range]],
+            "routes": [{"dst": "0.0.0.0/0"}],
+            "dataDir": str(ipam_dir),
+        },
+    }
+    if mtu:
+        bridge["mtu"] = mtu
+    return {
+        "cniVersion": CNI_VERSION,
+        "name": network_name(node_name),
+        "plugins": [
+            bridge,
+            {"type": "portmap", "capabilities": {"portMappings": True}, "snat": True},
+        ],
+    }
+
+
+# containerd's CRI plugin renders its `conf_template` (a Go text/template) with the podCIDR the kubelet hands
+# over in UpdateRuntimeConfig (containerd pkg/cri/server/update_runtime_config.go, field .PodCIDR).
+CONTAINERD_POD_CIDR = "{{.PodCIDR}}"
+
+
+def containerd_conf_template(node_name: str, ipam_dir: Path, mtu: int | None = None) -> dict[str, Any]:
+    """The same pod network as `NodeNetwork.config_list`, with containerd's placeholder for the podCIDR.
+
+    host-local's gateway defaults to the range's first address, the one `NodeNetwork.gateway` names; the
+    loopback network is containerd's own (go-cni's `cni-loopback`, as `loopback_config_list`)."""
+    return pod_network_config_list(node_name, {"subnet": CONTAINERD_POD_CIDR}, ipam_dir, mtu)
 
 
 def loopback_config_list() -> dict[str, Any]:

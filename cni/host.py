@@ -221,10 +221,11 @@ def _kubelet_dir() -> Path:
     return RUN_DIR / "kubelets"
 
 
-def register_kubelet(node_name: str) -> None:
+def register_kubelet(node_name: str, pid: int | None = None) -> None:
+    """Record a user of the host rules: a kubelet (this process), or a node's containerd (its `pid`)."""
     d = _kubelet_dir()
     d.mkdir(parents=True, exist_ok=True)
-    (d / node_name).write_text(f"{os.getpid()}\n")
+    (d / node_name).write_text(f"{pid or os.getpid()}\n")
 
 
 def unregister_kubelet(node_name: str) -> None:
@@ -233,7 +234,8 @@ def unregister_kubelet(node_name: str) -> None:
 
 
 def other_kubelets_alive(node_name: str) -> list[str]:
-    """Nodes whose kubelet process on this host is still alive (stale entries are dropped)."""
+    """Nodes whose kubelet (or containerd, see containerd_node) on this host is still alive; stale entries
+    are dropped."""
     alive: list[str] = []
     d = _kubelet_dir()
     if not d.is_dir():
@@ -249,6 +251,7 @@ def other_kubelets_alive(node_name: str) -> list[str]:
             with contextlib.suppress(OSError):
                 entry.unlink()
             continue
-        if b"kubelet" in cmdline:
+        # node agents: the kubelet and its CRI runtime (the Docker shim, or a node's containerd)
+        if b"kubelet" in cmdline or b"dockershim" in cmdline or b"containerd" in cmdline:
             alive.append(entry.name)
     return alive

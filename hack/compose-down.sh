@@ -3,8 +3,8 @@
 #   1. docker-compose down: containers and the compose network; each node container, as it stops,
 #      removes its pods, its bridge and its network state (build/node-entrypoint.sh)
 #   2. whatever a node could not remove (a node container killed, or never started): its pod
-#      containers (CNI DEL first), bridge, address leases and state dir (python -m kubelet.cleanup),
-#      and the shared iptables rules once no kubelet and no pod is left on this host
+#      containers (CNI DEL first), bridge, address leases and state dir (python -m dockershim.cleanup),
+#      and the shared iptables rules once no node agent (kubelet, dockershim) and no pod is left on this host
 #   3. the shared mount compose-up.sh made, and the admin kubeconfig; with --purge also the rest of the
 #      state dir (_output/compose: the PKI, the per-identity kubeconfigs, the audit log), which a
 #      later compose-up.sh otherwise reuses (same CA: client certificates handed out stay valid)
@@ -87,17 +87,19 @@ step_node_leftovers() {
   local left=()
   mapfile -t left < <(pod_containers)
   if [[ -x "${PY}" ]]; then
-    log "step 2/4: leftovers of ${COMPOSE_NODES[*]}: ${#left[@]} pod container(s); python -m kubelet.cleanup"
+    log "step 2/4: leftovers of ${COMPOSE_NODES[*]}: ${#left[@]} pod container(s); python -m dockershim.cleanup"
     local args=() node
     for node in "${COMPOSE_NODES[@]}"; do
       args+=(--node "${node}")
     done
+    (cd "${MINIK8S_ROOT}" && "${PY}" -m dockershim.cleanup "${args[@]}" 2>&1 | sed -u 's/^/  /' >&2) ||
+      warn "dockershim.cleanup failed; removing what is left by hand"
     (cd "${MINIK8S_ROOT}" && "${PY}" -m kubelet.cleanup "${args[@]}" 2>&1 | sed -u 's/^/  /' >&2) ||
       warn "kubelet.cleanup failed; removing what is left by hand"
   else
     log "step 2/4: leftovers of ${COMPOSE_NODES[*]}: ${#left[@]} pod container(s) (no .venv: by hand)"
   fi
-  # By hand, for what kubelet.cleanup could not do (or without a venv).
+  # By hand, for what dockershim.cleanup could not do (or without a venv).
   mapfile -t left < <(pod_containers)
   if [[ ${#left[@]} -gt 0 ]]; then
     docker rm -f "${left[@]}" >/dev/null
@@ -110,12 +112,13 @@ step_node_leftovers() {
   done < <(bridges)
   for node in "${COMPOSE_NODES[@]}"; do
     rm -rf --one-file-system "${KUBELET_STATE_ROOT}/kubelet/${node}" 2>/dev/null || true
-    rm -f "/run/minik8s/kubelets/${node}"
+    rm -f "/run/minik8s/kubelets/${node}" "/run/minik8s/kubelets/${node}.dockershim"
+    rm -rf "/run/minik8s/${node:?}"  # the node's CRI socket
   done
   if [[ -x "${PY}" ]]; then
     (cd "${MINIK8S_ROOT}" && "${PY}" - "${MINIK8S_CLUSTER_CIDR}" 2>&1 | sed -u 's/^/  /' >&2) <<'EOF' || warn "could not remove the iptables rules of ${MINIK8S_CLUSTER_CIDR}"
-"""kubelet.cleanup removes the shared rules only when no kubelet at all is left on the host; while
-another cluster runs, take away just this cluster CIDR's rules, unless a live kubelet uses it too."""
+"""dockershim.cleanup removes the shared rules only when no node agent at all is left on the host; while
+another cluster runs, take away just this cluster CIDR's rules, unless a live kubelet or dockershim uses it too."""
 import sys
 from pathlib import Path
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Stops what hack/local-up-cluster.sh started, newest first (kubelets,
-# scheduler, controllers, apiserver, etcd), each with its supervisor:
-# SIGTERM, then SIGKILL after a deadline. Then removes what the kubelets made (pod containers, CNI attachments,
-# bridges, host rules). Keeps etcd's data dir and the logs unless --purge is given.
+# Stops what hack/local-up-cluster.sh started, newest first (kubelets, their
+# runtimes: dockershims or containerds, scheduler, controllers, apiserver, etcd), each with its supervisor:
+# SIGTERM, then SIGKILL after a deadline. Then removes what the nodes made (pod containers, CNI attachments,
+# bridges, host rules; a containerd node's shims, mounts and dirs). Keeps etcd's data dir and the logs unless
+# --purge is given.
 #   hack/down.sh [--purge]
 set -euo pipefail
 
@@ -18,7 +19,7 @@ for arg in "$@"; do
   case "${arg}" in
     --purge) purge=1 ;;
     -h | --help)
-      sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *) die "unknown argument: ${arg} (usage: hack/down.sh [--purge])" ;;
@@ -29,13 +30,15 @@ nodes=()
 if [[ -d "${OUT}" ]]; then
   shopt -s nullglob
   kubelets=("${OUT}"/kubelet-*.pid)
+  shims=("${OUT}"/dockershim-*.pid)
+  containerds=("${OUT}"/containerd-*.pid)
   shopt -u nullglob
   for pidfile in "${kubelets[@]}"; do
     name="$(basename "${pidfile}" .pid)"
     nodes+=("--node" "${name#kubelet-}")
   done
   stopped=0
-  for pidfile in "${kubelets[@]}" "${OUT}/scheduler.pid" "${OUT}/controllers.pid" \
+  for pidfile in "${kubelets[@]}" "${shims[@]}" "${containerds[@]}" "${OUT}/scheduler.pid" "${OUT}/controllers.pid" \
     "${OUT}/apiserver.pid" "${OUT}/etcd.pid"; do
     [[ -f "${pidfile}" ]] || continue
     name="$(basename "${pidfile}" .pid)"
@@ -58,11 +61,24 @@ fi
 if [[ ${#nodes[@]} -eq 0 ]]; then
   log "no kubelets were started here: nothing of theirs to remove"
 elif docker_running; then
-  # as a kubelet would, for this cluster's nodes only: CNI DEL per sandbox, containers, bridge, host rules
-  log "removing what the kubelets made on this host (python -m kubelet.cleanup ${nodes[*]})"
+  # as a node's runtime would, for this cluster's nodes only: CNI DEL per sandbox, containers, bridge, host rules
+  log "removing what the nodes made on this host (python -m dockershim.cleanup ${nodes[*]})"
+  "${MINIK8S_VENV}/bin/python" -m dockershim.cleanup "${nodes[@]}"
+  # then the kubelets' own state (pods' directories and logs)
   "${MINIK8S_VENV}/bin/python" -m kubelet.cleanup "${nodes[@]}"
 else
   log "docker: not running; no containers to remove"
+fi
+
+# the containerd nodes' own containerds (stopped above with their supervisors, or killed): their shims,
+# containers, CNI attachments, mounts, bridges and directories (containerd_node.cleanup; only marked dirs)
+shopt -s nullglob
+containerd_dirs=("${OUT}"/containerd/*/)
+shopt -u nullglob
+if [[ ${#containerd_dirs[@]} -gt 0 ]]; then
+  log "removing what the containerd nodes made (python -m containerd_node cleanup)"
+  "${MINIK8S_VENV}/bin/python" -m containerd_node cleanup "${containerd_dirs[@]}" \
+    || warn "the containerd clean-up left something behind (see above)"
 fi
 
 if [[ ${purge} -eq 1 ]]; then

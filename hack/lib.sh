@@ -22,6 +22,8 @@ MINIK8S_LOG_PREFIX="${MINIK8S_LOG_PREFIX:-minik8s}"
 MINIK8S_APT_PACKAGES=(
   etcd-server:etcd
   docker.io:dockerd
+  containerd:containerd # a node's own containerd (CRI plugin), the second runtime (containerd_node/)
+  runc:runc
   containernetworking-plugins
   iproute2:ip
   iptables:iptables

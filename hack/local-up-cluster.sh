@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings a local minik8s cluster up on this machine (after upstream's
-# hack/local-up-cluster.sh): setup, then etcd, the apiserver, and — when their
-# modules exist — the controller-manager, the scheduler and a kubelet, each a
+# hack/local-up-cluster.sh): setup, then etcd, the apiserver, the
+# controller-manager, the scheduler and, per node, its CRI runtime (dockershim,
+# as cri-dockerd runs beside a kubelet) and its kubelet, each a
 # background process with its log and pid file under _output/local-up/, kept
 # running by hack/supervise.sh (restarted with back-off when it exits; the
 # restarts are in its log).
@@ -46,11 +47,37 @@ API_URL="https://${API_HOST}:${API_PORT}"
 PKI_CA="${OUT}/pki/ca.crt"
 AUDIT_LOG="${OUT}/audit.log"
 NODES="${NODES:-node-1 node-2}"  # one kubelet per name, all on this host
+# Nodes (among NODES) whose runtime is a containerd of their own (containerd's CRI plugin, python -m
+# containerd_node) instead of the Docker shim: e.g. CONTAINERD_NODES=node-2 runs one node of each.
+CONTAINERD_NODES="${CONTAINERD_NODES:-}"
+CONTAINERD_IMAGES="minik8s/pause:3.9 minik8s/busybox:1.35 minik8s/httpd:1"
 START_TIMEOUT="${START_TIMEOUT:-60}"
 PY="${MINIK8S_VENV}/bin/python"
 
+uses_containerd() { [[ " ${CONTAINERD_NODES} " == *" $1 "* ]]; }
+
+containerd_dir() { echo "${OUT}/containerd/$1"; }
+containerd_endpoint() { echo "unix://$(containerd_dir "$1")/containerd.sock"; }
+
+# start_containerd NODE: the node's containerd under hack/supervise.sh (its directory, socket and state under
+# _output/local-up/containerd/NODE), then the project's images imported from Docker (no registry).
+start_containerd() {
+  local node="$1" dir
+  dir="$(containerd_dir "$1")"
+  containerd_ready() { "${PY}" -m containerd_node wait --dir "${dir}" --timeout 1 >/dev/null 2>&1; }
+  start_component "containerd-${node}" containerd_ready \
+    "${PY}" -m containerd_node run --node "${node}" --dir "${dir}"
+  local images=()
+  read -r -a images <<<"${CONTAINERD_IMAGES}"
+  "${PY}" -m containerd_node import-images --dir "${dir}" "${images[@]}" \
+    || die "containerd-${node}: importing ${CONTAINERD_IMAGES} from Docker failed (hack/images.sh builds them)"
+  log "containerd-${node}: images imported (${CONTAINERD_IMAGES})"
+}
+
 etcd_healthy() { curl -fsS --max-time 2 "${ETCD_METRICS_URL}/health" >/dev/null 2>&1; }
 apiserver_ready() { curl -fsS --max-time 2 --cacert "${PKI_CA}" "${API_URL}/readyz" >/dev/null 2>&1; }
+shim_socket=""  # the node's CRI socket, set before its dockershim is started
+dockershim_serving() { [[ -S "${shim_socket}" ]]; }
 
 # start_component NAME HEALTH_FN CMD [ARG...]
 # Skips NAME when its pid file names a live process that passes HEALTH_FN
@@ -149,9 +176,6 @@ main() {
     --peer-cert-file "${ETCD_PKI}/peer.crt" --peer-key-file "${ETCD_PKI}/peer.key"
 
   log "step 3/4: apiserver (${API_URL})"
-  if [[ ! -f apiserver/__main__.py ]]; then
-    warn "apiserver/__main__.py does not exist yet; 'python -m apiserver' will fail"
-  fi
   start_component apiserver apiserver_ready \
     "${PY}" -m apiserver --etcd-servers "${ETCD_CLIENT_URL}" \
     --etcd-cafile "${OUT}/pki/etcd/ca.crt" \
@@ -165,37 +189,32 @@ main() {
 
   write_kubeconfig
 
-  log "step 4/4: controllers, scheduler, kubelet (those whose modules exist)"
-  local started_any=0
-  if [[ -f controllers/__main__.py ]]; then
-    start_component controllers - "${PY}" -m controllers --kubeconfig "${OUT}/controller-manager.conf"
-    started_any=1
-  else
-    log "controllers: skip, controllers/__main__.py does not exist yet"
-  fi
-  if [[ -f scheduler/__main__.py ]]; then
-    start_component scheduler - "${PY}" -m scheduler --kubeconfig "${OUT}/scheduler.conf"
-    started_any=1
-  else
-    log "scheduler: skip, scheduler/__main__.py does not exist yet"
-  fi
-  if [[ -f kubelet/__main__.py ]]; then
-    kubelet_port=10250
-    for node in ${NODES}; do
-      start_component "kubelet-${node}" - \
-        "${PY}" -m kubelet --node-name "${node}" --kubeconfig "${OUT}/kubelet-${node}.conf" --port "${kubelet_port}" \
-        --tls-cert-file "${OUT}/pki/kubelets/${node}/kubelet.crt" \
-        --tls-private-key-file "${OUT}/pki/kubelets/${node}/kubelet.key" \
-        --client-ca-file "${PKI_CA}"
-      kubelet_port=$((kubelet_port + 1))
-    done
-    started_any=1
-  else
-    log "kubelet: skip, kubelet/__main__.py does not exist yet"
-  fi
-  if [[ ${started_any} -eq 0 ]]; then
-    warn "only etcd and the apiserver run: no controllers, scheduler or kubelet yet"
-  fi
+  log "step 4/4: controllers, scheduler, and per node its runtime (dockershim, or containerd) and kubelet"
+  local node
+  for node in ${CONTAINERD_NODES}; do
+    [[ " ${NODES} " == *" ${node} "* ]] || die "CONTAINERD_NODES names ${node}, which is not in NODES (${NODES})"
+  done
+  start_component controllers - "${PY}" -m controllers --kubeconfig "${OUT}/controller-manager.conf"
+  start_component scheduler - "${PY}" -m scheduler --kubeconfig "${OUT}/scheduler.conf"
+  local kubelet_port=10250 endpoint
+  for node in ${NODES}; do
+    if uses_containerd "${node}"; then
+      start_containerd "${node}"
+      endpoint="$(containerd_endpoint "${node}")"
+    else
+      shim_socket="/run/minik8s/${node}/dockershim.sock"
+      endpoint="unix://${shim_socket}"
+      start_component "dockershim-${node}" dockershim_serving \
+        "${PY}" -m dockershim --node-name "${node}" --container-runtime-endpoint "${endpoint}"
+    fi
+    start_component "kubelet-${node}" - \
+      "${PY}" -m kubelet --node-name "${node}" --kubeconfig "${OUT}/kubelet-${node}.conf" --port "${kubelet_port}" \
+      --container-runtime-endpoint "${endpoint}" --image-service-endpoint "${endpoint}" \
+      --tls-cert-file "${OUT}/pki/kubelets/${node}/kubelet.crt" \
+      --tls-private-key-file "${OUT}/pki/kubelets/${node}/kubelet.key" \
+      --client-ca-file "${PKI_CA}"
+    kubelet_port=$((kubelet_port + 1))
+  done
 
   cat <<EOF
 

@@ -8,8 +8,9 @@ import logging
 import socket
 from pathlib import Path
 
-from cni.config import DEFAULT_CLUSTER_CIDR, DEFAULT_CNI_BIN_DIRS
-from kubelet.kubelet import DEFAULT_PAUSE_IMAGE, Kubelet, KubeletConfig, run_kubelet
+from machinery.duration import duration_flag
+
+from kubelet.kubelet import Kubelet, KubeletConfig, default_runtime_endpoint, run_kubelet
 from machinery.nodelabels import KUBELET_LABEL_NAMESPACES, KUBELET_LABELS, unknown_kubernetes_labels
 
 
@@ -24,7 +25,8 @@ def _labels(text: str) -> dict[str, str]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="kubelet", description="minik8s kubelet: runs the node's pods on Docker")
+    p = argparse.ArgumentParser(prog="kubelet",
+                                description="minik8s kubelet: runs the node's pods on a CRI container runtime")
     p.add_argument("--node-name", default=socket.gethostname().lower(), help="the Node's name (default: hostname)")
     p.add_argument("--kubeconfig", default=None, help="kubeconfig with the apiserver's address")
     p.add_argument("--master", default=None, help="apiserver URL (overrides the kubeconfig's server)")
@@ -42,12 +44,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="CrashLoopBackOff cap (default %(default)s)")
     p.add_argument("--image-pull-backoff-base-seconds", type=float, default=None,
                    help="first ImagePullBackOff delay (default: the crash loop base)")
-    p.add_argument("--cni-bin-dir", default=":".join(DEFAULT_CNI_BIN_DIRS),
-                   help="where CNI plugins are looked for, colon-separated (default %(default)s)")
-    p.add_argument("--cluster-cidr", default=DEFAULT_CLUSTER_CIDR,
-                   help="the cluster's pod network, forwarded and masqueraded on this host (default %(default)s)")
-    p.add_argument("--pod-infra-container-image", default=DEFAULT_PAUSE_IMAGE, help="the sandbox image")
-    p.add_argument("--docker-endpoint", default="unix:///var/run/docker.sock", help="Docker's socket")
+    p.add_argument("--container-runtime-endpoint", default=None,
+                   help="the CRI runtime's socket (default: the Docker shim's, "
+                        f"{default_runtime_endpoint('<node-name>')})")
+    p.add_argument("--image-service-endpoint", default=None,
+                   help="the CRI image service's socket (default: the container runtime endpoint)")
+    p.add_argument("--runtime-request-timeout", type=duration_flag, default=120.0,
+                   help="deadline of every CRI request but pulls and long exec (Go duration, default 2m)")
     p.add_argument("--node-lease-duration-seconds", type=int, default=40,
                    help="Lease duration; renewed every quarter of it (default %(default)s)")
     p.add_argument("--node-status-update-frequency", type=float, default=10.0,
@@ -71,6 +74,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 f"--node-labels in the 'kubernetes.io' namespace must begin with an allowed prefix "
                 f"({', '.join(KUBELET_LABEL_NAMESPACES)}) or be in the specifically allowed set "
                 f"({', '.join(sorted(KUBELET_LABELS))})")
+    for flag in ("container_runtime_endpoint", "image_service_endpoint"):
+        endpoint = getattr(args, flag)
+        if endpoint is not None and not (endpoint.startswith("unix:///") or endpoint.startswith("/")):
+            p.error(f"--{flag.replace('_', '-')}: {endpoint!r} is not a unix socket (unix:///path)")
+    if args.runtime_request_timeout <= 0:
+        p.error("--runtime-request-timeout must be positive")
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         p.error("--tls-cert-file and --tls-private-key-file go together")
     if args.client_ca_file and not args.tls_cert_file:
@@ -80,7 +89,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def config_from_args(args: argparse.Namespace) -> KubeletConfig:
     root = Path(args.root_dir) if args.root_dir else Path("/var/lib/minik8s/kubelet") / args.node_name
-    socket_path = args.docker_endpoint.removeprefix("unix://")
     image_base = args.image_pull_backoff_base_seconds or args.crashloop_backoff_base_seconds
     return KubeletConfig(
         node_name=args.node_name, kubeconfig=args.kubeconfig, master=args.master, pod_cidr=args.pod_cidr,
@@ -88,8 +96,9 @@ def config_from_args(args: argparse.Namespace) -> KubeletConfig:
         crashloop_backoff_base=args.crashloop_backoff_base_seconds,
         crashloop_backoff_max=max(args.crashloop_backoff_max_seconds, args.crashloop_backoff_base_seconds),
         image_backoff_base=image_base, image_backoff_max=max(300.0, image_base),
-        cni_bin_dirs=[d for d in args.cni_bin_dir.split(":") if d], cluster_cidr=args.cluster_cidr,
-        pause_image=args.pod_infra_container_image, docker_socket=socket_path, node_labels=args.node_labels,
+        container_runtime_endpoint=args.container_runtime_endpoint or "",
+        image_service_endpoint=args.image_service_endpoint or "",
+        runtime_request_timeout=args.runtime_request_timeout, node_labels=args.node_labels,
         lease_duration=args.node_lease_duration_seconds,
         node_status_update_frequency=args.node_status_update_frequency,
         node_status_report_frequency=args.node_status_report_frequency,

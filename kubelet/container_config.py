@@ -1,10 +1,9 @@
-"""From a pod's container spec to a Docker create request (pure: no I/O).
+"""A container's environment and the quantities in its spec (pure: no I/O; upstream
+pkg/kubelet/kubelet_pods.go makeEnvironmentVariables, apimachinery api/resource).
 
-Kubernetes semantics kept here: `command` replaces the image's ENTRYPOINT and `args` its CMD;
 `$(VAR)` references in command, args and env values expand from the container's environment
 (`$$` escapes); env values may come from the pod's own fields (fieldRef) and resources
-(resourceFieldRef); memory and CPU limits become cgroup limits; runAsUser/runAsGroup the process
-user; the container joins the pod sandbox's network and IPC namespaces.
+(resourceFieldRef). The CRI configs built from these are kubelet/kuberuntime/container_config.py's.
 """
 
 from __future__ import annotations
@@ -150,102 +149,3 @@ def spec_hash(container: Container) -> str:
     """A stable hash of the container spec: a change (e.g. a new image) means a new container."""
     data = container.model_dump(mode="json", by_alias=True, exclude_none=True)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def resources_host_config(container: Container) -> dict[str, Any]:
-    """cgroup limits: memory (no extra swap), CPU quota per period from the limit, shares from the request."""
-    res = container.resources
-    limits = (res.limits if res else None) or {}
-    requests = (res.requests if res else None) or {}
-    out: dict[str, Any] = {}
-    if "memory" in limits:
-        mem = memory_bytes(limits["memory"])
-        out["Memory"] = mem
-        out["MemorySwap"] = mem
-    cpu_request = requests.get("cpu", limits.get("cpu"))
-    if cpu_request is not None:
-        out["CpuShares"] = max(MIN_CPU_SHARES, cpu_millis(cpu_request) * 1024 // 1000)
-    if "cpu" in limits:
-        millis = cpu_millis(limits["cpu"])
-        if millis > 0:
-            out["CpuPeriod"] = CPU_PERIOD_US
-            out["CpuQuota"] = max(1000, millis * CPU_PERIOD_US // 1000)
-    return out
-
-
-def user_of(pod: Pod, container: Container) -> str | None:
-    """"uid", "uid:gid" or None, from the container's securityContext over the pod's."""
-    psc = pod.spec.security_context if pod.spec else None
-    csc = container.security_context
-    uid = (csc.run_as_user if csc and csc.run_as_user is not None else None)
-    if uid is None and psc is not None:
-        uid = psc.run_as_user
-    gid = (csc.run_as_group if csc and csc.run_as_group is not None else None)
-    if gid is None and psc is not None:
-        gid = psc.run_as_group
-    if uid is None and gid is None:
-        return None
-    if uid is None:
-        uid = 0
-    return f"{uid}:{gid}" if gid is not None else str(uid)
-
-
-def build_create_config(pod: Pod, container: Container, *, image: str, sandbox_id: str, env: list[tuple[str, str]],
-                        binds: list[str], labels: dict[str, str]) -> dict[str, Any]:
-    """The body of POST /containers/create for one app container of the pod."""
-    env_map = dict(env)
-    config: dict[str, Any] = {
-        "Image": image,
-        "Env": [f"{k}={v}" for k, v in env],
-        "Labels": labels,
-        "Tty": bool(container.tty),
-        "OpenStdin": bool(container.stdin),
-        "StdinOnce": bool(container.stdin_once),
-        "AttachStdin": False,
-        "AttachStdout": False,
-        "AttachStderr": False,
-    }
-    if container.command:
-        config["Entrypoint"] = [expand(a, env_map) for a in container.command]
-        config["Cmd"] = [expand(a, env_map) for a in container.args or []]
-    elif container.args:
-        config["Cmd"] = [expand(a, env_map) for a in container.args]
-    if container.working_dir:
-        config["WorkingDir"] = container.working_dir
-    user = user_of(pod, container)
-    if user is not None:
-        config["User"] = user
-    # ports are not exposed through Docker: the container shares the sandbox's network namespace
-    # (Docker refuses ExposedPorts with network mode container:), hostPorts are CNI portmap's job
-    spec = pod.spec
-    host_config: dict[str, Any] = {
-        "NetworkMode": f"container:{sandbox_id}",
-        "IpcMode": "host" if spec is not None and spec.host_ipc else f"container:{sandbox_id}",
-        "Binds": binds,
-        "RestartPolicy": {"Name": "no"},
-        "LogConfig": {"Type": "json-file", "Config": {"max-size": "10m", "max-file": "2"}},
-    }
-    # hostPID: the node's process namespace, as dockershim gave it (PodSecurity baseline forbids it)
-    if spec is not None and spec.host_pid:
-        host_config["PidMode"] = "host"
-    elif spec is not None and spec.share_process_namespace:
-        host_config["PidMode"] = f"container:{sandbox_id}"
-    host_config.update(resources_host_config(container))
-    csc = container.security_context
-    if csc is not None:
-        if csc.privileged:
-            host_config["Privileged"] = True
-        if csc.read_only_root_filesystem:
-            host_config["ReadonlyRootfs"] = True
-        if csc.capabilities is not None:
-            if csc.capabilities.add:
-                host_config["CapAdd"] = list(csc.capabilities.add)
-            if csc.capabilities.drop:
-                host_config["CapDrop"] = list(csc.capabilities.drop)
-        if csc.allow_privilege_escalation is False:
-            host_config["SecurityOpt"] = ["no-new-privileges"]
-    psc = spec.security_context if spec else None
-    if psc is not None and psc.supplemental_groups:
-        host_config["GroupAdd"] = [str(g) for g in psc.supplemental_groups]
-    config["HostConfig"] = host_config
-    return config

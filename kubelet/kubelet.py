@@ -1,14 +1,18 @@
 """The kubelet: one per node, everything wired together (upstream pkg/kubelet/kubelet.go).
 
     apiserver ──pods (fieldSelector spec.nodeName=NODE)──▶ informer ──▶ PodWorkers (one task per pod)
-    Docker ──events + relist──▶ RuntimeCache (PLEG) ──────────────────▶      │
-    probes ──verdicts──────────────────────────────────────────────────▶     ▼
-                                   Docker runtime, CNI, volumes ◀── sync / terminate ──▶ pods/{name}/status
+    CRI runtime ──relist + container events──▶ PLEG ─────────────────────────▶    │ PodSyncer
+    probes ──verdicts───────────────────────────────────────────────────────▶    ▼
+                 runtime (kuberuntime over CRI), volumes ◀── sync / terminate ──▶ pods/{name}/status
+
+The container runtime is whatever answers CRI at --container-runtime-endpoint (the Docker shim,
+containerd): it runs sandboxes and containers and sets up the pod network; the kubelet hands it
+the node's podCIDR (UpdateRuntimeConfig) and reads pod IPs from sandbox statuses. The node is
+Ready only while the runtime's Status says RuntimeReady and NetworkReady.
 
 Besides the workers: node registration with Lease and status heartbeats (`NodeStatusManager`),
-the node's podCIDR from its Node object (or --pod-cidr), the HTTP server for logs and exec, and
-housekeeping — containers of pods that no longer exist are killed and removed with their network
-and volumes, leaked CNI attachments and address leases released.
+the HTTP server for logs and exec, and housekeeping — containers and sandboxes of pods that no
+longer exist are stopped and removed with their volumes.
 """
 
 from __future__ import annotations
@@ -23,20 +27,20 @@ from pathlib import Path
 
 import uvicorn
 
-from cni import host
-from cni.config import DEFAULT_CLUSTER_CIDR, DEFAULT_CNI_BIN_DIRS
 from kubelet.backoff import Backoff
-from kubelet.docker_client import DockerClient, DockerError
-from kubelet.network import PodNetwork
+from kubelet.cri.remote_image import RemoteImageService
+from kubelet.cri.remote_runtime import DEFAULT_TIMEOUT, RemoteRuntimeService
+from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
 from kubelet.node_status import NodeFacts, NodeStatusManager
+from kubelet.pod_syncer import KubeletPodSyncer, KubeletRuntimeHelper
 from kubelet.pod_workers import PodWorkers
 from kubelet.probes import ProbeManager, ProbeTarget
-from kubelet.runtime import DockerRuntime, RuntimeCache
 from kubelet.server import KubeletServer
 from kubelet.status_manager import StatusManager
 from kubelet.volumes import VolumeManager
 from machinery.api.core_v1 import Node, Pod
 from machinery.client import KUBE_VERSION, ApiClient
+from machinery.cri.errors import CriError
 from machinery.events import EventRecorder
 from machinery.informer import Informer
 from machinery.kubeconfig import ClientConfig, load_kubeconfig
@@ -44,12 +48,17 @@ from machinery.netutil import default_node_ip
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PAUSE_IMAGE = "minik8s/pause:3.9"
 RESYNC_SECONDS = 60.0
+RUNTIME_STATUS_PERIOD = 5.0
 
 
 def user_agent(node_name: str) -> str:
     return f"kubelet/{KUBE_VERSION} (linux/amd64) minik8s/system:node:{node_name}"
+
+
+def default_runtime_endpoint(node_name: str) -> str:
+    """The Docker shim's socket for this node (python -m dockershim), as cri-dockerd runs beside each kubelet."""
+    return f"unix:///run/minik8s/{node_name}/dockershim.sock"
 
 
 @dataclass
@@ -66,17 +75,16 @@ class KubeletConfig:
     crashloop_backoff_max: float = 300.0
     image_backoff_base: float = 10.0
     image_backoff_max: float = 300.0
-    cni_bin_dirs: list[str] = field(default_factory=lambda: list(DEFAULT_CNI_BIN_DIRS))
-    cluster_cidr: str = DEFAULT_CLUSTER_CIDR
-    pause_image: str = DEFAULT_PAUSE_IMAGE
-    docker_socket: str = "/var/run/docker.sock"
+    container_runtime_endpoint: str = ""  # default_runtime_endpoint(node_name)
+    image_service_endpoint: str = ""  # the runtime endpoint unless given
+    runtime_request_timeout: float = DEFAULT_TIMEOUT
     node_labels: dict[str, str] = field(default_factory=dict)
     lease_duration: int = 40
     node_status_update_frequency: float = 10.0
     node_status_report_frequency: float = 60.0
     cluster_dns: list[str] = field(default_factory=list)
     housekeeping_interval: float = 10.0
-    relist_period: float = 10.0
+    relist_period: float = 1.0  # upstream's PLEG relist period
     tls_cert_file: str | None = None  # serve HTTPS (kubelet/server.py)
     tls_private_key_file: str | None = None
     client_ca_file: str | None = None  # ... and require client certificates from this CA
@@ -84,6 +92,10 @@ class KubeletConfig:
     def __post_init__(self) -> None:
         if not self.node_ip:
             self.node_ip = default_node_ip()
+        if not self.container_runtime_endpoint:
+            self.container_runtime_endpoint = default_runtime_endpoint(self.node_name)
+        if not self.image_service_endpoint:
+            self.image_service_endpoint = self.container_runtime_endpoint
 
 
 class Kubelet:
@@ -97,33 +109,66 @@ class Kubelet:
             if config.master:  # upstream's --master overrides the kubeconfig's server, keeping its credentials
                 client_config = dataclasses.replace(client_config, server=config.master)
         self.client = ApiClient(client_config, user_agent=user_agent(config.node_name))
-        self.docker = DockerClient(config.docker_socket)
-        self.cache = RuntimeCache(self.docker, config.node_name, config.relist_period)
-        self.runtime = DockerRuntime(self.docker, self.cache, config.node_name, config.pause_image)
-        self.network = PodNetwork(config.node_name, config.root_dir, config.cni_bin_dirs, config.cluster_cidr)
-        self.volumes = VolumeManager(config.root_dir)
         self.recorder = EventRecorder(self.client, "kubelet", host=config.node_name)
-        self.status_manager = StatusManager(self.client)
-        self.crash_backoff = Backoff(config.crashloop_backoff_base, config.crashloop_backoff_max)
-        self.image_backoff = Backoff(config.image_backoff_base, config.image_backoff_max)
-        self.workers = PodWorkers(self)
-        self.probes = ProbeManager(self.docker, self._probe_target, self.workers.wake, self.workers.request_kill,
-                                   lambda pod, t, r, m: self.recorder.event(pod, t, r, m))
+        self.volumes = VolumeManager(config.root_dir)
         self.node_status = NodeStatusManager(
             self.client, NodeFacts(config.node_name, config.node_ip, config.port, config.pod_cidr,
                                    labels=dict(config.node_labels)),
             lease_duration=config.lease_duration, update_frequency=config.node_status_update_frequency,
             report_frequency=config.node_status_report_frequency)
+        self.runtime_service, self.image_service = self.connect_runtime()
+        self.helper = KubeletRuntimeHelper(self.volumes, config.node_name, config.node_ip,
+                                           lambda: (self.node_status.cpu_millis, self.node_status.memory_bytes))
+        self.runtime = KubeGenericRuntimeManager(
+            self.runtime_service, self.image_service, self.helper, self._event,
+            logs_root=str(config.root_dir / "logs"),
+            crash_backoff=Backoff(config.crashloop_backoff_base, config.crashloop_backoff_max),
+            image_backoff=Backoff(config.image_backoff_base, config.image_backoff_max),
+            dns_servers=config.cluster_dns, relist_period=config.relist_period)
+        self.status_manager = StatusManager(self.client, resync=self._wake)
+        self.probes = ProbeManager(self.runtime.run_in_container, self._probe_target, self._wake, self._probe_kill,
+                                   self._event)
+        self.syncer = KubeletPodSyncer(self.runtime, self.status_manager, self.volumes, self.helper, self.probes,
+                                       self.client, self._event, config.node_ip,
+                                       lambda: self.node_status.network_ready)
+        self.workers = PodWorkers(self.syncer, self.status_manager.is_own_status_write)
         self.server = KubeletServer(self)
         self.pod_informer: Informer[Pod] | None = None
         self.node_informer: Informer[Node] | None = None
+        self.pod_cidr: str | None = None
         self._uvicorn: uvicorn.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()  # one-off work started by informer handlers
         self.ready = asyncio.Event()
 
+    def connect_runtime(self) -> tuple[RemoteRuntimeService, RemoteImageService]:
+        """The CRI clients (bench/hollow_node.py's hollow kubelet hands the fake runtime in instead)."""
+        timeout = self.config.runtime_request_timeout
+        return (RemoteRuntimeService.connect(self.config.container_runtime_endpoint, timeout),
+                RemoteImageService.connect(self.config.image_service_endpoint, timeout))
+
+    def _event(self, pod: Pod, type_: str, reason: str, message: str) -> None:
+        self.recorder.event(pod, type_, reason, message)
+
+    def _wake(self, uid: str) -> None:
+        self.workers.wake(uid)
+
+    def _probe_kill(self, uid: str, name: str, container_id: str, reason: str) -> None:
+        self.runtime.request_kill(uid, name, container_id, reason)
+        self.workers.wake(uid)
+
     def _probe_target(self, uid: str, name: str) -> ProbeTarget | None:
-        worker = self.workers.workers.get(uid)
-        return worker.probe_target(name) if worker is not None else None
+        status = self.runtime.get_pod_status(uid)
+        instances = status.instances(name)
+        if not instances or not instances[0].running:
+            return None
+        worker = self.workers.get(uid)
+        host_network = worker is not None and worker.pod.spec is not None and bool(worker.pod.spec.host_network)
+        pod_ip = self.config.node_ip if host_network else status.ip
+        if not pod_ip:
+            return None
+        cur = instances[0]
+        return ProbeTarget(cur.id, cur.started_at or 0.0, pod_ip)
 
     # -- life cycle -----------------------------------------------------------------------------
 
@@ -136,20 +181,20 @@ class Kubelet:
 
     async def start(self) -> None:
         config = self.config
-        host.register_kubelet(config.node_name)
         try:
-            version = await self.docker.version()
-            self.node_status.facts.runtime_version = f"docker://{version.get('Version', 'unknown')}"
-        except (DockerError, OSError) as e:
-            raise SystemExit(f"kubelet: cannot reach Docker at {config.docker_socket}: {e}") from e
-        await self.cache.start()
-        self.cache.add_listener(self.workers.wake)
+            self.node_status.facts.runtime_version = await self.runtime.version()
+        except CriError as e:
+            raise SystemExit(f"kubelet: cannot reach the container runtime at {config.container_runtime_endpoint}: "
+                             f"{e.message}") from e
+        await self.runtime.start()
+        self.runtime.pleg.add_listener(self._wake)
         if config.pod_cidr:
-            self._set_pod_cidr(config.pod_cidr)
+            await self._set_pod_cidr(config.pod_cidr)
+        await self.check_runtime_status()
 
         node = await self.node_status.register()
         if node.spec and node.spec.pod_cidr:
-            self._set_pod_cidr(node.spec.pod_cidr)
+            await self._set_pod_cidr(node.spec.pod_cidr)
 
         self.node_informer = Informer(self.client, Node, field_selector={"metadata.name": config.node_name})
         self.node_informer.add_event_handler(on_add=self._node_changed,
@@ -163,11 +208,13 @@ class Kubelet:
 
         await self._start_server()
         self._tasks.append(asyncio.create_task(self.node_status.run(), name="node-status"))
+        self._tasks.append(asyncio.create_task(self._runtime_status_loop(), name="runtime-status"))
         await self.pod_informer.wait_for_sync()
         self._tasks.append(asyncio.create_task(self._housekeeping_loop(), name="housekeeping"))
         self.ready.set()
-        log.info("kubelet %s ready (node IP %s, port %d, root %s)", config.node_name, config.node_ip, config.port,
-                 config.root_dir)
+        log.info("kubelet %s ready (runtime %s at %s, node IP %s, port %d, root %s)", config.node_name,
+                 self.node_status.facts.runtime_version, config.container_runtime_endpoint, config.node_ip,
+                 config.port, config.root_dir)
 
     async def _start_server(self) -> None:
         config = uvicorn.Config(self.server.app, host=self.config.address or self.config.node_ip, port=self.config.port,
@@ -196,47 +243,56 @@ class Kubelet:
         await self.probes.close()
         if self._uvicorn is not None:
             self._uvicorn.should_exit = True
-        await self.cache.stop()
+        await self.runtime.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.recorder.flush(), 2)
-        host.unregister_kubelet(self.config.node_name)
-        with contextlib.suppress(Exception):
-            await self._remove_host_rules_if_last()
-        await self.docker.close()
+        await self.runtime_service.close()
+        await self.image_service.close()
         await self.client.close()
 
-    async def _remove_host_rules_if_last(self) -> None:
-        """Take the shared forwarding rules away when no other kubelet runs here and no pod is left."""
-        fd = await asyncio.to_thread(host.acquire_host_lock, False, 10.0)
+    # -- the node and the runtime ---------------------------------------------------------------
+
+    async def _set_pod_cidr(self, cidr: str) -> None:
+        """Hand the node's podCIDR to the runtime (upstream updatePodCIDR → UpdateRuntimeConfig)."""
+        if cidr == self.pod_cidr:
+            return
         try:
-            if host.other_kubelets_alive(self.config.node_name):
-                return
-            left = await self.docker.list_containers({"label": ["io.minik8s.managed=true", "io.minik8s.node"]},
-                                                     all=False)
-            if left:
-                return
-            await asyncio.to_thread(host.remove_cluster_rules)
-            await asyncio.to_thread(host.remove_portmap_chains_if_unused)
-        finally:
-            host.release_host_lock(fd)
-
-    # -- the node ---------------------------------------------------------------------------------
-
-    def _set_pod_cidr(self, cidr: str) -> None:
-        if self.network.configure(cidr):
-            self.node_status.facts.pod_cidr = cidr
-            self.node_status.set_network_ready(True)
-            self.workers.wake_all()
+            await self.runtime.update_pod_cidr(cidr)
+        except CriError as e:
+            log.warning("UpdateRuntimeConfig with podCIDR %s: %s", cidr, e.message)
+            return
+        self.pod_cidr = cidr
+        self.node_status.facts.pod_cidr = cidr
+        await self.check_runtime_status()
 
     def _node_changed(self, node: Node) -> None:
-        if node.spec and node.spec.pod_cidr:
-            current = self.network.pod_cidr
-            if current and current != node.spec.pod_cidr:
+        if node.spec and node.spec.pod_cidr and node.spec.pod_cidr != self.pod_cidr:
+            if self.pod_cidr:
                 log.warning("node %s: spec.podCIDR %s differs from %s in use; new pods get %s", node.metadata.name,
-                            node.spec.pod_cidr, current, node.spec.pod_cidr)
-            self._set_pod_cidr(node.spec.pod_cidr)
+                            node.spec.pod_cidr, self.pod_cidr, node.spec.pod_cidr)
+            task = asyncio.create_task(self._set_pod_cidr(node.spec.pod_cidr))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         if node.metadata.uid:
             self.node_status.node_uid = node.metadata.uid
+
+    async def check_runtime_status(self) -> None:
+        """The runtime's Status as the node's Ready condition (upstream updateRuntimeUp)."""
+        try:
+            message = (await self.runtime.status()).not_ready_message()
+        except CriError as e:
+            message = f"container runtime is down: {e.message}"
+        was_ready = self.node_status.network_ready
+        self.node_status.set_runtime_not_ready(message)
+        if message and was_ready:
+            log.warning("node not ready: %s", message)
+        if not message and not was_ready:
+            self.workers.wake_all()
+
+    async def _runtime_status_loop(self) -> None:
+        while True:
+            await asyncio.sleep(RUNTIME_STATUS_PERIOD)
+            await self.check_runtime_status()
 
     # -- housekeeping -----------------------------------------------------------------------------
 
@@ -256,38 +312,20 @@ class Kubelet:
             await asyncio.sleep(self.config.housekeeping_interval)
 
     async def housekeeping(self) -> None:
-        """Remove what belongs to pods the API no longer has; release leaked network state."""
+        """Remove what belongs to pods the API no longer has (upstream HandlePodCleanups)."""
         assert self.pod_informer is not None
         known = {p.metadata.uid for p in self.pod_informer.list()} | set(self.workers.workers)
-        for uid in self.cache.pod_uids() - known:
-            await self._remove_orphan(uid)
-        live_sandboxes = {c.id for c in self.cache.containers.values() if c.is_sandbox}
-        await self.network.gc(live_sandboxes)
-        for uid in set(await asyncio.to_thread(self.volumes.known_pod_uids)) - known - self.cache.pod_uids():
+        for uid in self.runtime.pod_uids() - known:
+            status = self.runtime.get_pod_status(uid)
+            log.info("removing containers of pod %s/%s (uid %s), which no longer exists", status.namespace,
+                     status.name, uid)
+            await self.runtime.kill_pod(None, uid, 2)
+            await self.runtime.remove_pod(uid)
             await asyncio.to_thread(self.volumes.teardown, uid)
-        if self.network.ready:
-            fd = await asyncio.to_thread(host.acquire_host_lock, True)
-            try:
-                await self.network.ensure_rules()
-            finally:
-                host.release_host_lock(fd)
-        self.crash_backoff.gc()
-        self.image_backoff.gc()
-
-    async def _remove_orphan(self, uid: str) -> None:
-        containers = self.cache.for_pod(uid)
-        if not containers:
-            return
-        log.info("removing containers of pod %s/%s (uid %s), which no longer exists", containers[0].pod_namespace,
-                 containers[0].pod_name, uid)
-        running = [c for c in containers if not c.is_sandbox and c.running]
-        await asyncio.gather(*(self.runtime.stop(c.id, 2) for c in running), return_exceptions=True)
-        for sb in [c for c in containers if c.is_sandbox]:
-            with contextlib.suppress(Exception):
-                await self.network.teardown(sb.id, sb.pid if sb.running else 0)
-        for c in containers:
-            await self.runtime.remove(c.id)
-        await asyncio.to_thread(self.volumes.teardown, uid)
+        for uid in set(await asyncio.to_thread(self.volumes.known_pod_uids)) - known - self.runtime.pod_uids():
+            await asyncio.to_thread(self.volumes.teardown, uid)
+        self.runtime.crash_backoff.gc()
+        self.runtime.image_backoff.gc()
 
 
 class _EmbeddedServer(uvicorn.Server):

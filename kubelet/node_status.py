@@ -72,7 +72,7 @@ class NodeFacts:
     node_ip: str
     port: int
     pod_cidr: str | None = None
-    runtime_version: str = "docker://unknown"
+    runtime_version: str = "unknown://unknown"  # the CRI runtime's name://version, from its Version
     labels: dict[str, str] = field(default_factory=dict)
     cpu_millis: int = field(default_factory=lambda: (os.cpu_count() or 1) * 1000)
     memory_bytes: int = field(default_factory=memory_total_bytes)
@@ -159,6 +159,13 @@ class NodeStatusManager:
         if ready != self.network_ready:
             self.network_ready = ready
             self._kick.set()
+
+    def set_runtime_not_ready(self, message: str) -> None:
+        """The runtime's Status as the node's Ready condition: "" is ready, else upstream's message
+        ("container runtime network not ready: NetworkReady=false reason:...")."""
+        if message:
+            self.ready_reason = ("KubeletNotReady", message)
+        self.set_network_ready(not message)
 
     def _readiness(self) -> tuple[bool, str, str]:
         if self.network_ready:

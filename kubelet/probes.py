@@ -14,17 +14,21 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import httpx
 
-from kubelet.docker_client import DockerClient, DockerError
 from machinery.api.core_v1 import Container, Pod, Probe
+from machinery.cri.errors import CriError
 
 log = logging.getLogger(__name__)
 
 LIVENESS, READINESS, STARTUP = "Liveness", "Readiness", "Startup"
+
+# runs a command in a container to its end through the runtime (CRI ExecSync): (exit code, or None when
+# it timed out; its output)
+ExecRunner = Callable[[str, list[str], float], Awaitable[tuple[int | None, bytes]]]
 
 
 @dataclass
@@ -81,13 +85,13 @@ def resolve_port(port: int | str, container: Container) -> int:
     raise ValueError(f"port {port!r} is not a named port of container {container.name!r}")
 
 
-async def run_probe(probe: Probe, container: Container, target: ProbeTarget, docker: DockerClient,
+async def run_probe(probe: Probe, container: Container, target: ProbeTarget, run: ExecRunner,
                     http: httpx.AsyncClient) -> tuple[bool, str]:
     """Run one probe attempt: (success, what went wrong)."""
     timeout = float(probe.timeout_seconds or 1)
     try:
         if probe.exec is not None:
-            code, output = await docker.exec_run(target.container_id, list(probe.exec.command or []), timeout)
+            code, output = await run(target.container_id, list(probe.exec.command or []), timeout)
             if code is None:
                 return False, f"command {probe.exec.command!r} timed out"
             if code != 0:
@@ -132,7 +136,9 @@ async def run_probe(probe: Probe, container: Container, target: ProbeTarget, doc
         if probe.grpc is not None:
             return False, "gRPC probes are not supported by minik8s"
         return False, "probe has no handler"
-    except (DockerError, ValueError, OSError) as e:
+    except CriError as e:
+        return False, e.message
+    except (ValueError, OSError) as e:
         return False, str(e)
 
 
@@ -190,7 +196,7 @@ class ProbeWorker:
         initial = float(self.probe.initial_delay_seconds or 0)
         if since < initial:
             return initial - since
-        ok, output = await run_probe(self.probe, self.container, target, self.manager.docker, self.manager.http)
+        ok, output = await run_probe(self.probe, self.container, target, self.manager.run, self.manager.http)
         if self.manager.lookup(self.uid, self.container.name) is None:
             return min(period, 1.0)  # the container went away while we probed
         if not ok:
@@ -208,9 +214,9 @@ class ProbeWorker:
 class ProbeManager:
     """The probe workers of every pod on the node, and their verdicts."""
 
-    def __init__(self, docker: DockerClient, lookup: TargetLookup, on_change: Callable[[str], None],
+    def __init__(self, run: ExecRunner, lookup: TargetLookup, on_change: Callable[[str], None],
                  on_kill: KillRequest, on_event: EventSink) -> None:
-        self.docker = docker
+        self.run = run
         self.lookup = lookup
         self._on_change = on_change
         self._on_kill = on_kill

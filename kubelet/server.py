@@ -6,10 +6,11 @@
   &sinceTime&limitBytes` → the container's log as text/plain, streamed while `follow` and the
   container runs
 - `GET /exec/{namespace}/{pod}/{container}?command=...&stdin&stdout&stderr&tty` (websocket,
-  subprotocols v5.channel.k8s.io / v4.channel.k8s.io / channel.k8s.io) → the command run with
-  Docker exec: every binary message starts with its channel (0 stdin, 1 stdout, 2 stderr, 3 the
-  final Status, 4 terminal resize; in v5, 255 closes a stream, e.g. `[255, 0]` is stdin's EOF).
-  The exit code travels in the Status on channel 3 (reason NonZeroExitCode).
+  subprotocols v5.channel.k8s.io / v4.channel.k8s.io / channel.k8s.io) → the kubelet asks the
+  runtime for an Exec URL (CRI Exec) and relays the client's websocket to the runtime's streaming
+  server, offering the client's subprotocols and passing frames both ways verbatim (upstream's
+  UpgradeAwareProxy): every binary message starts with its channel (0 stdin, 1 stdout, 2 stderr,
+  3 the final Status with the exit code, 4 terminal resize; in v5, 255 closes a stream).
 
 Errors are `Status` objects with the HTTP code, which the apiserver passes on to kubectl.
 
@@ -27,30 +28,43 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+import websockets
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket
+from websockets.asyncio.client import ClientConnection, connect
 
-from kubelet.docker_client import STDERR, DockerError, HijackedStream
-from kubelet.runtime import ContainerInfo
+from kubelet.container.runtime import ContainerState, ContainerStatus, LogOptions, Runtime
+from kubelet.pod_workers import PodWorkers
+from kubelet.status_manager import StatusManager
 from machinery.api.core_v1 import Pod
 from machinery.authn.user import user_from_peercert
+from machinery.cri.errors import CriError
+from machinery.informer import Informer
 from machinery.tls import server_ssl_context, tls_options
 
-if TYPE_CHECKING:
-    from kubelet.kubelet import Kubelet
+
+class KubeletView(Protocol):
+    """What the server reads of the kubelet: no more (and no import of kubelet.kubelet, which imports this)."""
+
+    config: Any  # tls_cert_file, tls_private_key_file, client_ca_file
+    pod_informer: Informer[Pod] | None
+    workers: PodWorkers
+    status_manager: StatusManager
+    ready: asyncio.Event
+
+    @property
+    def runtime(self) -> Runtime: ...  # read-only, so a Kubelet holding a particular Runtime fits
 
 log = logging.getLogger(__name__)
 
 EXEC_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io")
-STDIN_CH, STDOUT_CH, STDERR_CH, ERROR_CH, RESIZE_CH, CLOSE_CH = 0, 1, 2, 3, 4, 255
 
 
 class KubeletError(Exception):
@@ -87,19 +101,6 @@ def _int(request: Request, name: str) -> int | None:
     if value < 0:
         raise KubeletError(400, "BadRequest", f"{name} must not be negative")
     return value
-
-
-def exec_status(exit_code: int | None, command: list[str], error: str | None = None) -> dict[str, Any]:
-    """The Status sent on the error channel when the command ends (client-go reads exit codes from it)."""
-    if error:
-        return {"metadata": {}, "status": "Failure", "message": error, "reason": "InternalError", "code": 500}
-    if not exit_code:
-        return {"metadata": {}, "status": "Success"}
-    return {"metadata": {}, "status": "Failure",
-            "message": f"command terminated with non-zero exit code: error executing command {command}, "
-                       f"exit code {exit_code}",
-            "reason": "NonZeroExitCode",
-            "details": {"causes": [{"reason": "ExitCode", "message": str(exit_code)}]}}
 
 
 _VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -143,7 +144,7 @@ class ClientCertificateAuth:
 
 
 class KubeletServer:
-    def __init__(self, kubelet: Kubelet) -> None:
+    def __init__(self, kubelet: KubeletView) -> None:
         self.k = kubelet
         config = kubelet.config
         if bool(config.tls_cert_file) != bool(config.tls_private_key_file):
@@ -180,7 +181,8 @@ class KubeletServer:
         """The pod workers: completed syncs, waiting reasons, whether a deletion finished (tests wait on it)."""
         workers = {
             uid: {"name": w.name, "syncs": w.syncs, "failures": w.failures, "terminated": w.terminated,
-                  "waiting": {k: v[0] for k, v in w.waiting.items()}, "podIP": w.pod_ip}
+                  "waiting": {k: v[0] for k, v in self.k.runtime.waiting(uid).items()},
+                  "podIP": self.k.runtime.get_pod_status(uid).ip or None}
             for uid, w in self.k.workers.workers.items()
         }
         return JSONResponse({"ready": self.k.ready.is_set(), "workers": workers,
@@ -200,10 +202,8 @@ class KubeletServer:
             raise KubeletError(400, "BadRequest", f"container {name} is not valid for pod {pod.metadata.name}")
 
     def _waiting_message(self, pod: Pod, container: str) -> str:
-        worker = self.k.workers.workers.get(pod.metadata.uid or "")
-        reason = "ContainerCreating"
-        if worker is not None and container in worker.waiting:
-            reason = worker.waiting[container][0]
+        waiting = self.k.runtime.waiting(pod.metadata.uid or "")
+        reason = waiting[container][0] if container in waiting else "ContainerCreating"
         return f'container "{container}" in pod "{pod.metadata.name}" is waiting to start: {reason}'
 
     # -- logs -------------------------------------------------------------------------------------
@@ -232,8 +232,8 @@ class KubeletServer:
                 since = dt.datetime.fromisoformat(request.query_params["sinceTime"].replace("Z", "+00:00")).timestamp()
             except ValueError:
                 raise KubeletError(400, "BadRequest", "sinceTime must be RFC 3339") from None
-        instances = self.k.cache.instances(pod.metadata.uid or "", p["container"])
-        target: ContainerInfo | None
+        instances = self.k.runtime.get_pod_status(pod.metadata.uid or "").instances(p["container"])
+        target: ContainerStatus | None
         if previous:
             target = instances[1] if len(instances) > 1 else None
             if target is None:
@@ -241,24 +241,24 @@ class KubeletServer:
                                                       f'"{pod.metadata.name}" not found')
         else:
             target = instances[0] if instances else None
-            if target is None or (target.state == "created" and not target.error):
+            if target is None or target.state == ContainerState.CREATED:
                 raise KubeletError(400, "BadRequest", self._waiting_message(pod, p["container"]))
-        follow = follow and not previous
-        chunks = self.k.docker.logs(target.id, follow=follow, tail=tail, timestamps=timestamps, since=since,
-                                    tty=target.tty)
+        options = LogOptions(follow=follow and not previous, tail_lines=tail, since=since, timestamps=timestamps,
+                             limit_bytes=limit)
+        chunks = self.k.runtime.get_container_logs(target, options)
+        try:  # the first chunk now: a log file that cannot be read is an error, not an empty answer
+            first = await anext(chunks, b"")
+        except OSError as e:
+            raise KubeletError(500, "InternalError", f"failed to read the log of container {target.name}: "
+                                                     f"{e}") from None
 
         async def body() -> AsyncIterator[bytes]:
-            sent = 0
             try:
-                async for _, data in chunks:
-                    if limit is not None:
-                        data = data[:max(limit - sent, 0)]
-                    if data:
-                        sent += len(data)
-                        yield data
-                    if limit is not None and sent >= limit:
-                        return
-            except DockerError as e:
+                if first:
+                    yield first
+                async for data in chunks:
+                    yield data
+            except (OSError, CriError) as e:
                 log.warning("logs of %s: %s", target.id[:12], e)
             finally:
                 with contextlib.suppress(Exception):
@@ -288,89 +288,72 @@ class KubeletServer:
                 raise KubeletError(400, "BadRequest", "you must specify at least one command for the container")
             pod = self._pod(p["namespace"], p["pod"])
             self._container(pod, p["container"])
-            instances = self.k.cache.instances(pod.metadata.uid or "", p["container"])
+            instances = self.k.runtime.get_pod_status(pod.metadata.uid or "").instances(p["container"])
             if not instances or not instances[0].running:
                 raise KubeletError(400, "BadRequest", f'container "{p["container"]}" in pod "{pod.metadata.name}" '
                                                       "is not running")
-            target = instances[0]
-            exec_id = await self.k.docker.exec_create(target.id, command, stdin=stdin, stdout=stdout or tty,
-                                                      stderr=stderr, tty=tty)
-            stream = await self.k.docker.exec_start(exec_id, tty)
+            url = await self.k.runtime.get_exec(instances[0].id, command, tty=tty, stdin=stdin,
+                                                stdout=stdout or tty, stderr=stderr)
+            upstream = await connect(
+                _ws_url(url), subprotocols=[websockets.Subprotocol(o) for o in offered],
+                max_size=None, ping_interval=None, open_timeout=30)
         except KubeletError as e:
             await _deny(websocket, e)
             return
-        except DockerError as e:
+        except CriError as e:
             await _deny(websocket, KubeletError(500, "InternalError", f"exec: {e.message}"))
             return
-        await websocket.accept(subprotocol=protocol)
+        except (OSError, websockets.exceptions.WebSocketException, TimeoutError) as e:
+            await _deny(websocket, KubeletError(500, "InternalError", f"exec: the runtime's streaming server: {e}"))
+            return
+        await websocket.accept(subprotocol=upstream.subprotocol or protocol)
         try:
-            await self._pump(websocket, protocol, stream, exec_id, command)
+            await relay(websocket, upstream)
         finally:
-            await stream.close()
+            await upstream.close()
 
-    async def _pump(self, websocket: WebSocket, protocol: str, stream: HijackedStream, exec_id: str,
-                    command: list[str]) -> None:
-        v5 = protocol.startswith("v5.")
 
-        async def outbound() -> None:
-            async for kind, data in stream.output():
-                channel = STDERR_CH if kind == STDERR else STDOUT_CH
-                await websocket.send_bytes(bytes([channel]) + data)
+def _ws_url(url: str) -> str:
+    if url.startswith("http://"):
+        return "ws://" + url[len("http://"):]
+    if url.startswith("https://"):
+        return "wss://" + url[len("https://"):]
+    return url
 
-        async def inbound() -> None:
-            while True:
-                message = await websocket.receive()
-                if message["type"] == "websocket.disconnect":
-                    raise WebSocketDisconnect(message.get("code", 1000))
-                data = message.get("bytes")
-                if data is None and message.get("text") is not None:
-                    data = message["text"].encode()
-                if not data:
-                    continue
-                channel, payload = data[0], data[1:]
-                if channel == STDIN_CH:
-                    if payload:
-                        await stream.write(payload)
-                elif channel == RESIZE_CH:
-                    with contextlib.suppress(ValueError, KeyError, TypeError):
-                        size = json.loads(payload)
-                        await self.k.docker.exec_resize(exec_id, int(size["Height"]), int(size["Width"]))
-                elif channel == CLOSE_CH and v5 and payload[:1] == bytes([STDIN_CH]):
-                    stream.close_stdin()
 
-        out_task = asyncio.create_task(outbound())
-        in_task = asyncio.create_task(inbound())
-        try:
-            done, _ = await asyncio.wait({out_task, in_task}, return_when=asyncio.FIRST_COMPLETED)
-            if in_task in done and in_task.exception() is not None:
-                return  # the client went away: nothing to report to
-            if out_task in done:
-                with contextlib.suppress(Exception):
-                    out_task.result()
-        finally:
-            in_task.cancel()
-            out_task.cancel()
-            await asyncio.gather(in_task, out_task, return_exceptions=True)
-        exit_code: int | None = None
-        error = None
-        try:
-            info = await self.k.docker.exec_inspect(exec_id)
-            for _ in range(100):
-                if not info.get("Running"):
-                    break
-                await asyncio.sleep(0.02)
-                info = await self.k.docker.exec_inspect(exec_id)
-            exit_code = info.get("ExitCode")
-        except DockerError as e:
-            error = f"exec: {e.message}"
-        status = exec_status(exit_code, command, error)
-        with contextlib.suppress(Exception):
-            if protocol == "channel.k8s.io":
-                if status["status"] != "Success":
-                    await websocket.send_bytes(bytes([ERROR_CH]) + status["message"].encode())
-            else:
-                await websocket.send_bytes(bytes([ERROR_CH]) + json.dumps(status).encode())
-            await websocket.close(1000)
+async def relay(client: WebSocket, upstream: ClientConnection) -> None:
+    """Frames both ways, verbatim, until either side closes; the runtime's close code reaches the client."""
+
+    async def inbound() -> None:
+        while True:
+            message = await client.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            if message.get("bytes") is not None:
+                await upstream.send(message["bytes"])
+            elif message.get("text") is not None:
+                await upstream.send(message["text"])
+
+    async def outbound() -> None:
+        with contextlib.suppress(websockets.exceptions.ConnectionClosed):
+            async for frame in upstream:
+                if isinstance(frame, bytes):
+                    await client.send_bytes(frame)
+                else:
+                    await client.send_text(frame)
+
+    in_task = asyncio.create_task(inbound())
+    out_task = asyncio.create_task(outbound())
+    try:
+        done, _ = await asyncio.wait({in_task, out_task}, return_when=asyncio.FIRST_COMPLETED)
+        if out_task in done:
+            code = upstream.close_code or 1000
+            with contextlib.suppress(Exception):
+                await client.close(code if code != 1005 else 1000)
+    finally:
+        in_task.cancel()
+        out_task.cancel()
+        await asyncio.gather(in_task, out_task, return_exceptions=True)
 
 
 async def _deny(websocket: WebSocket, error: KubeletError) -> None:

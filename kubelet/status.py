@@ -1,6 +1,6 @@
 """The pod's status, computed from what runs (pure: upstream's generateAPIPodStatus and getPhase).
 
-Inputs are the API pod, the pod's Docker containers (newest instance first per container name),
+Inputs are the API pod, the pod's containers as the runtime reports them (newest instance first per container name),
 what the pod worker decided to say about containers it is not running (waiting reasons such as
 ErrImagePull or CrashLoopBackOff) and the probe results; the output is the wire-form PodStatus.
 Transition times are kept from the previous status when a condition did not change, so an
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubelet.runtime import ContainerInfo, rfc3339
+from kubelet.container.runtime import ContainerStatus, rfc3339
 from machinery.api.core_v1 import Pod
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -28,7 +28,7 @@ class PodRuntimeState:
     host_ip: str = ""
     pod_ip: str | None = None
     sandbox_ready: bool = False
-    instances: Mapping[str, Sequence[ContainerInfo]] = field(default_factory=dict)  # newest first
+    instances: Mapping[str, Sequence[ContainerStatus]] = field(default_factory=dict)  # newest first
     waiting: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # name -> (reason, message)
     ready: Mapping[str, bool] = field(default_factory=dict)  # readiness probe results
     started: Mapping[str, bool] = field(default_factory=dict)  # startup probe results
@@ -36,18 +36,18 @@ class PodRuntimeState:
     terminating: bool = False
 
 
-def terminated_state(c: ContainerInfo, message: str = "") -> dict[str, Any]:
+def terminated_state(c: ContainerStatus, message: str = "") -> dict[str, Any]:
     if c.oom_killed:
         reason = "OOMKilled"
-    elif c.error and c.started_at is None:
+    elif c.start_failed:
         reason = "StartError"
-    elif c.exit_code == 0:
-        reason = "Completed"
+    elif c.reason in ("Completed", "Error", "ContainerCannotRun", "DeadlineExceeded"):
+        reason = c.reason
     else:
-        reason = "Error"
-    exit_code = c.exit_code if not (c.error and c.exit_code == 0) else 128
+        reason = "Completed" if c.exit_code == 0 else "Error"
+    exit_code = 128 if c.start_failed and c.exit_code == 0 else c.exit_code
     state: dict[str, Any] = {"exitCode": exit_code, "reason": reason, "containerID": c.container_id}
-    msg = message or (c.error if c.error else "")
+    msg = message or c.message
     if msg:
         state["message"] = msg[:MAX_MESSAGE]
     started, finished = rfc3339(c.started_at), rfc3339(c.finished_at)
@@ -57,7 +57,14 @@ def terminated_state(c: ContainerInfo, message: str = "") -> dict[str, Any]:
     return {"terminated": state}
 
 
-def container_status(name: str, spec_image: str, instances: Sequence[ContainerInfo], rt: PodRuntimeState,
+def image_id(c: ContainerStatus) -> str:
+    """The runtime's image reference, as upstream shows it: docker://sha256:... for an image id, a digest as is."""
+    if not c.image_ref:
+        return ""
+    return c.image_ref if "@" in c.image_ref or "://" in c.image_ref else f"{c.runtime}://{c.image_ref}"
+
+
+def container_status(name: str, spec_image: str, instances: Sequence[ContainerStatus], rt: PodRuntimeState,
                      has_readiness: bool, has_startup: bool) -> dict[str, Any]:
     cur = instances[0] if instances else None
     prev = instances[1] if len(instances) > 1 else None
@@ -70,7 +77,7 @@ def container_status(name: str, spec_image: str, instances: Sequence[ContainerIn
         state: dict[str, Any] = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
     else:
         status["image"] = cur.image or spec_image
-        status["imageID"] = f"docker://{cur.image_ref}" if cur.image_ref else ""
+        status["imageID"] = image_id(cur)
         status["containerID"] = cur.container_id
         if cur.running:
             started = rt.started.get(name, not has_startup)

@@ -1,22 +1,26 @@
-"""Writing pod status to the apiserver (upstream pkg/kubelet/status/status_manager.go).
+"""Writing pod status to the apiserver (upstream pkg/kubelet/status/status_manager.go), keyed by pod UID.
 
 Only a status that differs from what was last written, or from what a newer copy of the API
 object holds (another writer changed it, or the kubelet has not written yet), is sent: a merge
 patch of `status` through the status subresource, carrying `metadata.uid` so that, as upstream's
 status manager does, a pod deleted and recreated under the same name is not written with a stale
 status. Fields the kubelet drops are sent as null so the patch removes them.
+
+Per pod uid it remembers its last write: the status, the resourceVersion the write produced, and
+whether a write is on its way. With those `is_own_status_write` tells the pod workers that a watch
+event carries only the kubelet's own write (no reason to sync), and `latest` hands the syncer the
+newest copy of the pod it knows (the write's answer may come before the watch event).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from machinery.api.core_v1 import Pod
 from machinery.client import ApiClient, ApiError
-
-if TYPE_CHECKING:
-    from kubelet.pod_workers import PodWorker
 
 log = logging.getLogger(__name__)
 
@@ -35,30 +39,86 @@ def _rv(pod: Pod) -> int:
     return int(rv) if rv.isdigit() else 0
 
 
-class StatusManager:
-    def __init__(self, client: ApiClient) -> None:
-        self.client = client
-        self.writes = 0
+def only_status_changed(old: Pod, new: Pod) -> bool:
+    ignore = {"resource_version", "managed_fields", "generation"}
+    return old.spec == new.spec and old.metadata.model_dump(exclude=ignore) == new.metadata.model_dump(exclude=ignore)
 
-    async def set_status(self, worker: PodWorker, status: dict[str, Any]) -> bool:
-        """Send `status` for the worker's pod if it changed; True if a write was made."""
-        pod = worker.pod
+
+@dataclass
+class _PodStatusRecord:
+    status: dict[str, Any] | None = None  # what was last written (or found already in place)
+    written_rv: int = 0  # the pod's resourceVersion our last write produced
+    written_pod: Pod | None = None  # the pod as our last write returned it
+    writing: bool = False  # a write is on its way (its response not yet in)
+    unsettled_rv: int = 0  # the newest status-only copy seen meanwhile: ours, or another writer's
+
+
+class StatusManager:
+    def __init__(self, client: ApiClient, resync: Callable[[str], None] | None = None) -> None:
+        self.client = client
+        self.resync = resync or (lambda _uid: None)  # wakes the pod's worker
+        self.writes = 0
+        self._pods: dict[str, _PodStatusRecord] = {}
+
+    def _record(self, uid: str) -> _PodStatusRecord:
+        record = self._pods.get(uid)
+        if record is None:
+            record = self._pods[uid] = _PodStatusRecord()
+        return record
+
+    def last_status(self, uid: str) -> dict[str, Any] | None:
+        record = self._pods.get(uid)
+        return record.status if record else None
+
+    def forget(self, uid: str) -> None:
+        self._pods.pop(uid, None)
+
+    def latest(self, pod: Pod) -> Pod:
+        """The newer of `pod` and the copy our last status write returned."""
+        record = self._pods.get(pod.metadata.uid or "")
+        if record is not None and record.written_pod is not None and record.written_rv > _rv(pod):
+            return record.written_pod
+        return pod
+
+    def is_own_status_write(self, old: Pod, new: Pod) -> bool:
+        """Does the update `old` → `new` carry nothing but our own status write? (as upstream's pod config
+        drops the kubelet's own status updates). A status another writer changed (the node lifecycle
+        controller's Ready=False) is not ours: the sync writes what the kubelet sees over it."""
+        if not only_status_changed(old, new):
+            return False
+        record = self._pods.get(new.metadata.uid or "")
+        if record is None:
+            return False
+        if _rv(new) <= record.written_rv:
+            return True
+        if record.writing:
+            # the watch may deliver our write before its response is in: which one it is, is known only then
+            record.unsettled_rv = max(record.unsettled_rv, _rv(new))
+            return True
+        return False
+
+    def _write_done(self, uid: str, record: _PodStatusRecord, rv: int) -> None:
+        record.writing = False
+        if record.unsettled_rv > rv:
+            self.resync(uid)  # another writer changed the status after our write
+        record.unsettled_rv = 0
+
+    async def set_status(self, pod: Pod, status: dict[str, Any]) -> bool:
+        """Send `status` for `pod` if it changed; True if a write was made."""
+        uid = pod.metadata.uid or ""
+        record = self._record(uid)
         api_status = pod.status.to_dict() if pod.status else {}
         patch = status_patch(api_status, status)
-        if status == worker.last_status and (not patch or _rv(pod) <= worker.last_status_rv):
-            # unchanged since our last write, and the API's copy is either ours or older than it; a copy newer
-            # than our write that differs (the node lifecycle controller set Ready=False) is written over, as
-            # upstream's status manager reconciles what it finds in the apiserver
+        if status == record.status and (not patch or _rv(pod) <= record.written_rv):
             return False
         if not patch:
-            worker.last_status = status
+            record.status = status
             return False
         meta = pod.metadata
-        worker.writing_status = True
+        record.writing = True
         written_rv = 0
         try:
-            updated = await self.client.patch(Pod, meta.name or "", {"metadata": {"uid": meta.uid},
-                                                                     "status": patch},
+            updated = await self.client.patch(Pod, meta.name or "", {"metadata": {"uid": meta.uid}, "status": patch},
                                               "merge", meta.namespace, subresource="status")
             written_rv = _rv(updated)
         except ApiError as e:
@@ -68,13 +128,12 @@ class StatusManager:
             raise
         finally:
             if written_rv:
-                worker.last_status_rv = written_rv
-            worker.status_write_done(written_rv)
+                record.written_rv = written_rv
+            self._write_done(uid, record, written_rv)
         self.writes += 1
         if updated.metadata.uid != meta.uid:
             log.warning("status of %s/%s landed on a pod with another uid", meta.namespace, meta.name)
-        worker.last_status = status
-        if updated.status is not None and (worker.pod.metadata.resource_version or "0").isdigit() \
-                and int(updated.metadata.resource_version or "0") > int(worker.pod.metadata.resource_version or "0"):
-            worker.pod = updated
+        record.status = status
+        if updated.status is not None:
+            record.written_pod = updated
         return True

@@ -1,7 +1,9 @@
 """Kubelets as real OS processes for tests and benchmarks: `python -m kubelet` for one test node with its
-own state dir, port and (optionally) pod CIDR; the project's images; free /24s of the cluster CIDR on
-this host; and the complete clean-up of a node (containers, CNI attachments, bridge, leases, state)
-through `kubelet.cleanup`, as a test must leave nothing behind even when it fails."""
+own state dir, port and (optionally) pod CIDR, beside its CRI runtime `python -m dockershim` (as
+cri-dockerd runs beside a kubelet; the kubelet is given its --container-runtime-endpoint); the project's
+images; free /24s of the cluster CIDR on this host; and the complete clean-up of a node (containers, CNI
+attachments, bridge, leases, state) through `dockershim.cleanup`, as a test must leave nothing behind even
+when it fails."""
 
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ import docker
 import httpx
 
 from cni.config import bridge_name, network_name
-from kubelet.cleanup import cleanup_host_rules_if_unused, cleanup_node
+from dockershim.cleanup import cleanup_host_rules_if_unused, cleanup_node
+from kubelet.cleanup import cleanup_kubelet_state
 from tests.cluster import REPO, ApiServer, Process, free_port, wait_for
 
 PAUSE = "minik8s/pause:3.9"
@@ -153,31 +156,135 @@ def free_cidr_block(prefix: int = 23) -> str:
     return chosen[0]
 
 
-class KubeletProcess:
-    """`python -m kubelet` for one test node, with its own state dir and port.
+SHIM_RUN_DIR = Path("/run/minik8s")
 
-    With a `pod_cidr` the kubelet is given `--pod-cidr` (and writes it into its Node); without one the
-    Node's `spec.podCIDR` comes from the controller-manager's node IPAM, and `start` waits for it."""
+
+class DockershimProcess:
+    """`python -m dockershim` for one test node: the node's CRI runtime over Docker, as cri-dockerd beside a
+    kubelet. Its socket lives under /run/minik8s/<node>/ (a unix socket path must stay short); its CNI state
+    goes to the node's root dir, where the kubelet's has always been."""
+
+    def __init__(self, workdir: Path, node: str, root_dir: Path, extra_args: Sequence[str] = ()) -> None:
+        self.node = node
+        self.root_dir = root_dir
+        self.socket_path = SHIM_RUN_DIR / node / "dockershim.sock"
+        self.endpoint = f"unix://{self.socket_path}"
+        argv = [sys.executable, "-m", "dockershim", "--node-name", node, "--container-runtime-endpoint",
+                self.endpoint, "--root-dir", str(root_dir), *extra_args]
+        self.process = Process(f"dockershim-{node}", argv, workdir / f"dockershim-{node}.log")
+
+    def start(self, timeout: float = 30.0) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()  # a killed shim's
+        self.process.start()
+
+        def serving() -> bool:
+            if not self.process.alive():
+                raise RuntimeError(f"dockershim {self.node} exited:\n{self.process.log_tail()}")
+            return self.socket_path.exists()
+
+        wait_for(serving, timeout, 0.05, what=f"dockershim {self.node} serving on {self.endpoint}")
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def remove_socket_dir(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+        with contextlib.suppress(OSError):
+            self.socket_path.parent.rmdir()
+
+    def log_tail(self, lines: int = 60) -> str:
+        return self.process.log_tail(lines)
+
+
+class ContainerdRuntimeProcess:
+    """A node's own containerd (containerd_node: containerd's CRI plugin) as the kubelet's runtime, with the
+    test images imported from Docker; the same face as DockershimProcess. Its directory (socket, root, state,
+    CNI config and leases) is <workdir>/containerd-<node>."""
+
+    IMAGES = (PAUSE, BUSYBOX, HTTPD)
+
+    def __init__(self, workdir: Path, node: str) -> None:
+        from containerd_node.launcher import ContainerdNode
+
+        self.node = node
+        self.containerd = ContainerdNode(node, workdir / f"containerd-{node}")
+        self.endpoint = self.containerd.endpoint
+        self.process = self.containerd  # alive() and proc, as a Process has them
+
+    @property
+    def lease_dir(self) -> Path:
+        return self.containerd.layout.lease_dir
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.containerd.start(images=self.IMAGES, timeout=timeout)
+
+    def stop(self) -> None:
+        self.containerd.stop()
+
+    def kill(self) -> None:
+        self.containerd.kill()
+
+    def remove_socket_dir(self) -> None:
+        """Nothing apart: the socket lives in the node's directory, which `cleanup` removes with the rest."""
+
+    def cleanup(self) -> None:
+        report = self.containerd.cleanup(host_rules=False)
+        assert not report.errors, report.summary()
+
+    def log_tail(self, lines: int = 60) -> str:
+        return self.containerd.log_tail(lines)
+
+
+RUNTIMES = ("docker", "containerd")
+
+
+class KubeletProcess:
+    """`python -m kubelet` for one test node, with its own state dir and port, and its dockershim beside it.
+
+    The shim outlives the kubelet's stops and kills (a kubelet restart is no runtime restart, as upstream);
+    `cleanup` ends both. With a `pod_cidr` the kubelet is given `--pod-cidr` (and writes it into its Node);
+    without one the Node's `spec.podCIDR` comes from the controller-manager's node IPAM, and `start` waits
+    for it."""
 
     def __init__(self, workdir: Path, apiserver: ApiServer, node: str, pod_cidr: str | None = None, *,
                  backoff_base: float = BACKOFF_BASE, extra_args: Sequence[str] = (),
-                 tls: tuple[Path, Path, Path] | None = None) -> None:
+                 tls: tuple[Path, Path, Path] | None = None, runtime: bool = True,
+                 container_runtime: str = "docker") -> None:
         self.node = node
         # (ca, client cert, client key) when the kubelet serves HTTPS and wants a client certificate
         self.tls = tls
         self.pod_cidr = pod_cidr or ""
         self.port = free_port()
         self.root_dir = workdir / f"kubelet-{node}"
+        # the node's CRI runtime: the Docker shim, or a containerd of its own (none for a node that brings its
+        # own, like bench's hollow node)
+        if container_runtime not in RUNTIMES:
+            raise ValueError(f"container runtime {container_runtime!r}: choose among {', '.join(RUNTIMES)}")
+        self.container_runtime = container_runtime
+        self.runtime: DockershimProcess | ContainerdRuntimeProcess | None = None
+        if runtime:
+            self.runtime = (ContainerdRuntimeProcess(workdir, node) if container_runtime == "containerd"
+                            else DockershimProcess(workdir, node, self.root_dir))
         argv = [sys.executable, "-m", "kubelet", "--node-name", node, "--master", apiserver.url,
                 "--port", str(self.port), "--root-dir", str(self.root_dir),
                 "--crashloop-backoff-base-seconds", str(backoff_base), "--node-lease-duration-seconds", "4",
                 "--node-status-update-frequency", "1", "--housekeeping-interval", "1", *extra_args]
         if pod_cidr:
             argv += ["--pod-cidr", pod_cidr]
+        if self.runtime is not None:
+            argv += ["--container-runtime-endpoint", self.runtime.endpoint,
+                     "--image-service-endpoint", self.runtime.endpoint]
         self.process = Process(f"kubelet-{node}", argv, workdir / f"kubelet-{node}.log")
         self.address = ""
 
     def start(self, api: httpx.Client, timeout: float = 60.0) -> None:
+        if self.runtime is not None and not self.runtime.process.alive():
+            self.runtime.start()
         self.process.start()
 
         def ready() -> bool:
@@ -234,6 +341,16 @@ class KubeletProcess:
     def kill(self) -> None:
         self.process.kill()
 
+    def kill_runtime(self) -> None:
+        if self.runtime is not None:
+            self.runtime.kill()
+            self.runtime.remove_socket_dir()
+
+    @property
+    def runtime_pid(self) -> int | None:
+        process = self.runtime.process if self.runtime is not None else None
+        return process.proc.pid if process is not None and process.alive() and process.proc else None
+
     def log_tail(self, lines: int = 60) -> str:
         return self.process.log_tail(lines)
 
@@ -244,6 +361,8 @@ class KubeletProcess:
     @property
     def lease_dir(self) -> Path:
         """The node's CNI host-local IPAM directory: one file per allocated address."""
+        if isinstance(self.runtime, ContainerdRuntimeProcess):
+            return self.runtime.lease_dir
         return self.root_dir / "cni" / "ipam" / network_name(self.node)
 
     def leases(self) -> set[str]:
@@ -252,14 +371,20 @@ class KubeletProcess:
 
 
 def cleanup(nodes: Sequence[KubeletProcess]) -> None:
-    """kill -9 the kubelets, then remove everything they made on this host (`kubelet.cleanup`): containers
-    after CNI DEL, the bridges, leases and state dirs, and the shared host rules if nothing uses them."""
+    """kill -9 the kubelets and their runtimes, then remove everything they made on this host
+    (for a containerd node first `containerd_node.cleanup`; then `dockershim.cleanup` and `kubelet.cleanup`):
+    containers after CNI DEL, the bridges, leases and state dirs, and the shared host rules if nothing uses them."""
     for k in nodes:
         k.kill()
+        k.kill_runtime()
+    for k in nodes:
+        if isinstance(k.runtime, ContainerdRuntimeProcess):
+            k.runtime.cleanup()  # its shims, containers, pod networks, mounts and directory
 
     async def run() -> None:
         for k in nodes:
             await cleanup_node(k.node, k.root_dir)
+            cleanup_kubelet_state(k.node, k.root_dir)  # the kubelet's own, once its containers are gone
         await cleanup_host_rules_if_unused()
 
     asyncio.run(run())

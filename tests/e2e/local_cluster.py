@@ -1,8 +1,9 @@
 """A whole minik8s cluster as local processes, for end-to-end tests and the pod-startup benchmark: its own
 etcd, apiserver (plain HTTP; it reaches the kubelets over HTTPS as kube-apiserver-kubelet-client, with
 certificates from a cluster CA in the work dir), controller-manager (every controller, node IPAM on a /24 block of
-10.244.0.0/16 free on this host), scheduler, and kubelets with unique node names driving the host's Docker
-engine and CNI plugins. `stop()` removes everything it made — processes, containers, CNI attachments,
+10.244.0.0/16 free on this host), scheduler, and kubelets with unique node names, each on its CRI runtime: the
+Docker shim (the default) or a containerd of its own (`runtimes`), with the host's CNI plugins. `stop()`
+removes everything it made — processes, containers, CNI attachments,
 bridges, IP leases, state dirs, and the shared host rules when no other kubelet needs them — and is safe
 to call after a failed or partial start."""
 
@@ -34,7 +35,7 @@ CLUSTER_CIDR = "10.244.0.0/16"
 class LocalCluster:
     def __init__(self, prefix: str = "e2e", node_count: int = 2, *, backoff_base: float = BACKOFF_BASE,
                  kubelet_args: Sequence[str] = (), workdir: Path | None = None, audit: bool = False,
-                 controller_args: Sequence[str] = ()) -> None:
+                 controller_args: Sequence[str] = (), runtimes: Sequence[str] = ("docker",)) -> None:
         self.tag = uuid.uuid4().hex[:6]
         self.own_workdir = workdir is None
         self.workdir = workdir or make_workdir(f"minik8s-{prefix}-")
@@ -52,6 +53,8 @@ class LocalCluster:
         self.backoff_base = backoff_base
         self.kubelet_args = list(kubelet_args)
         self.controller_args = list(controller_args)
+        # node i runs on runtimes[i % len(runtimes)]: ("docker", "containerd") makes one node of each
+        self.runtimes = [runtimes[i % len(runtimes)] for i in range(node_count)]
         self.ipam_cidr = ""  # the controller-manager's --cluster-cidr: a free block of this host
         self.controllers: ControllerProcess | None = None
         self.scheduler: SchedulerProcess | None = None
@@ -81,8 +84,8 @@ class LocalCluster:
             self.kubelets = [KubeletProcess(self.workdir, self.apiserver, name, backoff_base=self.backoff_base,
                                             extra_args=[*self.kubelet_args, *self._kubelet_tls_args(name)],
                                             tls=(self.pki.ca_cert, self.pki.kubelet_client_cert,
-                                                 self.pki.kubelet_client_key))
-                             for name in self.node_names]
+                                                 self.pki.kubelet_client_key), container_runtime=runtime)
+                             for name, runtime in zip(self.node_names, self.runtimes, strict=True)]
             with self.client() as api:
                 for k in self.kubelets:
                     k.start(api)
@@ -118,7 +121,8 @@ class LocalCluster:
         return "\n".join(f"--- {name}\n{text}" for name, text in parts)
 
     def stop(self) -> None:
-        """Kubelets first (kill -9, then `kubelet.cleanup` of their nodes), then the control plane."""
+        """Kubelets and their runtimes first (kill -9, then `dockershim.cleanup` of their nodes), then the
+        control plane."""
         try:
             if self.kubelets:
                 cleanup(self.kubelets)

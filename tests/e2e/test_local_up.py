@@ -1,7 +1,8 @@
 """hack/local-up-cluster.sh keeps its components running: each runs under hack/supervise.sh, which
 restarts it with back-off when it exits and says so in its log (as a kubelet restarts a static pod).
-A controller-manager killed with SIGKILL comes back and holds its lease again; hack/down.sh stops the
-supervisors with their components and leaves no process and no pid file behind.
+A controller-manager killed with SIGKILL comes back and holds its lease again; one node runs on the Docker shim
+and one on a containerd of its own, each running a pod; hack/down.sh stops the supervisors with their
+components and leaves no process, pid file, containerd shim, mount or bridge behind.
 
 local-up uses fixed ports (6443, 2379, 10250...) and _output/local-up of this checkout: the module
 takes /tmp/minik8s-fixed-ports.lock for the cluster's life (unless a process it runs under holds it
@@ -28,8 +29,10 @@ from tests.cluster import REPO, assert_etcd_takes_only_the_apiserver, wait_for
 OUT = REPO / "_output" / "local-up"
 LOCK = Path("/tmp/minik8s-fixed-ports.lock")
 LOCK_TIMEOUT = 1200
-NODES = "node-1"
-COMPONENTS = ["etcd", "apiserver", "controllers", "scheduler", f"kubelet-{NODES}"]
+NODES = "node-1 node-2"
+CONTAINERD_NODES = "node-2"  # one node of each runtime: node-1 on the Docker shim, node-2 on its own containerd
+COMPONENTS = ["etcd", "apiserver", "controllers", "scheduler", "dockershim-node-1", "kubelet-node-1",
+              "containerd-node-2", "kubelet-node-2"]
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
 
 
@@ -95,7 +98,7 @@ def alive(pid: int | None) -> bool:
 
 
 def run_script(name: str, *args: str, log: IO[Any], timeout: float = 900) -> None:
-    env = {**os.environ, "NODES": NODES}
+    env = {**os.environ, "NODES": NODES, "CONTAINERD_NODES": CONTAINERD_NODES}
     r = subprocess.run([str(REPO / "hack" / name), *args], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                        timeout=timeout)
     assert r.returncode == 0, f"hack/{name} exited {r.returncode}; see {log.name}"
@@ -191,6 +194,34 @@ def test_a_killed_controller_manager_is_restarted_and_takes_its_lease_again(loca
     assert alive(read_pid(OUT / "controllers.pid"))
 
 
+def test_one_node_of_each_runtime_runs_a_pod(local_up: LocalUp) -> None:
+    runtimes = {"node-1": "docker://", "node-2": "containerd://"}
+    with local_up.client() as client:
+        for node, prefix in runtimes.items():
+            def ready(node: str = node) -> bool:
+                r = client.get(f"/api/v1/nodes/{node}")
+                conditions = (r.json().get("status") or {}).get("conditions") or [] if r.status_code == 200 else []
+                return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+            wait_for(ready, 60, what=f"{node} Ready")
+            info = client.get(f"/api/v1/nodes/{node}").json()["status"]["nodeInfo"]
+            assert info["containerRuntimeVersion"].startswith(prefix), info
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"on-{node}"},
+                   "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
+                            "containers": [{"name": "web", "image": "minik8s/httpd:1"}]}}
+            r = client.post("/api/v1/namespaces/default/pods", json=pod)
+            assert r.status_code == 201, r.text
+        for node, prefix in runtimes.items():
+            def running(node: str = node) -> dict[str, Any] | None:
+                status = client.get(f"/api/v1/namespaces/default/pods/on-{node}").json().get("status") or {}
+                return status if status.get("phase") == "Running" and status.get("podIP") else None
+
+            status = wait_for(running, 60, what=f"the pod on {node} Running")
+            assert status["containerStatuses"][0]["containerID"].startswith(prefix)  # type: ignore[index]
+            page = httpx.get(f"http://{status['podIP']}/", timeout=5)  # type: ignore[index]
+            assert page.status_code == 200
+
+
 def test_down_stops_the_supervisors_and_leaves_nothing_behind(local_up: LocalUp) -> None:
     supervisors = [read_pid(OUT / f"{name}.pid") for name in COMPONENTS]
     # a supervisor killed on its own leaves its component running: down.sh stops that one too
@@ -206,3 +237,6 @@ def test_down_stops_the_supervisors_and_leaves_nothing_behind(local_up: LocalUp)
     assert left == [], [Path(f"/proc/{p}/cmdline").read_bytes() for p in left]
     ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
     assert str(REPO / "hack" / "supervise.sh") not in ps
+    assert str(OUT / "containerd") not in ps  # node-2's containerd and its shims
+    assert str(OUT) not in Path("/proc/self/mountinfo").read_text()  # no rootfs, shm or netns mount left
+    assert not Path("/sys/class/net/mk8s-node-2").exists()

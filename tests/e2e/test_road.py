@@ -27,17 +27,20 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import docker
+import grpc
 import httpx
 import yaml
 
+from machinery.cri import api_pb2 as pb
+from machinery.cri import api_pb2_grpc as rpc
 from tests.cluster import REPO, wait_for
 from tests.e2e.local_cluster import CLUSTER_CIDR, LocalCluster
 from tests.kubectl import Kubectl
-from tests.node_process import BUSYBOX, HTTPD
+from tests.node_process import BUSYBOX, HTTPD, KubeletProcess
 
 JSONDict = dict[str, Any]
 PAGE_TITLE = "Welcome to minik8s httpd"
@@ -157,20 +160,52 @@ def http_get(url: str, timeout: float = 5) -> httpx.Response:
     return httpx.get(url, timeout=timeout, trust_env=False)
 
 
-def docker_containers(**labels: str) -> list[Any]:
-    client = docker.from_env()
-    try:
-        return client.containers.list(all=True, filters={"label": [f"{k}={v}" for k, v in labels.items()]})
-    finally:
-        client.close()
+@dataclass(frozen=True)
+class RuntimeObject:
+    """A sandbox or container as the node's CRI runtime lists it (the Docker shim's or containerd's)."""
+
+    id: str
+    labels: dict[str, str]
+    sandbox: bool
+    running: bool  # a READY sandbox, a RUNNING container
+    pod_sandbox_id: str
 
 
-def pod_containers(uid: str) -> list[Any]:
-    return docker_containers(**{"io.kubernetes.pod.uid": uid})
+def runtime_objects(k: KubeletProcess, **labels: str) -> list[RuntimeObject]:
+    """The node's sandboxes and containers carrying `labels`, through CRI on the node's runtime socket."""
+    assert k.runtime is not None
+    out = []
+    with grpc.insecure_channel(k.runtime.endpoint) as channel:
+        stub = rpc.RuntimeServiceStub(channel)
+        for s in stub.ListPodSandbox(pb.ListPodSandboxRequest(filter=pb.PodSandboxFilter(label_selector=labels)),
+                                     timeout=10).items:
+            out.append(RuntimeObject(s.id, dict(s.labels), True, s.state == pb.SANDBOX_READY, s.id))
+        for c in stub.ListContainers(pb.ListContainersRequest(filter=pb.ContainerFilter(label_selector=labels)),
+                                     timeout=10).containers:
+            out.append(RuntimeObject(c.id, dict(c.labels), False, c.state == pb.CONTAINER_RUNNING, c.pod_sandbox_id))
+    return out
 
 
-def node_containers(node: str) -> list[Any]:
-    return docker_containers(**{"io.minik8s.node": node})
+def pod_containers(cluster: LocalCluster, uid: str) -> list[RuntimeObject]:
+    """The pod's sandbox and containers, on whichever node holds them."""
+    return [o for k in cluster.kubelets for o in runtime_objects(k, **{"io.kubernetes.pod.uid": uid})]
+
+
+def node_containers(cluster: LocalCluster, node: str) -> list[RuntimeObject]:
+    return runtime_objects(cluster.kubelet(node))
+
+
+def netns_inode_of(sandbox_id: str) -> int | None:
+    """The network namespace of the sandbox's process, found by its cgroup (Docker's and containerd's both name
+    the container ID in it)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if sandbox_id in (entry / "cgroup").read_text():
+                    return os.stat(entry / "ns" / "net").st_ino
+            except OSError:
+                continue
+    return None
 
 
 def bridge_ports(bridge: str) -> list[str]:
@@ -211,16 +246,16 @@ class Footprint:
         self.netns: set[int] = set()   # inodes of the sandboxes' network namespaces
         self.container_ids: set[str] = set()
 
-    def record(self, pods: list[JSONDict]) -> None:
+    def record(self, cluster: LocalCluster, pods: list[JSONDict]) -> None:
         for p in pods:
             uid = p["metadata"]["uid"]
             self.uids.add(uid)
             if ip := (p.get("status") or {}).get("podIP"):
                 self.ips[ip] = p["spec"]["nodeName"]
-            for c in pod_containers(uid):
+            for c in pod_containers(cluster, uid):
                 self.container_ids.add(c.id)
-                if c.labels.get("io.kubernetes.docker.type") == "podsandbox" and (pid := c.attrs["State"].get("Pid")):
-                    self.netns.add(os.stat(f"/proc/{pid}/ns/net").st_ino)
+                if c.sandbox and c.running and (inode := netns_inode_of(c.id)) is not None:
+                    self.netns.add(inode)
 
 
 def assert_nothing_left(cluster: LocalCluster, api: httpx.Client, ns: str, footprint: Footprint,
@@ -229,7 +264,7 @@ def assert_nothing_left(cluster: LocalCluster, api: httpx.Client, ns: str, footp
     def gone() -> bool:
         if get_json(api, f"/api/v1/namespaces/{ns}/pods")["items"]:
             return False
-        if any(pod_containers(uid) for uid in footprint.uids):
+        if any(pod_containers(cluster, uid) for uid in footprint.uids):
             return False
         leases = set().union(*(k.leases() for k in cluster.kubelets))
         return not (set(footprint.ips) & leases)
@@ -247,7 +282,7 @@ def assert_nothing_left(cluster: LocalCluster, api: httpx.Client, ns: str, footp
         if not remaining:  # every pod of the node is gone: no veth may be left on its bridge
             wait_for(lambda k=k: not bridge_ports(k.bridge), 15, 0.2, what=f"no veth left on {k.bridge}")
             assert not k.leases(), f"{k.node} still holds IP leases {k.leases()}"
-            assert not node_containers(k.node), f"{k.node} still has containers"
+            assert not node_containers(cluster, k.node), f"{k.node} still has containers"
 
 
 # -- the road ---------------------------------------------------------------------------------------------
@@ -356,7 +391,7 @@ def test_examples_deployment_runs_on_both_nodes_answers_http_and_shows_the_road(
 
     # delete: nothing left
     footprint = Footprint()
-    footprint.record(pods)
+    footprint.record(local_cluster, pods)
     alive = {cid for _, cid in processes_in_netns(footprint.netns, footprint.container_ids)}
     assert len(alive) == 6, "the check must see each pod's sandbox and app container in the pod's netns"
     kubectl.run("delete", "-f", str(manifest)).ok()
@@ -372,7 +407,7 @@ def test_scale_to_5_and_back_roll_to_a_new_image_and_back_then_delete_leaves_not
     manifest = write_manifest(tmp_path / "web.yaml", deployment("web", [web_container()], replicas=3))
     kubectl.run("apply", "-f", str(manifest)).ok()
     first = wait_pods(api, namespace, "web", n_ready(3, HTTPD), 60, "3 pods", local_cluster)
-    footprint.record(first)
+    footprint.record(local_cluster, first)
 
     def rollout_done() -> None:
         done = kubectl.run("rollout", "status", "deployment/web", "--timeout=90s", timeout=120)
@@ -381,7 +416,7 @@ def test_scale_to_5_and_back_roll_to_a_new_image_and_back_then_delete_leaves_not
     # scale to 5: two more pods, the first three untouched
     kubectl.run("scale", "deployment/web", "--replicas=5").ok()
     five = wait_pods(api, namespace, "web", n_ready(5, HTTPD), 60, "5 pods", local_cluster)
-    footprint.record(five)
+    footprint.record(local_cluster, five)
     rollout_done()
     assert {p["metadata"]["uid"] for p in first} < {p["metadata"]["uid"] for p in five}
     assert {p["spec"]["nodeName"] for p in five} == set(local_cluster.node_names)
@@ -392,7 +427,7 @@ def test_scale_to_5_and_back_roll_to_a_new_image_and_back_then_delete_leaves_not
     removed = [p for p in five if p["metadata"]["uid"] not in {q["metadata"]["uid"] for q in three}]
     assert len(removed) == 2
     leases = lambda: set().union(*(k.leases() for k in local_cluster.kubelets))  # noqa: E731
-    wait_for(lambda: not any(pod_containers(p["metadata"]["uid"]) for p in removed)
+    wait_for(lambda: not any(pod_containers(local_cluster, p["metadata"]["uid"]) for p in removed)
              and not {p["status"]["podIP"] for p in removed} & leases(), 30, 0.2,
              what="the scaled-down pods' containers and addresses removed")
 
@@ -400,7 +435,7 @@ def test_scale_to_5_and_back_roll_to_a_new_image_and_back_then_delete_leaves_not
     kubectl.run("set", "image", "deployment/web", f"httpd={httpd_b}").ok()
     rollout_done()
     rolled = wait_pods(api, namespace, "web", n_ready(3, httpd_b), 60, f"3 pods of {httpd_b}", local_cluster)
-    footprint.record(rolled)
+    footprint.record(local_cluster, rolled)
     assert not {p["metadata"]["uid"] for p in rolled} & {p["metadata"]["uid"] for p in three}
     for p in rolled:
         page = http_get(f"http://{p['status']['podIP']}/version.txt")
@@ -418,7 +453,7 @@ def test_scale_to_5_and_back_roll_to_a_new_image_and_back_then_delete_leaves_not
     rollout_done()
     undone = wait_pods(api, namespace, "web", n_ready(3, HTTPD), 60, "3 pods of the first image again",
                        local_cluster)
-    footprint.record(undone)
+    footprint.record(local_cluster, undone)
     for p in undone:
         assert http_get(f"http://{p['status']['podIP']}/version.txt").status_code == 404
         assert http_get(f"http://{p['status']['podIP']}/").status_code == 200
@@ -447,10 +482,9 @@ def test_two_container_pod_talks_over_localhost(local_cluster: LocalCluster, api
              what="the sidecar fetched the page from localhost")
     # both containers share the sandbox's network namespace: one IP, one localhost
     assert PAGE_TITLE in kubectl.run("exec", name, "-c", "fetch", "--", "wget", "-qO-", "http://127.0.0.1/").ok().stdout
-    containers = pod_containers(pod["metadata"]["uid"])
-    sandbox = next(c for c in containers if c.labels["io.kubernetes.docker.type"] == "podsandbox")
-    assert {c.attrs["HostConfig"]["NetworkMode"] for c in containers if c.id != sandbox.id} \
-        == {f"container:{sandbox.id}"}
+    containers = pod_containers(local_cluster, pod["metadata"]["uid"])
+    (sandbox,) = [c for c in containers if c.sandbox]
+    assert {c.pod_sandbox_id for c in containers if not c.sandbox} == {sandbox.id}
     assert len(containers) == 3
 
 
@@ -501,9 +535,8 @@ def test_memory_hog_is_oom_killed(local_cluster: LocalCluster, api: httpx.Client
     cs = cstatus(pod, "hog")
     term = next(cs[key]["terminated"] for key in ("state", "lastState") if "terminated" in (cs.get(key) or {}))
     assert term["reason"] == "OOMKilled" and term["exitCode"] == 137
-    app = next(c for c in pod_containers(pod["metadata"]["uid"])
-               if c.labels["io.kubernetes.container.name"] == "hog")
-    assert app.attrs["HostConfig"]["Memory"] == 20 * 1024 * 1024
+    assert any(c.labels.get("io.kubernetes.container.name") == "hog"
+               for c in pod_containers(local_cluster, pod["metadata"]["uid"]))
 
 
 def test_failing_readiness_probe_keeps_pods_and_deployment_not_ready(
@@ -587,16 +620,16 @@ def test_kubelet_kill_9_and_restart_adopts_its_pods_without_duplicates(
     assert r.status_code == 201, r.text
     pods = wait_pods(api, namespace, "steady", n_ready(4), 60, "4 pods", local_cluster)
     footprint = Footprint()
-    footprint.record(pods)
+    footprint.record(local_cluster, pods)
     victim = local_cluster.kubelet(pods[0]["spec"]["nodeName"])
     mine = [p for p in pods if p["spec"]["nodeName"] == victim.node]
-    before = {p["metadata"]["uid"]: sorted(c.id for c in pod_containers(p["metadata"]["uid"])) for p in mine}
+    before = {p["metadata"]["uid"]: sorted(c.id for c in pod_containers(local_cluster, p["metadata"]["uid"]))
+              for p in mine}
     assert all(len(ids) == 3 for ids in before.values())
-    on_node_before = sorted(c.id for c in node_containers(victim.node))
+    on_node_before = sorted(c.id for c in node_containers(local_cluster, victim.node))
 
     victim.kill()  # kill -9: no chance to clean anything up; the pods' containers keep running
-    assert all(c.status == "running" for c in node_containers(victim.node) if c.id in on_node_before
-               and c.labels.get("io.kubernetes.docker.type") == "podsandbox")
+    assert all(c.running for c in node_containers(local_cluster, victim.node) if c.id in on_node_before and c.sandbox)
     victim.start(api)
 
     def adopted() -> bool:
@@ -604,14 +637,14 @@ def test_kubelet_kill_9_and_restart_adopts_its_pods_without_duplicates(
         return all((workers.get(uid) or {}).get("syncs", 0) >= 1 for uid in before)
 
     wait_for(adopted, 30, 0.1, what=f"{victim.node} synced its {len(before)} pods after the restart")
-    after = {uid: sorted(c.id for c in pod_containers(uid)) for uid in before}
+    after = {uid: sorted(c.id for c in pod_containers(local_cluster, uid)) for uid in before}
     assert after == before, "the restarted kubelet started duplicate containers"
-    assert sorted(c.id for c in node_containers(victim.node)) == on_node_before
+    assert sorted(c.id for c in node_containers(local_cluster, victim.node)) == on_node_before
     # a restarted kubelet probes readiness afresh (upstream does too), so a pod may be not Ready for a moment
     pods_now = wait_pods(api, namespace, "steady", n_ready(4), 30, "the 4 pods Ready after the restart",
                          local_cluster)
     assert [p["metadata"]["uid"] for p in pods_now] == [p["metadata"]["uid"] for p in pods], "pods were replaced"
-    assert sorted(c.id for c in node_containers(victim.node)) == on_node_before
+    assert sorted(c.id for c in node_containers(local_cluster, victim.node)) == on_node_before
     for p in pods_now:
         assert all(cs["restartCount"] == 0 for cs in p["status"]["containerStatuses"])
         assert p["status"]["podIP"] == footprint_ip(pods, p["metadata"]["uid"])

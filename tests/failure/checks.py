@@ -28,7 +28,7 @@ import httpx
 from pydantic import BaseModel
 
 from cni import host
-from kubelet.runtime import LABEL_CONTAINER_TYPE, LABEL_MANAGED, LABEL_NODE, LABEL_POD_UID
+from kubelet.kuberuntime.labels import POD_UID as LABEL_POD_UID
 from machinery.api.core_v1 import Pod
 from machinery.client import ApiClient
 from machinery.informer import Informer
@@ -37,6 +37,11 @@ from tests.cluster import wait_for
 from tests.e2e.local_cluster import LocalCluster
 from tests.integration.test_deployment_controller import pod_history
 from tests.node_process import BUSYBOX, PAUSE, KubeletProcess
+
+# what the Docker shim labels its containers with (besides the kubelet's CRI labels), as cri-dockerd does
+LABEL_MANAGED = "io.minik8s.managed"
+LABEL_NODE = "io.minik8s.node"
+LABEL_CONTAINER_TYPE = "io.kubernetes.docker.type"  # podsandbox | container
 
 JSONDict = dict[str, Any]
 

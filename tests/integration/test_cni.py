@@ -22,7 +22,7 @@ import pytest
 from cni import host
 from cni.config import NodeNetwork, loopback_config_list
 from cni.invoke import CniError, CniRuntime, RuntimeConf
-from kubelet.cleanup import cleanup_host_rules_if_unused
+from dockershim.cleanup import cleanup_host_rules_if_unused
 from tests.cluster import Process, free_port, wait_for
 from tests.integration.test_kubelet import free_pod_cidrs
 

@@ -119,3 +119,33 @@ def test_the_etcd_failover_stall_against_its_baseline_and_one_second() -> None:
     assert (stall.value, stall.baseline, stall.ratio) == (1.5, 7.0, 1.5 / 7.0)
     assert stall.verdict == "NOT MET"  # 1.5 s > 1 s
     assert "median of 3" in stall.note and "stall beyond it 0.1 s" in stall.note
+
+
+def test_cri_startup_ratios_per_runtime_and_containerd_over_docker() -> None:
+    run = {"raw_docker": {"1": pods(0.4, 0.4), "10": pods(2.0, 1.9)},
+           "docker": {"1": pods(0.5, 0.5), "10": pods(2.2, 2.0)},
+           "containerd": {"1": pods(0.2, 0.2), "10": pods(1.1, 1.0)}}
+    figures = {f.key: f for f in build_figures({"cri_startup": run})}
+    shim = figures["cri_startup.10.docker.per_pod_ratio"]
+    assert (shim.value, shim.baseline) == (2.0, 1.9) and abs((shim.ratio or 0) - 2.0 / 1.9) < 1e-9
+    assert abs((figures["cri_startup.10.containerd.batch_ratio"].ratio or 0) - 1.1 / 2.0) < 1e-9
+    versus = figures["cri_startup.10.containerd_vs_docker.per_pod"]
+    assert (versus.value, versus.baseline, versus.ratio) == (1.0, 2.0, 0.5)
+    assert "cri_startup.1.docker.batch_ratio" not in figures  # one pod: the batch is the pod
+    assert "cri_startup.1.containerd.per_pod_ratio" in figures
+    assert build_figures({"cri_startup": {"raw_docker": {}, "docker": {"1": pods(0.5, 0.5)}}})[0].ratio is None
+
+
+def test_pod_startup_on_containerd_has_its_own_keys_targets_and_the_ratio_to_the_docker_run() -> None:
+    containerd = {"pods": {"10": pods(1.0, 0.9)}, "raw_docker": {"10": pods(2.0, 1.8)},
+                  "kubelet_memory_mb": {"pods_on_node": 30, "node": "n1", "kubelets": {"n1": {"rss_mb": 93.0}}}}
+    docker_run = {"pods": {"10": pods(2.5, 1.8)}, "raw_docker": {"10": pods(2.0, 1.8)}}
+    figures = {f.key: f for f in build_figures({"pod_startup": docker_run, "pod_startup_containerd": containerd})}
+    mine = figures["pod_startup_containerd.10.per_pod_ratio"]
+    assert (mine.value, mine.baseline, mine.ratio, mine.verdict) == (0.9, 1.8, 0.5, "met")
+    assert figures["pod_startup_containerd.kubelet_rss"].verdict == "met"
+    versus = figures["pod_startup_containerd.10.vs_docker.batch"]
+    assert (versus.value, versus.baseline, versus.ratio) == (1.0, 2.5, 0.4)
+    assert "pod_startup.10.per_pod_ratio" in figures  # the Docker run's own figures stay as they were
+    alone = {f.key for f in build_figures({"pod_startup_containerd": containerd})}
+    assert not any(".vs_docker." in k for k in alone)

@@ -1,15 +1,17 @@
 """CrashLoopBackOff / ImagePullBackOff arithmetic (kubelet.backoff), on a fake clock; which waiting reason an
-image pull in back-off shows, and which pod updates wake a pod worker (kubelet.pod_workers, pure parts)."""
+image pull in back-off shows (kubelet.kuberuntime.images), and which pod updates wake a pod worker
+(kubelet.pod_workers with the status manager's record of its own writes)."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from kubelet.backoff import Backoff
-from kubelet.pod_workers import PodWorker, PodWorkers, default_pull_policy, fmt_duration, image_pull_waiting
+from kubelet.kuberuntime.images import default_pull_policy, fmt_duration, image_pull_waiting
+from kubelet.pod_workers import PodWorker, PodWorkers
+from kubelet.status_manager import StatusManager
 from machinery.api.core_v1 import Pod
 
 
@@ -140,50 +142,65 @@ def _pod(rv: int, ready: str = "True", deleting: bool = False) -> Pod:
                                "status": {"conditions": [{"type": "Ready", "status": ready}]}})
 
 
-def _workers(pod: Pod) -> tuple[PodWorkers, PodWorker]:
-    kubelet: Any = SimpleNamespace(config=SimpleNamespace(node_name="n1"))
-    workers = PodWorkers(kubelet)
-    worker = PodWorker(kubelet, pod)
+class _NoSync:
+    async def sync_pod(self, pod: Pod) -> float | None:
+        return None
+
+    async def sync_terminating_pod(self, pod: Pod, grace: int) -> None:
+        return None
+
+    async def sync_terminated_pod(self, pod: Pod, removed: bool) -> None:
+        return None
+
+
+def _workers(pod: Pod) -> tuple[PodWorkers, PodWorker, StatusManager]:
+    workers: PodWorkers
+    status = StatusManager(client=None, resync=lambda uid: workers.wake(uid))  # type: ignore[arg-type]
+    workers = PodWorkers(_NoSync(), status.is_own_status_write)
+    worker = PodWorker(_NoSync(), pod)
     workers.workers["u1"] = worker
-    return workers, worker
+    return workers, worker, status
 
 
 def test_our_status_write_seen_by_the_watch_before_its_response_does_not_wake_the_worker() -> None:
     """The other half of the race: the watch event of the kubelet's own status write can arrive before
     the PATCH response; taken for another writer's change, it woke the worker at once (and its sync
     replaced a fresh ErrImagePull). Whose it is is decided when the response is in."""
-    workers, worker = _workers(_pod(10))
-    worker.last_status_rv = 10
-    worker.writing_status = True
+    workers, worker, status = _workers(_pod(10))
+    record = status._record("u1")
+    record.written_rv = 10
+    record.writing = True
     workers.update(_pod(11, ready="False"))  # our write, on the watch first
     assert not worker._wake.is_set()
-    worker.last_status_rv = 11
-    worker.status_write_done(11)  # the response: it was ours
+    record.written_rv = 11
+    status._write_done("u1", record, 11)  # the response: it was ours
     assert not worker._wake.is_set()
     assert worker.pod.metadata.resource_version == "11"
 
 
 def test_another_writers_status_after_ours_still_wakes_the_worker() -> None:
-    workers, worker = _workers(_pod(10))
-    worker.last_status_rv = 10
-    worker.writing_status = True
+    workers, worker, status = _workers(_pod(10))
+    record = status._record("u1")
+    record.written_rv = 10
+    record.writing = True
     workers.update(_pod(11))
     workers.update(_pod(12, ready="False"))  # the node lifecycle controller, after our write
     assert not worker._wake.is_set()
-    worker.status_write_done(11)
+    status._write_done("u1", record, 11)
     assert worker._wake.is_set()  # synced, so the kubelet writes what it sees over it
 
 
 def test_a_failed_status_write_wakes_the_worker_for_what_came_meanwhile() -> None:
-    workers, worker = _workers(_pod(10))
-    worker.writing_status = True
+    workers, worker, status = _workers(_pod(10))
+    record = status._record("u1")
+    record.writing = True
     workers.update(_pod(11, ready="False"))
-    worker.status_write_done(0)
+    status._write_done("u1", record, 0)
     assert worker._wake.is_set()
 
 
 def test_spec_or_metadata_changes_wake_the_worker_even_while_a_status_write_is_on_its_way() -> None:
-    workers, worker = _workers(_pod(10))
-    worker.writing_status = True
+    workers, worker, status = _workers(_pod(10))
+    status._record("u1").writing = True
     workers.update(_pod(11, deleting=True))
     assert worker._wake.is_set()

@@ -1,5 +1,6 @@
-"""From a container spec to a Docker create request (kubelet.container_config), and the CNI pieces
-that are pure (config lists, stdin, results, errors)."""
+"""From a pod spec to CRI sandbox and container configs (kubelet.kuberuntime.container_config), the
+environment and quantities (kubelet.container_config), and the CNI pieces that are pure (config lists,
+stdin, results, errors)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,21 @@ from cni.invoke import CniError, CniResult, CniRuntime, RuntimeConf, parse_outpu
 from kubelet.container_config import (
     ConfigError,
     PodContext,
-    build_create_config,
     container_env,
     cpu_millis,
     expand,
     memory_bytes,
     spec_hash,
 )
-from kubelet.docker_client import FrameDecoder, split_image
+from kubelet.kuberuntime import labels
+from kubelet.kuberuntime.container_config import (
+    MountSpec,
+    RunContainerOptions,
+    generate_container_config,
+    generate_pod_sandbox_config,
+)
 from machinery.api.core_v1 import Pod
+from machinery.cri import api_pb2 as pb
 
 
 def make_pod(container: dict[str, Any], **spec: Any) -> Pod:
@@ -74,51 +81,67 @@ def test_env_from_missing_sources_is_a_config_error() -> None:
     assert container_env(optional, optional.spec.containers[0], PodContext()) == []
 
 
-def create_config(container: dict[str, Any], **spec: Any) -> dict[str, Any]:
+def create_config(container: dict[str, Any], **spec: Any) -> pb.ContainerConfig:
     pod = make_pod(container, **spec)
     assert pod.spec is not None
     c = pod.spec.containers[0]
-    return build_create_config(pod, c, image="img:1", sandbox_id="sb", env=container_env(pod, c, PodContext()),
-                               binds=["/host:/data:ro"], labels={"l": "v"})
+    options = RunContainerOptions(envs=container_env(pod, c, PodContext()), mounts=[MountSpec("/data", "/host", True)])
+    return generate_container_config(pod, c, 2, options)
 
 
-def test_command_replaces_entrypoint_and_args_replace_cmd() -> None:
+def test_command_and_args_are_expanded_and_passed_as_given() -> None:
     both = create_config({"command": ["sh", "-c"], "args": ["echo $(GREETING)"],
                           "env": [{"name": "GREETING", "value": "hi"}]})
-    assert both["Entrypoint"] == ["sh", "-c"] and both["Cmd"] == ["echo hi"]
-    only_command = create_config({"command": ["sleep", "1"]})
-    assert only_command["Entrypoint"] == ["sleep", "1"] and only_command["Cmd"] == []  # the image's CMD is dropped
-    only_args = create_config({"args": ["-v"]})
-    assert "Entrypoint" not in only_args and only_args["Cmd"] == ["-v"]
+    assert list(both.command) == ["sh", "-c"] and list(both.args) == ["echo hi"]
+    assert [(e.key, e.value) for e in both.envs] == [("GREETING", b"hi")]
     neither = create_config({})
-    assert "Entrypoint" not in neither and "Cmd" not in neither
+    assert not neither.command and not neither.args  # the runtime keeps the image's entrypoint and cmd
 
 
-def test_host_config_joins_the_sandbox_and_applies_limits_and_user() -> None:
+def test_container_config_carries_limits_user_mounts_labels_and_the_log_path() -> None:
     config = create_config({"resources": {"limits": {"memory": "128Mi", "cpu": "250m"}, "requests": {"cpu": "100m"}},
                             "workingDir": "/work", "securityContext": {"runAsUser": 1000, "runAsGroup": 2000,
                                                                        "readOnlyRootFilesystem": True},
-                            "ports": [{"containerPort": 80}]}, shareProcessNamespace=True)
-    hc = config["HostConfig"]
-    assert hc["NetworkMode"] == "container:sb" and hc["IpcMode"] == "container:sb" and hc["PidMode"] == "container:sb"
-    assert hc["Memory"] == hc["MemorySwap"] == 128 * 2**20
-    assert hc["CpuQuota"] == 25000 and hc["CpuPeriod"] == 100000 and hc["CpuShares"] == 102
-    assert hc["Binds"] == ["/host:/data:ro"] and hc["ReadonlyRootfs"] is True
-    assert config["User"] == "1000:2000" and config["WorkingDir"] == "/work" and config["Labels"] == {"l": "v"}
-    assert "ExposedPorts" not in config  # Docker refuses them with network mode container:
+                            "terminationMessagePath": "/dev/termination-log"}, shareProcessNamespace=True)
+    res = config.linux.resources
+    assert res.memory_limit_in_bytes == res.memory_swap_limit_in_bytes == 128 * 2**20
+    assert res.cpu_quota == 25000 and res.cpu_period == 100000 and res.cpu_shares == 102
+    sc = config.linux.security_context
+    assert sc.run_as_user.value == 1000 and sc.run_as_group.value == 2000 and sc.readonly_rootfs
+    assert sc.namespace_options.pid == pb.POD and sc.namespace_options.network == pb.POD
+    assert [(m.container_path, m.host_path, m.readonly) for m in config.mounts] == [("/data", "/host", True)]
+    assert config.working_dir == "/work" and config.metadata.attempt == 2 and config.log_path == "c/2.log"
+    assert config.labels[labels.POD_UID] == "u-1" and config.labels[labels.CONTAINER_NAME] == "c"
+    assert config.annotations[labels.CONTAINER_RESTART_COUNT] == "2"
+    assert config.annotations[labels.TERMINATION_MESSAGE_PATH] == "/dev/termination-log"
 
 
-def test_host_pid_and_host_ipc_join_the_nodes_namespaces() -> None:
-    hc = create_config({}, hostPID=True, hostIPC=True, shareProcessNamespace=True)["HostConfig"]
-    assert hc["PidMode"] == "host" and hc["IpcMode"] == "host"
-    hc = create_config({})["HostConfig"]
-    assert "PidMode" not in hc and hc["IpcMode"] == "container:sb"
+def test_host_pid_ipc_and_network_are_the_nodes_namespaces() -> None:
+    ns = create_config({}, hostPID=True, hostIPC=True, hostNetwork=True).linux.security_context.namespace_options
+    assert ns.pid == pb.NODE and ns.ipc == pb.NODE and ns.network == pb.NODE
+    ns = create_config({}).linux.security_context.namespace_options
+    assert ns.pid == pb.CONTAINER and ns.ipc == pb.POD and ns.network == pb.POD
 
 
 def test_pod_security_context_is_the_default_user() -> None:
-    assert create_config({}, securityContext={"runAsUser": 7})["User"] == "7"
-    assert create_config({"securityContext": {"runAsUser": 8}}, securityContext={"runAsUser": 7})["User"] == "8"
-    assert "User" not in create_config({})
+    assert create_config({}, securityContext={"runAsUser": 7}).linux.security_context.run_as_user.value == 7
+    sc = create_config({"securityContext": {"runAsUser": 8}}, securityContext={"runAsUser": 7}).linux.security_context
+    assert sc.run_as_user.value == 8
+    assert not create_config({}).linux.security_context.HasField("run_as_user")
+
+
+def test_sandbox_config_has_metadata_hostname_dns_and_host_ports() -> None:
+    pod = make_pod({"ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 53, "protocol": "UDP"}]},
+                   hostname="web")
+    config = generate_pod_sandbox_config(pod, 1, "/logs/prod_web_u-1", ["10.96.0.10"])
+    assert (config.metadata.name, config.metadata.uid, config.metadata.namespace, config.metadata.attempt) == \
+        ("web", "u-1", "prod", 1)
+    assert config.hostname == "web" and list(config.dns_config.servers) == ["10.96.0.10"]
+    assert config.log_directory == "/logs/prod_web_u-1" and config.labels[labels.POD_UID] == "u-1"
+    assert config.labels["app"] == "web"  # the pod's own labels too
+    assert [(m.container_port, m.host_port, m.protocol) for m in config.port_mappings] == [(80, 8080, pb.TCP)]
+    host = generate_pod_sandbox_config(make_pod({}, hostNetwork=True), 0, "/logs/x")
+    assert host.hostname == "" and host.linux.security_context.namespace_options.network == pb.NODE
 
 
 def test_spec_hash_changes_with_the_spec() -> None:
@@ -127,21 +150,6 @@ def test_spec_hash_changes_with_the_spec() -> None:
     assert a.spec is not None and b.spec is not None
     assert spec_hash(a.spec.containers[0]) == spec_hash(make_pod({"image": "img:1"}).spec.containers[0])  # type: ignore[union-attr]
     assert spec_hash(a.spec.containers[0]) != spec_hash(b.spec.containers[0])
-
-
-def test_image_references_for_pulls() -> None:
-    assert split_image("busybox") == ("busybox", "latest")
-    assert split_image("minik8s/httpd:1") == ("minik8s/httpd", "1")
-    assert split_image("registry:5000/app") == ("registry:5000/app", "latest")
-    assert split_image("app@sha256:abc") == ("app", "sha256:abc")
-
-
-def test_frame_decoder_handles_split_frames() -> None:
-    frame = bytes([1, 0, 0, 0, 0, 0, 0, 3]) + b"abc" + bytes([2, 0, 0, 0, 0, 0, 0, 2]) + b"de"
-    d = FrameDecoder()
-    assert d.feed(frame[:5]) == []
-    assert d.feed(frame[5:12]) == [(1, b"abc")]
-    assert d.feed(frame[12:]) == [(2, b"de")]
 
 
 # -- CNI, the pure parts ------------------------------------------------------------------------------

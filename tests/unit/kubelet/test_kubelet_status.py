@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kubelet.runtime import ContainerInfo
+from kubelet.container.runtime import ContainerState, ContainerStatus
 from kubelet.status import PodRuntimeState, compute_pod_status, pod_phase, terminated_state
 from kubelet.status_manager import status_patch
 from machinery.api.core_v1 import Pod
@@ -26,12 +26,14 @@ def make_pod(containers: list[str], restart_policy: str = "Always", status: dict
 
 
 def inst(name: str, state: str = "running", attempt: int = 0, exit_code: int = 0, oom: bool = False,
-         cid: str | None = None, error: str = "") -> ContainerInfo:
-    return ContainerInfo(id=cid or f"{name}-{attempt}", name=name, pod_uid="u1", pod_name="p", pod_namespace="ns",
-                         is_sandbox=False, attempt=attempt, state=state, exit_code=exit_code,
-                         started_at=1795341600.0 + attempt, finished_at=None if state == "running" else 1795341601.0
-                         + attempt, created_at=1795341599.0, oom_killed=oom, image="minik8s/busybox:1.35",
-                         image_ref="sha256:abc", error=error)
+         cid: str | None = None, error: str = "") -> ContainerStatus:
+    """An instance as the runtime reports it; `error`: it failed to start (exited, never started)."""
+    return ContainerStatus(id=cid or f"{name}-{attempt}", name=name, attempt=attempt, runtime="docker",
+                           state=ContainerState(state), exit_code=exit_code,
+                           started_at=None if error else 1795341600.0 + attempt,
+                           finished_at=None if state == "running" else 1795341601.0 + attempt,
+                           created_at=1795341599.0, reason="OOMKilled" if oom else "", message=error,
+                           image="minik8s/busybox:1.35", image_ref="sha256:abc")
 
 
 def state(**kw: Any) -> PodRuntimeState:
@@ -159,7 +161,7 @@ def test_terminated_state_reasons() -> None:
     assert terminated_state(inst("a", "exited"))["terminated"]["reason"] == "Completed"
     assert terminated_state(inst("a", "exited", exit_code=3))["terminated"]["reason"] == "Error"
     assert terminated_state(inst("a", "exited", exit_code=137, oom=True))["terminated"]["reason"] == "OOMKilled"
-    failed = inst("a", "created", error="exec: \"nope\": executable file not found", exit_code=127)
+    failed = inst("a", "exited", error="exec: \"nope\": executable file not found", exit_code=127)
     failed.started_at = None
     term = terminated_state(failed)["terminated"]
     assert term["reason"] == "StartError" and "executable file not found" in term["message"]

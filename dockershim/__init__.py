@@ -1,0 +1,1 @@
+"""dockershim: a CRI v1 runtime over Docker, one process per node beside its kubelet (as cri-dockerd)."""

@@ -1,0 +1,598 @@
+"""The CRI v1 RuntimeService and ImageService over Docker (cri-dockerd's core/: sandbox_helpers.go,
+docker_sandbox.go, docker_container.go, docker_image.go, docker_service.go, exec.go, events).
+
+Every Docker object the shim makes carries `io.minik8s.managed=true` and `io.minik8s.node=<node>`;
+ids handed to it are looked up among those only, so one node's shim never touches another's
+containers. Errors are gRPC statuses: an unknown id is NOT_FOUND (removal of an unknown id is a
+success: CRI wants removals idempotent), bad input INVALID_ARGUMENT, and anything refused before it
+started leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiodocker
+import aiohttp
+import grpc
+from aiodocker.events import DockerEvents
+
+from cni.invoke import CniError
+from dockershim import translate as tr
+from dockershim.network import PodNetwork, port_mappings
+from dockershim.streaming import StreamingServer, exec_exit_code
+from machinery.cri import api_pb2 as cri
+from machinery.cri import api_pb2_grpc as cri_grpc
+
+log = logging.getLogger(__name__)
+
+SHIM_VERSION = "0.1.0"
+CRI_API_VERSION = "v1"
+RUNTIME_NAME = "docker"
+SANDBOX_STOP_GRACE = 2  # seconds: the pause container ends on SIGTERM at once
+EXEC_SYNC_MAX_OUTPUT = 16 * 1024 * 1024  # upstream's maxExecSyncSize
+GC_PERIOD = 60.0  # seconds between garbage collections of attachments and leases of vanished sandboxes
+NETWORK_NOT_READY = "docker: network plugin is not ready: cni config uninitialized"
+
+
+class CriError(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        self.code = code
+        self.message = message
+        super().__init__(message)
+
+
+def not_found(kind: str, ident: str) -> CriError:
+    return CriError(grpc.StatusCode.NOT_FOUND, f"{kind} {ident!r} not found")
+
+
+DOCKER_UNREACHABLE = 900  # aiodocker's status for a connection to Docker that failed
+
+
+def docker_error(e: aiodocker.DockerError, what: str) -> CriError:
+    code = {404: grpc.StatusCode.NOT_FOUND, 409: grpc.StatusCode.FAILED_PRECONDITION,
+            DOCKER_UNREACHABLE: grpc.StatusCode.UNAVAILABLE}.get(e.status, grpc.StatusCode.UNKNOWN)
+    return CriError(code, f"{what}: {e.message}")
+
+
+Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
+
+
+def rpc(method: Handler) -> Handler:
+    """Turn the shim's errors into gRPC statuses with their message (never a bare UNKNOWN)."""
+    @functools.wraps(method)
+    async def wrapper(self: DockerService, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await method(self, request, context)
+        except CriError as e:
+            await context.abort(e.code, e.message)
+        except tr.InvalidArgument as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        except aiodocker.DockerError as e:
+            err = docker_error(e, method.__name__)
+            await context.abort(err.code, err.message)
+        except CniError as e:
+            await context.abort(grpc.StatusCode.UNKNOWN, f"{method.__name__}: {e}")
+        except (OSError, aiohttp.ClientError) as e:  # Docker is down or went away mid-call
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"{method.__name__}: {e}")
+    return wrapper  # type: ignore[return-value]
+
+
+class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServicer):
+    def __init__(self, docker: aiodocker.Docker, *, node: str, network: PodNetwork, pause_image: str,
+                 streaming: StreamingServer, docker_root: str = "") -> None:
+        self.docker = docker
+        self.docker_root = docker_root  # Docker's DockerRootDir: where json-file logs live
+        self.node = node
+        self.network = network
+        self.pause_image = pause_image
+        self.streaming = streaming
+        self._subscribers: set[asyncio.Queue[cri.ContainerEventResponse | None]] = set()
+        self._events_task: asyncio.Task[None] | None = None
+
+    # -- lookups ----------------------------------------------------------------------------------
+
+    async def _inspect(self, ident: str, kind: str) -> dict[str, Any]:
+        """The inspect data of one of this node's sandboxes or containers, or NOT_FOUND."""
+        what = "sandbox" if kind == tr.TYPE_SANDBOX else "container"
+        if not ident:
+            raise CriError(grpc.StatusCode.INVALID_ARGUMENT, f"{what} id must not be empty")
+        try:
+            data = await self.docker.containers.container(ident).show()
+        except aiodocker.DockerError as e:
+            if e.status == 404:
+                raise not_found(what, ident) from None
+            raise docker_error(e, f"inspecting {what} {ident}") from None
+        labels = (data.get("Config") or {}).get("Labels") or {}
+        if (labels.get(tr.LABEL_MANAGED) != "true" or labels.get(tr.LABEL_NODE) != self.node
+                or labels.get(tr.LABEL_TYPE) != kind):
+            raise not_found(what, ident)
+        return data
+
+    async def _list(self, kind: str, extra: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
+        filters = tr.node_filters(self.node, kind)
+        for key, values in (extra or {}).items():
+            filters.setdefault(key, []).extend(values)
+        # the list alone has names, labels and state: no inspect per container
+        listed = await self.docker.containers.list(all="1", filters=json.dumps(filters))
+        return [{key: c[key] for key in _LIST_KEYS if key in c} for c in listed]
+
+    async def _create(self, name: str, body: dict[str, Any]) -> str:
+        try:
+            container = await self.docker.containers.create(body, name=name)
+        except aiodocker.DockerError as e:
+            if e.status != 409:
+                raise
+            # a leftover with the same name (a crash between create and the caller learning its id) is
+            # removed unless it runs, as cri-dockerd's recoverFromCreationConflictIfNeeded does
+            log.info("container name %s in use; removing the old one unless it runs", name)
+            try:
+                await self.docker.containers.container(name).delete(v=True)
+            except aiodocker.DockerError as removal:
+                raise CriError(grpc.StatusCode.ALREADY_EXISTS,
+                               f"container name {name!r} is in use and the container cannot be removed: "
+                               f"{removal.message}") from None
+            container = await self.docker.containers.create(body, name=name)
+        return container.id
+
+    async def _remove(self, ident: str) -> None:
+        try:
+            await self.docker.containers.container(ident).delete(force=True, v=True)
+        except aiodocker.DockerError as e:
+            if e.status != 404:
+                raise
+
+    # -- runtime ----------------------------------------------------------------------------------
+
+    @rpc
+    async def Version(self, request: cri.VersionRequest, context: Any) -> cri.VersionResponse:
+        version = await self.docker.version()
+        return cri.VersionResponse(version=SHIM_VERSION, runtime_name=RUNTIME_NAME,
+                                   runtime_version=str(version.get("Version", "")),
+                                   runtime_api_version=CRI_API_VERSION)
+
+    @rpc
+    async def Status(self, request: cri.StatusRequest, context: Any) -> cri.StatusResponse:
+        runtime = cri.RuntimeCondition(type="RuntimeReady", status=True)
+        try:
+            await asyncio.wait_for(self.docker.version(), 10)
+        except (aiodocker.DockerError, OSError, TimeoutError) as e:
+            runtime = cri.RuntimeCondition(type="RuntimeReady", status=False, reason="DockerDaemonNotReady",
+                                           message=f"docker: failed to get docker version: {e}")
+        network = cri.RuntimeCondition(type="NetworkReady", status=True)
+        if not self.network.ready:
+            network = cri.RuntimeCondition(type="NetworkReady", status=False, reason="NetworkPluginNotReady",
+                                           message=NETWORK_NOT_READY)
+        return cri.StatusResponse(status=cri.RuntimeStatus(conditions=[runtime, network]))
+
+    @rpc
+    async def UpdateRuntimeConfig(self, request: cri.UpdateRuntimeConfigRequest,
+                                  context: Any) -> cri.UpdateRuntimeConfigResponse:
+        cidr = request.runtime_config.network_config.pod_cidr
+        if cidr:
+            try:
+                self.network.configure(cidr)
+            except ValueError as e:
+                raise CriError(grpc.StatusCode.INVALID_ARGUMENT, f"pod CIDR {cidr!r}: {e}") from None
+        return cri.UpdateRuntimeConfigResponse()
+
+    # -- sandboxes --------------------------------------------------------------------------------
+
+    @rpc
+    async def RunPodSandbox(self, request: cri.RunPodSandboxRequest, context: Any) -> cri.RunPodSandboxResponse:
+        config = request.config
+        body = tr.sandbox_create_body(config, node=self.node, image=self.pause_image)
+        host_network = tr.is_host_network(config)
+        if not host_network and not self.network.ready:  # refused before anything is made
+            raise CriError(grpc.StatusCode.FAILED_PRECONDITION, NETWORK_NOT_READY)
+        try:
+            sandbox_id = await self._create(tr.sandbox_name(config.metadata), body)
+        except aiodocker.DockerError as e:
+            if e.status == 404:
+                raise CriError(grpc.StatusCode.FAILED_PRECONDITION,
+                               f"the sandbox image {self.pause_image!r} is not present on this node: {e.message}") \
+                    from None
+            raise docker_error(e, "creating the sandbox") from None
+        try:
+            await self.docker.containers.container(sandbox_id).start()
+            data = await self.docker.containers.container(sandbox_id).show()
+            if not host_network:
+                pid = int((data.get("State") or {}).get("Pid") or 0)
+                try:
+                    await self.network.setup(sandbox_id, pid, config.metadata, port_mappings(config.port_mappings))
+                except CniError as e:
+                    raise CriError(grpc.StatusCode.UNKNOWN,
+                                   f"failed to set up the network of sandbox {config.metadata.name}: {e}") from None
+        except BaseException:
+            # nothing half-done: no network, no container
+            with contextlib.suppress(Exception):
+                await self.network.teardown(sandbox_id)
+            with contextlib.suppress(Exception):
+                await self._remove(sandbox_id)
+            raise
+        return cri.RunPodSandboxResponse(pod_sandbox_id=sandbox_id)
+
+    @rpc
+    async def StopPodSandbox(self, request: cri.StopPodSandboxRequest, context: Any) -> cri.StopPodSandboxResponse:
+        data = await self._inspect_or_release(request.pod_sandbox_id)
+        sandbox_id = data["Id"]
+        for item in await self._list(tr.TYPE_CONTAINER, {"label": [f"{tr.LABEL_SANDBOX_ID}={sandbox_id}"]}):
+            if item.get("State") in ("running", "restarting", "paused"):  # the kubelet gave them their grace
+                await self._stop(item["Id"], 0)
+        pid = int((data.get("State") or {}).get("Pid") or 0)
+        await self.network.teardown(sandbox_id, pid)
+        await self._stop(sandbox_id, SANDBOX_STOP_GRACE)
+        return cri.StopPodSandboxResponse()
+
+    @rpc
+    async def RemovePodSandbox(self, request: cri.RemovePodSandboxRequest,
+                               context: Any) -> cri.RemovePodSandboxResponse:
+        try:
+            data = await self._inspect_or_release(request.pod_sandbox_id)
+        except CriError as e:
+            if e.code == grpc.StatusCode.NOT_FOUND:
+                return cri.RemovePodSandboxResponse()  # already gone: removal is idempotent
+            raise
+        sandbox_id = data["Id"]
+        for item in await self._list(tr.TYPE_CONTAINER, {"label": [f"{tr.LABEL_SANDBOX_ID}={sandbox_id}"]}):
+            await self._remove_container(item["Id"], (item.get("Labels") or {}).get(tr.LABEL_LOG_PATH, ""))
+        pid = int((data.get("State") or {}).get("Pid") or 0)
+        await self.network.teardown(sandbox_id, pid)
+        await self._remove(sandbox_id)
+        return cri.RemovePodSandboxResponse()
+
+    async def _inspect_or_release(self, sandbox_id: str) -> dict[str, Any]:
+        """The sandbox; when its container is gone (removed behind the shim's back), its network is
+        released before NOT_FOUND is answered, so the pod's address does not leak."""
+        try:
+            return await self._inspect(sandbox_id, tr.TYPE_SANDBOX)
+        except CriError as e:
+            if e.code == grpc.StatusCode.NOT_FOUND:
+                await self.network.teardown(sandbox_id)
+            raise
+
+    @rpc
+    async def PodSandboxStatus(self, request: cri.PodSandboxStatusRequest,
+                               context: Any) -> cri.PodSandboxStatusResponse:
+        data = await self._inspect(request.pod_sandbox_id, tr.TYPE_SANDBOX)
+        return cri.PodSandboxStatusResponse(status=self._sandbox_status(data))
+
+    def _sandbox_status(self, data: dict[str, Any]) -> cri.PodSandboxStatus:
+        labels = (data.get("Config") or {}).get("Labels") or {}
+        ip = "" if labels.get(tr.LABEL_HOST_NETWORK) == "true" else self.network.pod_ip(data["Id"])
+        return tr.sandbox_status(data, ip)
+
+    @rpc
+    async def ListPodSandbox(self, request: cri.ListPodSandboxRequest, context: Any) -> cri.ListPodSandboxResponse:
+        f = request.filter
+        extra = {"id": [f.id]} if f.id else None
+        items = []
+        for entry in await self._list(tr.TYPE_SANDBOX, extra):
+            sandbox = tr.sandbox_from_list(entry)
+            if f.HasField("state") and sandbox.state != f.state.state:
+                continue
+            if not tr.labels_match(f.label_selector, dict(sandbox.labels)):
+                continue
+            items.append(sandbox)
+        return cri.ListPodSandboxResponse(items=items)
+
+    # -- containers -------------------------------------------------------------------------------
+
+    @rpc
+    async def CreateContainer(self, request: cri.CreateContainerRequest,
+                              context: Any) -> cri.CreateContainerResponse:
+        sandbox = await self._inspect(request.pod_sandbox_id, tr.TYPE_SANDBOX)
+        sandbox_id = sandbox["Id"]
+        config = request.config
+        tr.validate_container_metadata(config.metadata)
+        log_path = ""
+        if request.sandbox_config.log_directory and config.log_path:
+            log_path = os.path.join(request.sandbox_config.log_directory, config.log_path)
+        body = tr.container_create_body(config, request.sandbox_config, sandbox_id=sandbox_id, node=self.node,
+                                        log_path=log_path)
+        meta = request.sandbox_config.metadata if request.sandbox_config.HasField("metadata") else \
+            tr.sandbox_metadata(sandbox.get("Name") or "")
+        name = tr.container_name(config.metadata, meta)
+        try:
+            return cri.CreateContainerResponse(container_id=await self._create(name, body))
+        except aiodocker.DockerError as e:
+            if e.status == 404:
+                raise CriError(grpc.StatusCode.NOT_FOUND,
+                               f"image {config.image.image!r} is not present on this node: {e.message}") from None
+            raise docker_error(e, f"creating container {config.metadata.name}") from None
+
+    @rpc
+    async def StartContainer(self, request: cri.StartContainerRequest, context: Any) -> cri.StartContainerResponse:
+        data = await self._inspect(request.container_id, tr.TYPE_CONTAINER)
+        try:
+            await self.docker.containers.container(data["Id"]).start()
+        except aiodocker.DockerError as e:
+            raise CriError(grpc.StatusCode.UNKNOWN, f"failed to start container {request.container_id}: "
+                                                    f"{e.message}") from None
+        log_path = ((data.get("Config") or {}).get("Labels") or {}).get(tr.LABEL_LOG_PATH, "")
+        if log_path:
+            # Docker names the file only when the container first starts; its place is known before
+            docker_log = data.get("LogPath") or (
+                f"{self.docker_root}/containers/{data['Id']}/{data['Id']}-json.log" if self.docker_root else "")
+            if not docker_log:
+                docker_log = (await self.docker.containers.container(data["Id"]).show()).get("LogPath") or ""
+            await asyncio.to_thread(_symlink, docker_log, log_path)
+        return cri.StartContainerResponse()
+
+    async def _stop(self, ident: str, timeout: int) -> None:
+        try:
+            await self.docker.containers.container(ident).stop(t=max(int(timeout), 0))
+        except aiodocker.DockerError as e:
+            if e.status not in (304, 404):
+                raise
+
+    @rpc
+    async def StopContainer(self, request: cri.StopContainerRequest, context: Any) -> cri.StopContainerResponse:
+        data = await self._inspect(request.container_id, tr.TYPE_CONTAINER)
+        await self._stop(data["Id"], request.timeout)
+        return cri.StopContainerResponse()
+
+    async def _remove_container(self, ident: str, log_path: str) -> None:
+        await self._remove(ident)
+        if log_path:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(log_path)
+
+    @rpc
+    async def RemoveContainer(self, request: cri.RemoveContainerRequest,
+                              context: Any) -> cri.RemoveContainerResponse:
+        try:
+            data = await self._inspect(request.container_id, tr.TYPE_CONTAINER)
+        except CriError as e:
+            if e.code == grpc.StatusCode.NOT_FOUND:
+                return cri.RemoveContainerResponse()
+            raise
+        await self._remove_container(data["Id"], ((data.get("Config") or {}).get("Labels") or {}).get(
+            tr.LABEL_LOG_PATH, ""))
+        return cri.RemoveContainerResponse()
+
+    @rpc
+    async def ListContainers(self, request: cri.ListContainersRequest, context: Any) -> cri.ListContainersResponse:
+        f = request.filter
+        extra: dict[str, list[str]] = {}
+        if f.id:
+            extra["id"] = [f.id]
+        if f.pod_sandbox_id:
+            extra["label"] = [f"{tr.LABEL_SANDBOX_ID}={f.pod_sandbox_id}"]
+        out = []
+        for entry in await self._list(tr.TYPE_CONTAINER, extra):
+            container = tr.container_from_list(entry)
+            if f.HasField("state") and container.state != f.state.state:
+                continue
+            if not tr.labels_match(f.label_selector, dict(container.labels)):
+                continue
+            out.append(container)
+        return cri.ListContainersResponse(containers=out)
+
+    @rpc
+    async def ContainerStatus(self, request: cri.ContainerStatusRequest,
+                              context: Any) -> cri.ContainerStatusResponse:
+        data = await self._inspect(request.container_id, tr.TYPE_CONTAINER)
+        return cri.ContainerStatusResponse(status=tr.container_status(data))
+
+    @rpc
+    async def ReopenContainerLog(self, request: cri.ReopenContainerLogRequest, context: Any) -> Any:
+        raise CriError(grpc.StatusCode.UNIMPLEMENTED, "docker's json-file logs cannot be reopened (as cri-dockerd)")
+
+    # -- exec -------------------------------------------------------------------------------------
+
+    async def _running(self, ident: str) -> dict[str, Any]:
+        data = await self._inspect(ident, tr.TYPE_CONTAINER)
+        if not (data.get("State") or {}).get("Running"):
+            raise CriError(grpc.StatusCode.FAILED_PRECONDITION, f"container {ident} is not running")
+        return data
+
+    @rpc
+    async def ExecSync(self, request: cri.ExecSyncRequest, context: Any) -> cri.ExecSyncResponse:
+        if not request.cmd:
+            raise CriError(grpc.StatusCode.INVALID_ARGUMENT, "cmd must not be empty")
+        data = await self._running(request.container_id)
+        execution = await self.docker.containers.container(data["Id"]).exec(list(request.cmd), stdin=False)
+        out = {1: bytearray(), 2: bytearray()}
+        stream = execution.start(detach=False)
+        try:
+            async with asyncio.timeout(request.timeout or None):
+                async with stream:
+                    while (message := await stream.read_out()) is not None:
+                        buf = out[2 if message.stream == 2 else 1]
+                        room = EXEC_SYNC_MAX_OUTPUT - len(buf)
+                        if room > 0:
+                            buf += message.data[:room]
+        except TimeoutError:
+            raise CriError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                           f"command {list(request.cmd)} timed out after {request.timeout}s") from None
+        exit_code = await exec_exit_code(execution)
+        return cri.ExecSyncResponse(stdout=bytes(out[1]), stderr=bytes(out[2]), exit_code=exit_code)
+
+    @rpc
+    async def Exec(self, request: cri.ExecRequest, context: Any) -> cri.ExecResponse:
+        if not request.cmd:
+            raise CriError(grpc.StatusCode.INVALID_ARGUMENT, "cmd must not be empty")
+        if not (request.stdin or request.stdout or request.stderr):
+            raise CriError(grpc.StatusCode.INVALID_ARGUMENT, "one of stdin, stdout, or stderr must be set")
+        if request.tty and request.stderr:
+            raise CriError(grpc.StatusCode.INVALID_ARGUMENT, "tty and stderr cannot both be true")
+        data = await self._running(request.container_id)
+        return cri.ExecResponse(url=self.streaming.register(data["Id"], request))
+
+    @rpc
+    async def Attach(self, request: cri.AttachRequest, context: Any) -> Any:
+        raise CriError(grpc.StatusCode.UNIMPLEMENTED, "attach is not supported by this runtime")
+
+    @rpc
+    async def PortForward(self, request: cri.PortForwardRequest, context: Any) -> Any:
+        raise CriError(grpc.StatusCode.UNIMPLEMENTED, "port-forward is not supported by this runtime")
+
+    # -- events -----------------------------------------------------------------------------------
+
+    async def GetContainerEvents(self, request: cri.GetEventsRequest,
+                                 context: grpc.aio.ServicerContext) -> AsyncIterator[cri.ContainerEventResponse]:
+        queue: asyncio.Queue[cri.ContainerEventResponse | None] = asyncio.Queue(maxsize=1000)
+        self._subscribers.add(queue)
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+        finally:
+            self._subscribers.discard(queue)
+
+    def start_events(self) -> None:
+        self._events_task = asyncio.create_task(self._events_loop(), name="docker-events")
+
+    async def stop_events(self) -> None:
+        if self._events_task is not None:
+            self._events_task.cancel()
+            await asyncio.gather(self._events_task, return_exceptions=True)
+        for queue in list(self._subscribers):
+            with contextlib.suppress(asyncio.QueueFull):
+                queue.put_nowait(None)
+
+    async def _events_loop(self) -> None:
+        """Docker's event stream for this node's containers, reconnected when it breaks."""
+        delay = 0.5
+        filters = json.dumps({**tr.node_filters(self.node), "type": ["container"],
+                              "event": list(_EVENT_TYPES)})
+        while True:
+            events = DockerEvents(self.docker)
+            subscriber = events.subscribe(create_task=False)
+            runner = asyncio.create_task(events.run(filters=filters))
+            try:
+                while (event := await subscriber.get()) is not None:
+                    delay = 0.5
+                    with contextlib.suppress(Exception):
+                        await self._publish(event)
+            except asyncio.CancelledError:
+                runner.cancel()
+                raise
+            finally:
+                runner.cancel()
+                await asyncio.gather(runner, return_exceptions=True)
+            log.warning("docker event stream ended; reconnecting in %.1fs", delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10)
+
+    async def _publish(self, event: dict[str, Any]) -> None:
+        if not self._subscribers:
+            return
+        kind = _EVENT_TYPES.get(str(event.get("Action") or ""))
+        actor = event.get("Actor") or {}
+        cid = str(actor.get("ID") or "")
+        if kind is None or not cid:
+            return
+        attrs = actor.get("Attributes") or {}
+        sandbox_id = cid if attrs.get(tr.LABEL_TYPE) == tr.TYPE_SANDBOX else str(attrs.get(tr.LABEL_SANDBOX_ID, ""))
+        response = cri.ContainerEventResponse(container_id=cid, container_event_type=kind,
+                                              created_at=int(event.get("timeNano") or 0))
+        # the sandbox's status and the status of the container the event is about (containerd sends every
+        # container of the sandbox; the others did not change, and each inspect costs Docker while pods start)
+        shows: list[Awaitable[dict[str, Any]]] = []
+        if sandbox_id:
+            shows.append(self.docker.containers.container(sandbox_id).show())
+        if sandbox_id != cid and kind != cri.CONTAINER_DELETED_EVENT:
+            shows.append(self.docker.containers.container(cid).show())
+        shown = await asyncio.gather(*shows, return_exceptions=True)
+        if sandbox_id and isinstance(shown[0], dict):
+            response.pod_sandbox_status.CopyFrom(self._sandbox_status(shown[0]))
+        if len(shown) > int(bool(sandbox_id)) and isinstance(shown[-1], dict):
+            response.containers_statuses.append(tr.container_status(shown[-1]))
+        for queue in list(self._subscribers):
+            try:
+                queue.put_nowait(response)
+            except asyncio.QueueFull:  # a reader that stopped reading: it relists anyway (generic PLEG)
+                log.warning("container event subscriber is not reading; dropping an event")
+
+    # -- images -----------------------------------------------------------------------------------
+
+    @rpc
+    async def ListImages(self, request: cri.ListImagesRequest, context: Any) -> cri.ListImagesResponse:
+        wanted = request.filter.image.image
+        if wanted:
+            found = await self._image(wanted)
+            return cri.ListImagesResponse(images=[found] if found else [])
+        listed = await self.docker.images.list()
+        return cri.ListImagesResponse(images=[tr.image_from_inspect(i) for i in listed])
+
+    async def _image(self, name: str) -> cri.Image | None:
+        if not name:
+            raise CriError(grpc.StatusCode.INVALID_ARGUMENT, "image name must not be empty")
+        try:
+            return tr.image_from_inspect(await self.docker.images.inspect(name))
+        except aiodocker.DockerError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    @rpc
+    async def ImageStatus(self, request: cri.ImageStatusRequest, context: Any) -> cri.ImageStatusResponse:
+        found = await self._image(request.image.image)
+        return cri.ImageStatusResponse(image=found) if found else cri.ImageStatusResponse()
+
+    @rpc
+    async def PullImage(self, request: cri.PullImageRequest, context: Any) -> cri.PullImageResponse:
+        """Present locally, or a clear error: minik8s has no registry to pull from."""
+        name = request.image.image
+        found = await self._image(name)
+        if found is None:
+            raise CriError(grpc.StatusCode.NOT_FOUND,
+                           f'image "{name}" is not present on this node and there is no registry to pull it '
+                           "from: build it or load it into this node's Docker (docker load)")
+        return cri.PullImageResponse(image_ref=found.id)
+
+    @rpc
+    async def RemoveImage(self, request: cri.RemoveImageRequest, context: Any) -> cri.RemoveImageResponse:
+        name = request.image.image
+        if not name:
+            raise CriError(grpc.StatusCode.INVALID_ARGUMENT, "image name must not be empty")
+        try:
+            await self.docker.images.delete(name)
+        except aiodocker.DockerError as e:
+            if e.status != 404:
+                raise docker_error(e, f"removing image {name}") from None
+        return cri.RemoveImageResponse()
+
+    # -- housekeeping -----------------------------------------------------------------------------
+
+    async def gc_network(self) -> None:
+        """Release attachments of sandboxes that are gone (a shim or node crash between create and DEL).
+
+        The cache is read before the sandboxes are listed: an attachment made in between belongs to
+        a sandbox the list then shows."""
+        await self.network.gc(self._live_sandbox_ids)
+
+    async def _live_sandbox_ids(self) -> set[str]:
+        return {item["Id"] for item in await self._list(tr.TYPE_SANDBOX)}
+
+    async def housekeeping(self, period: float = GC_PERIOD) -> None:
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self.gc_network()
+            except Exception as e:  # the next round retries
+                log.warning("network garbage collection: %s", e)
+
+
+_LIST_KEYS = ("Id", "Names", "Image", "ImageID", "Labels", "State", "Created")
+_EVENT_TYPES = {"create": cri.CONTAINER_CREATED_EVENT, "start": cri.CONTAINER_STARTED_EVENT,
+                "die": cri.CONTAINER_STOPPED_EVENT, "destroy": cri.CONTAINER_DELETED_EVENT}
+
+
+def _symlink(target: str, link: str) -> None:
+    """The CRI log path as a link to Docker's json-file log (cri-dockerd's createContainerLogSymlink)."""
+    path = Path(link)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    if target:
+        path.symlink_to(target)

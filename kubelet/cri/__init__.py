@@ -1,0 +1,1 @@
+"""The kubelet's CRI clients (upstream pkg/kubelet/cri/remote)."""

@@ -1,0 +1,1 @@
+"""The kubelet's runtime manager over the CRI (upstream pkg/kubelet/kuberuntime)."""

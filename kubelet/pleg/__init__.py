@@ -1,0 +1,1 @@
+"""The pod lifecycle event generator (upstream pkg/kubelet/pleg)."""

@@ -1,0 +1,195 @@
+"""What the pod workers call (upstream pkg/kubelet/kubelet.go SyncPod, SyncTerminatingPod,
+SyncTerminatedPod, and kubelet_pods.go GenerateRunContainerOptions).
+
+`KubeletPodSyncer` holds exactly what a sync needs — the runtime, the status manager, volumes,
+probes, the API client and the event recorder — and no Kubelet:
+
+- `sync_pod`: a pod in a terminal phase gives its sandbox back; a pod waits while the runtime's
+  network is not ready (unless hostNetwork); volumes are set up (FailedMount); the runtime's
+  SyncPod runs the sandbox and containers; the status is computed and written;
+- `sync_terminating_pod`: the runtime kills the pod with the grace period (preStop, SIGTERM,
+  SIGKILL), the status says so;
+- `sync_terminated_pod`: containers and sandboxes removed, volumes torn down, and the deletion
+  confirmed (DELETE with gracePeriodSeconds=0 and the pod's uid as precondition).
+
+`KubeletRuntimeHelper` gives each container its environment and mounts: volumes, the
+termination-message file, the pod's /etc/hosts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubelet.container.runtime import Runtime, rfc3339
+from kubelet.container_config import ConfigError, PodContext, container_env
+from kubelet.kuberuntime.container_config import MountSpec, RunContainerOptions
+from kubelet.probes import ProbeManager
+from kubelet.status import TERMINAL_PHASES, PodRuntimeState, compute_pod_status
+from kubelet.status_manager import StatusManager
+from kubelet.volumes import HostVolume, VolumeError, VolumeManager
+from machinery.api.core_v1 import Container, Pod
+from machinery.client import ApiClient, ApiError, ApiUnavailable
+
+log = logging.getLogger(__name__)
+
+EventSink = Callable[[Pod, str, str, str], None]
+
+
+def now_rfc3339() -> str:
+    return rfc3339(time.time()) or ""
+
+
+class KubeletRuntimeHelper:
+    """upstream kubecontainer.RuntimeHelper: what the kubelet adds to a container's config."""
+
+    def __init__(self, volumes: VolumeManager, node_name: str, node_ip: str,
+                 allocatable: Callable[[], tuple[int, int]]) -> None:
+        self.volumes = volumes
+        self.node_name = node_name
+        self.node_ip = node_ip
+        self.allocatable = allocatable  # (cpu millis, memory bytes)
+        self.pod_volumes: dict[str, dict[str, HostVolume]] = {}  # uid -> the volumes set up last
+
+    def pod_ip_for_host_network(self) -> str:
+        return self.node_ip
+
+    def write_hosts(self, pod: Pod, pod_ip: str) -> None:
+        self.volumes.write_hosts(pod, pod_ip)
+
+    def generate_run_container_options(self, pod: Pod, container: Container, pod_ip: str) -> RunContainerOptions:
+        uid = pod.metadata.uid or ""
+        cpu, memory = self.allocatable()
+        ctx = PodContext(pod_ip=pod_ip, host_ip=self.node_ip, node_name=self.node_name,
+                         node_allocatable_cpu_millis=cpu, node_allocatable_memory=memory)
+        try:
+            envs = container_env(pod, container, ctx)
+            binds = self.volumes.binds(container, self.pod_volumes.get(uid, {}))
+        except VolumeError as e:
+            raise ConfigError(str(e)) from e
+        mounts = []
+        for bind in binds:
+            src, dst, mode = bind.rsplit(":", 2)
+            mounts.append(MountSpec(dst, src, mode == "ro"))
+        term_file = self.volumes.termination_message_file(uid, container)
+        if term_file is not None and container.termination_message_path:
+            mounts.append(MountSpec(container.termination_message_path, str(term_file)))
+        hosts = self.volumes.hosts_file(uid)
+        if hosts is not None and not any(m.mount_path == "/etc/hosts" for m in container.volume_mounts or []):
+            mounts.append(MountSpec("/etc/hosts", str(hosts)))
+        return RunContainerOptions(envs=envs, mounts=mounts)
+
+
+class KubeletPodSyncer:
+    def __init__(self, runtime: Runtime, status_manager: StatusManager, volumes: VolumeManager,
+                 helper: KubeletRuntimeHelper, probes: ProbeManager, client: ApiClient, recorder: EventSink,
+                 node_ip: str, network_ready: Callable[[], bool]) -> None:
+        self.runtime = runtime
+        self.status_manager = status_manager
+        self.volumes = volumes
+        self.helper = helper
+        self.probes = probes
+        self.client = client
+        self.recorder = recorder
+        self.node_ip = node_ip
+        self.network_ready = network_ready
+        self._network_reported: set[str] = set()
+        self._mount_failures: dict[str, int] = {}
+
+    # -- status ---------------------------------------------------------------------------------
+
+    def runtime_state(self, pod: Pod, terminating: bool = False) -> PodRuntimeState:
+        uid = pod.metadata.uid or ""
+        status = self.runtime.get_pod_status(uid)
+        spec = pod.spec
+        containers = list(spec.containers) if spec else []
+        all_containers = containers + (list(spec.init_containers or []) if spec else [])
+        sandbox_ready = bool(status.sandboxes) and status.sandboxes[0].ready
+        if spec is not None and spec.host_network:
+            pod_ip = self.node_ip if status.sandboxes else None
+        else:
+            pod_ip = status.ip or None
+        return PodRuntimeState(
+            host_ip=self.node_ip, pod_ip=pod_ip, sandbox_ready=sandbox_ready,
+            instances={c.name: status.instances(c.name) for c in all_containers},
+            waiting=self.runtime.waiting(uid),
+            ready={c.name: self.probes.ready(uid, c.name) for c in containers if c.readiness_probe},
+            started={c.name: self.probes.started(uid, c.name) for c in containers if c.startup_probe},
+            messages=self.runtime.messages(uid), terminating=terminating)
+
+    async def update_status(self, pod: Pod, terminating: bool = False) -> dict[str, Any]:
+        status = compute_pod_status(pod, self.runtime_state(pod, terminating), now_rfc3339())
+        await self.status_manager.set_status(pod, status)
+        return status
+
+    # -- PodSyncer ------------------------------------------------------------------------------
+
+    async def sync_pod(self, pod: Pod) -> float | None:
+        pod = self.status_manager.latest(pod)
+        uid = pod.metadata.uid or ""
+        api_phase = pod.status.phase if pod.status else None
+        last_phase = (self.status_manager.last_status(uid) or {}).get("phase")
+        if api_phase in TERMINAL_PHASES or last_phase in TERMINAL_PHASES:
+            await self._give_back_sandbox(pod)
+            await self.update_status(pod)
+            return None
+        host_network = bool(pod.spec and pod.spec.host_network)
+        if not self.network_ready() and not host_network:
+            if uid not in self._network_reported:
+                self._network_reported.add(uid)
+                self.recorder(pod, "Warning", "NetworkNotReady",
+                              "network is not ready: container runtime network not ready: the node has no podCIDR yet")
+            await self.update_status(pod)
+            return None
+        try:
+            self.helper.pod_volumes[uid] = await asyncio.to_thread(self.volumes.setup, pod)
+        except (VolumeError, OSError) as e:
+            failures = self._mount_failures[uid] = self._mount_failures.get(uid, 0) + 1
+            self.recorder(pod, "Warning", "FailedMount", f"Unable to attach or mount volumes: {e}")
+            await self.update_status(pod)
+            return min(2.0 * 2 ** (failures - 1), 30.0)
+        self._mount_failures.pop(uid, None)
+        self.probes.add_pod(pod)
+        result = await self.runtime.sync_pod(pod)
+        status = await self.update_status(self.status_manager.latest(pod))
+        if status.get("phase") in TERMINAL_PHASES:
+            await self._give_back_sandbox(pod)  # finished: give the address back now, not at the next sync
+            await self.update_status(self.status_manager.latest(pod))
+        return result.requeue_after
+
+    async def _give_back_sandbox(self, pod: Pod) -> None:
+        uid = pod.metadata.uid or ""
+        status = self.runtime.get_pod_status(uid)
+        if any(sb.ready for sb in status.sandboxes) or status.running_containers:
+            await self.runtime.stop_sandboxes(pod)
+        self.probes.remove_pod(uid)
+
+    async def sync_terminating_pod(self, pod: Pod, grace: int) -> None:
+        uid = pod.metadata.uid or ""
+        self.runtime.request_stop(uid)
+        await self.runtime.kill_pod(pod, uid, grace)
+        self.probes.remove_pod(uid)
+        with contextlib.suppress(ApiError, ApiUnavailable):
+            await self.update_status(self.status_manager.latest(pod), terminating=True)
+
+    async def sync_terminated_pod(self, pod: Pod, removed: bool) -> None:
+        uid = pod.metadata.uid or ""
+        await self.runtime.remove_pod(uid)
+        await asyncio.to_thread(self.volumes.teardown, uid)
+        self.runtime.forget_pod(uid)
+        self.helper.pod_volumes.pop(uid, None)
+        self._network_reported.discard(uid)
+        if removed:
+            self.status_manager.forget(uid)
+            return
+        meta = pod.metadata
+        try:
+            await self.client.delete(Pod, meta.name or "", meta.namespace, grace_period_seconds=0,
+                                     preconditions={"uid": uid})
+        except ApiError as e:
+            if not (e.is_not_found or e.is_conflict):
+                raise

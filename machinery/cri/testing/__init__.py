@@ -1,0 +1,1 @@
+"""Test doubles of the CRI (upstream k8s.io/cri-api/pkg/apis/testing)."""

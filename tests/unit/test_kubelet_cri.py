@@ -1,0 +1,322 @@
+"""The kubelet over the CRI, on the in-memory fake runtime (machinery/cri/testing/fake_runtime.py):
+the CRI clients over a real unix socket, computePodActions, SyncPod and the pod workers with status,
+restarts and back-off, image pull failures, probes, and graceful deletion. No Docker, no root."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from kubelet.container.runtime import ContainerState, ContainerStatus, PodStatus, SandboxStatus
+from kubelet.container_config import spec_hash
+from kubelet.cri.remote_image import RemoteImageService
+from kubelet.cri.remote_runtime import RemoteRuntimeService, dial
+from kubelet.kuberuntime.container_config import generate_pod_sandbox_config
+from kubelet.kuberuntime.pod_actions import KillRequest, compute_pod_actions
+from machinery.cri.errors import CriError
+from machinery.cri.testing.fake_runtime import FakeRuntime, FakeRuntimeError, serve
+from tests.unit.kubelet_fakes import IMAGE, NODE_IP, FakeKubelet, container_state, eventually, make_pod
+
+
+@pytest.fixture
+async def kubelet(tmp_path: Path) -> AsyncIterator[FakeKubelet]:
+    k = FakeKubelet(tmp_path)
+    await k.start()
+    yield k
+    await k.stop()
+
+
+# -- the clients and the fake over a socket -----------------------------------------------------------
+
+
+async def test_clients_talk_to_the_fake_over_a_unix_socket(tmp_path: Path) -> None:
+    fake = FakeRuntime(images=[IMAGE])
+    endpoint = f"unix://{tmp_path}/cri.sock"
+    server = await serve(fake, endpoint)
+    runtime = RemoteRuntimeService.connect(endpoint, timeout=5)
+    images = RemoteImageService.connect(endpoint, timeout=5)
+    try:
+        assert (await runtime.version()).runtime_name == "fakeRuntime"
+        status = await runtime.status()
+        assert {c.type: c.status for c in status.conditions} == {"RuntimeReady": True, "NetworkReady": False}
+        await runtime.update_runtime_config("10.244.1.0/24")
+        assert fake.pod_cidr == "10.244.1.0/24"
+        sandbox_id = await runtime.run_pod_sandbox(generate_pod_sandbox_config(make_pod(), 0, str(tmp_path)))
+        assert (await runtime.pod_sandbox_status(sandbox_id)).network.ip.startswith("10.244.1.")  # of the podCIDR
+        assert [s.id for s in await runtime.list_pod_sandbox({"io.kubernetes.pod.uid": "uid-p"})] == [sandbox_id]
+        assert await images.image_status(IMAGE) is not None and await images.image_status("nope:1") is None
+        fake.inject_error("StopPodSandbox", FakeRuntimeError("boom", grpc.StatusCode.UNAVAILABLE))
+        with pytest.raises(CriError) as err:
+            await runtime.stop_pod_sandbox(sandbox_id)
+        assert err.value.code == grpc.StatusCode.UNAVAILABLE and err.value.message == "boom"
+        with pytest.raises(CriError) as err:
+            await runtime.container_status("missing")
+        assert err.value.is_not_found
+    finally:
+        await runtime.close()
+        await images.close()
+        await server.stop(None)
+
+
+def test_an_endpoint_that_is_not_a_unix_socket_is_refused() -> None:
+    with pytest.raises(ValueError, match="only unix"):
+        dial("tcp://127.0.0.1:1234")
+    with pytest.raises(ValueError, match="empty"):
+        dial("")
+
+
+# -- computePodActions ----------------------------------------------------------------------------
+
+
+def _running(name: str, sandbox: str = "sb1", cid: str | None = None, hash_: str = "",
+             attempt: int = 0) -> ContainerStatus:
+    return ContainerStatus(id=cid or f"{name}-{attempt}", name=name, state=ContainerState.RUNNING, attempt=attempt,
+                           sandbox_id=sandbox, hash=hash_, started_at=1.0, created_at=1.0)
+
+
+def _exited(name: str, code: int, attempt: int = 0) -> ContainerStatus:
+    return ContainerStatus(id=f"{name}-{attempt}", name=name, state=ContainerState.EXITED, exit_code=code,
+                           attempt=attempt, sandbox_id="sb1", started_at=1.0, finished_at=2.0, created_at=1.0)
+
+
+def test_a_new_pod_gets_a_sandbox_and_all_its_containers() -> None:
+    pod = make_pod(containers=[{"name": "a", "image": IMAGE}, {"name": "b", "image": IMAGE}])
+    actions = compute_pod_actions(pod, PodStatus("uid-p"), {})
+    assert actions.create_sandbox and not actions.kill_pod and actions.attempt == 0
+    assert [c.name for c in actions.containers_to_start] == ["a", "b"]
+
+
+def test_a_dead_sandbox_is_replaced_with_the_next_attempt() -> None:
+    pod = make_pod()
+    status = PodStatus("uid-p", sandboxes=[SandboxStatus("sb1", 0, ready=False)], containers=[_exited("c", 137)])
+    actions = compute_pod_actions(pod, status, {})
+    assert actions.create_sandbox and actions.kill_pod and actions.attempt == 1
+    assert [c.name for c in actions.containers_to_start] == ["c"]
+
+
+def test_a_finished_pod_that_does_not_restart_keeps_its_dead_sandbox() -> None:
+    pod = make_pod(restartPolicy="Never")
+    status = PodStatus("uid-p", sandboxes=[SandboxStatus("sb1", 0, ready=False)], containers=[_exited("c", 0)])
+    actions = compute_pod_actions(pod, status, {})
+    assert not actions.create_sandbox and not actions.containers_to_start
+
+
+def test_changed_spec_and_failed_liveness_kill_and_restart() -> None:
+    pod = make_pod(containers=[{"name": "a", "image": IMAGE}, {"name": "b", "image": IMAGE},
+                               {"name": "c", "image": IMAGE}])
+    assert pod.spec is not None
+    _, b, c = pod.spec.containers
+    status = PodStatus("uid-p", sandboxes=[SandboxStatus("sb1", 0, ready=True)],
+                       containers=[_running("a", hash_="old"), _running("b", hash_=spec_hash(b)),
+                                   _running("c", hash_=spec_hash(c))])
+    actions = compute_pod_actions(pod, status, {"b": KillRequest("b-0", "Container b failed liveness probe")})
+    assert not actions.create_sandbox and actions.sandbox_id == "sb1"
+    assert set(actions.containers_to_kill) == {"a-0", "b-0"} and actions.spec_changed == {"a"}
+    assert actions.containers_to_kill["b-0"][1] == "Container b failed liveness probe"
+    assert [x.name for x in actions.containers_to_start] == ["a", "b"]  # c keeps running
+
+
+def test_init_containers_run_one_after_the_other_before_the_app() -> None:
+    pod = make_pod(initContainers=[{"name": "i1", "image": IMAGE}, {"name": "i2", "image": IMAGE}])
+    status = PodStatus("uid-p", sandboxes=[SandboxStatus("sb1", 0, ready=True)], containers=[_exited("i1", 0)])
+    actions = compute_pod_actions(pod, status, {})
+    assert actions.next_init_container is not None and actions.next_init_container.name == "i2"
+    assert actions.init_pending and not actions.containers_to_start
+    failed = PodStatus("uid-p", sandboxes=[SandboxStatus("sb1", 0, ready=True)], containers=[_exited("i1", 1)])
+    assert compute_pod_actions(make_pod(initContainers=[{"name": "i1", "image": IMAGE}], restartPolicy="Never"),
+                               failed, {}).init_failed
+
+
+# -- SyncPod and the pod workers, on the fake -------------------------------------------------------
+
+
+async def test_a_pod_runs_and_its_status_says_so(kubelet: FakeKubelet) -> None:
+    kubelet.add(make_pod())
+    pod = await eventually(lambda: kubelet.api_pod() if container_state(kubelet.api_pod()).get("ready") else None,
+                           what="a ready container")
+    status = pod.status.to_dict()
+    assert status["phase"] == "Running" and status["podIP"].startswith("10.88.") and status["hostIP"] == NODE_IP
+    cs = container_state(pod)
+    assert cs["containerID"].startswith("fake://") and cs["restartCount"] == 0 and "running" in cs["state"]
+    assert kubelet.fake.calls.count("RunPodSandbox") == 1
+    sandbox = next(iter(kubelet.fake.sandbox_configs.values()))
+    assert sandbox.metadata.uid == "uid-p" and sandbox.log_directory.endswith("ns_p_uid-p")
+    assert (kubelet.volumes.pod_dir("uid-p") / "etc-hosts").read_text().count(status["podIP"]) == 1
+    assert {"Pulled", "Created", "Started"} <= set(kubelet.reasons())
+
+
+async def test_a_crashing_container_restarts_with_crash_loop_back_off(kubelet: FakeKubelet) -> None:
+    kubelet.add(make_pod())
+    await eventually(lambda: kubelet.fake.running_containers("c"), what="a running container")
+    first = kubelet.fake.running_containers("c")[0].id
+    kubelet.fake.exit_container(first, 1)
+    await eventually(lambda: container_state(kubelet.api_pod()).get("restartCount") == 1 and
+                     kubelet.fake.running_containers("c"), what="the first restart (at once)")
+    second = kubelet.fake.running_containers("c")[0].id
+    kubelet.fake.exit_container(second, 2)
+    waiting = await eventually(lambda: container_state(kubelet.api_pod()).get("state", {}).get("waiting"),
+                               what="CrashLoopBackOff")
+    assert waiting["reason"] == "CrashLoopBackOff" and "back-off" in waiting["message"]
+    assert container_state(kubelet.api_pod())["lastState"]["terminated"]["exitCode"] == 2
+    assert "BackOff" in kubelet.reasons()
+    await eventually(lambda: container_state(kubelet.api_pod()).get("restartCount") == 2 and
+                     "running" in container_state(kubelet.api_pod())["state"], what="the restart after the window")
+
+
+async def test_an_oom_killed_container_of_a_never_restarting_pod_fails_it(kubelet: FakeKubelet) -> None:
+    kubelet.add(make_pod(restartPolicy="Never"))
+    await eventually(lambda: kubelet.fake.running_containers("c"), what="a running container")
+    kubelet.fake.exit_container(kubelet.fake.running_containers("c")[0].id, 137, "OOMKilled")
+    pod = await eventually(lambda: kubelet.api_pod() if kubelet.api_pod().status.phase == "Failed" else None,
+                           what="phase Failed")
+    assert container_state(pod)["state"]["terminated"]["reason"] == "OOMKilled"
+    await eventually(lambda: all(s.state == 1 for s in kubelet.fake.sandboxes.values()), what="the sandbox stopped")
+
+
+async def test_an_image_that_cannot_be_pulled_backs_off(kubelet: FakeKubelet) -> None:
+    kubelet.fake.pull_errors["nowhere/app:1"] = "no registry is reachable"
+    kubelet.add(make_pod(containers=[{"name": "c", "image": "nowhere/app:1"}]))
+    waiting = await eventually(lambda: container_state(kubelet.api_pod()).get("state", {}).get("waiting", {})
+                               .get("reason") == "ErrImagePull" and
+                               container_state(kubelet.api_pod())["state"]["waiting"], what="ErrImagePull")
+    assert "no registry is reachable" in waiting["message"]
+    await eventually(lambda: container_state(kubelet.api_pod()).get("state", {}).get("waiting", {})
+                     .get("reason") == "ImagePullBackOff", what="ImagePullBackOff")
+    del kubelet.fake.pull_errors["nowhere/app:1"]
+    await eventually(lambda: "running" in container_state(kubelet.api_pod()).get("state", {}),
+                     what="running once the image can be pulled")
+
+
+async def test_never_pull_of_a_missing_image_waits_with_err_image_never_pull(kubelet: FakeKubelet) -> None:
+    kubelet.add(make_pod(containers=[{"name": "c", "image": "absent:1", "imagePullPolicy": "Never"}]))
+    waiting = await eventually(lambda: container_state(kubelet.api_pod()).get("state", {}).get("waiting", {})
+                               .get("reason") == "ErrImageNeverPull", what="ErrImageNeverPull")
+    assert waiting and "PullImage" not in kubelet.fake.calls
+
+
+async def test_no_network_no_sandbox_until_the_runtime_has_one(tmp_path: Path) -> None:
+    kubelet = FakeKubelet(tmp_path, network_ready=False)
+    await kubelet.start()
+    try:
+        kubelet.add(make_pod())
+        await eventually(lambda: "NetworkNotReady" in kubelet.reasons(), what="NetworkNotReady")
+        assert "RunPodSandbox" not in kubelet.fake.calls
+        kubelet.network_ready = True
+        kubelet.workers.wake_all()
+        await eventually(lambda: kubelet.fake.running_containers("c"), what="started once the network is ready")
+    finally:
+        await kubelet.stop()
+
+
+async def test_a_failing_exec_liveness_probe_restarts_the_container(kubelet: FakeKubelet) -> None:
+    healthy = {"ok": True}
+    kubelet.fake.exec_handler = lambda _cid, cmd: (b"", b"sick", 0 if healthy["ok"] else 1)
+    kubelet.add(make_pod(containers=[{"name": "c", "image": IMAGE, "livenessProbe": {
+        "exec": {"command": ["check"]}, "periodSeconds": 1, "failureThreshold": 1}}]))
+    await eventually(lambda: kubelet.fake.running_containers("c"), what="a running container")
+    await eventually(lambda: "ExecSync" in kubelet.fake.calls, what="the probe ran")
+    first = kubelet.fake.running_containers("c")[0].id
+    healthy["ok"] = False
+    await eventually(lambda: kubelet.fake.running_containers("c") and
+                     kubelet.fake.running_containers("c")[0].id != first, timeout=5, what="a new container")
+    assert any(r == "Unhealthy" and "sick" in m for _, r, m in kubelet.events)
+    assert any(r == "Killing" and "failed liveness probe" in m for _, r, m in kubelet.events)
+
+
+async def test_deletion_stops_removes_and_confirms(kubelet: FakeKubelet) -> None:
+    pod = make_pod(terminationGracePeriodSeconds=3)
+    kubelet.add(pod)
+    await eventually(lambda: kubelet.fake.running_containers("c"), what="a running container")
+    data = kubelet.api_pod().to_dict()
+    data["metadata"]["deletionTimestamp"] = "2026-11-22T10:00:00Z"
+    data["metadata"]["deletionGracePeriodSeconds"] = 3
+    data["metadata"]["resourceVersion"] = "100"
+    kubelet.add(type(pod).model_validate(data))
+    await eventually(lambda: kubelet.client.deleted == ["p"], what="the deletion confirmed, once")
+    assert not kubelet.fake.containers and not kubelet.fake.sandboxes
+    assert "StopContainer" in kubelet.fake.calls and "Killing" in kubelet.reasons()
+    assert not kubelet.volumes.pod_dir("uid-p").exists()
+
+
+async def test_deleting_a_pod_abandons_its_hanging_image_pull(kubelet: FakeKubelet) -> None:
+    """upstream's pod worker cancels the sync under way when the pod becomes terminating: a pull that
+    hangs (a registry that never answers) does not hold the deletion up."""
+    import asyncio
+
+    kubelet.fake.pull_gates["hang:1"] = asyncio.Event()  # never set
+    pod = make_pod(containers=[{"name": "c", "image": "hang:1"}], terminationGracePeriodSeconds=1)
+    kubelet.add(pod)
+    await eventually(lambda: "PullImage" in kubelet.fake.calls, what="the pull under way")
+    data = kubelet.api_pod().to_dict()
+    data["metadata"]["deletionTimestamp"] = "2026-11-22T10:00:00Z"
+    data["metadata"]["resourceVersion"] = "100"
+    kubelet.add(type(pod).model_validate(data))
+    await eventually(lambda: kubelet.client.deleted == ["p"], what="the deletion confirmed while the pull hangs")
+    assert not kubelet.fake.sandboxes and not kubelet.fake.containers
+
+
+async def test_a_failed_sandbox_is_retried_and_reported(kubelet: FakeKubelet) -> None:
+    kubelet.fake.inject_error("RunPodSandbox", "the runtime is busy")
+    kubelet.add(make_pod())
+    await eventually(lambda: kubelet.fake.running_containers("c"), what="started on the retry")
+    assert any(r == "FailedCreatePodSandBox" and "the runtime is busy" in m for _, r, m in kubelet.events)
+
+
+async def test_a_restarted_kubelet_adopts_what_runs(tmp_path: Path) -> None:
+    first = FakeKubelet(tmp_path)
+    await first.start()
+    first.add(make_pod())
+    await eventually(lambda: first.fake.running_containers("c"), what="a running container")
+    await first.stop()
+    second = FakeKubelet(tmp_path)
+    second.fake = first.fake  # the same runtime, a new kubelet
+    second.runtime.runtime_service.stub = first.fake
+    second.runtime.image_service.stub = first.fake
+    await second.start()
+    try:
+        second.add(first.api_pod())
+        await eventually(lambda: second.workers.get("uid-p") and second.workers.get("uid-p").syncs > 0,  # type: ignore[union-attr]
+                         what="a sync")
+        assert first.fake.calls.count("RunPodSandbox") == 1 and first.fake.calls.count("StartContainer") == 1
+        assert container_state(second.api_pod())["restartCount"] == 0
+    finally:
+        await second.stop()
+
+
+async def test_the_node_is_not_ready_while_the_runtime_network_is_not(tmp_path: Path) -> None:
+    fake = FakeRuntime()
+    from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
+
+    manager = KubeGenericRuntimeManager(RemoteRuntimeService(fake), RemoteImageService(fake), None,  # type: ignore[arg-type]
+                                        lambda *_: None, logs_root=str(tmp_path))
+    message = (await manager.status()).not_ready_message()
+    assert message == "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady: " \
+                      "Network plugin returns error: no pod CIDR yet"
+    await manager.update_pod_cidr("10.244.3.0/24")  # UpdateRuntimeConfig
+    assert (await manager.status()).not_ready_message() == ""
+    fake.runtime_ready = False
+    assert (await manager.status()).not_ready_message().startswith("container runtime is down")
+
+
+async def test_the_pleg_relists_less_while_the_runtime_streams_events() -> None:
+    from kubelet.pleg.generic import GenericPLEG
+
+    fake = FakeRuntime()
+    pleg = GenericPLEG(RemoteRuntimeService(fake), "fake", relist_period=0.05)
+    await pleg.start()
+    try:
+        await eventually(lambda: pleg.events_flowing, what="the event stream open")
+    finally:
+        await pleg.stop()
+    silent = FakeRuntime()
+    silent.inject_error("GetContainerEvents", FakeRuntimeError("no events here", grpc.StatusCode.UNIMPLEMENTED))
+    pleg = GenericPLEG(RemoteRuntimeService(silent), "fake", relist_period=0.05)
+    await pleg.start()
+    try:
+        await eventually(lambda: pleg.relists >= 3, what="relisting every period without events")
+        assert not pleg.events_flowing
+    finally:
+        await pleg.stop()
