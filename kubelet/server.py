@@ -10,7 +10,9 @@
   runtime for an Exec URL (CRI Exec) and relays the client's websocket to the runtime's streaming
   server, offering the client's subprotocols and passing frames both ways verbatim (upstream's
   UpgradeAwareProxy): every binary message starts with its channel (0 stdin, 1 stdout, 2 stderr,
-  3 the final Status with the exit code, 4 terminal resize; in v5, 255 closes a stream).
+  3 the final Status with the exit code, 4 terminal resize; in v5, 255 closes a stream). A runtime
+  without v5 (containerd 1.6) gets v4 offered too and the kubelet translates a v5 client's frames
+  (kubelet/streaming.py, which says what v4 cannot carry: the end of stdin).
 
 Errors are `Status` objects with the HTTP code, which the apiserver passes on to kubectl.
 
@@ -38,11 +40,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import connect
 
 from kubelet.container.runtime import ContainerState, ContainerStatus, LogOptions, Runtime
 from kubelet.pod_workers import PodWorkers
 from kubelet.status_manager import StatusManager
+from kubelet.streaming import EXEC_PROTOCOLS, V5, V5ToV4, relay, runtime_subprotocols, translating
 from machinery.api.core_v1 import Pod
 from machinery.authn.user import user_from_peercert
 from machinery.cri.errors import CriError
@@ -63,8 +66,6 @@ class KubeletView(Protocol):
     def runtime(self) -> Runtime: ...  # read-only, so a Kubelet holding a particular Runtime fits
 
 log = logging.getLogger(__name__)
-
-EXEC_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io")
 
 
 class KubeletError(Exception):
@@ -295,7 +296,7 @@ class KubeletServer:
             url = await self.k.runtime.get_exec(instances[0].id, command, tty=tty, stdin=stdin,
                                                 stdout=stdout or tty, stderr=stderr)
             upstream = await connect(
-                _ws_url(url), subprotocols=[websockets.Subprotocol(o) for o in offered],
+                _ws_url(url), subprotocols=[websockets.Subprotocol(o) for o in runtime_subprotocols(offered)],
                 max_size=None, ping_interval=None, open_timeout=30)
         except KubeletError as e:
             await _deny(websocket, e)
@@ -306,9 +307,10 @@ class KubeletServer:
         except (OSError, websockets.exceptions.WebSocketException, TimeoutError) as e:
             await _deny(websocket, KubeletError(500, "InternalError", f"exec: the runtime's streaming server: {e}"))
             return
-        await websocket.accept(subprotocol=upstream.subprotocol or protocol)
+        translate = V5ToV4(tty) if translating(offered, upstream.subprotocol) else None
+        await websocket.accept(subprotocol=V5 if translate else upstream.subprotocol or protocol)
         try:
-            await relay(websocket, upstream)
+            await relay(websocket, upstream, translate)
         finally:
             await upstream.close()
 
@@ -319,41 +321,6 @@ def _ws_url(url: str) -> str:
     if url.startswith("https://"):
         return "wss://" + url[len("https://"):]
     return url
-
-
-async def relay(client: WebSocket, upstream: ClientConnection) -> None:
-    """Frames both ways, verbatim, until either side closes; the runtime's close code reaches the client."""
-
-    async def inbound() -> None:
-        while True:
-            message = await client.receive()
-            if message["type"] == "websocket.disconnect":
-                return
-            if message.get("bytes") is not None:
-                await upstream.send(message["bytes"])
-            elif message.get("text") is not None:
-                await upstream.send(message["text"])
-
-    async def outbound() -> None:
-        with contextlib.suppress(websockets.exceptions.ConnectionClosed):
-            async for frame in upstream:
-                if isinstance(frame, bytes):
-                    await client.send_bytes(frame)
-                else:
-                    await client.send_text(frame)
-
-    in_task = asyncio.create_task(inbound())
-    out_task = asyncio.create_task(outbound())
-    try:
-        done, _ = await asyncio.wait({in_task, out_task}, return_when=asyncio.FIRST_COMPLETED)
-        if out_task in done:
-            code = upstream.close_code or 1000
-            with contextlib.suppress(Exception):
-                await client.close(code if code != 1005 else 1000)
-    finally:
-        in_task.cancel()
-        out_task.cancel()
-        await asyncio.gather(in_task, out_task, return_exceptions=True)
 
 
 async def _deny(websocket: WebSocket, error: KubeletError) -> None:
