@@ -125,7 +125,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if bool(args.kubelet_client_certificate) != bool(args.kubelet_client_key):
         p.error("--kubelet-client-certificate and --kubelet-client-key go together")
     if args.kubelet_client_certificate or args.kubelet_certificate_authority:
-        from apiserver.proxy import kubelet_tls
+        from apiserver.endpoints.proxy import kubelet_tls
 
         try:  # unreadable files end the start, not a log request later
             kubelet_tls(args.kubelet_client_certificate, args.kubelet_client_key, args.kubelet_certificate_authority)
