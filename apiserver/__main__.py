@@ -19,10 +19,10 @@ import argparse
 import logging
 import sys
 
-from apiserver.admission import ALL_PLUGINS
+from apiserver.admission.chain import ALL_PLUGINS
+from apiserver.admission.podsecurity.config import ConfigError, load_admission_config
 from apiserver.app import ApiServerConfig, create_app
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER
-from apiserver.podsecurity.config import ConfigError, load_admission_config
 from apiserver.serving import Listener, run
 from apiserver.storage.etcd import EtcdTLS
 from machinery.timeutil import duration_flag, parse_go_duration

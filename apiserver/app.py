@@ -21,7 +21,9 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from apiserver import discovery, errors, openapi
-from apiserver.admission import ALL_PLUGINS, AdmissionChain, WebhookSource
+from apiserver.admission.chain import ALL_PLUGINS, AdmissionChain, WebhookSource
+from apiserver.admission.podsecurity.admission import PodSecurity
+from apiserver.admission.podsecurity.config import load_admission_config
 from apiserver.audit import Auditor, LogWriter, Policy
 from apiserver.auth import bootstrap
 from apiserver.auth.authn import Authenticator, load_token_file
@@ -30,8 +32,6 @@ from apiserver.auth.gate import Gate, Limits
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys, load_signing_key
 from apiserver.endpoints.installer import Dispatch, WatchShortcut, build_router
 from apiserver.endpoints.responsewriters import json_response
-from apiserver.podsecurity.admission import PodSecurity
-from apiserver.podsecurity.config import load_admission_config
 from apiserver.registry import STRATEGIES
 from apiserver.registry.authorization import ReviewStore
 from apiserver.registry.generic import Store, WriteOptions
