@@ -73,6 +73,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 f"--node-labels in the 'kubernetes.io' namespace must begin with an allowed prefix "
                 f"({', '.join(KUBELET_LABEL_NAMESPACES)}) or be in the specifically allowed set "
                 f"({', '.join(sorted(KUBELET_LABELS))})")
+    for flag in ("container_runtime_endpoint", "image_service_endpoint"):
+        endpoint = getattr(args, flag)
+        if endpoint is not None and not (endpoint.startswith("unix:///") or endpoint.startswith("/")):
+            p.error(f"--{flag.replace('_', '-')}: {endpoint!r} is not a unix socket (unix:///path)")
+    if args.runtime_request_timeout <= 0:
+        p.error("--runtime-request-timeout must be positive")
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         p.error("--tls-cert-file and --tls-private-key-file go together")
     if args.client_ca_file and not args.tls_cert_file:

@@ -80,7 +80,7 @@ class NodeFacts:
     node_ip: str
     port: int
     pod_cidr: str | None = None
-    runtime_version: str = "docker://unknown"
+    runtime_version: str = "unknown://unknown"  # the CRI runtime's name://version, from its Version
     labels: dict[str, str] = field(default_factory=dict)
     cpu_millis: int = field(default_factory=lambda: (os.cpu_count() or 1) * 1000)
     memory_bytes: int = field(default_factory=memory_total_bytes)

@@ -25,10 +25,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubelet.container.runtime import rfc3339
+from kubelet.container.runtime import Runtime, rfc3339
 from kubelet.container_config import ConfigError, PodContext, container_env
 from kubelet.kuberuntime.container_config import MountSpec, RunContainerOptions
-from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
 from kubelet.probes import ProbeManager
 from kubelet.status import TERMINAL_PHASES, PodRuntimeState, compute_pod_status
 from kubelet.status_manager import StatusManager
@@ -86,7 +85,7 @@ class KubeletRuntimeHelper:
 
 
 class KubeletPodSyncer:
-    def __init__(self, runtime: KubeGenericRuntimeManager, status_manager: StatusManager, volumes: VolumeManager,
+    def __init__(self, runtime: Runtime, status_manager: StatusManager, volumes: VolumeManager,
                  helper: KubeletRuntimeHelper, probes: ProbeManager, client: ApiClient, recorder: EventSink,
                  node_ip: str, network_ready: Callable[[], bool]) -> None:
         self.runtime = runtime

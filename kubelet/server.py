@@ -42,8 +42,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from apiserver.auth.authn import user_from_peercert
 from apiserver.serving import server_ssl_context, tls_options
-from kubelet.container.runtime import ContainerState, ContainerStatus, LogOptions
-from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
+from kubelet.container.runtime import ContainerState, ContainerStatus, LogOptions, Runtime
 from kubelet.pod_workers import PodWorkers
 from kubelet.status_manager import StatusManager
 from machinery.api.core_v1 import Pod
@@ -57,9 +56,11 @@ class KubeletView(Protocol):
     config: Any  # tls_cert_file, tls_private_key_file, client_ca_file
     pod_informer: Informer[Pod] | None
     workers: PodWorkers
-    runtime: KubeGenericRuntimeManager
     status_manager: StatusManager
     ready: asyncio.Event
+
+    @property
+    def runtime(self) -> Runtime: ...  # read-only, so a Kubelet holding a particular Runtime fits
 
 log = logging.getLogger(__name__)
 

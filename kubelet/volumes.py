@@ -116,7 +116,7 @@ class VolumeManager:
         return path
 
     def binds(self, container: Container, volumes: dict[str, HostVolume]) -> list[str]:
-        """Docker bind specs (`src:dst:ro|rw`) for the container's volumeMounts."""
+        """Bind specs (`src:dst:ro|rw`) for the container's volumeMounts (CRI mounts, made by the runtime helper)."""
         out = []
         for mount in container.volume_mounts or []:
             volume = volumes.get(mount.name)

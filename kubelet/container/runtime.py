@@ -203,6 +203,30 @@ class Runtime(abc.ABC):
     async def sync_pod(self, pod: Pod) -> SyncResult: ...
 
     @abc.abstractmethod
+    def waiting(self, uid: str) -> dict[str, tuple[str, str]]:
+        """Why the pod's containers that do not run wait (upstream's reasonCache): name → (reason, message)."""
+
+    @abc.abstractmethod
+    def messages(self, uid: str) -> dict[str, str]:
+        """Termination messages of the pod's exited containers, by container id."""
+
+    @abc.abstractmethod
+    def request_kill(self, uid: str, name: str, container_id: str, reason: str) -> None:
+        """A liveness or startup probe failed: the next SyncPod kills (and restarts) that container."""
+
+    @abc.abstractmethod
+    def request_stop(self, uid: str) -> None:
+        """The pod is being deleted: work under way for it (an image pull) is abandoned."""
+
+    @abc.abstractmethod
+    def forget_pod(self, uid: str) -> None:
+        """The pod is gone: drop what was kept for it (reasons, back-off)."""
+
+    @abc.abstractmethod
+    async def stop_sandboxes(self, pod: Pod) -> None:
+        """A finished pod gives its sandbox and address back; its containers stay for their logs."""
+
+    @abc.abstractmethod
     async def kill_pod(self, pod: Pod | None, uid: str, grace: int) -> None:
         """Stop every container (preStop, SIGTERM, SIGKILL after `grace`) and the sandbox."""
 

@@ -188,7 +188,8 @@ async def test_exec_with_exit_codes_output_and_timeout(env: Env) -> None:
 
 async def test_logs_from_the_cri_log_file_with_tail_and_timestamps(env: Env) -> None:
     pod = env.pod("logs", [{"name": "c", "image": BUSYBOX,
-                            "command": ["sh", "-c", "for i in 1 2 3; do echo line$i; done; echo oops >&2"]}],
+                            # stdout and stderr are two pipes: the pause keeps their order in the log
+                            "command": ["sh", "-c", "for i in 1 2 3; do echo line$i; done; sleep 0.3; echo oops >&2"]}],
                   restartPolicy="Never")
     uid = pod.metadata.uid or ""
     await env.run(pod)

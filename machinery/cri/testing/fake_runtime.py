@@ -360,7 +360,7 @@ class _Servicer:
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.fake, name)
         if name == "GetContainerEvents":
-            async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            async def stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
                 try:
                     async for item in method(request, context):
                         yield item
@@ -368,7 +368,7 @@ class _Servicer:
                     await context.abort(e.code, str(e))
             return stream
 
-        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             try:
                 return await method(request, context)
             except FakeRuntimeError as e:
@@ -380,8 +380,8 @@ async def serve(fake: FakeRuntime, endpoint: str) -> grpc.aio.Server:
     """Serve `fake` as RuntimeService and ImageService at `endpoint` (unix:///path); started."""
     server = grpc.aio.server()
     servicer = _Servicer(fake)
-    pb_grpc.add_RuntimeServiceServicer_to_server(servicer, server)  # type: ignore[arg-type]
-    pb_grpc.add_ImageServiceServicer_to_server(servicer, server)  # type: ignore[arg-type]
+    pb_grpc.add_RuntimeServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    pb_grpc.add_ImageServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     if server.add_insecure_port(endpoint) == 0:
         raise OSError(f"cannot listen on {endpoint}")
     await server.start()
