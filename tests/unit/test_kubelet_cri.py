@@ -289,9 +289,11 @@ async def test_a_restarted_kubelet_adopts_what_runs(tmp_path: Path) -> None:
 async def test_the_node_is_not_ready_while_the_runtime_network_is_not(tmp_path: Path) -> None:
     fake = FakeRuntime()
     from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
+    from kubelet.pleg.generic import GenericPLEG
 
     manager = KubeGenericRuntimeManager(RemoteRuntimeService(fake), RemoteImageService(fake), None,  # type: ignore[arg-type]
-                                        lambda *_: None, logs_root=str(tmp_path))
+                                        lambda *_: None, GenericPLEG(RemoteRuntimeService(fake), "fake"),
+                                        logs_root=str(tmp_path))
     message = (await manager.status()).not_ready_message()
     assert message == "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady: " \
                       "Network plugin returns error: no pod CIDR yet"

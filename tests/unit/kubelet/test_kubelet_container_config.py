@@ -20,13 +20,13 @@ from kubelet.container_config import (
     memory_bytes,
     spec_hash,
 )
-from kubelet.kuberuntime import labels
 from kubelet.kuberuntime.container_config import (
     MountSpec,
     RunContainerOptions,
     generate_container_config,
     generate_pod_sandbox_config,
 )
+from kubelet.types import labels
 from machinery.api.core_v1 import Pod
 from machinery.cri import api_pb2 as pb
 
