@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubelet.container.runtime import Runtime, rfc3339
-from kubelet.container_config import ConfigError, PodContext, container_env
+from kubelet.container.runtime import ConfigError, Runtime, rfc3339
+from kubelet.kubelet_pods import PodContext, container_env
 from kubelet.kuberuntime.container_config import MountSpec, RunContainerOptions
 from kubelet.probes import ProbeManager
 from kubelet.status import TERMINAL_PHASES, PodRuntimeState, compute_pod_status

@@ -20,6 +20,11 @@ from enum import StrEnum
 from machinery.api.core_v1 import Pod
 
 
+class ConfigError(Exception):
+    """The container cannot be configured: its waiting reason is CreateContainerConfigError (upstream
+    ErrCreateContainerConfig, pkg/kubelet/container/sync_result.go)."""
+
+
 class ContainerState(StrEnum):
     CREATED = "created"
     RUNNING = "running"

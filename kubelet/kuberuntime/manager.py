@@ -34,6 +34,7 @@ import httpx
 
 from kubelet.backoff import Backoff
 from kubelet.container.runtime import (
+    ConfigError,
     ContainerState,
     ContainerStatus,
     LogOptions,
@@ -43,7 +44,6 @@ from kubelet.container.runtime import (
     RuntimeStatus,
     SyncResult,
 )
-from kubelet.container_config import ConfigError
 from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import RemoteRuntimeService
 from kubelet.kuberuntime.container_config import (
