@@ -12,7 +12,6 @@ containers, newest first (the current one and the ones before it, for restart co
 from __future__ import annotations
 
 import abc
-import datetime as dt
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -30,12 +29,6 @@ class ContainerState(StrEnum):
     RUNNING = "running"
     EXITED = "exited"
     UNKNOWN = "unknown"
-
-
-def rfc3339(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
