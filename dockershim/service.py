@@ -548,12 +548,14 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         # the sandbox's status (its inspect kept until its own next event) and the status of the container
         # the event is about: containerd sends every container of the sandbox, but the others did not
         # change, and each inspect costs Docker while pods start
-        sandbox, container = await asyncio.gather(
-            self._sandbox_inspect(sandbox_id) if sandbox_id and kind != cri.CONTAINER_DELETED_EVENT
-            else _none(),
-            self.docker.containers.container(cid).show() if sandbox_id != cid
-            and kind != cri.CONTAINER_DELETED_EVENT else _none(),
-            return_exceptions=True)
+        sandbox_inspect: Awaitable[dict[str, Any] | None] = \
+            self._sandbox_inspect(sandbox_id) if sandbox_id and kind != cri.CONTAINER_DELETED_EVENT else _none()
+        container_inspect: Awaitable[dict[str, Any] | None] = \
+            self.docker.containers.container(cid).show() if sandbox_id != cid \
+            and kind != cri.CONTAINER_DELETED_EVENT else _none()
+        inspected: list[dict[str, Any] | BaseException | None] = list(
+            await asyncio.gather(sandbox_inspect, container_inspect, return_exceptions=True))
+        sandbox, container = inspected
         if isinstance(sandbox, dict):
             response.pod_sandbox_status.CopyFrom(self._sandbox_status(sandbox))
         elif sandbox_id:

@@ -194,7 +194,7 @@ def sandbox_create_body(config: cri.PodSandboxConfig, *, node: str, image: str) 
     return body
 
 
-def sandbox_state(inspect: dict[str, Any]) -> int:
+def sandbox_state(inspect: dict[str, Any]) -> cri.PodSandboxState:
     return cri.SANDBOX_READY if (inspect.get("State") or {}).get("Running") else cri.SANDBOX_NOTREADY
 
 
@@ -358,7 +358,7 @@ def container_create_body(config: cri.ContainerConfig, sandbox_config: cri.PodSa
     return body
 
 
-def container_state(state: dict[str, Any]) -> tuple[int, str, str]:
+def container_state(state: dict[str, Any]) -> tuple[cri.ContainerState, str, str]:
     """(CRI state, reason, message) from Docker's State (cri-dockerd's ContainerStatus)."""
     if state.get("Running") or state.get("Restarting") or state.get("Paused"):
         return cri.CONTAINER_RUNNING, "", ""
@@ -377,7 +377,7 @@ def container_state(state: dict[str, Any]) -> tuple[int, str, str]:
     return cri.CONTAINER_CREATED, "", ""
 
 
-def _list_state(status: str) -> int:
+def _list_state(status: str) -> cri.ContainerState:
     return {"created": cri.CONTAINER_CREATED, "running": cri.CONTAINER_RUNNING, "restarting": cri.CONTAINER_RUNNING,
             "paused": cri.CONTAINER_RUNNING, "exited": cri.CONTAINER_EXITED,
             "dead": cri.CONTAINER_EXITED}.get(status, cri.CONTAINER_UNKNOWN)
