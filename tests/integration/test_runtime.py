@@ -241,7 +241,7 @@ async def test_a_fresh_runtime_manager_finds_what_runs(env: Env) -> None:
     before = env.runtime.get_pod_status(uid)
     fresh = env.manager()
     try:
-        await fresh.start()
+        await fresh.pleg.start()
         found = fresh.get_pod_status(uid)
         assert [s.id for s in found.sandboxes] == [s.id for s in before.sandboxes] and found.ip == before.ip
         assert [c.id for c in found.running_containers] == [c.id for c in before.running_containers]
@@ -250,6 +250,7 @@ async def test_a_fresh_runtime_manager_finds_what_runs(env: Env) -> None:
         await env.run(pod, fresh)  # nothing to do: nothing new
         assert len(_docker_containers(uid)) == calls_before
     finally:
+        await fresh.pleg.stop()
         await fresh.close()
     await env.runtime.kill_pod(pod, uid, 0)
     await env.runtime.remove_pod(uid)
