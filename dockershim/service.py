@@ -71,7 +71,7 @@ Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
 def rpc(method: Handler) -> Handler:
     """Turn the shim's errors into gRPC statuses with their message (never a bare UNKNOWN)."""
     @functools.wraps(method)
-    async def wrapper(self: DockerService, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def wrapper(self: DockerService, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
             return await method(self, request, context)
         except CriError as e:
@@ -443,8 +443,9 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
 
     # -- events -----------------------------------------------------------------------------------
 
-    async def GetContainerEvents(self, request: cri.GetEventsRequest,
-                                 context: grpc.aio.ServicerContext) -> AsyncIterator[cri.ContainerEventResponse]:
+    async def GetContainerEvents(
+            self, request: cri.GetEventsRequest,
+            context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[cri.ContainerEventResponse]:
         queue: asyncio.Queue[cri.ContainerEventResponse | None] = asyncio.Queue(maxsize=1000)
         self._subscribers.add(queue)
         try:
@@ -477,8 +478,8 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         sender = asyncio.create_task(self._send_events(ordered), name="container-events-sender")
         try:
             while True:
-                events = DockerEvents(self.docker)
-                subscriber = events.subscribe(create_task=False)
+                events = DockerEvents(self.docker)  # type: ignore[no-untyped-call]
+                subscriber = events.subscribe(create_task=False)  # type: ignore[no-untyped-call]
                 runner = asyncio.create_task(events.run(filters=filters))
                 try:
                     while (event := await subscriber.get()) is not None:
@@ -548,14 +549,13 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         # the sandbox's status (its inspect kept until its own next event) and the status of the container
         # the event is about: containerd sends every container of the sandbox, but the others did not
         # change, and each inspect costs Docker while pods start
-        sandbox_inspect: Awaitable[dict[str, Any] | None] = \
-            self._sandbox_inspect(sandbox_id) if sandbox_id and kind != cri.CONTAINER_DELETED_EVENT else _none()
-        container_inspect: Awaitable[dict[str, Any] | None] = \
-            self.docker.containers.container(cid).show() if sandbox_id != cid \
-            and kind != cri.CONTAINER_DELETED_EVENT else _none()
-        inspected: list[dict[str, Any] | BaseException | None] = list(
-            await asyncio.gather(sandbox_inspect, container_inspect, return_exceptions=True))
-        sandbox, container = inspected
+        shown: list[Any] = await asyncio.gather(
+            self._sandbox_inspect(sandbox_id) if sandbox_id and kind != cri.CONTAINER_DELETED_EVENT
+            else _none(),
+            self.docker.containers.container(cid).show() if sandbox_id != cid
+            and kind != cri.CONTAINER_DELETED_EVENT else _none(),
+            return_exceptions=True)
+        sandbox, container = shown
         if isinstance(sandbox, dict):
             response.pod_sandbox_status.CopyFrom(self._sandbox_status(sandbox))
         elif sandbox_id:
