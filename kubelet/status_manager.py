@@ -60,6 +60,7 @@ class _PodStatusRecord:
     written_pod: Pod | None = None  # the pod as our last write returned it
     # written_rv while the informer has not shown it (what it shows meanwhile is older), and since when
     awaiting: str | None = None
+    shown: str | None = None  # the last version the informer showed
     awaiting_since: float = 0.0
     writing: bool = False  # a write is on its way (its response not yet in)
     # the status-only versions the watch showed meanwhile, in its order: ours, or another writer's
@@ -111,18 +112,17 @@ class StatusManager:
         record = self._pods.get(new.metadata.uid or "")
         if record is None:
             return False
+        record.shown = _rv(new)
         if record.awaiting is not None and _rv(new) == record.awaiting:
             record.awaiting = None
             return only_status_changed(old, new)  # our write itself
         if not only_status_changed(old, new):
             return False
-        if record.held(new):
-            return True  # older than our write: what it says, our write has overtaken
         if record.writing:
             # the watch may deliver our write before its response is in: which one it is, is known only then
             record.unsettled.append(_rv(new))
             return True
-        return False
+        return record.held(new)  # older than our write: what it says, our write has overtaken
 
     def _write_done(self, uid: str, record: _PodStatusRecord, rv: str | None) -> None:
         record.writing = False
@@ -160,7 +160,10 @@ class StatusManager:
         finally:
             if written_rv is not None:
                 record.written_rv = written_rv
-                record.awaiting, record.awaiting_since = written_rv, time.monotonic()
+                # a write that changed nothing answers with a version the watch may have shown already
+                # (the apiserver skips no-op writes): that one is not waited for
+                shown = written_rv in (_rv(pod), record.shown)
+                record.awaiting, record.awaiting_since = (None if shown else written_rv), time.monotonic()
             self._write_done(uid, record, written_rv)
         self.writes += 1
         if updated.metadata.uid != meta.uid:

@@ -113,3 +113,28 @@ async def test_a_write_the_informer_never_shows_is_believed_no_longer(monkeypatc
     assert _ready(status.latest(worker.pod)) == "False"
     clock[0] += status_manager.CACHE_CATCH_UP_SECONDS
     assert _ready(status.latest(worker.pod)) == "True"
+
+
+async def test_a_write_that_changed_nothing_is_not_waited_for() -> None:
+    """The apiserver skips a no-op write and answers with the version it has, one the watch has
+    shown already and never shows again: waiting for it would take another writer's status that
+    follows for older than ours (and not sync over it) until the catch-up time ran out."""
+    workers, worker, status, client = _setup(_pod("q1"))
+    await _write_not_ready(status, client, worker.pod, "q1")  # answered with the version shown
+    workers.update(_pod("q2", ready="True"))  # another writer
+    assert worker._wake.is_set()
+    assert _ready(status.latest(worker.pod)) == "True"
+
+
+async def test_our_write_shown_before_its_answer_while_an_earlier_write_is_awaited() -> None:
+    workers, worker, status, client = _setup(_pod("s1"))
+    await _write_not_ready(status, client, worker.pod, "s1")  # a no-op: nothing awaited
+    record = status._record("u1")
+    record.awaiting = "s0"  # an earlier write the watch will not show (a relist skipped it)
+    record.writing = True  # the next write is on its way; the watch shows it first, then another writer
+    workers.update(_pod("s2", ready="False"))
+    workers.update(_pod("s3", ready="True"))
+    assert not worker._wake.is_set()
+    record.written_rv, record.awaiting = "s2", "s2"
+    status._write_done("u1", record, "s2")  # the answer: "s2" was ours, so "s3" came after it
+    assert worker._wake.is_set() and record.awaiting is None
