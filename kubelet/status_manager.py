@@ -60,8 +60,8 @@ class _PodStatusRecord:
     written_pod: Pod | None = None  # the pod as our last write returned it
     # written_rv while the informer has not shown it (what it shows meanwhile is older), and since when
     awaiting: str | None = None
-    shown: str | None = None  # the last version the informer showed
     awaiting_since: float = 0.0
+    shown: str | None = None  # the last version the informer showed
     writing: bool = False  # a write is on its way (its response not yet in)
     # the status-only versions the watch showed meanwhile, in its order: ours, or another writer's
     unsettled: list[str | None] = field(default_factory=list)
