@@ -19,10 +19,10 @@ import argparse
 import logging
 import sys
 
-from apiserver.admission import ALL_PLUGINS
+from apiserver.admission.chain import ALL_PLUGINS
+from apiserver.admission.podsecurity.config import ConfigError, load_admission_config
 from apiserver.app import ApiServerConfig, create_app
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER
-from apiserver.podsecurity.config import ConfigError, load_admission_config
 from apiserver.serving import Listener, run
 from apiserver.storage.etcd import EtcdTLS
 from machinery.timeutil import duration_flag, parse_go_duration
@@ -125,7 +125,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if bool(args.kubelet_client_certificate) != bool(args.kubelet_client_key):
         p.error("--kubelet-client-certificate and --kubelet-client-key go together")
     if args.kubelet_client_certificate or args.kubelet_certificate_authority:
-        from apiserver.proxy import kubelet_tls
+        from apiserver.endpoints.proxy import kubelet_tls
 
         try:  # unreadable files end the start, not a log request later
             kubelet_tls(args.kubelet_client_certificate, args.kubelet_client_key, args.kubelet_certificate_authority)

@@ -21,23 +21,23 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from apiserver import discovery, errors, openapi
-from apiserver.admission import ALL_PLUGINS, AdmissionChain, WebhookSource
+from apiserver.admission.chain import ALL_PLUGINS, AdmissionChain, WebhookSource
+from apiserver.admission.podsecurity.admission import PodSecurity
+from apiserver.admission.podsecurity.config import load_admission_config
 from apiserver.audit import Auditor, LogWriter, Policy
 from apiserver.auth import bootstrap
 from apiserver.auth.authn import Authenticator, load_token_file
 from apiserver.auth.authz import AlwaysAllow, Authorizer, Decider, NodeAuthorizer, RBACAuthorizer
-from apiserver.auth.escalation import RbacPolicy
 from apiserver.auth.gate import Gate, Limits
-from apiserver.auth.reviews import ReviewStore
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys, load_signing_key
-from apiserver.installer import Dispatch, WatchShortcut, build_router
-from apiserver.podsecurity.admission import PodSecurity
-from apiserver.podsecurity.config import load_admission_config
+from apiserver.endpoints.installer import Dispatch, WatchShortcut, build_router
+from apiserver.endpoints.responsewriters import json_response
 from apiserver.registry import STRATEGIES
+from apiserver.registry.authorization import ReviewStore
 from apiserver.registry.generic import Store, WriteOptions
 from apiserver.registry.namespace import NamespaceStrategy
+from apiserver.registry.rbac_escalation import RbacPolicy
 from apiserver.registry.token import LiveTokenValidator, TokenIssuer
-from apiserver.responsewriters import json_response
 from apiserver.storage.etcd import EtcdStorage, EtcdTLS, StorageError
 from apiserver.warning import WarningRecorder
 from machinery.api.resources import RESOURCES, group_versions
@@ -70,7 +70,7 @@ class ApiServerConfig:
     admission_control_config_file: str | None = None  # PodSecurity's defaults and exemptions
     audit_log_path: str | None = None
     audit_policy_file: str | None = None
-    # reaching kubelets (apiserver/proxy.py): HTTPS with this client certificate, verified against this CA
+    # reaching kubelets (apiserver/endpoints/proxy.py): HTTPS with this client certificate, verified against this CA
     kubelet_client_certificate: str | None = None
     kubelet_client_key: str | None = None
     kubelet_certificate_authority: str | None = None

@@ -108,7 +108,9 @@ TARGETS: dict[str, Target] = {
     "control_plane.rss.controller-manager": Target(3, False, 100, "MB", "controller-manager RSS ≤ 100 MB"),
     "control_plane.rss.scheduler": Target(3, False, 100, "MB", "scheduler RSS ≤ 100 MB"),
     "pod_startup.deployment": Target(4, False, 1.0, "s", "3-replica Deployment apply → all Running p50 ≤ 1.0 s"),
-    **{f"pod_startup.{count}.{kind}_ratio": Target(4, False, 1.5, "x", "startup ≤ 1.5x raw Docker")
+    # issue 4 asked ≤ 1.5x with the kubelet on Docker directly; through CRI and the Docker shim issue 16 asks ≤ 1.35x
+    **{f"pod_startup.{count}.{kind}_ratio": Target(16, False, 1.35, "x", "startup via CRI (Docker shim) ≤ 1.35x raw "
+                                                                         "Docker")
        for count in (1, 10, 30) for kind in ("per_pod", "batch")},
     "pod_startup.kubelet_rss": Target(4, False, 100, "MB", "kubelet RSS ≤ 100 MB with 30 pods"),
     **{f"pod_startup_containerd.{count}.{kind}_ratio": Target(16, False, 1.35, "x",

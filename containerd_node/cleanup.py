@@ -39,8 +39,15 @@ from typing import Any
 
 from cni import host
 from cni.invoke import CniError, CniRuntime, RuntimeConf
-from containerd_node.config import CNI_BIN_DIR, CNI_RESULTS_DIR, LOOPBACK_NETWORK, MARKER, NodeLayout
-from containerd_node.launcher import read_marker, registry_name
+from containerd_node.config import (
+    CNI_BIN_DIR,
+    CNI_RESULTS_DIR,
+    LOOPBACK_NETWORK,
+    MARKER,
+    NodeLayout,
+    read_marker,
+    registry_name,
+)
 
 log = logging.getLogger(__name__)
 

@@ -27,6 +27,7 @@ Choices that differ from `containerd config default`, and why:
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,29 @@ class NodeLayout:
     def conf_template(self) -> str:
         """The CNI network list containerd renders into conf_dir on UpdateRuntimeConfig."""
         return json.dumps(containerd_conf_template(self.node_name, self.ipam_dir), indent=2) + "\n"
+
+
+def registry_name(node_name: str) -> str:
+    """The node's entry among the host-rule users (cni.host's registry of live kubelets)."""
+    return f"containerd-{node_name}"
+
+
+def write_marker(layout: NodeLayout, pid: int) -> None:
+    data = {"node": layout.node_name, "pid": pid, "socket": str(layout.socket), "kind": "minik8s-containerd-node"}
+    tmp = layout.marker.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data) + "\n")
+    os.replace(tmp, layout.marker)
+
+
+def read_marker(base_dir: Path) -> dict[str, object] | None:
+    """The label of a containerd node directory, or None when `base_dir` is not one."""
+    try:
+        data = json.loads((base_dir / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("kind") != "minik8s-containerd-node" or not data.get("node"):
+        return None
+    return data
 
 
 def _toml_value(value: Any) -> str:

@@ -14,7 +14,6 @@ with `ctr -n k8s.io images import`).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -22,16 +21,13 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import grpc
 
 from cni import host
-from containerd_node.config import K8S_NAMESPACE, NodeLayout
+from containerd_node.cleanup import CleanupReport, cleanup_node
+from containerd_node.config import K8S_NAMESPACE, NodeLayout, read_marker, registry_name, write_marker
 from machinery.cri import api_pb2, api_pb2_grpc
-
-if TYPE_CHECKING:
-    from containerd_node.cleanup import CleanupReport
 
 log = logging.getLogger(__name__)
 
@@ -42,29 +38,6 @@ START_TIMEOUT = 30.0
 
 class ContainerdError(Exception):
     pass
-
-
-def registry_name(node_name: str) -> str:
-    """The node's entry among the host-rule users (cni.host's registry of live kubelets)."""
-    return f"containerd-{node_name}"
-
-
-def write_marker(layout: NodeLayout, pid: int) -> None:
-    data = {"node": layout.node_name, "pid": pid, "socket": str(layout.socket), "kind": "minik8s-containerd-node"}
-    tmp = layout.marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data) + "\n")
-    os.replace(tmp, layout.marker)
-
-
-def read_marker(base_dir: Path) -> dict[str, object] | None:
-    """The label of a containerd node directory, or None when `base_dir` is not one."""
-    try:
-        data = json.loads((base_dir / "minik8s-containerd-node.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("kind") != "minik8s-containerd-node" or not data.get("node"):
-        return None
-    return data
 
 
 def prepare(layout: NodeLayout) -> None:
@@ -218,8 +191,6 @@ class ContainerdNode:
 
     def cleanup(self, host_rules: bool = True) -> CleanupReport:
         """Kill it and remove everything it made (containerd_node.cleanup)."""
-        from containerd_node.cleanup import cleanup_node
-
         report = cleanup_node(self.layout.base_dir, host_rules=host_rules)
         if self.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):

@@ -17,7 +17,7 @@ import logging
 
 from machinery.api.core_v1 import ServiceAccount
 from machinery.api.meta import ObjectMeta
-from machinery.api.resources import resource_for
+from machinery.api.resources import resource_for_model
 from machinery.client import ApiClient, ApiError, CachingTokenSource, TokenFetch
 from machinery.kubeconfig import ClientConfig
 from machinery.timeutil import parse_rfc3339
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 NAMESPACE = "kube-system"
 DEFAULT_EXPIRATION_SECONDS = 3600  # upstream defaultExpirationSeconds
-SERVICE_ACCOUNTS = resource_for("", "serviceaccounts")
+SERVICE_ACCOUNTS = resource_for_model(ServiceAccount)
 
 
 def _timestamp(value: str) -> float:

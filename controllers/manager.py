@@ -309,8 +309,10 @@ async def run_controllers(args: argparse.Namespace, config: ClientConfig, stop: 
     if credentials is not None:
         await credentials.prefetch()
     factory.start()
-    tasks = {asyncio.create_task(c.run(), name=f"controller:{name}"): name for name, c in controllers}
-    stopper = asyncio.create_task(stop.wait())
+    # Task[object]: the controllers' tasks (None) and the stopper (True) are waited on as one set
+    tasks: dict[asyncio.Task[object], str] = {
+        asyncio.create_task(c.run(), name=f"controller:{name}"): name for name, c in controllers}
+    stopper: asyncio.Task[object] = asyncio.create_task(stop.wait())
     code = 0
     try:
         done, _ = await asyncio.wait({*tasks, stopper}, return_when=asyncio.FIRST_COMPLETED)

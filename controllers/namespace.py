@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from machinery.api.core_v1 import Namespace
+from machinery.api.meta import Preconditions
 from machinery.api.resources import RESOURCES, ResourceInfo
 from machinery.client import KUBE_VERSION, ApiClient, ApiError, retry_on_conflict
 from machinery.controller import Controller
@@ -162,7 +163,7 @@ class NamespaceController(Controller):
                 continue
             try:
                 await self.client.delete_raw(info, meta["name"], namespace, propagation_policy="Background",
-                                             preconditions={"uid": meta.get("uid")})
+                                             preconditions=Preconditions(uid=meta.get("uid")))
             except ApiError as e:
                 if not (e.is_not_found or e.is_conflict):
                     raise

@@ -94,8 +94,8 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
         service.start_events()
         housekeeping = asyncio.create_task(service.housekeeping(), name="housekeeping")
         server = grpc.aio.server()
-        cri_grpc.add_RuntimeServiceServicer_to_server(service, server)
-        cri_grpc.add_ImageServiceServicer_to_server(service, server)
+        cri_grpc.add_RuntimeServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+        cri_grpc.add_ImageServiceServicer_to_server(service, server)  # type: ignore[no-untyped-call]
         Path(args.socket_path).parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(args.socket_path)  # a previous shim's

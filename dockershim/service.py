@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import json
 import logging
 import os
@@ -39,6 +40,7 @@ CRI_API_VERSION = "v1"
 RUNTIME_NAME = "docker"
 SANDBOX_STOP_GRACE = 2  # seconds: the pause container ends on SIGTERM at once
 EXEC_SYNC_MAX_OUTPUT = 16 * 1024 * 1024  # upstream's maxExecSyncSize
+SANDBOX_CACHE_SIZE = 1000  # sandbox inspects kept for container events
 GC_PERIOD = 60.0  # seconds between garbage collections of attachments and leases of vanished sandboxes
 NETWORK_NOT_READY = "docker: network plugin is not ready: cni config uninitialized"
 
@@ -69,7 +71,7 @@ Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
 def rpc(method: Handler) -> Handler:
     """Turn the shim's errors into gRPC statuses with their message (never a bare UNKNOWN)."""
     @functools.wraps(method)
-    async def wrapper(self: DockerService, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def wrapper(self: DockerService, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
             return await method(self, request, context)
         except CriError as e:
@@ -97,6 +99,9 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         self.streaming = streaming
         self._subscribers: set[asyncio.Queue[cri.ContainerEventResponse | None]] = set()
         self._events_task: asyncio.Task[None] | None = None
+        self._sandbox_cache: dict[str, dict[str, Any]] = {}  # sandbox id → inspect, until its next event
+        self._sandbox_epochs: dict[str, int] = {}  # sandbox id → the number of its last event
+        self._epoch = itertools.count(1)
 
     # -- lookups ----------------------------------------------------------------------------------
 
@@ -438,8 +443,9 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
 
     # -- events -----------------------------------------------------------------------------------
 
-    async def GetContainerEvents(self, request: cri.GetEventsRequest,
-                                 context: grpc.aio.ServicerContext) -> AsyncIterator[cri.ContainerEventResponse]:
+    async def GetContainerEvents(
+            self, request: cri.GetEventsRequest,
+            context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[cri.ContainerEventResponse]:
         queue: asyncio.Queue[cri.ContainerEventResponse | None] = asyncio.Queue(maxsize=1000)
         self._subscribers.add(queue)
         try:
@@ -460,58 +466,103 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                 queue.put_nowait(None)
 
     async def _events_loop(self) -> None:
-        """Docker's event stream for this node's containers, reconnected when it breaks."""
+        """Docker's event stream for this node's containers, reconnected when it breaks.
+
+        Each event's statuses are read at once, concurrently with the next events' (one at a time, a
+        burst of pods starting would queue seconds of inspects behind each other); a sender hands the
+        answers out in Docker's order."""
         delay = 0.5
         filters = json.dumps({**tr.node_filters(self.node), "type": ["container"],
                               "event": list(_EVENT_TYPES)})
-        while True:
-            events = DockerEvents(self.docker)
-            subscriber = events.subscribe(create_task=False)
-            runner = asyncio.create_task(events.run(filters=filters))
-            try:
-                while (event := await subscriber.get()) is not None:
-                    delay = 0.5
-                    with contextlib.suppress(Exception):
-                        await self._publish(event)
-            except asyncio.CancelledError:
-                runner.cancel()
-                raise
-            finally:
-                runner.cancel()
-                await asyncio.gather(runner, return_exceptions=True)
-            log.warning("docker event stream ended; reconnecting in %.1fs", delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 10)
+        ordered: asyncio.Queue[asyncio.Task[cri.ContainerEventResponse | None]] = asyncio.Queue()
+        sender = asyncio.create_task(self._send_events(ordered), name="container-events-sender")
+        try:
+            while True:
+                events = DockerEvents(self.docker)  # type: ignore[no-untyped-call]
+                subscriber = events.subscribe(create_task=False)  # type: ignore[no-untyped-call]
+                runner = asyncio.create_task(events.run(filters=filters))
+                try:
+                    while (event := await subscriber.get()) is not None:
+                        delay = 0.5
+                        self._track_sandbox(event)
+                        if self._subscribers:
+                            ordered.put_nowait(asyncio.create_task(self._event_response(event)))
+                finally:
+                    runner.cancel()
+                    await asyncio.gather(runner, return_exceptions=True)
+                log.warning("docker event stream ended; reconnecting in %.1fs", delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10)
+        finally:
+            sender.cancel()
+            await asyncio.gather(sender, return_exceptions=True)
 
-    async def _publish(self, event: dict[str, Any]) -> None:
-        if not self._subscribers:
-            return
+    async def _send_events(self, ordered: asyncio.Queue[asyncio.Task[cri.ContainerEventResponse | None]]) -> None:
+        while True:
+            task = await ordered.get()
+            try:
+                response = await task
+            except Exception as e:  # an event that could not be described: the kubelet's relist catches up
+                log.warning("container event: %s", e)
+                continue
+            if response is None:
+                continue
+            for queue in list(self._subscribers):
+                try:
+                    queue.put_nowait(response)
+                except asyncio.QueueFull:  # a reader that stopped reading: it relists anyway (generic PLEG)
+                    log.warning("container event subscriber is not reading; dropping an event")
+
+    def _track_sandbox(self, event: dict[str, Any]) -> None:
+        """Forget a sandbox's cached inspect when it changes: its state changes only by its own events."""
+        actor = event.get("Actor") or {}
+        if (actor.get("Attributes") or {}).get(tr.LABEL_TYPE) == tr.TYPE_SANDBOX:
+            sandbox_id = str(actor.get("ID") or "")
+            self._sandbox_cache.pop(sandbox_id, None)
+            self._sandbox_epochs.pop(sandbox_id, None)  # re-inserted last: the oldest go first below
+            self._sandbox_epochs[sandbox_id] = next(self._epoch)
+            while len(self._sandbox_epochs) > SANDBOX_CACHE_SIZE:
+                del self._sandbox_epochs[next(iter(self._sandbox_epochs))]
+
+    async def _sandbox_inspect(self, sandbox_id: str) -> dict[str, Any]:
+        data = self._sandbox_cache.get(sandbox_id)
+        if data is None:
+            epoch = self._sandbox_epochs.get(sandbox_id)
+            data = await self.docker.containers.container(sandbox_id).show()
+            # kept only if no event of the sandbox came in meanwhile (the inspect may predate it)
+            if epoch is not None and self._sandbox_epochs.get(sandbox_id) == epoch:
+                if len(self._sandbox_cache) >= SANDBOX_CACHE_SIZE:
+                    del self._sandbox_cache[next(iter(self._sandbox_cache))]
+                self._sandbox_cache[sandbox_id] = data
+        return data
+
+    async def _event_response(self, event: dict[str, Any]) -> cri.ContainerEventResponse | None:
         kind = _EVENT_TYPES.get(str(event.get("Action") or ""))
         actor = event.get("Actor") or {}
         cid = str(actor.get("ID") or "")
         if kind is None or not cid:
-            return
+            return None
         attrs = actor.get("Attributes") or {}
         sandbox_id = cid if attrs.get(tr.LABEL_TYPE) == tr.TYPE_SANDBOX else str(attrs.get(tr.LABEL_SANDBOX_ID, ""))
         response = cri.ContainerEventResponse(container_id=cid, container_event_type=kind,
                                               created_at=int(event.get("timeNano") or 0))
-        # the sandbox's status and the status of the container the event is about (containerd sends every
-        # container of the sandbox; the others did not change, and each inspect costs Docker while pods start)
-        shows: list[Awaitable[dict[str, Any]]] = []
-        if sandbox_id:
-            shows.append(self.docker.containers.container(sandbox_id).show())
-        if sandbox_id != cid and kind != cri.CONTAINER_DELETED_EVENT:
-            shows.append(self.docker.containers.container(cid).show())
-        shown = await asyncio.gather(*shows, return_exceptions=True)
-        if sandbox_id and isinstance(shown[0], dict):
-            response.pod_sandbox_status.CopyFrom(self._sandbox_status(shown[0]))
-        if len(shown) > int(bool(sandbox_id)) and isinstance(shown[-1], dict):
-            response.containers_statuses.append(tr.container_status(shown[-1]))
-        for queue in list(self._subscribers):
-            try:
-                queue.put_nowait(response)
-            except asyncio.QueueFull:  # a reader that stopped reading: it relists anyway (generic PLEG)
-                log.warning("container event subscriber is not reading; dropping an event")
+        # the sandbox's status (its inspect kept until its own next event) and the status of the container
+        # the event is about: containerd sends every container of the sandbox, but the others did not
+        # change, and each inspect costs Docker while pods start
+        shown: list[Any] = await asyncio.gather(
+            self._sandbox_inspect(sandbox_id) if sandbox_id and kind != cri.CONTAINER_DELETED_EVENT
+            else _none(),
+            self.docker.containers.container(cid).show() if sandbox_id != cid
+            and kind != cri.CONTAINER_DELETED_EVENT else _none(),
+            return_exceptions=True)
+        sandbox, container = shown
+        if isinstance(sandbox, dict):
+            response.pod_sandbox_status.CopyFrom(self._sandbox_status(sandbox))
+        elif sandbox_id:
+            response.pod_sandbox_status.id = sandbox_id
+        if isinstance(container, dict):
+            response.containers_statuses.append(tr.container_status(container))
+        return response
 
     # -- images -----------------------------------------------------------------------------------
 
@@ -581,6 +632,10 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                 await self.gc_network()
             except Exception as e:  # the next round retries
                 log.warning("network garbage collection: %s", e)
+
+
+async def _none() -> None:
+    return None
 
 
 _LIST_KEYS = ("Id", "Names", "Image", "ImageID", "Labels", "State", "Created")

@@ -13,10 +13,10 @@ convert.go and docker_container.go / docker_sandbox.go's config builders.
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from machinery.cri import api_pb2 as cri
+from machinery.timeutil import parse_rfc3339_nano
 
 LABEL_MANAGED = "io.minik8s.managed"
 LABEL_NODE = "io.minik8s.node"
@@ -139,23 +139,8 @@ def labels_match(selector: Any, labels: dict[str, str]) -> bool:
 
 
 def parse_docker_time(value: str | None) -> int:
-    """Docker's RFC 3339 nano timestamps as CRI's Unix nanoseconds; 0 for Go's zero time."""
-    if not value or value.startswith("0001-01-01"):
-        return 0
-    text = value.rstrip("Z")
-    offset = ""
-    if "+" in text[19:] or "-" in text[19:]:  # an explicit offset, rarely given by Docker
-        cut = max(text.rfind("+"), text.rfind("-"))
-        text, offset = text[:cut], text[cut:]
-    frac = ""
-    if "." in text:
-        text, frac = text.split(".", 1)
-    try:
-        parsed = dt.datetime.fromisoformat(text + (offset or "+00:00"))
-    except ValueError:
-        return 0
-    nanos = int((frac + "000000000")[:9]) if frac else 0
-    return int(parsed.timestamp()) * NANOS + nanos
+    """Docker's RFC 3339 nano timestamps as CRI's Unix nanoseconds; 0 for Go's zero time (or none)."""
+    return parse_rfc3339_nano(value) or 0
 
 
 # -- sandboxes -----------------------------------------------------------------------------------
@@ -209,7 +194,7 @@ def sandbox_create_body(config: cri.PodSandboxConfig, *, node: str, image: str) 
     return body
 
 
-def sandbox_state(inspect: dict[str, Any]) -> int:
+def sandbox_state(inspect: dict[str, Any]) -> cri.PodSandboxState:
     return cri.SANDBOX_READY if (inspect.get("State") or {}).get("Running") else cri.SANDBOX_NOTREADY
 
 
@@ -373,7 +358,7 @@ def container_create_body(config: cri.ContainerConfig, sandbox_config: cri.PodSa
     return body
 
 
-def container_state(state: dict[str, Any]) -> tuple[int, str, str]:
+def container_state(state: dict[str, Any]) -> tuple[cri.ContainerState, str, str]:
     """(CRI state, reason, message) from Docker's State (cri-dockerd's ContainerStatus)."""
     if state.get("Running") or state.get("Restarting") or state.get("Paused"):
         return cri.CONTAINER_RUNNING, "", ""
@@ -392,7 +377,7 @@ def container_state(state: dict[str, Any]) -> tuple[int, str, str]:
     return cri.CONTAINER_CREATED, "", ""
 
 
-def _list_state(status: str) -> int:
+def _list_state(status: str) -> cri.ContainerState:
     return {"created": cri.CONTAINER_CREATED, "running": cri.CONTAINER_RUNNING, "restarting": cri.CONTAINER_RUNNING,
             "paused": cri.CONTAINER_RUNNING, "exited": cri.CONTAINER_EXITED,
             "dead": cri.CONTAINER_EXITED}.get(status, cri.CONTAINER_UNKNOWN)

@@ -79,7 +79,8 @@ def _suffix(dry_run: str) -> str:
 async def _prepare(ctx: Context, manifest: Manifest) -> _Item:
     obj = manifest.obj
     info = await ctx.resolver.for_object(obj)
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    given_meta = obj.get("metadata")
+    meta: dict[str, Any] = given_meta if isinstance(given_meta, dict) else {}
     name = str(meta.get("name") or "")
     if info is None:
         raise CommandError(

@@ -14,9 +14,9 @@ import contextlib
 import os
 import re
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar, overload
 
 from kubectl.client import USER_AGENT, KubectlClient
 from kubectl.commands import COMMANDS
@@ -29,6 +29,9 @@ PROG = "mkubectl"
 Runner = Callable[[Context, argparse.Namespace], Awaitable[int]]
 
 
+_N = TypeVar("_N")  # a namespace object of the caller's type, as argparse's own
+
+
 class UsageError(Exception):
     """A command line mkubectl cannot make sense of."""
 
@@ -39,8 +42,15 @@ class Parser(argparse.ArgumentParser):
 
     _intermixing = False
 
-    def parse_known_args(self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-                         ) -> tuple[argparse.Namespace, list[str]]:
+    @overload
+    def parse_known_args(self, args: Iterable[str] | None = None, namespace: None = None
+                         ) -> tuple[argparse.Namespace, list[str]]: ...
+    @overload
+    def parse_known_args(self, args: Iterable[str] | None, namespace: _N) -> tuple[_N, list[str]]: ...
+    @overload
+    def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
+
+    def parse_known_args(self, args: Iterable[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:
         if self._intermixing or self._subparsers is not None:
             return super().parse_known_args(args, namespace)
         self._intermixing = True
@@ -76,6 +86,14 @@ def build_parser() -> Parser:
     for module in COMMANDS:
         module.register(sub, common)
     return parser
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The parsers of `parser`'s commands, by name (its subparsers action's choices)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices
+    return {}
 
 
 def client_config(args: argparse.Namespace) -> ClientConfig:
@@ -132,8 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         runner: Runner | None = getattr(args, "run", None)
         if runner is None:  # `mkubectl` or `mkubectl rollout` alone: the help of what was typed
-            commands = parser._subparsers._group_actions[0].choices if parser._subparsers else {}  # type: ignore[union-attr]
-            (commands.get(args.command) or parser).print_help()
+            (_subcommands(parser).get(args.command) or parser).print_help()
             return 0
         if not getattr(args, "needs_server", True):
             return asyncio.run(runner(None, args))  # type: ignore[arg-type]

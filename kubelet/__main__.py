@@ -8,10 +8,9 @@ import logging
 import socket
 from pathlib import Path
 
-from machinery.duration import duration_flag
-
 from kubelet.kubelet import Kubelet, KubeletConfig, default_runtime_endpoint, run_kubelet
 from machinery.nodelabels import KUBELET_LABEL_NAMESPACES, KUBELET_LABELS, unknown_kubernetes_labels
+from machinery.timeutil import duration_flag
 
 
 def _labels(text: str) -> dict[str, str]:

@@ -32,6 +32,7 @@ from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import DEFAULT_TIMEOUT, RemoteRuntimeService
 from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
 from kubelet.node_status import NodeFacts, NodeStatusManager
+from kubelet.pleg.generic import GenericPLEG
 from kubelet.pod_syncer import KubeletPodSyncer, KubeletRuntimeHelper
 from kubelet.pod_workers import PodWorkers
 from kubelet.probes import ProbeManager, ProbeTarget
@@ -119,12 +120,14 @@ class Kubelet:
         self.runtime_service, self.image_service = self.connect_runtime()
         self.helper = KubeletRuntimeHelper(self.volumes, config.node_name, config.node_ip,
                                            lambda: (self.node_status.cpu_millis, self.node_status.memory_bytes))
+        # upstream's kubelet makes the PLEG over the runtime and hands it to the runtime manager too
+        self.pleg = GenericPLEG(self.runtime_service, "cri", config.relist_period)
         self.runtime = KubeGenericRuntimeManager(
-            self.runtime_service, self.image_service, self.helper, self._event,
+            self.runtime_service, self.image_service, self.helper, self._event, self.pleg,
             logs_root=str(config.root_dir / "logs"),
             crash_backoff=Backoff(config.crashloop_backoff_base, config.crashloop_backoff_max),
             image_backoff=Backoff(config.image_backoff_base, config.image_backoff_max),
-            dns_servers=config.cluster_dns, relist_period=config.relist_period)
+            dns_servers=config.cluster_dns)
         self.status_manager = StatusManager(self.client, resync=self._wake)
         self.probes = ProbeManager(self.runtime.run_in_container, self._probe_target, self._wake, self._probe_kill,
                                    self._event)
@@ -186,8 +189,8 @@ class Kubelet:
         except CriError as e:
             raise SystemExit(f"kubelet: cannot reach the container runtime at {config.container_runtime_endpoint}: "
                              f"{e.message}") from e
-        await self.runtime.start()
-        self.runtime.pleg.add_listener(self._wake)
+        await self.pleg.start()
+        self.pleg.add_listener(self._wake)
         if config.pod_cidr:
             await self._set_pod_cidr(config.pod_cidr)
         await self.check_runtime_status()
@@ -243,6 +246,7 @@ class Kubelet:
         await self.probes.close()
         if self._uvicorn is not None:
             self._uvicorn.should_exit = True
+        await self.pleg.stop()
         await self.runtime.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.recorder.flush(), 2)

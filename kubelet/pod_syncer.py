@@ -21,12 +21,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
-from kubelet.container.runtime import Runtime, rfc3339
-from kubelet.container_config import ConfigError, PodContext, container_env
+from kubelet.container.runtime import ConfigError, Runtime
+from kubelet.kubelet_pods import PodContext, container_env
 from kubelet.kuberuntime.container_config import MountSpec, RunContainerOptions
 from kubelet.probes import ProbeManager
 from kubelet.status import TERMINAL_PHASES, PodRuntimeState, compute_pod_status
@@ -34,14 +33,11 @@ from kubelet.status_manager import StatusManager
 from kubelet.volumes import HostVolume, VolumeError, VolumeManager
 from machinery.api.core_v1 import Container, Pod
 from machinery.client import ApiClient, ApiError, ApiUnavailable
+from machinery.timeutil import now_rfc3339
 
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[Pod, str, str, str], None]
-
-
-def now_rfc3339() -> str:
-    return rfc3339(time.time()) or ""
 
 
 class KubeletRuntimeHelper:

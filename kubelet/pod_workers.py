@@ -50,11 +50,6 @@ def deletion_grace(pod: Pod) -> int:
     return DEFAULT_GRACE if value is None else max(int(value), 0)
 
 
-def _rv(pod: Pod) -> int:
-    rv = pod.metadata.resource_version or "0"
-    return int(rv) if rv.isdigit() else 0
-
-
 class PodWorker:
     def __init__(self, syncer: PodSyncer, pod: Pod) -> None:
         self.syncer = syncer
@@ -179,15 +174,15 @@ class PodWorkers:
             if self.on_new_worker is not None:
                 self.on_new_worker(worker)
             return
+        # the informer shows a pod's versions in order: each is newer than the last (resourceVersions
+        # are opaque, never compared); the status manager sees every one (it waits for its own writes)
         old = worker.pod
-        if _rv(pod) < _rv(old):
-            worker.wake()
-            return
+        own_status_write = self.is_own_status_write(old, pod)
         worker.pod = pod
         if pod.metadata.deletion_timestamp is not None and old.metadata.deletion_timestamp is None:
             worker.cancel_sync()
             return
-        if self.is_own_status_write(old, pod):
+        if own_status_write:
             return
         worker.wake()
 

@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubelet.container.runtime import ContainerStatus, rfc3339
+from kubelet.container.runtime import ContainerStatus
 from machinery.api.core_v1 import Pod
+from machinery.timeutil import format_rfc3339
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 KUBELET_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
@@ -36,6 +37,11 @@ class PodRuntimeState:
     terminating: bool = False
 
 
+def _time(ts: float | None) -> str | None:
+    """A runtime's Unix time as metav1.Time; None stays unset."""
+    return None if ts is None else format_rfc3339(ts)
+
+
 def terminated_state(c: ContainerStatus, message: str = "") -> dict[str, Any]:
     if c.oom_killed:
         reason = "OOMKilled"
@@ -50,8 +56,8 @@ def terminated_state(c: ContainerStatus, message: str = "") -> dict[str, Any]:
     msg = message or c.message
     if msg:
         state["message"] = msg[:MAX_MESSAGE]
-    started, finished = rfc3339(c.started_at), rfc3339(c.finished_at)
-    state["startedAt"] = started or finished or rfc3339(c.created_at)
+    started, finished = _time(c.started_at), _time(c.finished_at)
+    state["startedAt"] = started or finished or _time(c.created_at)
     if finished:
         state["finishedAt"] = finished
     return {"terminated": state}
@@ -81,7 +87,7 @@ def container_status(name: str, spec_image: str, instances: Sequence[ContainerSt
         status["containerID"] = cur.container_id
         if cur.running:
             started = rt.started.get(name, not has_startup)
-            state = {"running": {"startedAt": rfc3339(cur.started_at)}}
+            state = {"running": {"startedAt": _time(cur.started_at)}}
             status["started"] = started
             status["ready"] = started and (rt.ready.get(name, False) if has_readiness else True)
             if prev is not None and prev.exited:

@@ -9,14 +9,21 @@ status. Fields the kubelet drops are sent as null so the patch removes them.
 Per pod uid it remembers its last write: the status, the resourceVersion the write produced, and
 whether a write is on its way. With those `is_own_status_write` tells the pod workers that a watch
 event carries only the kubelet's own write (no reason to sync), and `latest` hands the syncer the
-newest copy of the pod it knows (the write's answer may come before the watch event).
+pod with the newest status it knows (the write's answer comes before the watch event).
+
+resourceVersions are opaque to clients (API conventions): compared for equality only. The order
+comes from the watch, which shows a pod's versions in order: until the informer shows the version
+our write produced, what it shows is older, and our written status is held over it (as
+controllers/node_lifecycle.py holds its own writes). A relist may skip a version: after
+CACHE_CATCH_UP_SECONDS the informer's copy is believed again.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from machinery.api.core_v1 import Pod
@@ -34,9 +41,11 @@ def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return patch
 
 
-def _rv(pod: Pod) -> int:
-    rv = pod.metadata.resource_version or "0"
-    return int(rv) if rv.isdigit() else 0
+CACHE_CATCH_UP_SECONDS = 30.0  # how long our own write outranks an informer that has not shown it
+
+
+def _rv(pod: Pod) -> str | None:
+    return pod.metadata.resource_version or None
 
 
 def only_status_changed(old: Pod, new: Pod) -> bool:
@@ -47,10 +56,24 @@ def only_status_changed(old: Pod, new: Pod) -> bool:
 @dataclass
 class _PodStatusRecord:
     status: dict[str, Any] | None = None  # what was last written (or found already in place)
-    written_rv: int = 0  # the pod's resourceVersion our last write produced
+    written_rv: str | None = None  # the pod's resourceVersion our last write produced
     written_pod: Pod | None = None  # the pod as our last write returned it
+    # written_rv while the informer has not shown it (what it shows meanwhile is older), and since when
+    awaiting: str | None = None
+    awaiting_since: float = 0.0
+    shown: str | None = None  # the last version the informer showed
     writing: bool = False  # a write is on its way (its response not yet in)
-    unsettled_rv: int = 0  # the newest status-only copy seen meanwhile: ours, or another writer's
+    # the status-only versions the watch showed meanwhile, in its order: ours, or another writer's
+    unsettled: list[str | None] = field(default_factory=list)
+
+    def held(self, pod: Pod) -> bool:
+        """Is our last write newer than `pod`? (the informer has not shown it yet)"""
+        if self.awaiting is None:
+            return False
+        if _rv(pod) == self.awaiting or time.monotonic() - self.awaiting_since >= CACHE_CATCH_UP_SECONDS:
+            self.awaiting = None  # shown (or, after a relist that skipped it, no longer waited for)
+            return False
+        return True
 
 
 class StatusManager:
@@ -74,34 +97,42 @@ class StatusManager:
         self._pods.pop(uid, None)
 
     def latest(self, pod: Pod) -> Pod:
-        """The newer of `pod` and the copy our last status write returned."""
+        """`pod`, with the status our last write returned while the informer has not shown that write."""
         record = self._pods.get(pod.metadata.uid or "")
-        if record is not None and record.written_pod is not None and record.written_rv > _rv(pod):
-            return record.written_pod
+        if record is not None and record.written_pod is not None and record.held(pod):
+            return pod.model_copy(update={"status": record.written_pod.status})
         return pod
 
     def is_own_status_write(self, old: Pod, new: Pod) -> bool:
         """Does the update `old` → `new` carry nothing but our own status write? (as upstream's pod config
         drops the kubelet's own status updates). A status another writer changed (the node lifecycle
-        controller's Ready=False) is not ours: the sync writes what the kubelet sees over it."""
-        if not only_status_changed(old, new):
-            return False
+        controller's Ready=False) is not ours: the sync writes what the kubelet sees over it.
+        Every update the informer shows passes here (the pod workers call it first): it is how the
+        status manager learns that the informer has shown our write."""
         record = self._pods.get(new.metadata.uid or "")
         if record is None:
             return False
-        if _rv(new) <= record.written_rv:
-            return True
+        record.shown = _rv(new)
+        if record.awaiting is not None and _rv(new) == record.awaiting:
+            record.awaiting = None
+            return only_status_changed(old, new)  # our write itself
+        if not only_status_changed(old, new):
+            return False
         if record.writing:
             # the watch may deliver our write before its response is in: which one it is, is known only then
-            record.unsettled_rv = max(record.unsettled_rv, _rv(new))
+            record.unsettled.append(_rv(new))
             return True
-        return False
+        return record.held(new)  # older than our write: what it says, our write has overtaken
 
-    def _write_done(self, uid: str, record: _PodStatusRecord, rv: int) -> None:
+    def _write_done(self, uid: str, record: _PodStatusRecord, rv: str | None) -> None:
         record.writing = False
-        if record.unsettled_rv > rv:
-            self.resync(uid)  # another writer changed the status after our write
-        record.unsettled_rv = 0
+        seen, record.unsettled = record.unsettled, []
+        if rv is not None and rv in seen:  # the watch showed our write already: what came after it is newer
+            record.awaiting = None
+            if seen.index(rv) < len(seen) - 1:
+                self.resync(uid)  # another writer changed the status after our write
+        elif rv is None and seen:
+            self.resync(uid)  # no write of ours: what the watch showed meanwhile was another writer's
 
     async def set_status(self, pod: Pod, status: dict[str, Any]) -> bool:
         """Send `status` for `pod` if it changed; True if a write was made."""
@@ -109,14 +140,14 @@ class StatusManager:
         record = self._record(uid)
         api_status = pod.status.to_dict() if pod.status else {}
         patch = status_patch(api_status, status)
-        if status == record.status and (not patch or _rv(pod) <= record.written_rv):
+        if status == record.status and (not patch or _rv(pod) == record.written_rv or record.held(pod)):
             return False
         if not patch:
             record.status = status
             return False
         meta = pod.metadata
         record.writing = True
-        written_rv = 0
+        written_rv: str | None = None
         try:
             updated = await self.client.patch(Pod, meta.name or "", {"metadata": {"uid": meta.uid}, "status": patch},
                                               "merge", meta.namespace, subresource="status")
@@ -127,8 +158,12 @@ class StatusManager:
                 return False
             raise
         finally:
-            if written_rv:
+            if written_rv is not None:
                 record.written_rv = written_rv
+                # a write that changed nothing answers with a version the watch may have shown already
+                # (the apiserver skips no-op writes): that one is not waited for
+                shown = written_rv in (_rv(pod), record.shown)
+                record.awaiting, record.awaiting_since = (None if shown else written_rv), time.monotonic()
             self._write_done(uid, record, written_rv)
         self.writes += 1
         if updated.metadata.uid != meta.uid:

@@ -19,8 +19,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubelet.container_config import memory_bytes
 from machinery.api.core_v1 import Container, Pod
+from machinery.quantity import parse_quantity
 
 EMPTY_DIR = "kubernetes.io~empty-dir"
 
@@ -70,7 +70,7 @@ class VolumeManager:
                 if volume.empty_dir.medium == "Memory" and not _mounted(path):
                     options = "mode=0777"
                     if volume.empty_dir.size_limit is not None:
-                        options += f",size={memory_bytes(volume.empty_dir.size_limit)}"
+                        options += f",size={parse_quantity(volume.empty_dir.size_limit).int_value()}"
                     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
                                           capture_output=True, text=True, timeout=30)
                     if proc.returncode != 0:

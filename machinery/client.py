@@ -715,7 +715,7 @@ class ApiClient:
         *,
         model: type[M] | None = None,
         accept: str | None = None,
-    ) -> AsyncIterator[WatchEvent[Any]]:
+    ) -> AsyncGenerator[WatchEvent[Any], None]:
         """GET `path` with ?watch=true and these parameters: the events (objects as `model`, or dicts),
         ERROR events included (their object is a Status). `accept` asks for another rendering (a
         Table watch). Raises as `_watch` does."""

@@ -4,6 +4,8 @@
   RFC 3339 in UTC, whole seconds ("2026-11-21T10:00:00Z") or microseconds
   ("2026-11-21T10:00:00.123456Z"); parsing takes any fraction (Go writes up to nanoseconds) and
   any offset, and reads Go's zero time as unset;
+- Go's time.RFC3339Nano as the CRI writes it (log lines' "2016-10-06T00:17:09.669794202Z", Docker's
+  container times) read exactly, to Unix nanoseconds (CRI's timestamps);
 - duration.HumanDuration (k8s.io/apimachinery/pkg/util/duration): the AGE column's "5s", "3m20s",
   "2d3h", and translateTimestampSince's "<unknown>";
 - Go durations as flags and query parameters spell them (Go's time.ParseDuration: "30s",
@@ -29,12 +31,16 @@ __all__ = [
     "now_rfc3339_micro",
     "parse_go_duration",
     "parse_rfc3339",
+    "parse_rfc3339_nano",
     "translate_timestamp_since",
 ]
 
 GO_ZERO_TIME: Final = datetime(1, 1, 1, tzinfo=UTC)  # time.Time{}: what IsZero() catches
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 _FRACTION: Final = re.compile(r"\.(\d+)")
+_RFC3339_NANO: Final = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?([Zz]|[+-]\d\d:\d\d)")
+_NANOS_PER_SECOND: Final = 1_000_000_000
 
 
 # -- metav1.Time / MicroTime ------------------------------------------------------------------
@@ -112,6 +118,26 @@ def parse_rfc3339(value: Any) -> datetime | None:
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
     return None if t == GO_ZERO_TIME else t
+
+
+def parse_rfc3339_nano(value: Any) -> int | None:
+    """Go's time.Parse(time.RFC3339Nano, value) as Unix nanoseconds, every fraction digit kept (a
+    datetime holds only microseconds; beyond nine digits Go truncates too). None when missing,
+    not RFC 3339 (an offset is required, as Go's layout has it), or Go's zero time."""
+    if not isinstance(value, str):
+        return None
+    m = _RFC3339_NANO.fullmatch(value.strip())
+    if m is None:
+        return None
+    head, fraction, zone = m.groups()
+    try:
+        whole = datetime.fromisoformat(head + ("+00:00" if zone in "Zz" else zone))
+    except ValueError:  # the shape of a time, not a time (month 13, hour 25)
+        return None
+    nanos = int((fraction or "")[:9].ljust(9, "0"))
+    if whole == GO_ZERO_TIME and not nanos:
+        return None
+    return (whole - _EPOCH) // timedelta(seconds=1) * _NANOS_PER_SECOND + nanos
 
 
 # -- duration.HumanDuration -------------------------------------------------------------------

@@ -16,12 +16,13 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from sys import intern
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
 from apiserver import errors
+from apiserver.admission.interfaces import Admission, AdmissionAttributes
 from apiserver.patch import UnsupportedPatchType, apply_patch
 from apiserver.registry.meta import validate_object_meta, validate_object_meta_update
 from apiserver.registry.strategy import Strategy
@@ -105,31 +106,6 @@ class ListResult:
         return [orjson.loads(r) for r in self.raw] if self.raw is not None else self.items
 
 
-@dataclass(slots=True)
-class AdmissionAttributes:
-    """What admission sees of one write (upstream admission.Attributes)."""
-
-    operation: str  # CREATE, UPDATE, DELETE
-    store: Store
-    namespace: str | None
-    name: str
-    subresource: str | None
-    obj: Obj | None  # the new object (None for DELETE)
-    old: Obj | None  # the stored object (None for CREATE)
-    user: Any
-    dry_run: bool
-
-
-class Admission(Protocol):
-    """The admission chain the store calls: mutating plugins after the strategy's defaults, validating
-    plugins after the strategy's validation (upstream: between decoding and storage)."""
-
-    async def mutate(self, attrs: AdmissionAttributes) -> Obj: ...
-
-    async def validate(self, attrs: AdmissionAttributes) -> None: ...
-
-
-
 def _interned(pairs: dict[str, str]) -> dict[str, str]:
     return {intern(k) if isinstance(k, str) else k: intern(v) if isinstance(v, str) else v for k, v in pairs.items()}
 
@@ -199,6 +175,16 @@ class Store:
             _delete_path(pruned, p["loc"])
         return self.check_schema(pruned, WriteOptions(field_validation="Ignore"))
 
+
+    def redecode(self, obj: Obj, operation: str, old: Obj | None, subresource: str | None) -> Obj:
+        """An object a mutating webhook patched, checked against the schema and defaulted again, as
+        upstream decodes it (admission.ObjectInterfaces)."""
+        checked = self.check_schema(obj, WriteOptions(field_validation="Ignore"))
+        if operation == "CREATE":
+            self.strategy.prepare_for_create(checked)
+        elif old is not None and not subresource:
+            self.strategy.prepare_for_update(checked, old)
+        return checked
     def _check_type_meta(self, body: Obj) -> None:
         if body.get("metadata") is None:
             body["metadata"] = {}  # `metadata: null` decodes as empty ObjectMeta upstream

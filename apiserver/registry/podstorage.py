@@ -3,7 +3,7 @@ BindingREST, the scheduler's way to set a pod's node. As upstream's setPodHostAn
 through the raw storage with compare-and-swap, not through the Store's update path: spec.nodeName is
 immutable to every update, and a binding is the one write that may set it, so the Store need not know
 the word "binding". What the pod store always enforces still holds: admission sees the write (as the
-pod, operation CREATE of pods/binding; apiserver/admission.py) and the bound pod must be a valid pod
+pod, operation CREATE of pods/binding; apiserver/admission/chain.py) and the bound pod must be a valid pod
 (a node name is an RFC 1123 subdomain).
 """
 
@@ -13,7 +13,8 @@ import copy
 from typing import Any
 
 from apiserver import errors
-from apiserver.registry.generic import AdmissionAttributes, Obj, Store, WriteOptions, now_rfc3339
+from apiserver.admission.interfaces import AdmissionAttributes
+from apiserver.registry.generic import Obj, Store, WriteOptions, now_rfc3339
 from apiserver.registry.meta import validate_object_meta
 from apiserver.storage import codec
 from apiserver.storage.etcd import KeyNotFound, RevisionConflict

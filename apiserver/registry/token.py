@@ -1,8 +1,9 @@
 """The serviceaccounts/{name}/token subresource and the live check of the tokens it issues.
 
-- token_endpoints: POST serviceaccounts/{name}/token, a TokenRequest (authentication.k8s.io/v1) as
-  upstream's TokenREST (pkg/registry/core/serviceaccount/storage/token.go): audiences default to
-  --api-audiences, expirationSeconds to 3600 (at least 600, at most 2^32, shortened to
+- create_token: POST serviceaccounts/{name}/token (its HTTP side: apiserver/endpoints/subresources.py),
+  a TokenRequest (authentication.k8s.io/v1) as upstream's TokenREST
+  (pkg/registry/core/serviceaccount/storage/token.go): audiences default to --api-audiences,
+  expirationSeconds to 3600 (at least 600, at most 2^32, shortened to
   --service-account-max-token-expiration with a warning), optionally bound to a Pod of the namespace
   running as that account; answered 201 with status.token (a JWT signed with
   --service-account-signing-key-file) and expirationTimestamp.
@@ -20,15 +21,10 @@ from typing import Any
 
 import orjson
 from pydantic import ValidationError
-from starlette.requests import Request
-from starlette.responses import Response
 
 from apiserver import errors
 from apiserver.auth import serviceaccount as tokens
-from apiserver.handlers import ResourceHandlers
-from apiserver.registry.generic import Store, loc_to_path
-from apiserver.request import check_duplicates, decode_object, read_body, write_options
-from apiserver.responsewriters import json_response
+from apiserver.registry.generic import Store, WriteOptions, loc_to_path
 from apiserver.validation import FieldError, invalid
 from machinery.api.authentication_v1 import TokenRequest
 from machinery.timeutil import format_rfc3339, parse_rfc3339
@@ -75,74 +71,66 @@ async def _cached_by(store: Store, obj: Obj) -> None:
         await asyncio.sleep(0.005)
 
 
-def token_endpoints(h: ResourceHandlers) -> dict[str, Any]:
-    async def post(request: Request, name: str, namespace: str | None = None) -> Response:
-        server = request.app.state.server
-        issuer: TokenIssuer | None = server.token_issuer
-        if issuer is None:  # no signing key: upstream does not install the subresource
-            raise errors.page_not_found()
-        opts = write_options(request)
-        body, dups = decode_object(await read_body(request), request.headers.get("content-type", "application/json"))
-        check_duplicates(dups, opts, "TokenRequest")
-        try:
-            req = TokenRequest.from_dict(body).to_dict()
-        except ValidationError as e:
-            p = e.errors()[0]
-            raise _token_invalid(name, [invalid(loc_to_path(p["loc"]), p.get("input"), p["msg"])]) from e
-        meta, spec = req.setdefault("metadata", {}), req.setdefault("spec", {})
-        errs: list[FieldError] = []
-        if meta.get("name") and meta["name"] != name:
-            errs.append(invalid("metadata.name", meta["name"], "must match the service account name if specified"))
-        if meta.get("namespace") and meta["namespace"] != namespace:
-            errs.append(invalid("metadata.namespace", meta["namespace"],
-                                "must match the service account namespace if specified"))
-        expiration = spec.setdefault("expirationSeconds", DEFAULT_EXPIRATION_SECONDS)
-        if expiration < MIN_EXPIRATION_SECONDS:
-            errs.append(invalid("spec.expirationSeconds", expiration,
-                                "may not specify a duration less than 10 minutes"))
-        if expiration > MAX_EXPIRATION_SECONDS:
-            errs.append(invalid("spec.expirationSeconds", expiration,
-                                "may not specify a duration larger than 2^32 seconds"))
-        if errs:
-            raise _token_invalid(name, errs)
-        account = await h.store.get(namespace, name)
-        if issuer.max_expiration_seconds and expiration > issuer.max_expiration_seconds:
-            opts.warnings.append(f"requested expiration of {expiration} seconds shortened to "
-                                 f"{issuer.max_expiration_seconds} seconds")
-            expiration = spec["expirationSeconds"] = issuer.max_expiration_seconds
-        bound: tokens.BoundObject | None = None
-        ref = spec.get("boundObjectRef")
-        if ref is not None:
-            api_version, kind = ref.get("apiVersion") or "", ref.get("kind") or ""
-            if api_version != "v1" or kind != "Pod":  # Secrets (and Nodes) are not served yet
-                group, _, version = api_version.rpartition("/")
-                raise errors.bad_request(f"cannot bind token to object of type {group}/{version}, Kind={kind}")
-            pods: Store = server.stores[("", "pods")]
-            pod = await pods.get(namespace, ref.get("name") or "")
-            pod_uid = pod["metadata"]["uid"]
-            if ref.get("uid") and ref["uid"] != pod_uid:
-                raise errors.ApiError(409, "Conflict", f'Operation cannot be fulfilled on Pod "{ref["name"]}": the UID '
-                                      f'in the bound object reference ({ref["uid"]}) does not match the UID in record '
-                                      f"({pod_uid}). The object might have been deleted and then recreated",
-                                      {"name": ref["name"], "kind": "Pod"})
-            running_as = (pod.get("spec") or {}).get("serviceAccountName") or "default"
-            if running_as != name:
-                raise errors.bad_request(f'cannot bind token for serviceaccount "{name}" to pod running with '
-                                         f'different serviceaccount name.')
-            bound = tokens.BoundObject("Pod", pod["metadata"]["name"], pod_uid)
-            await _cached_by(pods, pod)
-        audiences = tuple(spec.get("audiences") or issuer.audiences)
-        spec["audiences"] = list(audiences)
-        now = time.time()
-        token = tokens.sign_token(issuer.key, namespace or "", name, uid=account["metadata"]["uid"],
-                                  issuer=issuer.issuer, audiences=audiences, expiration_seconds=expiration,
-                                  now=now, bound=bound)
-        await _cached_by(h.store, account)
-        meta.update(name=name, namespace=namespace, creationTimestamp=None)
-        req["status"] = {"token": token, "expirationTimestamp": format_rfc3339(int(now) + expiration)}
-        return json_response(req, 201, opts.warnings)
-
-    return {"POST": post}
+async def create_token(accounts: Store, pods: Store, issuer: TokenIssuer, namespace: str | None, name: str,
+                       body: Obj, opts: WriteOptions) -> Obj:
+    """A TokenRequest for the service account `name`, validated, answered: the request with its
+    status (token, expirationTimestamp). A shortened expiration is reported in `opts.warnings`."""
+    try:
+        req = TokenRequest.from_dict(body).to_dict()
+    except ValidationError as e:
+        p = e.errors()[0]
+        raise _token_invalid(name, [invalid(loc_to_path(p["loc"]), p.get("input"), p["msg"])]) from e
+    meta, spec = req.setdefault("metadata", {}), req.setdefault("spec", {})
+    errs: list[FieldError] = []
+    if meta.get("name") and meta["name"] != name:
+        errs.append(invalid("metadata.name", meta["name"], "must match the service account name if specified"))
+    if meta.get("namespace") and meta["namespace"] != namespace:
+        errs.append(invalid("metadata.namespace", meta["namespace"],
+                            "must match the service account namespace if specified"))
+    expiration = spec.setdefault("expirationSeconds", DEFAULT_EXPIRATION_SECONDS)
+    if expiration < MIN_EXPIRATION_SECONDS:
+        errs.append(invalid("spec.expirationSeconds", expiration,
+                            "may not specify a duration less than 10 minutes"))
+    if expiration > MAX_EXPIRATION_SECONDS:
+        errs.append(invalid("spec.expirationSeconds", expiration,
+                            "may not specify a duration larger than 2^32 seconds"))
+    if errs:
+        raise _token_invalid(name, errs)
+    account = await accounts.get(namespace, name)
+    if issuer.max_expiration_seconds and expiration > issuer.max_expiration_seconds:
+        opts.warnings.append(f"requested expiration of {expiration} seconds shortened to "
+                             f"{issuer.max_expiration_seconds} seconds")
+        expiration = spec["expirationSeconds"] = issuer.max_expiration_seconds
+    bound: tokens.BoundObject | None = None
+    ref = spec.get("boundObjectRef")
+    if ref is not None:
+        api_version, kind = ref.get("apiVersion") or "", ref.get("kind") or ""
+        if api_version != "v1" or kind != "Pod":  # Secrets (and Nodes) are not served yet
+            group, _, version = api_version.rpartition("/")
+            raise errors.bad_request(f"cannot bind token to object of type {group}/{version}, Kind={kind}")
+        pod = await pods.get(namespace, ref.get("name") or "")
+        pod_uid = pod["metadata"]["uid"]
+        if ref.get("uid") and ref["uid"] != pod_uid:
+            raise errors.ApiError(409, "Conflict", f'Operation cannot be fulfilled on Pod "{ref["name"]}": the UID '
+                                  f'in the bound object reference ({ref["uid"]}) does not match the UID in record '
+                                  f"({pod_uid}). The object might have been deleted and then recreated",
+                                  {"name": ref["name"], "kind": "Pod"})
+        running_as = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+        if running_as != name:
+            raise errors.bad_request(f'cannot bind token for serviceaccount "{name}" to pod running with '
+                                     f'different serviceaccount name.')
+        bound = tokens.BoundObject("Pod", pod["metadata"]["name"], pod_uid)
+        await _cached_by(pods, pod)
+    audiences = tuple(spec.get("audiences") or issuer.audiences)
+    spec["audiences"] = list(audiences)
+    now = time.time()
+    token = tokens.sign_token(issuer.key, namespace or "", name, uid=account["metadata"]["uid"],
+                              issuer=issuer.issuer, audiences=audiences, expiration_seconds=expiration,
+                              now=now, bound=bound)
+    await _cached_by(accounts, account)
+    meta.update(name=name, namespace=namespace, creationTimestamp=None)
+    req["status"] = {"token": token, "expirationTimestamp": format_rfc3339(int(now) + expiration)}
+    return req
 
 
 class LiveTokenValidator:

@@ -12,7 +12,6 @@ containers, newest first (the current one and the ones before it, for restart co
 from __future__ import annotations
 
 import abc
-import datetime as dt
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -20,17 +19,16 @@ from enum import StrEnum
 from machinery.api.core_v1 import Pod
 
 
+class ConfigError(Exception):
+    """The container cannot be configured: its waiting reason is CreateContainerConfigError (upstream
+    ErrCreateContainerConfig, pkg/kubelet/container/sync_result.go)."""
+
+
 class ContainerState(StrEnum):
     CREATED = "created"
     RUNNING = "running"
     EXITED = "exited"
     UNKNOWN = "unknown"
-
-
-def rfc3339(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass

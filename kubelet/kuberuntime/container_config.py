@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kubelet.container_config import CPU_PERIOD_US, MIN_CPU_SHARES, cpu_millis, expand, memory_bytes, spec_hash
+from kubelet.container.helpers import expand, hash_container
 from kubelet.kuberuntime import labels
 from machinery.api.core_v1 import Container, Pod
 from machinery.cri import api_pb2 as pb
+from machinery.quantity import parse_quantity
+
+CPU_PERIOD_US = 100_000  # the CFS period limits are expressed in (upstream quotaPeriod)
+MIN_CPU_SHARES = 2  # upstream minShares (helpers_linux.go milliCPUToShares)
 
 _PROTOCOLS = {"TCP": pb.TCP, "UDP": pb.UDP, "SCTP": pb.SCTP}
 
@@ -99,14 +103,14 @@ def linux_resources(container: Container) -> pb.LinuxContainerResources:
     requests = (res.requests if res else None) or {}
     out = pb.LinuxContainerResources()
     if "memory" in limits:
-        mem = memory_bytes(limits["memory"])
+        mem = parse_quantity(limits["memory"]).int_value()
         out.memory_limit_in_bytes = mem
         out.memory_swap_limit_in_bytes = mem
     cpu_request = requests.get("cpu", limits.get("cpu"))
     out.cpu_shares = MIN_CPU_SHARES if cpu_request is None else \
-        max(MIN_CPU_SHARES, cpu_millis(cpu_request) * 1024 // 1000)
+        max(MIN_CPU_SHARES, parse_quantity(cpu_request).milli_value() * 1024 // 1000)
     if "cpu" in limits:
-        millis = cpu_millis(limits["cpu"])
+        millis = parse_quantity(limits["cpu"]).milli_value()
         if millis > 0:
             out.cpu_period = CPU_PERIOD_US
             out.cpu_quota = max(1000, millis * CPU_PERIOD_US // 1000)
@@ -152,7 +156,7 @@ def generate_container_config(pod: Pod, container: Container, attempt: int,
         mounts=[pb.Mount(container_path=m.container_path, host_path=m.host_path, readonly=m.readonly)
                 for m in options.mounts],
         labels=labels.container_labels(pod, container),
-        annotations=labels.container_annotations(pod, container, attempt, spec_hash(container)),
+        annotations=labels.container_annotations(pod, container, attempt, hash_container(container)),
         log_path=container_log_path(container.name, attempt),
         stdin=bool(container.stdin), stdin_once=bool(container.stdin_once), tty=bool(container.tty))
     config.linux.resources.CopyFrom(linux_resources(container))

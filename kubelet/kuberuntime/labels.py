@@ -1,5 +1,5 @@
 """Labels and annotations the kubelet puts on CRI sandboxes and containers (upstream
-pkg/kubelet/kuberuntime/labels.go, pkg/kubelet/types/labels.go).
+pkg/kubelet/kuberuntime/labels.go; the keys are kubelet/types/labels.py, as upstream's pkg/kubelet/types/labels.go).
 
 Labels say whose a sandbox or container is: the pod's name, namespace and uid and the container's
 name; a restarted kubelet finds its pods by them (adoption). Annotations carry what the kubelet
@@ -9,22 +9,20 @@ termination message path and policy, the image as the pod spec names it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
+from kubelet.types.labels import (
+    CONTAINER_HASH,
+    CONTAINER_IMAGE,
+    CONTAINER_NAME,
+    CONTAINER_RESTART_COUNT,
+    CONTAINER_TTY,
+    POD_DELETION_GRACE,
+    POD_NAME,
+    POD_NAMESPACE,
+    POD_UID,
+    TERMINATION_MESSAGE_PATH,
+    TERMINATION_MESSAGE_POLICY,
+)
 from machinery.api.core_v1 import Container, Pod
-
-POD_NAME = "io.kubernetes.pod.name"
-POD_NAMESPACE = "io.kubernetes.pod.namespace"
-POD_UID = "io.kubernetes.pod.uid"
-CONTAINER_NAME = "io.kubernetes.container.name"
-CONTAINER_HASH = "io.kubernetes.container.hash"
-CONTAINER_RESTART_COUNT = "io.kubernetes.container.restartCount"
-TERMINATION_MESSAGE_PATH = "io.kubernetes.container.terminationMessagePath"
-TERMINATION_MESSAGE_POLICY = "io.kubernetes.container.terminationMessagePolicy"
-POD_DELETION_GRACE = "io.kubernetes.pod.terminationGracePeriod"
-CONTAINER_IMAGE = "io.minik8s.container.image"  # the image as the pod spec names it
-CONTAINER_TTY = "io.minik8s.container.tty"
-SANDBOX_CONTAINER_NAME = "POD"
 
 
 def sandbox_labels(pod: Pod) -> dict[str, str]:
@@ -59,9 +57,3 @@ def container_annotations(pod: Pod, container: Container, restart_count: int, sp
         out[POD_DELETION_GRACE] = str(grace)
     return out
 
-
-def restart_count(annotations: Mapping[str, str], attempt: int) -> int:
-    try:
-        return int(annotations.get(CONTAINER_RESTART_COUNT, attempt))
-    except ValueError:
-        return attempt

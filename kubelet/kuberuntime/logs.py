@@ -16,7 +16,6 @@ it keeps reading while `still_running()` says the container runs.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 import os
 from collections import deque
@@ -24,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from kubelet.container.runtime import LogOptions
+from machinery.timeutil import parse_rfc3339_nano
 
 FOLLOW_POLL_SECONDS = 0.1
 
@@ -36,39 +36,27 @@ class LogEntry:
     partial: bool = False
 
     @property
-    def time(self) -> float:
-        return parse_time(self.timestamp)
-
-
-def parse_time(text: str) -> float:
-    """RFC 3339 with up to nanoseconds → epoch seconds (microsecond precision)."""
-    head, _, rest = text.partition(".")
-    frac = ""
-    zone = "Z"
-    if rest:
-        digits = len(rest) - len(rest.lstrip("0123456789"))
-        frac, zone = rest[:digits], rest[digits:] or "Z"
-    elif not head.endswith("Z") and ("+" in head[10:] or "-" in head[10:]):
-        idx = max(head.rfind("+"), head.rfind("-"))
-        head, zone = head[:idx], head[idx:]
-    head = head.rstrip("Z")
-    zone = "+00:00" if zone in ("Z", "z") else zone
-    parsed = dt.datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}{zone}")
-    return parsed.timestamp()
+    def time_ns(self) -> int:
+        """Unix nanoseconds, exact (parse_line only makes entries whose timestamp parses)."""
+        return parse_rfc3339_nano(self.timestamp) or 0
 
 
 def parse_line(line: bytes) -> LogEntry | None:
-    """One line of either format (None: not a log line). The content keeps its newline, as kubectl shows it."""
+    """One line of either format (None: not a log line, its timestamp not RFC3339Nano included, as
+    upstream's parsers refuse it). The content keeps its newline, as kubectl shows it."""
     if line.startswith(b"{"):
         try:
             data = json.loads(line)
-            return LogEntry(str(data["time"]), str(data.get("stream", "stdout")), str(data["log"]).encode())
+            entry = LogEntry(str(data["time"]), str(data.get("stream", "stdout")), str(data["log"]).encode())
         except (ValueError, KeyError, TypeError):
             return None
+        return entry if parse_rfc3339_nano(entry.timestamp) is not None else None
     parts = line.split(b" ", 3)
     if len(parts) < 3:
         return None
     timestamp, stream = parts[0].decode(errors="replace"), parts[1].decode(errors="replace")
+    if parse_rfc3339_nano(timestamp) is None:
+        return None
     if len(parts) == 4 and parts[2] in (b"P", b"F"):
         tag, content = parts[2], parts[3]
     else:  # an old CRI line without the tag
@@ -102,7 +90,8 @@ async def read_logs(path: str, options: LogOptions,
     lines, offset = await asyncio.to_thread(_read_lines, path, 0)
     entries = [e for e in map(parse_line, lines) if e is not None]
     if options.since is not None:
-        entries = [e for e in entries if e.time >= options.since]
+        since_ns = round(options.since * 1e9)  # compared in nanoseconds: a float of seconds rounds them away
+        entries = [e for e in entries if e.time_ns >= since_ns]
     if options.tail_lines is not None:
         complete: deque[LogEntry] = deque()
         count = 0

@@ -34,6 +34,7 @@ import httpx
 
 from kubelet.backoff import Backoff
 from kubelet.container.runtime import (
+    ConfigError,
     ContainerState,
     ContainerStatus,
     LogOptions,
@@ -43,7 +44,6 @@ from kubelet.container.runtime import (
     RuntimeStatus,
     SyncResult,
 )
-from kubelet.container_config import ConfigError
 from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import RemoteRuntimeService
 from kubelet.kuberuntime.container_config import (
@@ -98,9 +98,9 @@ class _PodState:
 
 class KubeGenericRuntimeManager(Runtime):
     def __init__(self, runtime_service: RemoteRuntimeService, image_service: RemoteImageService,
-                 helper: RuntimeHelper, recorder: EventSink, *, logs_root: str, runtime_name: str = "cri",
-                 crash_backoff: Backoff | None = None, image_backoff: Backoff | None = None,
-                 dns_servers: list[str] | None = None, relist_period: float = 1.0, evented: bool = True) -> None:
+                 helper: RuntimeHelper, recorder: EventSink, pleg: GenericPLEG, *, logs_root: str,
+                 runtime_name: str = "cri", crash_backoff: Backoff | None = None, image_backoff: Backoff | None = None,
+                 dns_servers: list[str] | None = None) -> None:
         self.runtime_service = runtime_service
         self.image_service = image_service
         self.helper = helper
@@ -110,7 +110,8 @@ class KubeGenericRuntimeManager(Runtime):
         self.crash_backoff = crash_backoff or Backoff()
         self.image_backoff = image_backoff or Backoff()
         self.dns_servers = dns_servers or []
-        self.pleg = GenericPLEG(runtime_service, runtime_name, relist_period, evented)
+        # the PLEG is the kubelet's (it starts and stops it); the manager refreshes what it just changed
+        self.pleg = pleg
         self.cache = self.pleg.cache
         self._pods: dict[str, _PodState] = {}
         self.http = httpx.AsyncClient(trust_env=False, verify=False)
@@ -133,11 +134,7 @@ class KubeGenericRuntimeManager(Runtime):
     async def update_pod_cidr(self, cidr: str) -> None:
         await self.runtime_service.update_runtime_config(cidr)
 
-    async def start(self) -> None:
-        await self.pleg.start()
-
     async def close(self) -> None:
-        await self.pleg.stop()
         await self.http.aclose()
 
     # -- what runs --------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kubelet.container.helpers import hash_container
 from kubelet.container.runtime import ContainerState, ContainerStatus, PodStatus
-from kubelet.container_config import spec_hash
 from machinery.api.core_v1 import Container, Pod
 
 DEFAULT_GRACE = 30
@@ -122,7 +122,7 @@ def compute_pod_actions(pod: Pod, status: PodStatus, kill_requests: dict[str, Ki
             actions.containers_to_kill[cur.id] = (c, None, None)
         elif kill is not None and kill.container_id == cur.id:
             actions.containers_to_kill[cur.id] = (c, kill.reason, _probe_grace(c))
-        elif cur.hash and cur.hash != spec_hash(c):
+        elif cur.hash and cur.hash != hash_container(c):
             actions.containers_to_kill[cur.id] = (c, f"Container {c.name} definition changed, will be restarted",
                                                   None)
             actions.spec_changed.add(c.name)

@@ -22,7 +22,7 @@ import grpc
 
 from kubelet.container.runtime import ContainerState, ContainerStatus, PodStatus, SandboxStatus
 from kubelet.cri.remote_runtime import RemoteRuntimeService
-from kubelet.kuberuntime import labels
+from kubelet.types import labels
 from machinery.cri import api_pb2 as pb
 from machinery.cri.errors import CriError
 

@@ -28,7 +28,7 @@ import httpx
 from pydantic import BaseModel
 
 from cni import host
-from kubelet.kuberuntime.labels import POD_UID as LABEL_POD_UID
+from kubelet.types.labels import POD_UID as LABEL_POD_UID
 from machinery.api.core_v1 import Pod
 from machinery.client import ApiClient
 from machinery.informer import Informer

@@ -14,7 +14,7 @@ import httpx
 import orjson
 
 from apiserver.storage.etcd import EtcdStorage
-from kubelet.kuberuntime.labels import POD_UID as LABEL_POD_UID
+from kubelet.types.labels import POD_UID as LABEL_POD_UID
 from machinery.api.coordination_v1 import Lease
 from tests.failure.checks import (
     LEASES,

@@ -29,8 +29,8 @@ import pytest
 
 from cni import host
 from containerd_node.cleanup import cleanup_node, containerd_pids, shim_pids
-from containerd_node.config import CNI_RESULTS_DIR, NodeLayout
-from containerd_node.launcher import ContainerdError, ContainerdNode, prepare, read_marker
+from containerd_node.config import CNI_RESULTS_DIR, NodeLayout, read_marker
+from containerd_node.launcher import ContainerdError, ContainerdNode, prepare
 from machinery.cri import api_pb2 as pb
 from machinery.cri import api_pb2_grpc as rpc
 from tests.cluster import REPO, make_workdir

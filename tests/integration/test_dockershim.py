@@ -65,12 +65,14 @@ class Shim:
 
     def teardown(self) -> None:
         self.process.kill()
-        # in a thread of its own: the teardown may run inside the tests' event loop
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            pool.submit(asyncio.run, cleanup_node(self.node, self.root_dir)).result()
-        self.process.remove_socket_dir()
-        if self.pod_cidr:
-            release_cidr(self.pod_cidr)
+        try:
+            # in a thread of its own: the teardown may run inside the tests' event loop
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                pool.submit(asyncio.run, cleanup_node(self.node, self.root_dir)).result()
+        finally:
+            self.process.remove_socket_dir()
+            if self.pod_cidr:
+                release_cidr(self.pod_cidr)
 
 
 @contextlib.contextmanager

@@ -621,7 +621,7 @@ def test_exec_through_the_apiserver_with_kubectl(nodes: tuple[KubeletProcess, Ku
     if "Upgrade request required" in result.stderr:
         pytest.fail("the apiserver refused the websocket upgrade of pods/exec (kubectl then tried SPDY): its "
                     "router must hand websocket requests to SUBRESOURCE_HANDLERS['exec']['WEBSOCKET'] "
-                    "(see apiserver/proxy.py)\n" + str(result))
+                    "(see apiserver/endpoints/proxy.py)\n" + str(result))
     assert result.returncode == 3, result
     assert result.stdout == "out\n" and "err\n" in result.stderr
     assert kubectl.run("exec", "shell", "--", "hostname").ok().stdout == "shell\n"

@@ -26,6 +26,7 @@ from kubelet.container.runtime import LogOptions
 from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import RemoteRuntimeService
 from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
+from kubelet.pleg.generic import GenericPLEG
 from kubelet.pod_syncer import KubeletRuntimeHelper
 from kubelet.volumes import VolumeManager
 from machinery.api.core_v1 import Pod
@@ -57,10 +58,11 @@ class Env:
 
     def manager(self) -> KubeGenericRuntimeManager:
         helper = KubeletRuntimeHelper(VolumeManager(self.root), self.node, "127.0.0.1", lambda: (1000, 1 << 30))
+        runtime_service = RemoteRuntimeService.connect(self.endpoint, 30)
         return KubeGenericRuntimeManager(
-            RemoteRuntimeService.connect(self.endpoint, 30), RemoteImageService.connect(self.endpoint, 30), helper,
-            lambda _pod, t, r, m: self.events.append((t, r, m)), logs_root=str(self.root / "logs"),
-            crash_backoff=Backoff(1, 10), image_backoff=Backoff(1, 10), relist_period=1.0)
+            runtime_service, RemoteImageService.connect(self.endpoint, 30), helper,
+            lambda _pod, t, r, m: self.events.append((t, r, m)), GenericPLEG(runtime_service, "cri", 1.0),
+            logs_root=str(self.root / "logs"), crash_backoff=Backoff(1, 10), image_backoff=Backoff(1, 10))
 
     def pod(self, name: str, containers: list[dict[str, Any]], **spec: Any) -> Pod:
         return Pod.model_validate({"apiVersion": "v1", "kind": "Pod",
@@ -91,10 +93,11 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
         await e.runtime.version()
         await e.runtime.update_pod_cidr(cidr)
         await eventually(lambda: _network_ready(e), 20, what="the shim's network ready")
-        await e.runtime.start()
+        await e.runtime.pleg.start()
         e.runtime.pleg.add_listener(e.changed.append)
         yield e
     finally:
+        await e.runtime.pleg.stop()
         await e.runtime.close()
         shim.kill()
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -238,7 +241,7 @@ async def test_a_fresh_runtime_manager_finds_what_runs(env: Env) -> None:
     before = env.runtime.get_pod_status(uid)
     fresh = env.manager()
     try:
-        await fresh.start()
+        await fresh.pleg.start()
         found = fresh.get_pod_status(uid)
         assert [s.id for s in found.sandboxes] == [s.id for s in before.sandboxes] and found.ip == before.ip
         assert [c.id for c in found.running_containers] == [c.id for c in before.running_containers]
@@ -247,6 +250,7 @@ async def test_a_fresh_runtime_manager_finds_what_runs(env: Env) -> None:
         await env.run(pod, fresh)  # nothing to do: nothing new
         assert len(_docker_containers(uid)) == calls_before
     finally:
+        await fresh.pleg.stop()
         await fresh.close()
     await env.runtime.kill_pod(pod, uid, 0)
     await env.runtime.remove_pod(uid)

@@ -14,6 +14,7 @@ from kubelet.backoff import Backoff
 from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import RemoteRuntimeService
 from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
+from kubelet.pleg.generic import GenericPLEG
 from kubelet.pod_syncer import KubeletPodSyncer, KubeletRuntimeHelper
 from kubelet.pod_workers import PodWorkers
 from kubelet.probes import ProbeManager, ProbeTarget
@@ -72,12 +73,13 @@ class FakeKubelet:
         self.events: list[tuple[str, str, str]] = []
         self.volumes = VolumeManager(root)
         self.helper = KubeletRuntimeHelper(self.volumes, "n1", NODE_IP, lambda: (2000, 2 << 30))
+        runtime_service = RemoteRuntimeService(self.fake)
+        self.pleg = GenericPLEG(runtime_service, "fake", relist_period=0.05)
         self.runtime = KubeGenericRuntimeManager(
-            RemoteRuntimeService(self.fake), RemoteImageService(self.fake), self.helper, self.event,
+            runtime_service, RemoteImageService(self.fake), self.helper, self.event, self.pleg,
             logs_root=str(root / "logs"), runtime_name="fake",
             crash_backoff=Backoff(backoff_base, 10 * backoff_base),
-            image_backoff=Backoff(backoff_base, 10 * backoff_base),
-            relist_period=0.05)
+            image_backoff=Backoff(backoff_base, 10 * backoff_base))
         self.status = StatusManager(self.client, resync=lambda uid: self.workers.wake(uid))  # type: ignore[arg-type]
         self.probes = ProbeManager(self.runtime.run_in_container, self.probe_target, lambda uid: self.workers.wake(uid),
                                    self.probe_kill, lambda _p, t, r, m: self.events.append((t, r, m)))
@@ -102,12 +104,13 @@ class FakeKubelet:
         return ProbeTarget(instances[0].id, instances[0].started_at or 0.0, status.ip)
 
     async def start(self) -> None:
-        await self.runtime.start()
-        self.runtime.pleg.add_listener(lambda uid: self.workers.wake(uid))
+        await self.pleg.start()
+        self.pleg.add_listener(lambda uid: self.workers.wake(uid))
 
     async def stop(self) -> None:
         await self.workers.stop()
         await self.probes.close()
+        await self.pleg.stop()
         await self.runtime.close()
 
     def add(self, pod: Pod) -> None:

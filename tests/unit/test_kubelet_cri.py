@@ -10,8 +10,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from kubelet.container.helpers import hash_container
 from kubelet.container.runtime import ContainerState, ContainerStatus, PodStatus, SandboxStatus
-from kubelet.container_config import spec_hash
 from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import RemoteRuntimeService, dial
 from kubelet.kuberuntime.container_config import generate_pod_sandbox_config
@@ -110,8 +110,8 @@ def test_changed_spec_and_failed_liveness_kill_and_restart() -> None:
     assert pod.spec is not None
     _, b, c = pod.spec.containers
     status = PodStatus("uid-p", sandboxes=[SandboxStatus("sb1", 0, ready=True)],
-                       containers=[_running("a", hash_="old"), _running("b", hash_=spec_hash(b)),
-                                   _running("c", hash_=spec_hash(c))])
+                       containers=[_running("a", hash_="old"), _running("b", hash_=hash_container(b)),
+                                   _running("c", hash_=hash_container(c))])
     actions = compute_pod_actions(pod, status, {"b": KillRequest("b-0", "Container b failed liveness probe")})
     assert not actions.create_sandbox and actions.sandbox_id == "sb1"
     assert set(actions.containers_to_kill) == {"a-0", "b-0"} and actions.spec_changed == {"a"}
@@ -289,9 +289,11 @@ async def test_a_restarted_kubelet_adopts_what_runs(tmp_path: Path) -> None:
 async def test_the_node_is_not_ready_while_the_runtime_network_is_not(tmp_path: Path) -> None:
     fake = FakeRuntime()
     from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
+    from kubelet.pleg.generic import GenericPLEG
 
     manager = KubeGenericRuntimeManager(RemoteRuntimeService(fake), RemoteImageService(fake), None,  # type: ignore[arg-type]
-                                        lambda *_: None, logs_root=str(tmp_path))
+                                        lambda *_: None, GenericPLEG(RemoteRuntimeService(fake), "fake"),
+                                        logs_root=str(tmp_path))
     message = (await manager.status()).not_ready_message()
     assert message == "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady: " \
                       "Network plugin returns error: no pod CIDR yet"

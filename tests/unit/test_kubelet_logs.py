@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from kubelet.container.runtime import LogOptions
-from kubelet.kuberuntime.logs import parse_line, parse_time, read_logs
+from kubelet.kuberuntime.logs import parse_line, read_logs
+from machinery.timeutil import parse_rfc3339
 
 CRI = (b"2026-11-22T10:00:00.000000001Z stdout F one\n"
        b"2026-11-22T10:00:01.5Z stderr P tw\n"
@@ -18,6 +19,12 @@ CRI = (b"2026-11-22T10:00:00.000000001Z stdout F one\n"
 DOCKER = (b'{"log":"one\\n","stream":"stdout","time":"2026-11-22T10:00:00.000000001Z"}\n'
           b'{"log":"two\\n","stream":"stderr","time":"2026-11-22T10:00:01.5Z"}\n'
           b'{"log":"three\\n","stream":"stdout","time":"2026-11-22T10:00:02Z"}\n')
+
+
+def unix(text: str) -> float:
+    parsed = parse_rfc3339(text)
+    assert parsed is not None
+    return parsed.timestamp()
 
 
 async def collect(path: Path, **options: object) -> bytes:
@@ -31,7 +38,7 @@ async def test_both_formats_read_alike(tmp_path: Path, content: bytes) -> None:
     assert await collect(path) == b"one\ntwo\nthree\n"
     assert await collect(path, tail_lines=2) == b"two\nthree\n"
     assert await collect(path, tail_lines=0) == b""
-    assert await collect(path, since=parse_time("2026-11-22T10:00:01Z")) == b"two\nthree\n"
+    assert await collect(path, since=unix("2026-11-22T10:00:01Z")) == b"two\nthree\n"
     assert await collect(path, limit_bytes=5) == b"one\nt"
     stamped = await collect(path, timestamps=True, tail_lines=1)
     assert stamped == b"2026-11-22T10:00:02Z three\n"
@@ -42,6 +49,15 @@ def test_lines_that_are_not_log_entries_are_skipped() -> None:
     assert parse_line(b'{"not": "a log"}') is None
     entry = parse_line(b"2026-11-22T10:00:00Z stdout P part")
     assert entry is not None and entry.partial and entry.content == b"part"
+    # a timestamp Go's RFC3339Nano does not read: upstream's parsers refuse the line
+    assert parse_line(b"2026-11-22 10:00:00 stdout F text") is None
+    assert parse_line(b'{"log":"x\\n","stream":"stdout","time":"yesterday"}') is None
+
+
+async def test_since_keeps_nanoseconds(tmp_path: Path) -> None:
+    path = tmp_path / "0.log"
+    path.write_bytes(b"2026-11-22T10:00:00.999999999Z stdout F late\n2026-11-22T10:00:01.000000001Z stdout F later\n")
+    assert await collect(path, since=unix("2026-11-22T10:00:01Z")) == b"later\n"
 
 
 async def test_a_missing_log_file_is_an_error(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from apiserver.auth import pki
-from apiserver.proxy import kubelet_address, kubelet_tls
+from apiserver.endpoints.proxy import kubelet_address, kubelet_tls
 from machinery.authn.user import user_from_peercert
 
 

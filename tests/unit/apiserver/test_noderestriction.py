@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from apiserver import errors
-from apiserver.noderestriction import forbidden_labels, modified_labels, node_restriction
-from apiserver.registry.generic import AdmissionAttributes
+from apiserver.admission.interfaces import AdmissionAttributes
+from apiserver.admission.noderestriction import forbidden_labels, modified_labels, node_restriction
 from machinery.api.resources import resource_for
 from machinery.nodelabels import is_kubelet_label
 

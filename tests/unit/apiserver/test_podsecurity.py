@@ -1,4 +1,4 @@
-"""Pod Security admission's pure parts (apiserver/podsecurity): each check with upstream's reason and
+"""Pod Security admission's pure parts (apiserver/admission/podsecurity): each check with upstream's reason and
 detail, the order of a level's checks, namespace labels to a policy, the admission configuration,
 which pod updates are evaluated, and the warning recorder's header form."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from apiserver.podsecurity import policy as p
-from apiserver.podsecurity.admission import is_significant_pod_update
-from apiserver.podsecurity.api import (
+from apiserver.admission.podsecurity import policy as p
+from apiserver.admission.podsecurity.admission import is_significant_pod_update
+from apiserver.admission.podsecurity.api import (
     LATEST,
     PRIVILEGED_POLICY,
     LevelVersion,
@@ -19,7 +19,7 @@ from apiserver.podsecurity.api import (
     Version,
     policy_to_evaluate,
 )
-from apiserver.podsecurity.config import ConfigError, load_admission_config, parse_pod_security_configuration
+from apiserver.admission.podsecurity.config import ConfigError, load_admission_config, parse_pod_security_configuration
 from apiserver.warning import Recorder, header_value
 from tests.cluster import REPO
 
@@ -322,8 +322,8 @@ def _run_plugin(plugin: Any, attrs: Any) -> tuple[Recorder, BaseException | None
 def _plugin(labels: dict[str, str], pods: list[dict[str, Any]]) -> Any:
     import orjson
 
-    from apiserver.podsecurity.admission import PodSecurity
-    from apiserver.podsecurity.config import PodSecurityConfiguration
+    from apiserver.admission.podsecurity.admission import PodSecurity
+    from apiserver.admission.podsecurity.config import PodSecurityConfiguration
 
     async def namespace_labels(_: str) -> dict[str, str]:
         return labels
@@ -333,7 +333,7 @@ def _plugin(labels: dict[str, str], pods: list[dict[str, Any]]) -> Any:
 
 
 def test_a_namespace_whose_labels_no_longer_parse_is_evaluated_as_restricted() -> None:
-    from apiserver.registry.generic import AdmissionAttributes
+    from apiserver.admission.interfaces import AdmissionAttributes
 
     plugin = _plugin({"pod-security.kubernetes.io/enforce": "strict"}, [])
     obj = {"metadata": {"name": "p"}, "spec": spec(c("main"))}
@@ -346,8 +346,8 @@ def test_a_namespace_whose_labels_no_longer_parse_is_evaluated_as_restricted() -
 
 
 def test_tightening_checks_at_most_the_first_pods(monkeypatch: pytest.MonkeyPatch) -> None:
-    from apiserver.podsecurity import admission
-    from apiserver.registry.generic import AdmissionAttributes
+    from apiserver.admission.interfaces import AdmissionAttributes
+    from apiserver.admission.podsecurity import admission
 
     monkeypatch.setattr(admission, "NAMESPACE_MAX_PODS_TO_CHECK", 2)
     pods = [{"metadata": {"name": f"p{i}"}, "spec": spec(c("main"), hostPID=True)} for i in range(3)]

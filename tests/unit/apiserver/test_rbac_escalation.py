@@ -5,7 +5,7 @@ and the rules a user holds as the RBAC authorizer resolves them."""
 from __future__ import annotations
 
 from apiserver.auth.authz import AlwaysAllow, Authorizer, NodeAuthorizer, RBACAuthorizer, StaticRbac
-from apiserver.auth.escalation import (
+from apiserver.registry.rbac_escalation import (
     FULL_AUTHORITY,
     breakdown_rule,
     compact_rules,

@@ -1,4 +1,4 @@
-"""apiserver.installer.WatchShortcut: a watch is what the gate's one RequestInfo says is a watch (the first
+"""apiserver.endpoints.installer.WatchShortcut: a watch is what the gate's one RequestInfo says is a watch (the first
 value of `watch`, read as a Go boolean), sent to its group-version's dispatch with the path after the
 prefix; everything else goes on to the app, and a dispatch's error becomes the app's Status."""
 
@@ -11,7 +11,7 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import Response
 
-from apiserver.installer import WatchShortcut
+from apiserver.endpoints.installer import WatchShortcut
 from apiserver.requestinfo import of_scope
 
 

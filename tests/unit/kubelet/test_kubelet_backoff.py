@@ -133,8 +133,8 @@ def test_a_container_not_showing_the_failed_pull_goes_straight_to_image_pull_bac
     assert image_pull_waiting(b, "uid/other", "") is None
 
 
-def _pod(rv: int, ready: str = "True", deleting: bool = False) -> Pod:
-    meta: dict[str, Any] = {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": str(rv)}
+def _pod(rv: str, ready: str = "True", deleting: bool = False) -> Pod:
+    meta: dict[str, Any] = {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": rv}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     return Pod.model_validate({"metadata": meta,
@@ -166,41 +166,41 @@ def test_our_status_write_seen_by_the_watch_before_its_response_does_not_wake_th
     """The other half of the race: the watch event of the kubelet's own status write can arrive before
     the PATCH response; taken for another writer's change, it woke the worker at once (and its sync
     replaced a fresh ErrImagePull). Whose it is is decided when the response is in."""
-    workers, worker, status = _workers(_pod(10))
+    workers, worker, status = _workers(_pod("10"))
     record = status._record("u1")
-    record.written_rv = 10
+    record.written_rv = "10"
     record.writing = True
-    workers.update(_pod(11, ready="False"))  # our write, on the watch first
+    workers.update(_pod("11", ready="False"))  # our write, on the watch first
     assert not worker._wake.is_set()
-    record.written_rv = 11
-    status._write_done("u1", record, 11)  # the response: it was ours
+    record.written_rv = "11"
+    status._write_done("u1", record, "11")  # the response: it was ours
     assert not worker._wake.is_set()
     assert worker.pod.metadata.resource_version == "11"
 
 
 def test_another_writers_status_after_ours_still_wakes_the_worker() -> None:
-    workers, worker, status = _workers(_pod(10))
+    workers, worker, status = _workers(_pod("10"))
     record = status._record("u1")
-    record.written_rv = 10
+    record.written_rv = "10"
     record.writing = True
-    workers.update(_pod(11))
-    workers.update(_pod(12, ready="False"))  # the node lifecycle controller, after our write
+    workers.update(_pod("11"))
+    workers.update(_pod("12", ready="False"))  # the node lifecycle controller, after our write
     assert not worker._wake.is_set()
-    status._write_done("u1", record, 11)
+    status._write_done("u1", record, "11")
     assert worker._wake.is_set()  # synced, so the kubelet writes what it sees over it
 
 
 def test_a_failed_status_write_wakes_the_worker_for_what_came_meanwhile() -> None:
-    workers, worker, status = _workers(_pod(10))
+    workers, worker, status = _workers(_pod("10"))
     record = status._record("u1")
     record.writing = True
-    workers.update(_pod(11, ready="False"))
-    status._write_done("u1", record, 0)
+    workers.update(_pod("11", ready="False"))
+    status._write_done("u1", record, None)
     assert worker._wake.is_set()
 
 
 def test_spec_or_metadata_changes_wake_the_worker_even_while_a_status_write_is_on_its_way() -> None:
-    workers, worker, status = _workers(_pod(10))
+    workers, worker, status = _workers(_pod("10"))
     status._record("u1").writing = True
-    workers.update(_pod(11, deleting=True))
+    workers.update(_pod("11", deleting=True))
     assert worker._wake.is_set()

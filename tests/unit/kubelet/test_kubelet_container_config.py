@@ -1,5 +1,5 @@
 """From a pod spec to CRI sandbox and container configs (kubelet.kuberuntime.container_config), the
-environment and quantities (kubelet.container_config), and the CNI pieces that are pure (config lists,
+environment (kubelet.kubelet_pods, kubelet.container.helpers), and the CNI pieces that are pure (config lists,
 stdin, results, errors)."""
 
 from __future__ import annotations
@@ -11,22 +11,16 @@ import pytest
 
 from cni.config import NodeNetwork, bridge_name, port_mappings
 from cni.invoke import CniError, CniResult, CniRuntime, RuntimeConf, parse_output
-from kubelet.container_config import (
-    ConfigError,
-    PodContext,
-    container_env,
-    cpu_millis,
-    expand,
-    memory_bytes,
-    spec_hash,
-)
-from kubelet.kuberuntime import labels
+from kubelet.container.helpers import expand, hash_container
+from kubelet.container.runtime import ConfigError
+from kubelet.kubelet_pods import PodContext, container_env
 from kubelet.kuberuntime.container_config import (
     MountSpec,
     RunContainerOptions,
     generate_container_config,
     generate_pod_sandbox_config,
 )
+from kubelet.types import labels
 from machinery.api.core_v1 import Pod
 from machinery.cri import api_pb2 as pb
 
@@ -37,13 +31,6 @@ def make_pod(container: dict[str, Any], **spec: Any) -> Pod:
                                             "labels": {"app": "web"}},
                                "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "img:1",
                                                                                **container}], **spec}})
-
-
-def test_memory_and_cpu_helpers() -> None:
-    assert memory_bytes("20Mi") == 20971520
-    assert cpu_millis("500m") == 500 and cpu_millis(2) == 2000 and cpu_millis("0.1") == 100
-    with pytest.raises(ValueError):
-        memory_bytes("lots")
 
 
 def test_dollar_paren_expansion() -> None:
@@ -144,12 +131,12 @@ def test_sandbox_config_has_metadata_hostname_dns_and_host_ports() -> None:
     assert host.hostname == "" and host.linux.security_context.namespace_options.network == pb.NODE
 
 
-def test_spec_hash_changes_with_the_spec() -> None:
+def test_hash_container_changes_with_the_spec() -> None:
     a = make_pod({"image": "img:1"})
     b = make_pod({"image": "img:2"})
     assert a.spec is not None and b.spec is not None
-    assert spec_hash(a.spec.containers[0]) == spec_hash(make_pod({"image": "img:1"}).spec.containers[0])  # type: ignore[union-attr]
-    assert spec_hash(a.spec.containers[0]) != spec_hash(b.spec.containers[0])
+    assert hash_container(a.spec.containers[0]) == hash_container(make_pod({"image": "img:1"}).spec.containers[0])  # type: ignore[union-attr]
+    assert hash_container(a.spec.containers[0]) != hash_container(b.spec.containers[0])
 
 
 # -- CNI, the pure parts ------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from machinery.timeutil import (
     now_rfc3339_micro,
     parse_go_duration,
     parse_rfc3339,
+    parse_rfc3339_nano,
     translate_timestamp_since,
 )
 
@@ -142,3 +143,25 @@ def test_duration_flag() -> None:
     assert duration_flag("1m30s") == 90 and duration_flag(" 2 ") == 2 and duration_flag("250ms") == 0.25
     with pytest.raises(argparse.ArgumentTypeError, match=r'^time: invalid duration "soon"$'):
         duration_flag("soon")
+
+
+def test_rfc3339_nano_keeps_every_nanosecond() -> None:
+    # a CRI log line's stamp: nine digits, more than a datetime (or a float of seconds) holds
+    assert parse_rfc3339_nano("2016-10-06T00:17:09.669794202Z") == 1475713029_669794202
+    assert parse_rfc3339_nano("2016-10-06T00:17:09.669794203Z") == 1475713029_669794203
+    assert parse_rfc3339_nano("2016-10-06T00:17:09Z") == 1475713029 * 10**9
+    assert parse_rfc3339_nano("2016-10-06T00:17:09.5z") == 1475713029_500000000
+    assert parse_rfc3339_nano("2016-10-06T02:17:09.000000001+02:00") == 1475713029_000000001
+    assert parse_rfc3339_nano("2016-10-06T00:17:09.6697942029999Z") == 1475713029_669794202  # Go truncates
+    assert parse_rfc3339_nano("1969-12-31T23:59:59.25Z") == -750_000_000  # before the epoch, floored
+    assert parse_rfc3339_nano(" 2016-10-06T00:17:09Z\n") == 1475713029 * 10**9
+
+
+@pytest.mark.parametrize("value", [
+    None, 17, "", "0001-01-01T00:00:00Z",  # missing, or Go's zero time (a Time that IsZero())
+    "2016-10-06T00:17:09",  # no offset: RFC3339Nano requires one
+    "2016-10-06 00:17:09Z", "2016-10-06T00:17:09.Z", "2016-13-06T00:17:09Z", "2016-10-06T25:17:09Z",
+    "stdout F 2016-10-06T00:17:09Z", "2016-10-06T00:17:09Z trailing",
+])
+def test_rfc3339_nano_rejects_what_go_rejects(value: object) -> None:
+    assert parse_rfc3339_nano(value) is None

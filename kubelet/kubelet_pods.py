@@ -1,53 +1,23 @@
-"""A container's environment and the quantities in its spec (pure: no I/O; upstream
-pkg/kubelet/kubelet_pods.go makeEnvironmentVariables, apimachinery api/resource).
+"""A container's environment (upstream pkg/kubelet/kubelet_pods.go makeEnvironmentVariables,
+podFieldSelectorRuntimeValue; resourceFieldRef as pkg/api/v1/resource ExtractResourceValueByContainerName).
+Pure: no I/O.
 
-`$(VAR)` references in command, args and env values expand from the container's environment
-(`$$` escapes); env values may come from the pod's own fields (fieldRef) and resources
-(resourceFieldRef). The CRI configs built from these are kubelet/kuberuntime/container_config.py's.
+Env values may come from the pod's own fields (fieldRef) and resources (resourceFieldRef), and
+`$(VAR)` references in values expand against the entries before them (kubelet/container/helpers.py).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from kubelet.container.helpers import expand
+from kubelet.container.runtime import ConfigError
 from machinery.api.core_v1 import Container, Pod
 from machinery.quantity import parse_quantity
-
-_VAR_RE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
-
-CPU_PERIOD_US = 100_000  # the CFS period the limits are expressed in (upstream's default)
-MIN_CPU_SHARES = 2
-
-
-class ConfigError(Exception):
-    """The container cannot be configured (CreateContainerConfigError)."""
-
-
-def memory_bytes(value: str | int | float) -> int:
-    """Quantity.Value(): "64Mi" → 67108864; ValueError when malformed."""
-    return parse_quantity(value).int_value()
-
-
-def cpu_millis(value: str | int | float) -> int:
-    """Quantity.MilliValue(): "250m" → 250, "1" → 1000; ValueError when malformed."""
-    return parse_quantity(value).milli_value()
-
-
-def expand(text: str, env: dict[str, str]) -> str:
-    """Kubernetes' $(VAR) expansion: known names expand, unknown ones stay as written, $$ is a $."""
-    def sub(m: re.Match[str]) -> str:
-        if m.group(0) == "$$":
-            return "$"
-        name = m.group(1)
-        return env[name] if name in env else m.group(0)
-
-    return _VAR_RE.sub(sub, text)
 
 
 @dataclass(frozen=True)
@@ -143,9 +113,3 @@ def container_env(pod: Pod, container: Container, ctx: PodContext) -> list[tuple
         seen[var.name] = value
         out.append((var.name, value))
     return out
-
-
-def spec_hash(container: Container) -> str:
-    """A stable hash of the container spec: a change (e.g. a new image) means a new container."""
-    data = container.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

@@ -21,8 +21,9 @@ from __future__ import annotations
 import copy
 
 from apiserver import errors
+from apiserver.admission.interfaces import Admission, AdmissionAttributes
 from apiserver.auth.authz import Attributes, Authorizer, RBACAuthorizer
-from apiserver.registry.generic import Admission, AdmissionAttributes, Store
+from apiserver.registry.generic import Store
 from machinery.authn.user import UserInfo
 from machinery.types import Obj
 

@@ -1,6 +1,6 @@
 """Installing the REST endpoints of a group-version (upstream k8s.io/apiserver/pkg/endpoints/installer.go):
 one router per group-version whose single route picks the endpoint (a generic handler of
-apiserver/handlers.py or a subresource's of apiserver/registry/subresources.py) from the request's
+apiserver/endpoints/handlers.py or a subresource's of apiserver/endpoints/subresources.py) from the request's
 RequestInfo, and the WatchShortcut middleware that sends watches straight to that dispatch."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from starlette.websockets import WebSocket
 
 from apiserver import errors
 from apiserver.discovery import api_resource_list
-from apiserver.handlers import MIN_REQUEST_TIMEOUT, ResourceHandlers
+from apiserver.endpoints.handlers import MIN_REQUEST_TIMEOUT, ResourceHandlers
+from apiserver.endpoints.request import check_path_name
+from apiserver.endpoints.responsewriters import json_response
+from apiserver.endpoints.subresources import SUBRESOURCE_HANDLERS, Endpoint, review_endpoint
 from apiserver.registry.generic import Store
-from apiserver.registry.subresources import SUBRESOURCE_HANDLERS, Endpoint
-from apiserver.request import check_path_name
 from apiserver.requestinfo import ResourcePath, of_scope
-from apiserver.responsewriters import json_response
 
 Dispatch = Callable[[Request, str], Awaitable[Response]]
 
@@ -71,6 +71,7 @@ def build_router(stores: list[Store], min_request_timeout: float = MIN_REQUEST_T
     handlers = {s.info.plural: ResourceHandlers(s, min_request_timeout) for s in stores}
     subresources = {(p, sub): make(h) for p, h in handlers.items()
                     for sub in h.info.subresources if (make := SUBRESOURCE_HANDLERS.get(sub)) is not None}
+    reviews = {p: review_endpoint(h) for p, h in handlers.items() if h.info.virtual}
 
     def target(method: str, path: str, info: ResourcePath | None) -> tuple[Endpoint, dict[str, Any]]:
         h = handlers.get(info.resource) if info else None
@@ -84,7 +85,7 @@ def build_router(stores: list[Store], min_request_timeout: float = MIN_REQUEST_T
             if method != "POST" or info.name is not None or info.subresource is not None:
                 raise errors.ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the "
                                       f"requested resource ({method} {prefix}/{path})")
-            return h.store.handle, {}  # type: ignore[attr-defined]
+            return reviews[info.resource], {}
         kwargs: dict[str, Any] = {"namespace": info.namespace} if h.info.namespaced else {}
         if info.subresource is not None:
             endpoint = subresources.get((info.resource, info.subresource), {}).get(method)

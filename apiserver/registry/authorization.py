@@ -2,7 +2,7 @@
 ("may I?", what `kubectl auth can-i` sends), SubjectAccessReview ("may they?") and
 SelfSubjectRulesReview ("what may I do in this namespace?", `kubectl auth can-i --list`). Each is
 created, answered by the same authorizer the request chain uses, and returned with its status;
-nothing is stored.
+nothing is stored. The HTTP side (a POST decoded, answered 201) is apiserver/endpoints/subresources.py.
 
 kubectl's typed client sends these reviews as protobuf (apiserver/protobuf.py decodes them, as
 every request body); the answer goes back as JSON, which client-go reads by its Content-Type."""
@@ -10,15 +10,11 @@ every request body); the answer goes back as JSON, which client-go reads by its 
 from __future__ import annotations
 
 from pydantic import ValidationError
-from starlette.requests import Request
-from starlette.responses import Response
 
 from apiserver import errors
 from apiserver.auth.authn import UNSECURED
 from apiserver.auth.authz import Attributes, Authorizer
 from apiserver.registry.generic import WriteOptions, loc_to_path
-from apiserver.request import decode_object, read_body, write_options
-from apiserver.responsewriters import json_response
 from machinery.api.resources import ResourceInfo
 from machinery.authn.user import UserInfo
 from machinery.types import Obj
@@ -59,12 +55,6 @@ class ReviewStore:
                                   f'{p["msg"]}', {"kind": self.info.kind, "group": self.info.group,
                                                   "causes": [{"reason": "FieldValueInvalid", "message": p["msg"],
                                                               "field": path}]}) from e
-
-    async def handle(self, request: Request) -> Response:
-        """POST: decode (JSON, YAML or protobuf), answer, 201 with the review and its status."""
-        opts = write_options(request)
-        body, _ = decode_object(await read_body(request), request.headers.get("content-type", "application/json"))
-        return json_response(await self.create(None, body, opts), 201)
 
     async def create(self, namespace: str | None, body: Obj, opts: WriteOptions) -> Obj:
         body.setdefault("apiVersion", self.info.api_version)

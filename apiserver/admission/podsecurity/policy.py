@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from apiserver.podsecurity.api import LEVEL_BASELINE, LEVEL_PRIVILEGED, LEVEL_RESTRICTED, LevelVersion
+from apiserver.admission.podsecurity.api import LEVEL_BASELINE, LEVEL_PRIVILEGED, LEVEL_RESTRICTED, LevelVersion
 from machinery.types import Obj
 
 Result = tuple[str, str] | None

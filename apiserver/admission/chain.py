@@ -11,8 +11,8 @@ Mutating, after the resource's defaults and before its validation:
 Validating, after the resource's validation (schema and rules):
   NodeRestriction            a kubelet may write only its own Node (no forbidden labels, no taint
                              changes) and Lease, and the status (or the final delete) of pods
-                             bound to it — checked on the objects (apiserver/noderestriction.py)
-  PodSecurity                the Pod Security Standards by namespace label (apiserver/podsecurity)
+                             bound to it — checked on the objects (noderestriction.py)
+  PodSecurity                the Pod Security Standards by namespace label (podsecurity/)
   ValidatingAdmissionWebhook ValidatingWebhookConfigurations, called concurrently; any denial
                              refuses the request
 
@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING
 import orjson
 
 from apiserver import errors
-from apiserver.noderestriction import node_restriction
-from apiserver.podsecurity.admission import PodSecurity
-from apiserver.registry.generic import AdmissionAttributes, Store, WriteOptions
+from apiserver.admission.interfaces import AdmissionAttributes
+from apiserver.admission.noderestriction import node_restriction
+from apiserver.admission.podsecurity.admission import PodSecurity
 from apiserver.storage.cacher import Cacher
 from apiserver.warning import add_warning
 from machinery.authn.user import UserInfo
@@ -317,13 +317,7 @@ class AdmissionChain:
     @staticmethod
     def _reconcile(a: AdmissionAttributes, obj: Obj) -> Obj:
         """A patched object is checked against the schema and defaulted again, as upstream decodes it."""
-        store: Store = a.store
-        checked = store.check_schema(obj, WriteOptions(field_validation="Ignore"))
-        if a.operation == "CREATE":
-            store.strategy.prepare_for_create(checked)
-        elif a.old is not None and not a.subresource:
-            store.strategy.prepare_for_update(checked, a.old)
-        return checked
+        return a.store.redecode(obj, a.operation, a.old, a.subresource)
 
     # -- validating --------------------------------------------------------------------------------
 
@@ -367,7 +361,7 @@ class AdmissionChain:
 
     @staticmethod
     def _node_restriction(a: AdmissionAttributes, node: str) -> None:
-        node_restriction(a, node)  # apiserver/noderestriction.py
+        node_restriction(a, node)  # noderestriction.py
 
     # -- calling -----------------------------------------------------------------------------------
 

@@ -24,7 +24,14 @@ from typing import Any
 
 import yaml
 
-from apiserver.podsecurity.api import LATEST, PRIVILEGED_POLICY, LevelVersion, Policy, parse_level, parse_version
+from apiserver.admission.podsecurity.api import (
+    LATEST,
+    PRIVILEGED_POLICY,
+    LevelVersion,
+    Policy,
+    parse_level,
+    parse_version,
+)
 
 ADMISSION_CONFIG_VERSIONS = ("apiserver.config.k8s.io/v1", "apiserver.k8s.io/v1alpha1")
 POD_SECURITY_VERSIONS = ("pod-security.admission.config.k8s.io/v1", "pod-security.admission.config.k8s.io/v1beta1")

@@ -39,9 +39,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from apiserver import errors
-from apiserver.handlers import ResourceHandlers
-from apiserver.request import query
-from apiserver.responsewriters import json_response
+from apiserver.endpoints.handlers import ResourceHandlers
+from apiserver.endpoints.request import query
+from apiserver.endpoints.responsewriters import json_response
 from machinery.types import Obj
 
 log = logging.getLogger(__name__)

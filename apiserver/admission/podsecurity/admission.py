@@ -17,20 +17,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from apiserver import errors
-from apiserver.podsecurity.api import LABELS, LEVEL_PRIVILEGED, Policy, PolicyError, compare_levels, policy_to_evaluate
-from apiserver.podsecurity.config import PodSecurityConfiguration
-from apiserver.podsecurity.policy import Aggregate, evaluate_pod
+from apiserver.admission.interfaces import AdmissionAttributes
+from apiserver.admission.podsecurity.api import (
+    LABELS,
+    LEVEL_PRIVILEGED,
+    Policy,
+    PolicyError,
+    compare_levels,
+    policy_to_evaluate,
+)
+from apiserver.admission.podsecurity.config import PodSecurityConfiguration
+from apiserver.admission.podsecurity.policy import Aggregate, evaluate_pod
 from apiserver.validation import FieldError
 from apiserver.warning import add_audit_annotation, add_warning
 from machinery.types import Obj
-
-if TYPE_CHECKING:
-    from apiserver.registry.generic import AdmissionAttributes
 
 AUDIT_PREFIX = "pod-security.kubernetes.io/"
 

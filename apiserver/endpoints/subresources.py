@@ -1,10 +1,12 @@
-"""Subresources: status (the object's .status alone), scale (autoscaling/v1 Scale over
-spec.replicas) and binding (the scheduler's way to set a pod's node: the HTTP side here, the write in
-the pod's BindingREST, registry/podstorage.py); serviceaccounts/token lives in registry/token.py."""
+"""The HTTP side of the subresources (upstream: k8s.io/apiserver/pkg/endpoints/handlers over each
+subresource's REST storage): status (the object's .status alone), finalize, scale (autoscaling/v1
+Scale over spec.replicas: registry/scale.py), binding (the scheduler's way to set a pod's node: the
+write in the pod's BindingREST, registry/podstorage.py), serviceaccounts/token (registry/token.py),
+log and exec (relayed to the kubelet: endpoints/proxy.py); and the POST of the virtual access
+reviews (registry/authorization.py)."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -13,19 +15,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from apiserver import errors
-from apiserver.handlers import ResourceHandlers
+from apiserver.endpoints.handlers import ResourceHandlers
+from apiserver.endpoints.proxy import exec_endpoints, log_endpoints
+from apiserver.endpoints.request import check_duplicates, decode_object, read_body, write_options
+from apiserver.endpoints.responsewriters import json_response
 from apiserver.patch import UnsupportedPatchType, apply_patch
-from apiserver.proxy import exec_endpoints, log_endpoints
-from apiserver.registry.generic import Store, WriteOptions, loc_to_path
+from apiserver.registry.generic import loc_to_path
 from apiserver.registry.podstorage import BindingREST
-from apiserver.registry.token import token_endpoints
-from apiserver.request import check_duplicates, decode_object, read_body, write_options
-from apiserver.responsewriters import json_response
-from apiserver.validation import required, validate_replicas
+from apiserver.registry.scale import scale_of, write_scale
+from apiserver.registry.token import TokenIssuer, create_token
 from machinery.api.autoscaling_v1 import Scale
 from machinery.api.core_v1 import Binding
 from machinery.patch import PatchError
-from machinery.selectors import label_selector_to_string
 from machinery.types import Obj
 
 Endpoint = Callable[..., Any]
@@ -57,54 +58,6 @@ def finalize_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
 
 # -- scale -------------------------------------------------------------------------------------
 
-def scale_of(obj: Obj) -> Obj:
-    meta = obj["metadata"]
-    return {
-        "kind": "Scale",
-        "apiVersion": "autoscaling/v1",
-        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-                     if k in meta},
-        "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 0)},
-        "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
-                   "selector": label_selector_to_string((obj.get("spec") or {}).get("selector") or {})},
-    }
-
-
-def _checked_scale(store: Store, name: str, scale: Obj) -> Obj:
-    try:
-        scale = Scale.from_dict(scale).to_dict()
-    except ValidationError as e:
-        p = e.errors()[0]
-        path = loc_to_path(p["loc"])
-        raise errors.ApiError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: {path}: {p["msg"]}',
-                              {"name": name, "group": "autoscaling", "kind": "Scale",
-                               "causes": [{"reason": "FieldValueInvalid", "message": p["msg"], "field": path}]}) from e
-    replicas = (scale.get("spec") or {}).get("replicas")
-    if replicas is None:
-        err = required("spec.replicas")
-    elif errs := validate_replicas(replicas, "spec.replicas"):
-        err = errs[0]
-    else:
-        return scale
-    raise errors.ApiError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: {err.full()}',
-                          {"name": name, "group": "autoscaling", "kind": "Scale",
-                           "causes": [{"reason": err.reason, "message": err.message(), "field": err.field}]})
-
-
-async def _write_scale(store: Store, namespace: str | None, name: str, opts: WriteOptions,
-                       make_scale: Callable[[Obj], Obj]) -> Obj:
-    async def transform(old: Obj) -> Obj:
-        scale = _checked_scale(store, name, make_scale(old))
-        pinned = scale["metadata"].get("resourceVersion")
-        if pinned and pinned != old["metadata"]["resourceVersion"]:
-            raise errors.conflict(store.info, name)
-        new = copy.deepcopy(old)
-        new.setdefault("spec", {})["replicas"] = scale["spec"]["replicas"]
-        return new
-
-    return scale_of(await store.guaranteed_update(namespace, name, transform, opts, None))
-
-
 def scale_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
     async def get(request: Request, name: str, namespace: str | None = None) -> Response:
         return json_response(scale_of(await h.store.get(namespace, name)))
@@ -113,7 +66,7 @@ def scale_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
         opts = write_options(request)
         body, dups = decode_object(await read_body(request), request.headers.get("content-type", "application/json"))
         check_duplicates(dups, opts, "Scale")
-        return json_response(await _write_scale(h.store, namespace, name, opts, lambda old: body))
+        return json_response(await write_scale(h.store, namespace, name, opts, lambda old: body))
 
     async def patch(request: Request, name: str, namespace: str | None = None) -> Response:
         opts = write_options(request)
@@ -128,7 +81,7 @@ def scale_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
             except PatchError as e:
                 raise errors.bad_request(str(e)) from e
 
-        return json_response(await _write_scale(h.store, namespace, name, opts, patched))
+        return json_response(await write_scale(h.store, namespace, name, opts, patched))
 
     return {"GET": get, "PUT": put, "PATCH": patch}
 
@@ -152,6 +105,39 @@ def binding_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
                              201)
 
     return {"POST": post}
+
+
+# -- serviceaccounts/token -----------------------------------------------------------------------
+
+def token_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
+    """The HTTP side of serviceaccounts/token; registry/token.py validates, signs and answers."""
+
+    async def post(request: Request, name: str, namespace: str | None = None) -> Response:
+        server = request.app.state.server
+        issuer: TokenIssuer | None = server.token_issuer
+        if issuer is None:  # no signing key: upstream does not install the subresource
+            raise errors.page_not_found()
+        opts = write_options(request)
+        body, dups = decode_object(await read_body(request), request.headers.get("content-type", "application/json"))
+        check_duplicates(dups, opts, "TokenRequest")
+        answer = await create_token(h.store, server.stores[("", "pods")], issuer, namespace, name, body, opts)
+        return json_response(answer, 201, opts.warnings)
+
+    return {"POST": post}
+
+
+# -- virtual resources ---------------------------------------------------------------------------
+
+def review_endpoint(h: ResourceHandlers) -> Endpoint:
+    """POST of a virtual resource (the access reviews, registry/authorization.py): decoded (JSON, YAML
+    or protobuf), answered, 201 with the review and its status."""
+
+    async def post(request: Request) -> Response:
+        opts = write_options(request)
+        body, _ = decode_object(await read_body(request), request.headers.get("content-type", "application/json"))
+        return json_response(await h.store.create(None, body, opts), 201)
+
+    return post
 
 
 SUBRESOURCE_HANDLERS: dict[str, Callable[[ResourceHandlers], dict[str, Endpoint]]] = {

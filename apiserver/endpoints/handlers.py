@@ -1,6 +1,6 @@
 """The generic REST endpoints of one resource (upstream: staging/.../apiserver/pkg/endpoints/handlers:
 get, create, update, patch, delete, watch): every handler is a thin translation between HTTP and the
-generic Store. apiserver/installer.py routes requests to them and to the subresources' endpoints."""
+generic Store. apiserver/endpoints/installer.py routes requests to them and to the subresources' endpoints."""
 
 from __future__ import annotations
 
@@ -15,9 +15,7 @@ from starlette.types import Receive, Scope, Send
 
 from apiserver import errors
 from apiserver.audit import note_object
-from apiserver.printers import table_for
-from apiserver.registry.generic import Store, WriteOptions
-from apiserver.request import (
+from apiserver.endpoints.request import (
     check_duplicates,
     decode_object,
     delete_options,
@@ -27,8 +25,10 @@ from apiserver.request import (
     wants_table,
     write_options,
 )
+from apiserver.endpoints.responsewriters import JSON, json_response
+from apiserver.printers import table_for
+from apiserver.registry.generic import Store, WriteOptions
 from apiserver.requestinfo import of_scope
-from apiserver.responsewriters import JSON, json_response
 from apiserver.storage.cacher import CachedObject, Watcher, WatchItem, event_line
 from apiserver.storage.predicate import Predicate
 from machinery.api.resources import ResourceInfo

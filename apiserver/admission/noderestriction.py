@@ -14,7 +14,7 @@ Node authorizer saw only names; this looks at the objects a kubelet (system:node
 from __future__ import annotations
 
 from apiserver import errors
-from apiserver.registry.generic import AdmissionAttributes
+from apiserver.admission.interfaces import AdmissionAttributes
 from machinery.nodelabels import in_namespace, is_kubelet_label, is_kubernetes_label, label_namespace
 from machinery.types import Obj
 

@@ -1,0 +1,67 @@
+"""The scale subresource's storage (upstream: the ScaleREST of pkg/registry/apps/deployment/storage and
+replicaset/storage): an autoscaling/v1 Scale read from and written to the object's spec.replicas
+through the resource's Store. The HTTP side is apiserver/endpoints/subresources.py."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+from pydantic import ValidationError
+
+from apiserver import errors
+from apiserver.registry.generic import Store, WriteOptions, loc_to_path
+from apiserver.validation import required, validate_replicas
+from machinery.api.autoscaling_v1 import Scale
+from machinery.selectors import label_selector_to_string
+from machinery.types import Obj
+
+
+def scale_of(obj: Obj) -> Obj:
+    meta = obj["metadata"]
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                     if k in meta},
+        "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 0)},
+        "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
+                   "selector": label_selector_to_string((obj.get("spec") or {}).get("selector") or {})},
+    }
+
+
+def _checked_scale(store: Store, name: str, scale: Obj) -> Obj:
+    try:
+        scale = Scale.from_dict(scale).to_dict()
+    except ValidationError as e:
+        p = e.errors()[0]
+        path = loc_to_path(p["loc"])
+        raise errors.ApiError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: {path}: {p["msg"]}',
+                              {"name": name, "group": "autoscaling", "kind": "Scale",
+                               "causes": [{"reason": "FieldValueInvalid", "message": p["msg"], "field": path}]}) from e
+    replicas = (scale.get("spec") or {}).get("replicas")
+    if replicas is None:
+        err = required("spec.replicas")
+    elif errs := validate_replicas(replicas, "spec.replicas"):
+        err = errs[0]
+    else:
+        return scale
+    raise errors.ApiError(422, "Invalid", f'Scale.autoscaling "{name}" is invalid: {err.full()}',
+                          {"name": name, "group": "autoscaling", "kind": "Scale",
+                           "causes": [{"reason": err.reason, "message": err.message(), "field": err.field}]})
+
+
+async def write_scale(store: Store, namespace: str | None, name: str, opts: WriteOptions,
+                      make_scale: Callable[[Obj], Obj]) -> Obj:
+    """Set spec.replicas to the Scale `make_scale` makes of the current object (a PUT's body, or a
+    patch applied to the current Scale); the Scale's resourceVersion, if any, must be the object's."""
+    async def transform(old: Obj) -> Obj:
+        scale = _checked_scale(store, name, make_scale(old))
+        pinned = scale["metadata"].get("resourceVersion")
+        if pinned and pinned != old["metadata"]["resourceVersion"]:
+            raise errors.conflict(store.info, name)
+        new = copy.deepcopy(old)
+        new.setdefault("spec", {})["replicas"] = scale["spec"]["replicas"]
+        return new
+
+    return scale_of(await store.guaranteed_update(namespace, name, transform, opts, None))

@@ -1,0 +1,1 @@
+"""Names the kubelet's packages share (upstream pkg/kubelet/types)."""
