@@ -69,6 +69,11 @@ elif docker_running; then
 else
   log "docker: not running; no containers to remove"
 fi
+for node in "${nodes[@]}"; do
+  # the shims' sockets: local-up serves each node's CRI at /run/minik8s/<node>/dockershim.sock
+  rm -f "/run/minik8s/${node:?}/dockershim.sock"
+  rmdir "/run/minik8s/${node}" 2>/dev/null || true
+done
 
 # the containerd nodes' own containerds (stopped above with their supervisors, or killed): their shims,
 # containers, CNI attachments, mounts, bridges and directories (containerd_node.cleanup; only marked dirs)

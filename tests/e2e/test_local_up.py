@@ -240,3 +240,4 @@ def test_down_stops_the_supervisors_and_leaves_nothing_behind(local_up: LocalUp)
     assert str(OUT / "containerd") not in ps  # node-2's containerd and its shims
     assert str(OUT) not in Path("/proc/self/mountinfo").read_text()  # no rootfs, shm or netns mount left
     assert not Path("/sys/class/net/mk8s-node-2").exists()
+    assert not Path("/run/minik8s/node-1").exists()  # node-1's dockershim socket and its directory
