@@ -23,6 +23,7 @@ import docker
 import httpx
 import pytest
 
+from containerd_node.launcher import import_images
 from tests.cluster import wait_for
 from tests.e2e.local_cluster import LocalCluster
 from tests.kubectl import Kubectl, find_kubectl
@@ -77,21 +78,26 @@ def kubectl(local_cluster: LocalCluster, namespace: str, tmp_path: Path) -> Kube
 
 
 @pytest.fixture(scope="session")
-def httpd_b(local_cluster: LocalCluster) -> Iterator[str]:
-    """A second web server image, built locally from minik8s/httpd:1 (no registry), removed afterwards."""
+def httpd_b_image() -> Iterator[str]:
+    """A second web server image, built locally from minik8s/httpd:1 (no registry), removed afterwards: for
+    any cluster on this host's Docker (the compose cluster's test takes it too)."""
     client = docker.from_env()
     dockerfile = (f"FROM {HTTPD}\nRUN echo b > /var/www/version.txt\n"
                   "LABEL io.minik8s.managed=true io.minik8s.test=e2e\n").encode()
     try:
         client.images.build(fileobj=io.BytesIO(dockerfile), tag=HTTPD_B, rm=True, forcerm=True, pull=False,
                             network_mode="none")
-        for k in local_cluster.kubelets:  # containerd nodes have no registry either: the image is imported
-            if k.container_runtime == "containerd":
-                from containerd_node.launcher import import_images
-
-                import_images(k.runtime.containerd.layout, [HTTPD_B])  # type: ignore[union-attr]
         yield HTTPD_B
     finally:
         with contextlib.suppress(docker.errors.ImageNotFound):
             client.images.remove(HTTPD_B, force=True)
         client.close()
+
+
+@pytest.fixture(scope="session")
+def httpd_b(local_cluster: LocalCluster, httpd_b_image: str) -> str:
+    """That image on every node of the e2e cluster: containerd nodes have no registry either, so it is imported."""
+    for k in local_cluster.kubelets:
+        if k.container_runtime == "containerd":
+            import_images(k.runtime.containerd.layout, [httpd_b_image])  # type: ignore[union-attr]
+    return httpd_b_image

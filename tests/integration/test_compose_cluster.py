@@ -42,7 +42,7 @@ from cni.config import bridge_name
 from machinery.kubeconfig import load_kubeconfig, write_kubeconfig
 from tests.cluster import REPO, assert_etcd_takes_only_the_apiserver, free_port, make_workdir, wait_for
 from tests.e2e.conftest import KUBECTL_VERSION
-from tests.e2e.conftest import httpd_b as httpd_b  # the second web server image to roll to (a fixture)
+from tests.e2e.conftest import httpd_b_image as httpd_b_image  # the second web server image to roll to (a fixture)
 from tests.e2e.test_road import PAGE_TITLE, events_about, http_get, n_ready, recorded_at, wait_pods, write_manifest
 from tests.kubectl import Kubectl, find_kubectl
 from tests.manifests import deployment
@@ -499,7 +499,8 @@ def test_the_examples_deployment_road_by_identity(compose_cluster: ComposeCluste
 
 
 def test_scale_to_5_and_back_roll_to_a_second_image_and_back_then_delete(
-        compose_cluster: ComposeCluster, namespace: str, kubectl: Kubectl, httpd_b: str, tmp_path: Path) -> None:
+        compose_cluster: ComposeCluster, namespace: str, kubectl: Kubectl, httpd_b_image: str, tmp_path: Path) -> None:
+    httpd_b = httpd_b_image
     cluster, ns = compose_cluster, namespace
     manifest = web_manifest(tmp_path / "web.yaml")
     kubectl.run("apply", "-f", str(manifest)).ok()
