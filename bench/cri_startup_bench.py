@@ -37,7 +37,7 @@ import docker
 import grpc
 
 from bench.apiserver_bench import background_load, render_table
-from bench.pod_startup_bench import Deadline, ratio, summary
+from bench.pod_startup_bench import RAW_LABEL, Deadline, ratio, raw_docker_pod, remove_raw_docker_pods, summary
 from containerd_node.cleanup import cleanup_node
 from containerd_node.launcher import ContainerdNode
 from machinery.cri import api_pb2 as pb
@@ -46,7 +46,7 @@ from tests.cluster import REPO, make_workdir
 from tests.node_process import HTTPD, PAUSE, ensure_images, free_pod_cidrs, release_cidr
 
 OUTPUT = REPO / "_output" / "bench"
-RAW_LABEL = "io.minik8s.bench"
+
 RUNTIMES = ("docker", "containerd")
 JSONDict = dict[str, Any]
 
@@ -116,27 +116,10 @@ class Bench:
     # -- raw docker, as bench.pod_startup_bench measures it
 
     def raw_pod(self, name: str) -> float:
-        labels = {RAW_LABEL: self.tag}
-        started = time.monotonic()
-        pause = self.docker.create_container(
-            PAUSE, name=f"{name}-pause", labels=labels, hostname=name[-63:],
-            host_config=self.docker.create_host_config(network_mode="none", ipc_mode="shareable"))
-        self.docker.start(pause["Id"])
-        app = self.docker.create_container(
-            HTTPD, name=f"{name}-app", labels=labels,
-            host_config=self.docker.create_host_config(network_mode=f"container:{pause['Id']}",
-                                                       ipc_mode=f"container:{pause['Id']}"))
-        self.docker.start(app["Id"])
-        return time.monotonic() - started
+        return raw_docker_pod(self.docker, name, self.tag)
 
     def raw_cleanup(self) -> None:
-        def remove(cid: str) -> None:
-            with contextlib.suppress(docker.errors.APIError):
-                self.docker.remove_container(cid, force=True)
-
-        left = self.docker.containers(all=True, filters={"label": f"{RAW_LABEL}={self.tag}"})
-        list(self.pool.map(remove, [c["Id"] for c in left if not c["Names"][0].endswith("-pause")]))
-        list(self.pool.map(remove, [c["Id"] for c in left if c["Names"][0].endswith("-pause")]))
+        remove_raw_docker_pods(self.docker, self.pool, self.tag)
 
     async def raw_batch(self, count: int, run: str) -> tuple[list[float], float]:
         loop = asyncio.get_running_loop()
