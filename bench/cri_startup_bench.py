@@ -37,7 +37,15 @@ import docker
 import grpc
 
 from bench.apiserver_bench import background_load, render_table
-from bench.pod_startup_bench import RAW_LABEL, Deadline, ratio, raw_docker_pod, remove_raw_docker_pods, summary
+from bench.pod_startup_bench import (
+    RAW_LABEL,
+    Deadline,
+    int_list,
+    ratio,
+    raw_docker_pod,
+    remove_raw_docker_pods,
+    summary,
+)
 from containerd_node.cleanup import cleanup_node
 from containerd_node.launcher import ContainerdNode
 from machinery.cri import api_pb2 as pb
@@ -258,8 +266,8 @@ def _deadline(signum: int, frame: FrameType | None) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.cri_startup_bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="one repetition per pod count")
-    p.add_argument("--counts", type=_int_list, default=[1, 10, 30], metavar="N,N,...")
-    p.add_argument("--reps", type=_int_list, default=None, metavar="N,N,...", help="default 5,3,2")
+    p.add_argument("--counts", type=int_list, default=[1, 10, 30], metavar="N,N,...")
+    p.add_argument("--reps", type=int_list, default=None, metavar="N,N,...", help="default 5,3,2")
     p.add_argument("--runtimes", default=",".join(RUNTIMES), help="docker,containerd (default: both)")
     p.add_argument("--timeout", type=float, default=900, help="overall time limit in seconds")
     p.add_argument("--output", type=Path, default=OUTPUT / "cri_startup.json")
@@ -272,16 +280,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if len(args.reps) != len(args.counts):
         p.error("--reps needs one repetition count per --counts entry")
     return args
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give positive integers")
-    return values
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -667,9 +667,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--output", type=Path, default=None,
                    help="JSON results (default _output/bench/pod_startup.json, with --hollow pod_startup_hollow.json)")
     p.add_argument("--keep", action="store_true", help="keep the work directory (component logs)")
-    p.add_argument("--counts", type=_int_list, default=None, metavar="N,N,...",
+    p.add_argument("--counts", type=int_list, default=None, metavar="N,N,...",
                    help="pods created at once per batch (default 1,10,30; with --hollow 10,100,1000)")
-    p.add_argument("--reps", type=_int_list, default=None, metavar="N,N,...",
+    p.add_argument("--reps", type=int_list, default=None, metavar="N,N,...",
                    help="repetitions per count (default 5,3,2; with --hollow 3,2,1; --quick: 1 each)")
     p.add_argument("--runtime", choices=RUNTIMES, default="docker",
                    help="the two nodes' CRI runtime: the Docker shim (default) or a containerd of each node's own "
@@ -696,7 +696,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _int_list(text: str) -> list[int]:
+def int_list(text: str) -> list[int]:
+    """An argparse type: a comma-separated list of positive integers (--counts, --reps)."""
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
