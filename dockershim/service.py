@@ -279,15 +279,8 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
     async def ListPodSandbox(self, request: cri.ListPodSandboxRequest, context: Any) -> cri.ListPodSandboxResponse:
         f = request.filter
         extra = {"id": [f.id]} if f.id else None
-        items = []
-        for entry in await self._list(tr.TYPE_SANDBOX, extra):
-            sandbox = tr.sandbox_from_list(entry)
-            if f.HasField("state") and sandbox.state != f.state.state:
-                continue
-            if not tr.labels_match(f.label_selector, dict(sandbox.labels)):
-                continue
-            items.append(sandbox)
-        return cri.ListPodSandboxResponse(items=items)
+        sandboxes = (tr.sandbox_from_list(entry) for entry in await self._list(tr.TYPE_SANDBOX, extra))
+        return cri.ListPodSandboxResponse(items=[s for s in sandboxes if tr.passes_filter(s, f)])
 
     # -- containers -------------------------------------------------------------------------------
 
@@ -372,15 +365,8 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
             extra["id"] = [f.id]
         if f.pod_sandbox_id:
             extra["label"] = [f"{tr.LABEL_SANDBOX_ID}={f.pod_sandbox_id}"]
-        out = []
-        for entry in await self._list(tr.TYPE_CONTAINER, extra):
-            container = tr.container_from_list(entry)
-            if f.HasField("state") and container.state != f.state.state:
-                continue
-            if not tr.labels_match(f.label_selector, dict(container.labels)):
-                continue
-            out.append(container)
-        return cri.ListContainersResponse(containers=out)
+        containers = (tr.container_from_list(entry) for entry in await self._list(tr.TYPE_CONTAINER, extra))
+        return cri.ListContainersResponse(containers=[c for c in containers if tr.passes_filter(c, f)])
 
     @rpc
     async def ContainerStatus(self, request: cri.ContainerStatusRequest,

@@ -135,6 +135,14 @@ def labels_match(selector: Any, labels: dict[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
+def passes_filter(item: Any, f: Any) -> bool:
+    """A PodSandbox or Container against its List filter's state and label selector (the id and sandbox
+    are narrowed in Docker's own list query)."""
+    if f.HasField("state") and item.state != f.state.state:
+        return False
+    return labels_match(f.label_selector, dict(item.labels))
+
+
 # -- time ----------------------------------------------------------------------------------------
 
 
