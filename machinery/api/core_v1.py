@@ -1,4 +1,4 @@
-"""core/v1: Namespace, Node, Pod, Event, Binding, ServiceAccount and the types they are built of.
+"""core/v1: Namespace, Node, Pod, Event, Binding, ServiceAccount, Service, Endpoints and the types they are built of.
 
 Field names, wire names, required fields and strategic-merge keys follow upstream's
 k8s.io/api/core/v1/types.go. Enum-like fields (restartPolicy, dnsPolicy, protocol, ...) are
@@ -750,3 +750,106 @@ class Event(ApiModel):
     related: ObjectReference | None = None
     reporting_component: str | None = None
     reporting_instance: str | None = None
+
+
+# --- Service -----------------------------------------------------------------------------------
+
+class ServicePort(ApiModel):
+    name: str | None = None
+    protocol: str | None = None  # TCP | UDP | SCTP (defaulted TCP)
+    app_protocol: str | None = None
+    port: int
+    target_port: IntOrString | None = None  # defaulted to port
+    node_port: int | None = None
+
+
+class ClientIPConfig(ApiModel):
+    timeout_seconds: int | None = None
+
+
+class SessionAffinityConfig(ApiModel):
+    client_ip: ClientIPConfig | None = Field(None, alias="clientIP")
+
+
+class ServiceSpec(ApiModel):
+    ports: list[ServicePort] | None = Field(None, json_schema_extra=merge_key("port"))
+    selector: dict[str, str] | None = None
+    cluster_ip: str | None = Field(None, alias="clusterIP")
+    cluster_ips: list[str] | None = Field(None, alias="clusterIPs")
+    type: str | None = None  # ClusterIP | NodePort | LoadBalancer | ExternalName
+    external_ips: list[str] | None = Field(None, alias="externalIPs")
+    session_affinity: str | None = None  # None | ClientIP
+    load_balancer_ip: str | None = Field(None, alias="loadBalancerIP")
+    load_balancer_source_ranges: list[str] | None = None
+    external_name: str | None = None
+    external_traffic_policy: str | None = None  # Cluster | Local
+    health_check_node_port: int | None = None
+    publish_not_ready_addresses: bool | None = None
+    session_affinity_config: SessionAffinityConfig | None = None
+    ip_families: list[str] | None = None
+    ip_family_policy: str | None = None  # SingleStack | PreferDualStack | RequireDualStack
+    allocate_load_balancer_node_ports: bool | None = None
+    load_balancer_class: str | None = None
+    internal_traffic_policy: str | None = None  # Cluster | Local
+    traffic_distribution: str | None = None
+
+
+class PortStatus(ApiModel):
+    port: int
+    protocol: str
+    error: str | None = None
+
+
+class LoadBalancerIngress(ApiModel):
+    ip: str | None = None
+    hostname: str | None = None
+    ip_mode: str | None = None  # VIP | Proxy
+    ports: list[PortStatus] | None = None
+
+
+class LoadBalancerStatus(ApiModel):
+    ingress: list[LoadBalancerIngress] | None = None
+
+
+class ServiceStatus(ApiModel):
+    load_balancer: LoadBalancerStatus | None = None
+    conditions: list[dict[str, Any]] | None = Field(None, json_schema_extra=merge_key("type"))
+
+
+class Service(ApiModel):
+    """A stable virtual IP and DNS name in front of the pods its selector picks."""
+
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["Service"] = "Service"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ServiceSpec | None = None
+    status: ServiceStatus | None = None
+
+
+# --- Endpoints (the pre-EndpointSlice view, kept for older clients) ------------------------------
+
+class EndpointAddress(ApiModel):
+    ip: str
+    hostname: str | None = None
+    node_name: str | None = None
+    target_ref: ObjectReference | None = None
+
+
+class EndpointPort(ApiModel):
+    name: str | None = None
+    port: int
+    protocol: str | None = None
+    app_protocol: str | None = None
+
+
+class EndpointSubset(ApiModel):
+    addresses: list[EndpointAddress] | None = None
+    not_ready_addresses: list[EndpointAddress] | None = None
+    ports: list[EndpointPort] | None = None
+
+
+class Endpoints(ApiModel):
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["Endpoints"] = "Endpoints"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    subsets: list[EndpointSubset] | None = None

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from machinery.api import admissionregistration_v1, apps_v1, authorization_v1, coordination_v1, core_v1, rbac_v1
+from machinery.api import (
+    admissionregistration_v1,
+    apps_v1,
+    authorization_v1,
+    coordination_v1,
+    core_v1,
+    discovery_v1,
+    rbac_v1,
+)
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -72,6 +80,11 @@ RESOURCES: tuple[ResourceInfo, ...] = (
     ResourceInfo("", "v1", "Event", "events", "event", True, core_v1.Event, short_names=("ev",)),
     ResourceInfo("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", True, core_v1.ServiceAccount,
                  short_names=("sa",), subresources={"token": "TokenRequest"}),
+    ResourceInfo("", "v1", "Service", "services", "service", True, core_v1.Service,
+                 short_names=("svc",), categories=("all",), subresources={"status": "Service"}),
+    ResourceInfo("", "v1", "Endpoints", "endpoints", "endpoints", True, core_v1.Endpoints, short_names=("ep",)),
+    ResourceInfo("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice", True,
+                 discovery_v1.EndpointSlice),
     ResourceInfo("apps", "v1", "Deployment", "deployments", "deployment", True, apps_v1.Deployment,
                  short_names=("deploy",), categories=("all",),
                  subresources={"status": "Deployment", "scale": "Scale"}),
