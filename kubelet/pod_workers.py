@@ -104,6 +104,13 @@ class PodWorker:
             self._sync.cancel()
         self.wake()
 
+    async def _sync_current_pod(self) -> float | None:
+        # The pod is read when the sync starts, not when it is scheduled (a task starts a loop turn later):
+        # a watch event handled in between (our own status write) moves the pod and the status manager's
+        # view of it together, so a pod taken before it would pair an older status with a newer view and
+        # the status manager would take that older status for the one in the API.
+        return await self.syncer.sync_pod(self.pod)
+
     async def run(self) -> None:
         while True:
             await self._wake.wait()
@@ -123,7 +130,7 @@ class PodWorker:
                     if self.removed:
                         return
                 else:
-                    self._sync = asyncio.ensure_future(self.syncer.sync_pod(self.pod))
+                    self._sync = asyncio.ensure_future(self._sync_current_pod())
                     try:
                         delay = await self._sync
                     except asyncio.CancelledError:

@@ -4,6 +4,7 @@ strings no integer order fits; the order is the watch's."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from kubelet import status_manager
 from kubelet.pod_workers import PodWorker, PodWorkers
 from kubelet.status_manager import StatusManager
 from machinery.api.core_v1 import Pod
+from tests.unit.kubelet_fakes import eventually
 
 
 def _pod(rv: str, ready: str = "True", deleting: bool = False) -> Pod:
@@ -138,3 +140,37 @@ async def test_our_write_shown_before_its_answer_while_an_earlier_write_is_await
     record.written_rv, record.awaiting = "s2", "s2"
     status._write_done("u1", record, "s2")  # the answer: "s2" was ours, so "s3" came after it
     assert worker._wake.is_set() and record.awaiting is None
+
+
+class _RecordingSyncer(_NoSync):
+    """Records the version of each pod it is asked to sync; the first sync waits to be released."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.release = asyncio.Event()
+
+    async def sync_pod(self, pod: Pod) -> float | None:
+        self.seen.append(pod.metadata.resource_version or "")
+        if len(self.seen) == 1:
+            await self.release.wait()
+        return None
+
+
+async def test_a_sync_reads_the_pod_when_it_starts_not_when_it_is_scheduled() -> None:
+    # A restarted kubelet wrote Ready=False and a probe asked for another sync; the watch showed that write
+    # between the moment the next sync was scheduled and the moment it ran. Had the sync taken the pod
+    # from before, the status manager (which now believes the informer) would compare the new status
+    # against the old kubelet's Ready=True, find nothing to write and leave the pod not Ready for good.
+    syncer = _RecordingSyncer()
+    workers = PodWorkers(syncer)
+    workers.update(_pod("r0"))
+    worker = workers.workers["u1"]
+    await eventually(lambda: syncer.seen == ["r0"], what="the first sync")
+    worker.wake()  # the probe's verdict: one more sync after this one
+    loop = asyncio.get_running_loop()
+    syncer.release.set()  # turn 1: the first sync ends; turn 2: the worker schedules the next one
+    # turn 2, just after that: the watch shows a newer pod; turn 3: the next sync runs
+    loop.call_soon(loop.call_soon, workers.update, _pod("r1", ready="False"))
+    await eventually(lambda: len(syncer.seen) >= 2, what="the second sync")
+    assert syncer.seen[1] == "r1"
+    await workers.stop()
