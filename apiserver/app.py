@@ -33,10 +33,12 @@ from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_pu
 from apiserver.endpoints.installer import Dispatch, WatchShortcut, build_router
 from apiserver.endpoints.responsewriters import json_response
 from apiserver.registry import STRATEGIES
+from apiserver.registry.allocator import NodePortAllocator, ServiceIPAllocator
 from apiserver.registry.authorization import ReviewStore
 from apiserver.registry.generic import Store, WriteOptions
 from apiserver.registry.namespace import NamespaceStrategy
 from apiserver.registry.rbac_escalation import RbacPolicy
+from apiserver.registry.servicestorage import ServiceStore
 from apiserver.registry.token import LiveTokenValidator, TokenIssuer
 from apiserver.storage.etcd import EtcdStorage, EtcdTLS, StorageError
 from apiserver.warning import WarningRecorder
@@ -80,6 +82,9 @@ class ApiServerConfig:
     max_mutating_requests_inflight: int = 200
     request_timeout: float = 60.0
     min_request_timeout: float = 1800.0
+    # Services (upstream --service-cluster-ip-range, --service-node-port-range)
+    service_cluster_ip_range: str = "10.96.0.0/12"
+    service_node_port_range: str = "30000-32767"
 
 
 _RBAC = "rbac.authorization.k8s.io"
@@ -111,8 +116,13 @@ class ApiServer:
             if info.virtual:
                 continue
             strategy = STRATEGIES[f"{info.group}/{info.plural}"]
-            self.stores[(info.group, info.plural)] = Store(info, strategy, self.storage, self.namespace_state,
-                                                           watch_window=config.watch_window)
+            store_class = ServiceStore if (info.group, info.plural) == ("", "services") else Store
+            self.stores[(info.group, info.plural)] = store_class(info, strategy, self.storage, self.namespace_state,
+                                                                 watch_window=config.watch_window)
+        self.services = self.stores[("", "services")]
+        assert isinstance(self.services, ServiceStore)
+        self.services.use_allocators(ServiceIPAllocator(self.storage, config.service_cluster_ip_range),
+                                     NodePortAllocator(self.storage, config.service_node_port_range))
         self._tasks: list[asyncio.Task[None]] = []
         # authentication
         tokens = load_token_file(config.token_auth_file) if config.token_auth_file else {}
