@@ -332,12 +332,12 @@ def _validate_traffic_policies(spec: Obj) -> list[FieldError]:
     if check_port and not needs_health_check(spec):
         errs.append(invalid("spec.healthCheckNodePort", check_port,
                             "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'"))
-    if spec.get("type") != "ExternalName":
-        internal = spec.get("internalTrafficPolicy")
-        if internal is None:
+    internal = spec.get("internalTrafficPolicy")
+    if internal is None:
+        if spec.get("type") in ("ClusterIP", "NodePort", "LoadBalancer"):
             errs.append(required("spec.internalTrafficPolicy"))
-        elif internal not in TRAFFIC_POLICIES:
-            errs.append(not_supported("spec.internalTrafficPolicy", internal, list(TRAFFIC_POLICIES)))
+    elif internal not in TRAFFIC_POLICIES:
+        errs.append(not_supported("spec.internalTrafficPolicy", internal, list(TRAFFIC_POLICIES)))
     return errs
 
 
