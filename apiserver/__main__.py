@@ -16,6 +16,7 @@ arrives there is "system:unsecured" in system:masters, as upstream's insecure po
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import sys
 
@@ -89,7 +90,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kubelet-client-key", default=None, help="the kubelet client certificate's key")
     p.add_argument("--kubelet-certificate-authority", default=None,
                    help="CA that signs kubelets' serving certificates (without it they are not verified)")
-    p.add_argument("--advertise-address", default=None, help="address:port clients are told to use")
+    p.add_argument("--advertise-address", default=None,
+                   help="address (or address:port) clients are told to use; its IP is the `kubernetes` Service's "
+                        "endpoint (default: --bind-address, or the host's default-route address when that is a "
+                        "loopback or unspecified address)")
+    p.add_argument("--service-cluster-ip-range", default="10.96.0.0/12",
+                   help="CIDR Service ClusterIPs are allocated from (default %(default)s)")
+    p.add_argument("--service-node-port-range", default="30000-32767",
+                   help="ports NodePort Services are allocated from (default %(default)s)")
     p.add_argument("--etcd-compaction-interval", type=float, default=300.0,
                    help="seconds between etcd compactions; 0 disables (default %(default)s)")
     p.add_argument("--watch-bookmark-interval", type=float, default=10.0,
@@ -144,6 +152,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _with_port(address: str, port: int) -> str:
+    """--advertise-address is an IP upstream; minik8s also takes address:port (a proxy in front)."""
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return address  # host:port (or a name)
+    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING,
@@ -158,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
         etcd_servers=_names(args.etcd_servers),
         etcd_tls=args.etcd_tls,
         etcd_retry=not args.disable_etcd_retry,
-        advertise_address=args.advertise_address or f"{args.bind_address}:{port}",
+        advertise_address=_with_port(args.advertise_address or args.bind_address, port),
         compaction_interval=args.etcd_compaction_interval,
         bookmark_interval=args.watch_bookmark_interval,
         watch_window=args.watch_cache_window,
@@ -181,6 +198,8 @@ def main(argv: list[str] | None = None) -> None:
         max_mutating_requests_inflight=args.max_mutating_requests_inflight,
         request_timeout=args.request_timeout,
         min_request_timeout=args.min_request_timeout,
+        service_cluster_ip_range=args.service_cluster_ip_range,
+        service_node_port_range=args.service_node_port_range,
     )
     listeners = []
     if args.secure:

@@ -30,13 +30,16 @@ from apiserver.auth.authn import Authenticator, load_token_file
 from apiserver.auth.authz import AlwaysAllow, Authorizer, Decider, NodeAuthorizer, RBACAuthorizer
 from apiserver.auth.gate import Gate, Limits
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys, load_signing_key
+from apiserver.controlplane import KubernetesService, advertised_port
 from apiserver.endpoints.installer import Dispatch, WatchShortcut, build_router
 from apiserver.endpoints.responsewriters import json_response
 from apiserver.registry import STRATEGIES
+from apiserver.registry.allocator import NodePortAllocator, ServiceIPAllocator
 from apiserver.registry.authorization import ReviewStore
 from apiserver.registry.generic import Store, WriteOptions
 from apiserver.registry.namespace import NamespaceStrategy
 from apiserver.registry.rbac_escalation import RbacPolicy
+from apiserver.registry.servicestorage import ServiceStore
 from apiserver.registry.token import LiveTokenValidator, TokenIssuer
 from apiserver.storage.etcd import EtcdStorage, EtcdTLS, StorageError
 from apiserver.warning import WarningRecorder
@@ -80,6 +83,10 @@ class ApiServerConfig:
     max_mutating_requests_inflight: int = 200
     request_timeout: float = 60.0
     min_request_timeout: float = 1800.0
+    # Services (upstream --service-cluster-ip-range, --service-node-port-range)
+    service_cluster_ip_range: str = "10.96.0.0/12"
+    service_node_port_range: str = "30000-32767"
+    service_repair_interval: float = 180.0  # upstream's repair controllers run every 3 minutes; 0 disables
 
 
 _RBAC = "rbac.authorization.k8s.io"
@@ -111,8 +118,14 @@ class ApiServer:
             if info.virtual:
                 continue
             strategy = STRATEGIES[f"{info.group}/{info.plural}"]
-            self.stores[(info.group, info.plural)] = Store(info, strategy, self.storage, self.namespace_state,
-                                                           watch_window=config.watch_window)
+            store_class = ServiceStore if (info.group, info.plural) == ("", "services") else Store
+            self.stores[(info.group, info.plural)] = store_class(info, strategy, self.storage, self.namespace_state,
+                                                                 watch_window=config.watch_window)
+        services = self.stores[("", "services")]
+        assert isinstance(services, ServiceStore)
+        self.services = services
+        self.services.use_allocators(ServiceIPAllocator(self.storage, config.service_cluster_ip_range),
+                                     NodePortAllocator(self.storage, config.service_node_port_range))
         self._tasks: list[asyncio.Task[None]] = []
         # authentication
         tokens = load_token_file(config.token_auth_file) if config.token_auth_file else {}
@@ -165,6 +178,10 @@ class ApiServer:
         if config.audit_log_path:
             policy = Policy.load(config.audit_policy_file) if config.audit_policy_file else Policy.default()
             self.auditor = Auditor(policy, LogWriter(config.audit_log_path))
+        self.kubernetes_service = KubernetesService(
+            self.storage, self.services, self.stores[("", "endpoints")],
+            self.stores[("discovery.k8s.io", "endpointslices")], config.advertise_address,
+            advertised_port(config.advertise_address))
         self._bootstrapped = False
         self._bootstrap_revisions: dict[tuple[str, str], int] = {}
 
@@ -238,12 +255,19 @@ class ApiServer:
         self._tasks.append(asyncio.create_task(self._ensure_system_namespaces()))
         self._tasks.append(asyncio.create_task(self._ensure_bootstrap_policy()))
         self._tasks.append(asyncio.create_task(self._bookmarks()))
+        self._tasks.append(asyncio.create_task(self.kubernetes_service.run()))
+        if self.config.service_repair_interval > 0:
+            self._tasks.append(asyncio.create_task(self._repair_service_ranges()))
         if self.config.compaction_interval > 0:
             self._tasks.append(asyncio.create_task(self._compactor()))
 
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
+        try:  # the other apiservers stop sending clients here at once, not after the lease runs out
+            await asyncio.wait_for(self.kubernetes_service.remove_own_lease(), 5)
+        except (StorageError, errors.ApiError, TimeoutError) as e:
+            log.warning("giving back the kubernetes endpoint lease: %s", e)
         for store in self.stores.values():
             await store.cacher.stop()
         await self.admission.close()
@@ -328,6 +352,15 @@ class ApiServer:
             await asyncio.sleep(self.config.bookmark_interval)
             for store in self.stores.values():
                 store.cacher.send_bookmarks()
+
+    async def _repair_service_ranges(self) -> None:
+        """Upstream's ClusterIP and NodePort repair controllers: what no Service holds goes back."""
+        while True:
+            await asyncio.sleep(self.config.service_repair_interval)
+            try:
+                await self.services.repair()
+            except (StorageError, errors.ApiError) as e:
+                log.warning("service range repair: %s", e)
 
     async def _compactor(self) -> None:
         """Compact etcd to the revision seen one interval ago, as upstream's apiserver does."""

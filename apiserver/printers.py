@@ -743,6 +743,156 @@ def _print_event(raw: Obj, now: datetime) -> list[Cell]:
 # ---------------------------------------------------------------------------------------------
 # Public API
 # ---------------------------------------------------------------------------------------------
+# Services and their endpoints (upstream printService, printEndpoints, printEndpointSlice)
+# ---------------------------------------------------------------------------------------------
+
+_MORE_MAX = 3  # formatEndpoints / listWithMoreString show three, then "+ N more..."
+
+
+def _list_with_more(items: list[str], count: int, empty: str) -> str:
+    text = ",".join(items[:_MORE_MAX])
+    if count > _MORE_MAX:
+        return f"{text} + {count - _MORE_MAX} more..."
+    return text or empty
+
+
+def _join_host_port(host: str, port: Any) -> str:
+    """net.JoinHostPort: IPv6 addresses in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _service_ports(ports: list[Any]) -> str:
+    """makePortString: 80/TCP, or 80:30080/TCP with a node port."""
+    pieces = []
+    for raw in ports:
+        port = _d(raw)
+        if _i(port.get("nodePort")) > 0:
+            pieces.append(f"{_i(port.get('port'))}:{_i(port.get('nodePort'))}/{_s(port.get('protocol'))}")
+        else:
+            pieces.append(f"{_i(port.get('port'))}/{_s(port.get('protocol'))}")
+    return ",".join(pieces)
+
+
+def _load_balancer_addresses(status: Obj) -> str:
+    """loadBalancerStatusStringer (wide, as the apiserver prints it): each ingress's IP or else hostname,
+    sorted and unique."""
+    found = set()
+    for raw in _l(_d(status.get("loadBalancer")).get("ingress")):
+        ingress = _d(raw)
+        if ingress.get("ip"):
+            found.add(_s(ingress["ip"]))
+        elif ingress.get("hostname"):
+            found.add(_s(ingress["hostname"]))
+    return ",".join(sorted(found))
+
+
+def _service_external_ip(obj: Obj) -> str:
+    """getServiceExternalIP."""
+    spec = _d(obj.get("spec"))
+    external = [_s(ip) for ip in _l(spec.get("externalIPs"))]
+    kind = spec.get("type")
+    if kind in ("ClusterIP", "NodePort"):
+        return ",".join(external) or "<none>"
+    if kind == "LoadBalancer":
+        balancers = _load_balancer_addresses(_d(obj.get("status")))
+        joined = ",".join([*(balancers.split(",") if balancers else []), *external])
+        return joined or "<pending>"
+    if kind == "ExternalName":
+        return _s(spec.get("externalName"))
+    return "<unknown>"
+
+
+def _format_labels(labels: Any) -> str:
+    """labels.FormatLabels: sorted key=value pairs, "<none>" for none."""
+    pairs = sorted(_d(labels).items())
+    return ",".join(f"{k}={v}" for k, v in pairs) or "<none>"
+
+
+@_printer(
+    "services",
+    [
+        NAME_COLUMN,
+        _col("Type", "string", "type determines how the Service is exposed. Defaults to ClusterIP. Valid options "
+             "are ExternalName, ClusterIP, NodePort, and LoadBalancer."),
+        _col("Cluster-IP", "string", "clusterIP is the IP address of the service and is usually assigned randomly."),
+        _col("External-IP", "string", "externalIPs is a list of IP addresses for which nodes in the cluster will "
+             "also accept traffic for this service."),
+        _col("Port(s)", "string", "The list of ports that are exposed by this service."),
+        AGE_COLUMN,
+        _col("Selector", "string", "Route service traffic to pods with label keys and values matching this "
+             "selector.", priority=1),
+    ],
+)
+def _print_service(obj: Obj, now: datetime) -> list[Cell]:
+    spec = _d(obj.get("spec"))
+    cluster_ips = _l(spec.get("clusterIPs"))
+    return [
+        _name(obj),
+        _s(spec.get("type")),
+        _s(cluster_ips[0]) if cluster_ips else "<none>",
+        _service_external_ip(obj),
+        _service_ports(_l(spec.get("ports"))) or "<none>",
+        _age(obj, now),
+        _format_labels(spec.get("selector")),
+    ]
+
+
+@_printer(
+    "endpoints",
+    [
+        NAME_COLUMN,
+        _col("Endpoints", "string", "The set of all endpoints is the union of all subsets."),
+        AGE_COLUMN,
+    ],
+)
+def _print_endpoints(obj: Obj, now: datetime) -> list[Cell]:
+    """formatEndpoints: ip:port per ready address and port (a subset without ports: the bare ips)."""
+    subsets = _l(obj.get("subsets"))
+    if not subsets:
+        return [_name(obj), "<none>", _age(obj, now)]
+    shown: list[str] = []
+    count = 0
+    for raw in subsets:
+        subset = _d(raw)
+        addresses = [_s(_d(a).get("ip")) for a in _l(subset.get("addresses"))]
+        ports = _l(subset.get("ports"))
+        if not ports:
+            count += len(addresses)
+            shown += addresses
+            continue
+        for port in ports:
+            count += len(addresses)
+            shown += [_join_host_port(ip, _i(_d(port).get("port"))) for ip in addresses]
+    return [_name(obj), _list_with_more(shown, count, "<none>"), _age(obj, now)]
+
+
+@_printer(
+    "endpointslices",
+    [
+        NAME_COLUMN,
+        _col("AddressType", "string", "addressType specifies the type of address carried by this EndpointSlice."),
+        _col("Ports", "string", "ports specifies the list of network ports exposed by each endpoint in this slice."),
+        _col("Endpoints", "string", "endpoints is a list of unique endpoints in this slice."),
+        AGE_COLUMN,
+    ],
+)
+def _print_endpoint_slice(obj: Obj, now: datetime) -> list[Cell]:
+    ports = []
+    for raw in _l(obj.get("ports")):
+        port = _d(raw)
+        ports.append(str(port["port"]) if port.get("port") is not None
+                     else _s(port["name"]) if port.get("name") is not None else "*")
+    addresses = [_s(a) for e in _l(obj.get("endpoints")) for a in _l(_d(e).get("addresses"))]
+    return [
+        _name(obj),
+        _s(obj.get("addressType")),
+        _list_with_more(ports, len(ports), "<unset>"),
+        _list_with_more(addresses, len(addresses), "<unset>"),
+        _age(obj, now),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def _printer_for(resource: str) -> _Printer:

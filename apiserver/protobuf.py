@@ -1,7 +1,7 @@
 """Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`) → our JSON dict form.
 
 kubectl 1.32+ sends the objects its typed clients build (`create deployment|namespace|role|rolebinding|
-clusterrole|clusterrolebinding`, `auth reconcile`, `auth can-i`) as protobuf, whatever else it speaks
+clusterrole|clusterrolebinding|service`, `auth reconcile`, `auth can-i`) as protobuf, whatever else it speaks
 JSON; it reads JSON answers by their Content-Type, so only request bodies are decoded here.
 
 The wire form (apimachinery runtime/serializer/protobuf): the magic `k8s\\x00`, then a runtime.Unknown
@@ -355,11 +355,29 @@ SCHEMA: dict[str, str] = {
         "1 gracePeriodSeconds:int?; 2 preconditions:Preconditions; 3 orphanDependents:bool?; "
         "4 propagationPolicy:str?; 5 dryRun:[str]"),
     "Preconditions": "1 uid:str?; 2 resourceVersion:str?",
+    # kubectl create service clusterip|nodeport|loadbalancer|externalname
+    "Service": "1 metadata:ObjectMeta; 2 spec:ServiceSpec; 3 status:ServiceStatus",
+    "ServiceSpec": (
+        "1 ports:[ServicePort]; 2 selector:{str}; 3 clusterIP:str; 18 clusterIPs:[str]; 4 type:str; "
+        "5 externalIPs:[str]; 7 sessionAffinity:str; 8 loadBalancerIP:str; 9 loadBalancerSourceRanges:[str]; "
+        "10 externalName:str; 11 externalTrafficPolicy:str; 12 healthCheckNodePort:int; "
+        "13 publishNotReadyAddresses:bool; 14 sessionAffinityConfig:SessionAffinityConfig; 19 ipFamilies:[str]; "
+        "17 ipFamilyPolicy:str?; 20 allocateLoadBalancerNodePorts:bool?; 21 loadBalancerClass:str?; "
+        "22 internalTrafficPolicy:str?; 23 trafficDistribution:str?"),
+    "ServicePort": "1 name:str; 2 protocol:str; 6 appProtocol:str?; 3 port:int; 4 targetPort:intorstr; 5 nodePort:int",
+    "SessionAffinityConfig": "1 clientIP:ClientIPConfig",
+    "ClientIPConfig": "1 timeoutSeconds:int?",
+    "ServiceStatus": "1 loadBalancer:LoadBalancerStatus; 2 conditions:[Condition]",
+    "LoadBalancerStatus": "1 ingress:[LoadBalancerIngress]",
+    "LoadBalancerIngress": "1 ip:str; 2 hostname:str; 3 ipMode:str?; 4 ports:[PortStatus]",
+    "PortStatus": "1 port:int; 2 protocol:str; 3 error:str?",
+    "Condition": (
+        "1 type:str; 2 status:str; 3 observedGeneration:int; 4 lastTransitionTime:time; 5 reason:str; 6 message:str"),
 }
 
 # (apiVersion, kind) of the envelope → the message of `raw`; the kinds we serve, and DeleteOptions.
 KINDS: dict[tuple[str, str], str] = {
-    **{("v1", k): k for k in ("Namespace", "Node", "Pod", "Event", "ServiceAccount")},
+    **{("v1", k): k for k in ("Namespace", "Node", "Pod", "Event", "ServiceAccount", "Service")},
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     **{("apps/v1", k): k for k in ("Deployment", "ReplicaSet")},
     ("coordination.k8s.io/v1", "Lease"): "Lease",

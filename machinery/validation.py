@@ -20,6 +20,7 @@ __all__ = [
     "NameValidator",
     "byte_len",
     "inclusive_range_error",
+    "is_dns1035_label",
     "is_dns1123_label",
     "is_dns1123_subdomain",
     "is_http_header_name",
@@ -31,6 +32,7 @@ __all__ = [
     "is_valid_port_name",
     "is_valid_port_num",
     "max_len_error",
+    "name_is_dns1035_label",
     "name_is_dns_label",
     "name_is_dns_subdomain",
     "regex_error",
@@ -46,6 +48,9 @@ QUALIFIED_NAME_MAX_LENGTH: Final = 63
 _DNS1123_LABEL_FMT: Final = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_LABEL_ERR: Final = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters "
                              "or '-', and must start and end with an alphanumeric character")
+_DNS1035_LABEL_FMT: Final = "[a-z]([-a-z0-9]*[a-z0-9])?"
+_DNS1035_LABEL_ERR: Final = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start "
+                             "with an alphabetic character, and end with an alphanumeric character")
 _DNS1123_SUBDOMAIN_FMT: Final = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
 _DNS1123_SUBDOMAIN_ERR: Final = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
                                  "characters, '-' or '.', and must start and end with an alphanumeric character")
@@ -62,6 +67,7 @@ _HTTP_HEADER_NAME_ERR: Final = "a valid HTTP header must consist of alphanumeric
 
 _DNS1123_LABEL_RE: Final = re.compile(_DNS1123_LABEL_FMT)
 _DNS1123_SUBDOMAIN_RE: Final = re.compile(_DNS1123_SUBDOMAIN_FMT)
+_DNS1035_LABEL_RE: Final = re.compile(_DNS1035_LABEL_FMT)
 _QNAME_RE: Final = re.compile(_QNAME_FMT)
 _LABEL_VALUE_RE: Final = re.compile(_LABEL_VALUE_FMT)
 _PERCENT_RE: Final = re.compile(_PERCENT_FMT)
@@ -101,6 +107,16 @@ def is_dns1123_label(value: str) -> list[str]:
             errs.append("must not contain dots")
         else:
             errs.append(regex_error(_DNS1123_LABEL_ERR, _DNS1123_LABEL_FMT, "my-name", "123-abc"))
+    return errs
+
+
+def is_dns1035_label(value: str) -> list[str]:
+    """IsDNS1035Label: a Service's name (it becomes a DNS label that must not start with a digit)."""
+    errs: list[str] = []
+    if byte_len(value) > DNS1123_LABEL_MAX_LENGTH:
+        errs.append(max_len_error(DNS1123_LABEL_MAX_LENGTH))
+    if _DNS1035_LABEL_RE.fullmatch(value) is None:
+        errs.append(regex_error(_DNS1035_LABEL_ERR, _DNS1035_LABEL_FMT, "my-name", "abc-123"))
     return errs
 
 
@@ -187,6 +203,11 @@ def name_is_dns_subdomain(name: str, prefix: bool) -> list[str]:
 def name_is_dns_label(name: str, prefix: bool) -> list[str]:
     """apimachinery NameIsDNSLabel: namespaces (their names end up in DNS as one label)."""
     return is_dns1123_label(_mask_trailing_dash(name) if prefix else name)
+
+
+def name_is_dns1035_label(name: str, prefix: bool) -> list[str]:
+    """apimachinery NameIsDNS1035Label: services (a Service's name is a DNS label of its own)."""
+    return is_dns1035_label(_mask_trailing_dash(name) if prefix else name)
 
 
 def is_valid_port_num(port: int) -> list[str]:

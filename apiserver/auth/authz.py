@@ -301,6 +301,8 @@ class NodeAuthorizer:
             return NO_OPINION, f"no relationship found between node '{node}' and this object"
         if group in ("", "events.k8s.io") and resource == "events" and verb in ("create", "update", "patch"):
             return ALLOW, ""
+        if group == "" and resource == "services" and not sub and verb in self.READ:
+            return ALLOW, ""  # upstream NodeRules: the kubelet's service environment variables
         if group == "coordination.k8s.io" and resource == "leases" and not sub:
             if a.namespace == NODE_LEASE_NAMESPACE and verb in ("get", "create", "update", "patch", "delete") \
                     and (verb == "create" or a.name == node):

@@ -11,6 +11,8 @@ Each component gets the least it needs for what it does here:
 - each controller writes as its service account kube-system/<name>, bound to
   system:controller:<name> with the verbs that controller uses;
 - kubelets are answered by the Node authorizer (system:node is kept for reference, unbound);
+- kube-proxy (user system:kube-proxy) is bound to system:node-proxier, cluster DNS (service account
+  kube-system/kube-dns or user system:kube-dns) to system:kube-dns;
 - system:masters is bound to cluster-admin; every authenticated user may read discovery and ask
   `kubectl auth can-i` (system:discovery, system:basic-user); health and version are public.
 """
@@ -26,7 +28,15 @@ BOOTSTRAP_LABEL = {"kubernetes.io/bootstrapping": "rbac-defaults"}
 READ = ["get", "list", "watch"]
 # --controllers name -> service account (controllers/manager.py CONTROLLERS) -> role rules below
 CONTROLLER_ACCOUNTS = ("deployment-controller", "replicaset-controller", "generic-garbage-collector",
-                       "namespace-controller", "node-controller", "service-account-controller")
+                       "namespace-controller", "node-controller", "service-account-controller",
+                       "endpoint-controller", "endpointslice-controller", "endpointslicemirroring-controller",
+                       "service-controller")
+WRITE = ["create", "delete", "deletecollection", "patch", "update"]
+# what view reads and edit writes (upstream aggregate-to-view / aggregate-to-edit, for what minik8s serves)
+_VIEW_CORE = ["pods", "pods/status", "pods/log", "events", "namespaces", "serviceaccounts", "services",
+              "services/status", "endpoints"]
+_VIEW_APPS = ["deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
+              "replicasets/status"]
 
 
 def rule(verbs: list[str], groups: list[str], resources: list[str], names: list[str] | None = None) -> Obj:
@@ -52,10 +62,10 @@ def cluster_roles() -> dict[str, list[Obj]]:
                                    ["selfsubjectaccessreviews", "selfsubjectrulesreviews"])],
         "system:public-info-viewer": [url_rule(["get"], ["/healthz", "/livez", "/readyz", "/version",
                                                          "/version/"])],
-        "view": [rule(READ, ["", "apps", "coordination.k8s.io"],
-                      ["pods", "pods/status", "pods/log", "events", "namespaces", "deployments", "deployments/scale",
-                       "deployments/status", "replicasets", "replicasets/scale", "replicasets/status", "leases",
-                       "serviceaccounts"])],
+        "view": _view(),
+        "edit": _edit(),
+        "admin": [*_edit(), rule([*READ, *WRITE], [RBAC], ["roles", "rolebindings"]),
+                  rule(["create"], ["authorization.k8s.io"], ["localsubjectaccessreviews"])],
         "system:kube-scheduler": [
             rule([*READ, "delete"], [""], ["pods"]),
             rule(["create"], [""], ["pods/binding", "bindings"]),
@@ -78,6 +88,20 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule(["patch", "update"], [""], ["pods/status"]),
             EVENTS,
             rule(["get", "create", "update", "patch", "delete"], ["coordination.k8s.io"], ["leases"]),
+            rule(READ, [""], ["services"]),  # the kubelet's service environment variables
+        ],
+        # kube-proxy (user system:kube-proxy)
+        "system:node-proxier": [
+            rule(["list", "watch"], [""], ["services", "endpoints"]),
+            rule(["get"], [""], ["nodes"]),
+            EVENTS,
+            rule(["list", "watch"], ["discovery.k8s.io"], ["endpointslices"]),
+        ],
+        # cluster DNS (service account kube-system/kube-dns, or user system:kube-dns); upstream's role
+        # predates EndpointSlices, which a DNS server reads today (as CoreDNS's system:coredns role)
+        "system:kube-dns": [
+            rule(["list", "watch"], [""], ["endpoints", "services"]),
+            rule(["list", "watch"], ["discovery.k8s.io"], ["endpointslices"]),
         ],
         "system:controller:deployment-controller": [
             rule([*READ, "update", "patch"], ["apps"], ["deployments"]),
@@ -106,6 +130,32 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule(["create"], [""], ["serviceaccounts"]),
             EVENTS,
         ],
+        "system:controller:endpoint-controller": [
+            rule(READ, [""], ["services", "pods"]),
+            rule(["get", "list", "create", "update", "delete"], [""], ["endpoints"]),
+            rule(["create"], [""], ["endpoints/restricted"]),
+            EVENTS,
+        ],
+        "system:controller:endpointslice-controller": [
+            rule(READ, [""], ["services", "pods", "nodes"]),
+            # ownerReferences with blockOwnerDeletion to the Service need its finalizers
+            rule(["update"], [""], ["services/finalizers"]),
+            rule(["get", "list", "create", "update", "delete"], ["discovery.k8s.io"], ["endpointslices"]),
+            EVENTS,
+        ],
+        "system:controller:endpointslicemirroring-controller": [
+            rule(READ, [""], ["services", "endpoints"]),
+            rule(["update"], [""], ["services/finalizers", "endpoints/finalizers"]),
+            rule(["get", "list", "create", "update", "delete"], ["discovery.k8s.io"], ["endpointslices"]),
+            EVENTS,
+        ],
+        # the service load-balancer controller
+        "system:controller:service-controller": [
+            rule(READ, [""], ["services"]),
+            rule(["patch", "update"], [""], ["services/status"]),
+            rule(["list", "watch"], [""], ["nodes"]),
+            EVENTS,
+        ],
         "system:controller:node-controller": [
             rule(["get", "list", "watch", "update", "patch", "delete"], [""], ["nodes"]),
             rule(["patch", "update"], [""], ["nodes/status"]),
@@ -114,6 +164,25 @@ def cluster_roles() -> dict[str, list[Obj]]:
             EVENTS,
         ],
     }
+
+
+def _view() -> list[Obj]:
+    return [rule(READ, [""], _VIEW_CORE), rule(READ, ["apps"], _VIEW_APPS),
+            rule(READ, ["discovery.k8s.io"], ["endpointslices"]), rule(READ, ["coordination.k8s.io"], ["leases"])]
+
+
+def _edit() -> list[Obj]:
+    """view's reads, and writes of workloads and services (not of endpoints: upstream took those out of
+    edit, CVE-2021-25740)."""
+    return [
+        *_view(),
+        rule(WRITE, [""], ["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "events",
+                           "serviceaccounts", "services", "services/proxy"]),
+        rule(["impersonate"], [""], ["serviceaccounts"]),
+        rule(["create"], [""], ["serviceaccounts/token"]),
+        rule(WRITE, ["apps"], ["deployments", "deployments/rollback", "deployments/scale", "replicasets",
+                               "replicasets/scale"]),
+    ]
 
 
 def _user(name: str) -> Obj:
@@ -139,6 +208,9 @@ def cluster_role_bindings() -> dict[str, tuple[str, list[Obj]]]:
         "system:kube-scheduler": ("system:kube-scheduler", [_user("system:kube-scheduler")]),
         "system:kube-controller-manager": ("system:kube-controller-manager",
                                            [_user("system:kube-controller-manager")]),
+        "system:node-proxier": ("system:node-proxier", [_user("system:kube-proxy")]),
+        "system:kube-dns": ("system:kube-dns", [_service_account("kube-system", "kube-dns"),
+                                                _user("system:kube-dns")]),
     }
     for account in CONTROLLER_ACCOUNTS:
         role = f"system:controller:{account}"

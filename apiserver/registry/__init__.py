@@ -8,6 +8,8 @@ from apiserver.registry.admissionregistration import (
     ValidatingWebhookConfigurationStrategy,
 )
 from apiserver.registry.deployment import DeploymentStrategy
+from apiserver.registry.endpoints import EndpointsStrategy
+from apiserver.registry.endpointslice import EndpointSliceStrategy
 from apiserver.registry.event import EventStrategy
 from apiserver.registry.lease import LeaseStrategy
 from apiserver.registry.namespace import NamespaceStrategy
@@ -20,6 +22,7 @@ from apiserver.registry.rbac import (
     RoleStrategy,
 )
 from apiserver.registry.replicaset import ReplicaSetStrategy
+from apiserver.registry.service import ServiceStrategy
 from apiserver.registry.serviceaccount import ServiceAccountStrategy
 from apiserver.registry.strategy import Strategy
 
@@ -29,9 +32,9 @@ STRATEGIES: dict[str, Strategy] = {
     "/pods": PodStrategy(),
     "/events": EventStrategy(),
     "/serviceaccounts": ServiceAccountStrategy(),
-    "/services": Strategy(),
-    "/endpoints": Strategy(),
-    "discovery.k8s.io/endpointslices": Strategy(),
+    "/services": ServiceStrategy(),
+    "/endpoints": EndpointsStrategy(),
+    "discovery.k8s.io/endpointslices": EndpointSliceStrategy(),
     "apps/deployments": DeploymentStrategy(),
     "apps/replicasets": ReplicaSetStrategy(),
     "coordination.k8s.io/leases": LeaseStrategy(),

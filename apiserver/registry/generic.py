@@ -317,24 +317,47 @@ class Store:
                                         opts.user, opts.dry_run)
             obj = await admission.mutate(attrs)
             meta = obj["metadata"]
-        self._validate(obj, None)
-        if admission is not None:
-            attrs.obj = obj
-            await admission.validate(attrs)
-        if self.info.namespaced:
-            await self._require_namespace(namespace or "", meta["name"])
-        if opts.dry_run:
-            return obj
-        for attempt in range(_GENERATE_NAME_ATTEMPTS):
-            try:
-                revision = await self.storage.create(self.key(namespace, meta["name"]), codec.encode(obj))
-                break
-            except KeyExists:
-                if not generate or attempt == _GENERATE_NAME_ATTEMPTS - 1:
-                    raise errors.already_exists(self.info, meta["name"]) from None
-                meta["name"] = _generated_name(meta["generateName"])
+        finish = await self.begin_create(obj, opts)
+        try:
+            self._validate(obj, None)
+            if admission is not None:
+                attrs.obj = obj
+                await admission.validate(attrs)
+            if self.info.namespaced:
+                await self._require_namespace(namespace or "", meta["name"])
+            if opts.dry_run:
+                await finish(False)
+                return obj
+            for attempt in range(_GENERATE_NAME_ATTEMPTS):
+                try:
+                    revision = await self.storage.create(self.key(namespace, meta["name"]), codec.encode(obj))
+                    break
+                except KeyExists:
+                    if not generate or attempt == _GENERATE_NAME_ATTEMPTS - 1:
+                        raise errors.already_exists(self.info, meta["name"]) from None
+                    meta["name"] = _generated_name(meta["generateName"])
+        except BaseException:
+            await finish(False)  # nothing the failed create took stays taken
+            raise
+        await finish(True)
         meta["resourceVersion"] = str(revision)
         return obj
+
+    # -- hooks of resources with storage beside the object (upstream Store.BeginCreate, BeginUpdate,
+    # AfterDelete): a Service's ClusterIP and NodePorts live in their own etcd keys ------------
+
+    async def begin_create(self, obj: Obj, opts: WriteOptions) -> Finish:
+        """Take what obj needs beyond its own key; the answer is called with whether the create went
+        through (on False it gives back what was taken)."""
+        return _finish_nothing
+
+    async def begin_update(self, new: Obj, old: Obj, opts: WriteOptions) -> Finish:
+        """As begin_create for an update: take what new needs that old did not have; the answer, called
+        with True, gives back what old had and new no longer needs, with False what was taken."""
+        return _finish_nothing
+
+    async def after_delete(self, obj: Obj) -> None:
+        """Give back what a deleted object held."""
 
     async def _require_namespace(self, namespace: str, name: str) -> None:
         if self.namespace_state is None:
@@ -419,29 +442,39 @@ class Store:
                 attrs = AdmissionAttributes("UPDATE", self, namespace, name, subresource, new, old, opts.user,
                                             opts.dry_run)
                 new = await admission.mutate(attrs)
-            self._validate(new, old)
-            if _spec_of(new) != _spec_of(old):
-                new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
-            if admission is not None:
-                attrs.obj = new
-                await admission.validate(attrs)
-            if new == old:
-                return old  # no-op writes are skipped, as upstream does
-            if opts.dry_run:
-                return new
-            meta = new["metadata"]
+            finish = await self.begin_update(new, old, opts)
             try:
-                if meta.get("deletionTimestamp") and not meta.get("finalizers") \
-                        and not meta.get("deletionGracePeriodSeconds") and not self.strategy.holds_deletion(new):
-                    revision = await self.storage.delete(self.key(namespace, name), mod_revision)
-                else:
-                    revision = await self.storage.update(self.key(namespace, name), codec.encode(new), mod_revision)
-            except RevisionConflict:
-                if pinned is not None:
-                    raise errors.conflict(self.info, name) from None
-                continue
-            except KeyNotFound:
-                raise errors.not_found(self.info, name) from None
+                self._validate(new, old)
+                if _spec_of(new) != _spec_of(old):
+                    new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
+                if admission is not None:
+                    attrs.obj = new
+                    await admission.validate(attrs)
+                if new == old or opts.dry_run:
+                    await finish(False)
+                    return old if new == old else new  # no-op writes are skipped, as upstream does
+                meta = new["metadata"]
+                deleted = bool(meta.get("deletionTimestamp") and not meta.get("finalizers")
+                               and not meta.get("deletionGracePeriodSeconds") and not self.strategy.holds_deletion(new))
+                try:
+                    if deleted:
+                        revision = await self.storage.delete(self.key(namespace, name), mod_revision)
+                    else:
+                        revision = await self.storage.update(self.key(namespace, name), codec.encode(new),
+                                                             mod_revision)
+                except RevisionConflict:
+                    if pinned is not None:
+                        raise errors.conflict(self.info, name) from None
+                    await finish(False)
+                    continue
+                except KeyNotFound:
+                    raise errors.not_found(self.info, name) from None
+            except BaseException:
+                await finish(False)
+                raise
+            await finish(True)
+            if deleted:
+                await self.after_delete(new)
             meta["resourceVersion"] = str(revision)
             return new
         raise errors.conflict(self.info, name, "too many concurrent writers; try again")
@@ -525,6 +558,7 @@ class Store:
                 continue
             except KeyNotFound:
                 raise errors.not_found(self.info, name) from None
+            await self.after_delete(obj)
             return obj, True
         raise errors.conflict(self.info, name, "too many concurrent writers; try again")
 
@@ -558,6 +592,13 @@ class Store:
 
     def cached(self, namespace: str | None, name: str) -> CachedObject | None:
         return self.cacher.store.get(self.key(namespace, name))
+
+
+Finish = Callable[[bool], Awaitable[None]]
+
+
+async def _finish_nothing(succeeded: bool) -> None:
+    return None
 
 
 def _spec_of(obj: Obj) -> Obj:

@@ -17,7 +17,7 @@ from apiserver.validation import (
     validate_nonnegative,
     validate_qualified_name,
 )
-from machinery.validation import NameValidator, name_is_dns_label, name_is_dns_subdomain
+from machinery.validation import NameValidator, name_is_dns1035_label, name_is_dns_label, name_is_dns_subdomain
 
 Meta = dict[str, Any]
 
@@ -40,10 +40,18 @@ def name_is_path_segment(name: str, prefix: bool) -> list[str]:
 STANDARD_FINALIZERS = frozenset({"kubernetes", "orphan", "foregroundDeletion"})
 
 
+# Kinds whose names are a DNS-1035 label (upstream ValidateServiceName: a Service's name is a DNS label
+# that may not start with a digit)
+_DNS1035_NAMED_KINDS = frozenset({"Service"})
+
+
 def name_validator_for(kind: str) -> NameValidator:
-    """The name rule of a kind: Namespace names are DNS labels, everything else DNS subdomains."""
+    """The name rule of a kind: Namespace names are DNS labels, Service names DNS-1035 labels,
+    everything else DNS subdomains."""
     if kind in _PATH_SEGMENT_NAMED_KINDS:
         return name_is_path_segment
+    if kind in _DNS1035_NAMED_KINDS:
+        return name_is_dns1035_label
     return name_is_dns_label if kind in _LABEL_NAMED_KINDS else name_is_dns_subdomain
 
 

@@ -157,6 +157,7 @@ class _Member:
             self.kv = rpc.KVStub(self.channel)
             self.watch = rpc.WatchStub(self.channel)
             self.maintenance = rpc.MaintenanceStub(self.channel)
+            self.lease = rpc.LeaseStub(self.channel)
         return self.channel
 
     def track(self, call: grpc.aio.Call) -> None:
@@ -382,6 +383,13 @@ class EtcdStorage:
         except Compacted:
             first = current if current.mod_revision == current.create_revision else None
         return first.create_revision if first is not None and first.value == value else 0
+
+    async def put_with_ttl(self, key: str, value: bytes, ttl: int) -> int:
+        """Write a key that etcd removes by itself unless written again within ttl seconds (a fresh lease
+        each time, as upstream's masterleases). Returns the write's revision."""
+        grant, _ = await self._call("lease", "LeaseGrant", rpc.LeaseGrantRequest(TTL=ttl))
+        resp, _ = await self._call("kv", "Put", rpc.PutRequest(key=key.encode(), value=value, lease=grant.ID))
+        return int(resp.header.revision)
 
     async def update(self, key: str, value: bytes, mod_revision: int) -> int:
         """Replace a key only if its mod revision is still `mod_revision` (compare-and-swap)."""
