@@ -41,8 +41,8 @@ _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _GENERATE_NAME_ATTEMPTS = 8
 _MAX_CAS_RETRIES = 16
 # upstream Store.ReturnDeletedObject: a DELETE that removed one of these at once answers the object
-# itself; every other resource answers a Status naming what went (finalizeDelete)
-_RETURNS_DELETED_OBJECT = frozenset({("", "pods"), ("", "namespaces")})
+# itself (pods, namespaces, services); every other resource answers a Status naming what went (finalizeDelete)
+_RETURNS_DELETED_OBJECT = frozenset({("", "pods"), ("", "namespaces"), ("", "services")})
 
 
 def loc_to_path(loc: tuple[Any, ...]) -> str:
@@ -563,7 +563,7 @@ class Store:
         raise errors.conflict(self.info, name, "too many concurrent writers; try again")
 
     def deleted_answer(self, obj: Obj) -> Obj:
-        """What a DELETE that removed obj at once answers (upstream finalizeDelete): the object for pods and
+        """What a DELETE that removed obj at once answers (upstream finalizeDelete): the object for pods, services and
         namespaces, else a Success Status whose details name it (kind is the resource, as upstream has it)."""
         if self.returns_deleted_object:
             return obj
