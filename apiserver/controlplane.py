@@ -1,9 +1,13 @@
 """The `kubernetes` Service and its endpoints, kept by every apiserver (upstream:
 pkg/controlplane/controller/kubernetesservice/controller.go and pkg/controlplane/reconcilers/lease.go).
 
-Each apiserver holds a lease in etcd (/registry/masterleases/<ip>, a 15 s etcd TTL renewed every 10 s)
-and writes the `default/kubernetes` Endpoints and EndpointSlice to list exactly the addresses that hold
-one: a stopped apiserver gives its lease back at once, a killed one drops out when its lease runs out.
+Each apiserver holds a lease in etcd (/registry/masterleases/<ip>:<port>, a 15 s etcd TTL renewed every
+10 s) and writes the `default/kubernetes` Endpoints and EndpointSlice to list exactly the addresses that
+hold one: a stopped apiserver gives its lease back at once, a killed one drops out when its lease runs out.
+Upstream keys the lease by IP alone and assumes one port for all apiservers; here several apiservers may
+share a host (tests, local-up) on different ports, so the key names the port too, and every apiserver
+derives the same Endpoints from the same leases (the port of the first lease in order), so they never
+take turns rewriting it.
 """
 
 from __future__ import annotations
@@ -102,23 +106,27 @@ class KubernetesService:
 
     async def run(self) -> None:
         while True:
+            done = False
             try:
-                await self.reconcile()
+                done = await self.reconcile()
             except (StorageError, errors.ApiError) as e:
-                log.warning("kubernetes service: %s; again in %.0f s", e, RECONCILE_INTERVAL)
-            await asyncio.sleep(RECONCILE_INTERVAL)
+                log.warning("kubernetes service: %s; again soon", e)
+            # at start the default namespace may not be there yet: try again shortly, not in 10 s
+            await asyncio.sleep(RECONCILE_INTERVAL if done else 0.5)
 
-    async def reconcile(self) -> None:
-        await self.ensure_service()
+    async def reconcile(self) -> bool:
+        """One round; False when the Service could not be made yet (no default namespace)."""
+        made = await self.ensure_service()
         if self.ip is not None:
-            await self.storage.put_with_ttl(MASTER_LEASES + self.ip,
-                                            orjson.dumps({"ip": self.ip, "port": self.port}), LEASE_TTL)
+            await self.storage.put_with_ttl(self.lease_key, orjson.dumps({"ip": self.ip, "port": self.port}),
+                                            LEASE_TTL)
         await self.reconcile_endpoints()
+        return made
 
-    async def ensure_service(self) -> None:
+    async def ensure_service(self) -> bool:
         try:
             await self.services.get(NAMESPACE, SERVICE_NAME)
-            return
+            return True
         except errors.ApiError as e:
             if e.code != 404:
                 raise
@@ -126,20 +134,35 @@ class KubernetesService:
         try:
             await self.services.create(NAMESPACE, wanted, WriteOptions())
         except errors.ApiError as e:
-            if e.code == 404:  # the default namespace is not there yet: next round
-                return
+            if e.code == 404:  # the default namespace is not there yet
+                return False
             if e.code != 409:  # another apiserver was first
                 raise
+        return True
 
-    async def live_ips(self) -> list[str]:
+    @property
+    def lease_key(self) -> str:
+        return f"{MASTER_LEASES}{self.ip}:{self.port}"
+
+    async def live(self) -> tuple[list[str], int]:
+        """The IPs that hold a lease, and the port the endpoints name."""
         kvs, _, _ = await self.storage.list(MASTER_LEASES)
-        return sorted({kv.key[len(MASTER_LEASES):] for kv in kvs}, key=ipaddress.ip_address)
+        leases: list[tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]] = []
+        for kv in kvs:
+            try:
+                held = orjson.loads(kv.value)
+                leases.append((ipaddress.ip_address(held["ip"]), int(held["port"])))
+            except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+                log.warning("ignoring the malformed apiserver lease %s", kv.key)
+        leases.sort(key=lambda lease: (lease[0].version, lease[0], lease[1]))
+        ips = list(dict.fromkeys(str(ip) for ip, _ in leases))
+        return ips, (leases[0][1] if leases else self.port)
 
     async def reconcile_endpoints(self) -> None:
         """Endpoints and EndpointSlice list the live apiservers (upstream ReconcileEndpoints)."""
-        ips = await self.live_ips()
-        for store, wanted in ((self.endpoints, kubernetes_endpoints(ips, self.port)),
-                              (self.slices, kubernetes_endpoint_slice(ips, self.port))):
+        ips, port = await self.live()
+        for store, wanted in ((self.endpoints, kubernetes_endpoints(ips, port)),
+                              (self.slices, kubernetes_endpoint_slice(ips, port))):
             try:
                 await store.update(NAMESPACE, SERVICE_NAME, wanted, WriteOptions())
             except errors.ApiError as e:
@@ -152,8 +175,8 @@ class KubernetesService:
         """On a clean stop: the others' next round (and ours now) leave this apiserver out."""
         if self.ip is None:
             return
-        kv = await self.storage.get(MASTER_LEASES + self.ip)
+        kv = await self.storage.get(self.lease_key)
         if kv is not None:
             with contextlib.suppress(StorageError):
-                await self.storage.delete(MASTER_LEASES + self.ip, kv.mod_revision)
+                await self.storage.delete(self.lease_key, kv.mod_revision)
         await self.reconcile_endpoints()
