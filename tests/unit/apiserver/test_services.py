@@ -325,3 +325,22 @@ def test_endpoints_and_endpoint_slice_columns() -> None:
               "endpoints": [{"addresses": [f"10.244.2.{i}"]} for i in range(5)]}
     assert cells("endpointslices", slice_)[1:4] == ["IPv4", "80,http", "10.244.2.0,10.244.2.1,10.244.2.2 + 2 more..."]
     assert cells("endpointslices", {"addressType": "IPv4"})[2:4] == ["<unset>", "<unset>"]
+
+
+# -- the kubernetes Service's pieces (apiserver/controlplane.py) ----------------------------------------
+
+
+def test_kubernetes_endpoints_address_and_objects() -> None:
+    from apiserver.controlplane import advertised_port, endpoint_ip, kubernetes_endpoint_slice, kubernetes_endpoints
+
+    assert endpoint_ip("198.51.100.7:6443") == "198.51.100.7" and advertised_port("198.51.100.7:6443") == 6443
+    assert endpoint_ip("[2001:db8::7]:6443") == "2001:db8::7"
+    chosen = endpoint_ip("127.0.0.1:6443")  # loopback: the host's default-route address, or none
+    assert chosen is None or not chosen.startswith("127.")
+    assert kubernetes_endpoints([], 6443)["subsets"] == []
+    endpoints = kubernetes_endpoints(["198.51.100.7", "198.51.100.8"], 6443)
+    assert EndpointsStrategy().validate(endpoints) == []
+    assert endpoints["subsets"][0]["ports"] == [{"name": "https", "port": 6443, "protocol": "TCP"}]
+    slice_ = kubernetes_endpoint_slice(["198.51.100.7"], 6443)
+    assert EndpointSliceStrategy().validate(slice_) == []
+    assert slice_["metadata"]["labels"] == {"kubernetes.io/service-name": "kubernetes"}
