@@ -18,9 +18,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import ipaddress
+import itertools
 import random
 from collections.abc import Callable
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import orjson
 
@@ -85,7 +87,7 @@ class Bitmap:
             if high <= low:
                 continue
             start = rng.randrange(low, high)
-            for item in (*range(start, high), *range(low, start)):
+            for item in itertools.chain(range(start, high), range(low, start)):
                 if not self.has(item):
                     self.bits |= 1 << item
                     return item
@@ -107,6 +109,7 @@ class EtcdRange:
     def __init__(self, storage: EtcdStorage, key: str, spec: str, size: int, offset: int) -> None:
         self.storage, self.key, self.spec, self.size, self.offset = storage, key, spec, size, offset
         self._lock = asyncio.Lock()
+        self._pending: list[_Pending[Any]] = []
         self._rng = random.Random()
 
     def _encode(self, bitmap: Bitmap) -> bytes:
@@ -126,15 +129,44 @@ class EtcdRange:
         return Bitmap(self.size, self.offset) if kv is None else self._decode(kv.value)
 
     async def update(self, change: Callable[[Bitmap], T]) -> T:
-        """Read the bitmap, apply change (which may raise), write it back if it changed; again on a lost race."""
-        async with self._lock:
-            for _ in range(_CAS_ATTEMPTS):
-                kv = await self.storage.get(self.key)
-                bitmap = Bitmap(self.size, self.offset) if kv is None else self._decode(kv.value)
+        """Apply change (which may raise AllocationError) to the stored bitmap. Changes that arrive while
+        another is being written wait, and the next writer applies all of them in one read and one
+        compare-and-swap (a group commit: 16 concurrent creates cost one etcd write, not 16)."""
+        waiter: _Pending[T] = _Pending(change, asyncio.get_running_loop().create_future())
+        self._pending.append(waiter)
+        try:
+            await self._lock.acquire()
+        except BaseException:
+            if waiter in self._pending:  # cancelled before anyone applied it: it must not be applied later
+                self._pending.remove(waiter)
+            raise
+        try:
+            if not waiter.future.done():
+                batch, self._pending = self._pending, []
+                try:
+                    await self._apply(batch)
+                except BaseException:
+                    # not applied (cancelled, storage down): the others go to whoever holds the lock next
+                    self._pending[:0] = [p for p in batch if p is not waiter and not p.future.done()]
+                    raise
+        finally:
+            self._lock.release()
+        return waiter.future.result()
+
+    async def _apply(self, batch: list[_Pending[Any]]) -> None:
+        for _ in range(_CAS_ATTEMPTS):
+            kv = await self.storage.get(self.key)
+            bitmap = Bitmap(self.size, self.offset) if kv is None else self._decode(kv.value)
+            start = bitmap.bits
+            outcomes: list[tuple[bool, Any]] = []
+            for pending in batch:
                 before = bitmap.bits
-                result = change(bitmap)
-                if bitmap.bits == before:
-                    return result
+                try:
+                    outcomes.append((True, pending.change(bitmap)))
+                except AllocationError as e:
+                    bitmap.bits = before  # this one's refusal leaves the others' changes
+                    outcomes.append((False, e))
+            if bitmap.bits != start:
                 try:
                     if kv is None:
                         await self.storage.create(self.key, self._encode(bitmap))
@@ -143,8 +175,21 @@ class EtcdRange:
                 except (RevisionConflict, KeyExists, KeyNotFound):
                     await asyncio.sleep(self._rng.uniform(0, 0.005))  # another apiserver wrote: read again
                     continue
-                return result
+            for pending, (ok, outcome) in zip(batch, outcomes, strict=True):
+                if ok:
+                    pending.future.set_result(outcome)
+                else:
+                    pending.future.set_exception(outcome)
+            return
         raise AllocationError(f"too many concurrent writers of {self.key}")
+
+
+@dataclass
+class _Pending(Generic[T]):
+    """A change waiting for its group commit, and where its result goes."""
+
+    change: Callable[[Bitmap], T]
+    future: asyncio.Future[T]
 
 
 class ServiceIPAllocator:

@@ -344,3 +344,63 @@ def test_kubernetes_endpoints_address_and_objects() -> None:
     slice_ = kubernetes_endpoint_slice(["198.51.100.7"], 6443)
     assert EndpointSliceStrategy().validate(slice_) == []
     assert slice_["metadata"]["labels"] == {"kubernetes.io/service-name": "kubernetes"}
+
+
+# -- group commit of the etcd-kept range (an in-memory stand-in for etcd's compare-and-swap) -------------
+
+
+class CasStore:
+    """get / create / update with etcd's compare-and-swap semantics, counting the writes."""
+
+    def __init__(self) -> None:
+        self.kvs: dict[str, Any] = {}
+        self.revision = 0
+        self.writes = 0
+
+    async def get(self, key: str) -> Any:
+        import asyncio
+
+        await asyncio.sleep(0)  # a round trip: others run meanwhile, as they do while etcd answers
+        return self.kvs.get(key)
+
+    async def create(self, key: str, value: bytes) -> int:
+        from apiserver.storage.etcd import KV, KeyExists
+
+        if key in self.kvs:
+            raise KeyExists(key)
+        return self._put(KV, key, value)
+
+    async def update(self, key: str, value: bytes, mod_revision: int) -> int:
+        from apiserver.storage.etcd import KV, RevisionConflict
+
+        if self.kvs[key].mod_revision != mod_revision:
+            raise RevisionConflict(self.kvs[key])
+        return self._put(KV, key, value)
+
+    def _put(self, kv: Any, key: str, value: bytes) -> int:
+        self.revision += 1
+        self.writes += 1
+        self.kvs[key] = kv(key, value, self.revision, self.revision)
+        return self.revision
+
+
+def test_concurrent_allocations_share_one_write_and_refusals_stay_apart() -> None:
+    import asyncio
+
+    from apiserver.registry.allocator import AlreadyAllocated, NodePortAllocator
+
+    async def scenario() -> tuple[list[Any], int, list[int]]:
+        store = CasStore()
+        ports = NodePortAllocator(store, "30000-30099")  # type: ignore[arg-type]  # the CAS stand-in
+        await ports.allocate(30010)
+        writes = store.writes
+        results = await asyncio.gather(*(ports.allocate_next() for _ in range(20)), ports.allocate(30010),
+                                       return_exceptions=True)
+        return results, store.writes - writes, await ports.allocated()
+
+    results, writes, taken = asyncio.run(scenario())
+    picked = [r for r in results if isinstance(r, int)]
+    assert len(set(picked)) == 20 and 30010 not in picked
+    assert isinstance(results[-1], AlreadyAllocated)  # refused alone; the 20 others went through
+    assert writes <= 2  # the first caller's write, then one for everyone who queued behind it
+    assert sorted(taken) == sorted([30010, *picked])
