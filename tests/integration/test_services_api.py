@@ -438,3 +438,34 @@ def test_official_python_client_creates_a_service(apiservers: tuple[ApiServer, A
             "default", label_selector="kubernetes.io/service-name=kubernetes")
         assert [s.metadata.name for s in slices.items] == ["kubernetes"]
         core.delete_namespaced_service("py", ns)
+
+
+def test_repair_gives_back_what_no_service_holds(workdir: Path, own_etcd: Etcd, one: httpx.Client, ns: str) -> None:
+    """Upstream's repair controllers: an IP and a port taken in etcd by nobody's Service (an apiserver died
+    between taking and writing) go back after three repair runs; what a Service holds stays."""
+    import asyncio
+
+    from apiserver.registry.allocator import NodePortAllocator, ServiceIPAllocator
+    from apiserver.storage.etcd import EtcdStorage
+
+    held = one.post(services(ns), json=svc("held", type="NodePort", ports=[{"port": 80, "nodePort": 30555}])).json()
+
+    async def leak() -> None:
+        storage = EtcdStorage([own_etcd.endpoint])
+        try:
+            await ServiceIPAllocator(storage, RANGE).allocate("10.96.2.2")
+            await NodePortAllocator(storage, "30000-32767").allocate(30556)
+        finally:
+            await storage.close()
+
+    asyncio.run(leak())
+    assert "10.96.2.2" in taken_ips(own_etcd) and 30556 in taken_ports(own_etcd)
+    repairer = ApiServer(workdir, own_etcd, "--service-allocation-repair-interval", "0.2",
+                         "--advertise-address", "198.51.100.13", "--etcd-compaction-interval", "0")
+    repairer.start()
+    try:
+        wait_for(lambda: "10.96.2.2" not in taken_ips(own_etcd) and 30556 not in taken_ports(own_etcd), 30,
+                 what="the leaked IP and port given back")
+    finally:
+        repairer.stop()
+    assert held["spec"]["clusterIP"] in taken_ips(own_etcd) and 30555 in taken_ports(own_etcd)
