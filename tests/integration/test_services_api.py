@@ -469,3 +469,31 @@ def test_repair_gives_back_what_no_service_holds(workdir: Path, own_etcd: Etcd, 
     finally:
         repairer.stop()
     assert held["spec"]["clusterIP"] in taken_ips(own_etcd) and 30555 in taken_ports(own_etcd)
+
+
+def test_headless_load_balancer_ports_and_back_from_external_name(one: httpx.Client, own_etcd: Etcd,
+                                                                  ns: str) -> None:
+    before = taken_ips(own_etcd)
+    r = one.post(services(ns), json=svc("headless", clusterIP="None", selector={"app": "db"}))
+    assert r.status_code == 201, r.text
+    spec = r.json()["spec"]
+    assert spec["clusterIPs"] == ["None"] and spec["ipFamilies"] == ["IPv4"] and taken_ips(own_etcd) == before
+    # a LoadBalancer with externalTrafficPolicy Local gets a health-check node port besides its ports' ones
+    r = one.post(services(ns), json=svc("lb", type="LoadBalancer", externalTrafficPolicy="Local"))
+    assert r.status_code == 201, r.text
+    spec = r.json()["spec"]
+    assert {spec["healthCheckNodePort"], spec["ports"][0]["nodePort"]} <= taken_ports(own_etcd)
+    assert spec["healthCheckNodePort"] != spec["ports"][0]["nodePort"]
+    r = one.post(services(ns), json=svc("lb-no-ports", type="LoadBalancer", allocateLoadBalancerNodePorts=False))
+    assert r.status_code == 201 and "nodePort" not in r.json()["spec"]["ports"][0]
+    # deleting the LoadBalancer frees both of its ports
+    assert one.delete(services(ns, "lb")).status_code == 200
+    assert not {spec["healthCheckNodePort"], spec["ports"][0]["nodePort"]} & taken_ports(own_etcd)
+    # ExternalName -> ClusterIP: now it needs an IP, and gets one
+    one.post(services(ns), json=svc("alias", type="ExternalName", externalName="db.example.com"))
+    r = one.patch(services(ns, "alias"), headers={"Content-Type": "application/merge-patch+json"},
+                  content=json.dumps({"spec": {"type": "ClusterIP", "externalName": None,
+                                               "ports": [{"port": 5432}]}}))
+    assert r.status_code == 200, r.text
+    ip = r.json()["spec"]["clusterIP"]
+    assert ip in taken_ips(own_etcd) and r.json()["spec"]["ipFamilyPolicy"] == "SingleStack"
