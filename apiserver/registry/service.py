@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from apiserver.registry.endpoints import validate_non_special_ip
 from apiserver.registry.strategy import Strategy
 from apiserver.validation import (
     FieldError,
@@ -94,12 +95,22 @@ def default_service(obj: Obj) -> None:
             port["protocol"] = "TCP"
         if port.get("targetPort") in (None, 0, ""):
             port["targetPort"] = port.get("port")
-    if spec["type"] in ("NodePort", "LoadBalancer") and not spec.get("externalTrafficPolicy"):
+    if externally_accessible(spec) and not spec.get("externalTrafficPolicy"):
         spec["externalTrafficPolicy"] = "Cluster"
     if spec.get("internalTrafficPolicy") is None and spec["type"] in ("ClusterIP", "NodePort", "LoadBalancer"):
         spec["internalTrafficPolicy"] = "Cluster"
     if spec["type"] == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts") is None:
         spec["allocateLoadBalancerNodePorts"] = True
+    default_load_balancer_status(obj)
+
+
+def default_load_balancer_status(obj: Obj) -> None:
+    """A LoadBalancer's ingress IP is a VIP unless its controller says the traffic is proxied."""
+    if (obj.get("spec") or {}).get("type") != "LoadBalancer":
+        return
+    for ingress in ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []:
+        if ingress.get("ip") and ingress.get("ipMode") is None:
+            ingress["ipMode"] = "VIP"
 
 
 def normalize_cluster_ips(spec: Obj, old_spec: Obj | None) -> None:
@@ -351,7 +362,8 @@ def validate_service(obj: Obj) -> list[FieldError]:
     errs += _validate_session_affinity(spec)
     errs += _validate_cluster_ips(spec)
     for i, ip in enumerate(spec.get("externalIPs") or []):
-        errs += validate_ip(ip, f"spec.externalIPs[{i}]")
+        ip_errs = validate_ip(ip, f"spec.externalIPs[{i}]")
+        errs += ip_errs or validate_non_special_ip(ip, f"spec.externalIPs[{i}]")
     for i, cidr in enumerate(spec.get("loadBalancerSourceRanges") or []):
         try:
             ipaddress.ip_network(cidr.strip(), strict=False)
@@ -430,6 +442,10 @@ class ServiceStrategy(Strategy):
         normalize_cluster_ips(spec, old_spec)
         drop_type_dependent_fields(spec, old_spec)
         super().prepare_for_update(new, old)
+
+    def prepare_for_status_update(self, new: Obj, old: Obj) -> None:
+        super().prepare_for_status_update(new, old)
+        default_load_balancer_status(new)
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldError]:
         errs = validate_service_update(new, old)

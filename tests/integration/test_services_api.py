@@ -293,7 +293,7 @@ def test_status_only_through_the_status_subresource(one: httpx.Client, ns: str) 
     current["spec"]["type"] = "ClusterIP"  # ignored by /status
     r = one.put(services(ns, "lb") + "/status", json=current)
     assert r.status_code == 200, r.text
-    assert r.json()["status"]["loadBalancer"]["ingress"] == [{"ip": "192.0.2.50"}]
+    assert r.json()["status"]["loadBalancer"]["ingress"] == [{"ip": "192.0.2.50", "ipMode": "VIP"}]
     assert r.json()["spec"]["type"] == "LoadBalancer"
     current = r.json()
     current["status"] = {"loadBalancer": {"ingress": [{"ip": "nope"}]}}

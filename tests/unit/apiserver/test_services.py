@@ -140,6 +140,9 @@ def test_session_affinity_and_traffic_policies() -> None:
         'spec.externalTrafficPolicy: Invalid value: "Local": may only be set for externally-accessible services']
     assert errors_of(internalTrafficPolicy="Nearby", ports=[{"port": 80}]) == [
         'spec.internalTrafficPolicy: Unsupported value: "Nearby": supported values: "Cluster", "Local"']
+    assert errors_of(externalIPs=["127.0.0.1"], externalTrafficPolicy="Cluster", ports=[{"port": 80}]) == [
+        'spec.externalIPs[0]: Invalid value: "127.0.0.1": may not be in the loopback range (127.0.0.0/8, ::1/128)']
+    assert errors_of(externalIPs=["198.51.100.1"], ports=[{"port": 80}]) == []  # defaulted Cluster policy
     assert errors_of(selector={"bad key!": "x"}, ports=[{"port": 80}])[0].startswith(
         'spec.selector: Invalid value: "bad key!"')
 
