@@ -6,8 +6,8 @@ Each apiserver holds a lease in etcd (/registry/masterleases/<ip>:<port>, a 15 s
 hold one: a stopped apiserver gives its lease back at once, a killed one drops out when its lease runs out.
 Upstream keys the lease by IP alone and assumes one port for all apiservers; here several apiservers may
 share a host (tests, local-up) on different ports, so the key names the port too, and every apiserver
-derives the same Endpoints from the same leases (the port of the first lease in order), so they never
-take turns rewriting it.
+derives the same Endpoints from the same leases (the port they name already while an apiserver still
+serves on it, else the first lease's), so they never take turns rewriting it.
 """
 
 from __future__ import annotations
@@ -144,8 +144,8 @@ class KubernetesService:
     def lease_key(self) -> str:
         return f"{MASTER_LEASES}{self.ip}:{self.port}"
 
-    async def live(self) -> tuple[list[str], int]:
-        """The IPs that hold a lease, and the port the endpoints name."""
+    async def live(self) -> tuple[list[str], set[int], int]:
+        """The IPs that hold a lease, the ports they serve on, and the port of the first lease in order."""
         kvs, _, _ = await self.storage.list(MASTER_LEASES)
         leases: list[tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]] = []
         for kv in kvs:
@@ -156,11 +156,19 @@ class KubernetesService:
                 log.warning("ignoring the malformed apiserver lease %s", kv.key)
         leases.sort(key=lambda lease: (lease[0].version, lease[0], lease[1]))
         ips = list(dict.fromkeys(str(ip) for ip, _ in leases))
-        return ips, (leases[0][1] if leases else self.port)
+        return ips, {port for _, port in leases}, (leases[0][1] if leases else self.port)
 
     async def reconcile_endpoints(self) -> None:
-        """Endpoints and EndpointSlice list the live apiservers (upstream ReconcileEndpoints)."""
-        ips, port = await self.live()
+        """Endpoints and EndpointSlice list the live apiservers (upstream ReconcileEndpoints). The port they
+        name stays as long as a live apiserver serves on it: one joining or leaving on another port
+        changes nothing."""
+        ips, ports, first = await self.live()
+        try:
+            current = await self.endpoints.get(NAMESPACE, SERVICE_NAME)
+            named = [p.get("port") for s in current.get("subsets") or [] for p in s.get("ports") or []]
+        except errors.ApiError:
+            named = []
+        port = named[0] if named and named[0] in ports else first
         for store, wanted in ((self.endpoints, kubernetes_endpoints(ips, port)),
                               (self.slices, kubernetes_endpoint_slice(ips, port))):
             try:

@@ -338,7 +338,10 @@ def test_kubernetes_service_lists_the_live_apiservers(apiservers: tuple[ApiServe
     slice_ = one.get("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes").json()
     assert slice_["metadata"]["labels"]["kubernetes.io/service-name"] == "kubernetes"
     assert slice_["addressType"] == "IPv4" and slice_["ports"][0]["name"] == "https"
-    # a third apiserver joins, and on a clean stop leaves at once (its lease is given back)
+    port_named = slice_["ports"][0]["port"]
+    assert port_named in (apiservers[0].port, apiservers[1].port)
+    # a third apiserver joins, and on a clean stop leaves at once (its lease is given back); the port the
+    # endpoints name stays, as its apiservers still serve on it
     third = ApiServer(workdir, own_etcd, "--advertise-address", "198.51.100.12", "--etcd-compaction-interval", "0")
     third.start()
     try:
@@ -346,6 +349,8 @@ def test_kubernetes_service_lists_the_live_apiservers(apiservers: tuple[ApiServe
     finally:
         third.stop()
     wait_for(lambda: endpoint_ips(one) == (list(ADDRESSES), list(ADDRESSES)), 30, what="the third gone")
+    endpoints = one.get("/api/v1/namespaces/default/endpoints/kubernetes").json()
+    assert endpoints["subsets"][0]["ports"][0]["port"] == port_named
 
 
 # -- RBAC of the new identities ------------------------------------------------------------------------
