@@ -156,6 +156,34 @@ def _serviceaccount(ctx: ControllerContext, account: str) -> RunnableController:
                                      workers=ctx.options.concurrent_serviceaccount_syncs)
 
 
+def _endpointslice(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.endpointslice import EndpointSliceController
+
+    return EndpointSliceController(ctx.client_for(account), ctx.informers,
+                                   workers=ctx.options.concurrent_service_endpoint_syncs,
+                                   max_endpoints_per_slice=ctx.options.max_endpoints_per_slice)
+
+
+def _endpoint(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.endpoint import EndpointsController
+
+    return EndpointsController(ctx.client_for(account), ctx.informers, workers=ctx.options.concurrent_endpoint_syncs)
+
+
+def _endpointslicemirroring(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.endpointslicemirroring import EndpointSliceMirroringController
+
+    return EndpointSliceMirroringController(
+        ctx.client_for(account), ctx.informers, workers=ctx.options.mirroring_concurrent_service_endpoint_syncs,
+        max_endpoints_per_subset=ctx.options.mirroring_max_endpoints_per_subset)
+
+
+def _servicelb(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.servicelb import ServiceLoadBalancerController
+
+    return ServiceLoadBalancerController(ctx.client_for(account), ctx.informers)
+
+
 # `--controllers` name -> spec. Upstream 1.30 accepts both the short names and the
 # `<name>-controller` forms, so those are aliases here.
 CONTROLLERS: dict[str, ControllerSpec] = {
@@ -168,6 +196,14 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "nodelifecycle": ControllerSpec("node-controller", _nodelifecycle, aliases=("node-lifecycle-controller",)),
     "serviceaccount": ControllerSpec("service-account-controller", _serviceaccount,
                                      aliases=("serviceaccount-controller",)),
+    "endpoint": ControllerSpec("endpoint-controller", _endpoint, aliases=("endpoints-controller",)),
+    "endpointslice": ControllerSpec("endpointslice-controller", _endpointslice,
+                                    aliases=("endpointslice-controller",)),
+    "endpointslicemirroring": ControllerSpec("endpointslicemirroring-controller", _endpointslicemirroring,
+                                             aliases=("endpointslice-mirroring-controller",)),
+    # k3s's ServiceLB (`--disable=servicelb` there); upstream's "service" controller is the cloud
+    # provider's, in cloud-controller-manager. It writes as that controller's account, service-controller.
+    "servicelb": ControllerSpec("service-controller", _servicelb, aliases=("service-lb-controller",)),
 }
 
 
@@ -204,6 +240,15 @@ def enabled_controllers(selection: Iterable[str], registry: dict[str, Controller
 
 # -- flags ----------------------------------------------------------------------------------------
 
+
+def _endpoints_per_slice(value: str) -> int:
+    """upstream validates 1..1000 (discovery's maxEndpoints)."""
+    number = int(value)
+    if not 1 <= number <= 1000:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 1000, got {number}")
+    return number
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="controllers", description="minik8s kube-controller-manager")
     p.add_argument("--kubeconfig", default=None, help="kubeconfig with the apiserver's address and credentials")
@@ -216,6 +261,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--concurrent-gc-syncs", type=int, default=20)
     p.add_argument("--concurrent-namespace-syncs", type=int, default=10)
     p.add_argument("--concurrent-serviceaccount-syncs", type=int, default=1)
+    p.add_argument("--concurrent-service-endpoint-syncs", type=int, default=5,
+                   help="EndpointSlice syncs at once")
+    p.add_argument("--concurrent-endpoint-syncs", type=int, default=5, help="Endpoints syncs at once")
+    p.add_argument("--mirroring-concurrent-service-endpoint-syncs", type=int, default=5)
+    p.add_argument("--max-endpoints-per-slice", type=_endpoints_per_slice, default=100,
+                   help="the most endpoints an EndpointSlice holds (1-1000, default 100)")
+    p.add_argument("--mirroring-max-endpoints-per-subset", type=_endpoints_per_slice, default=1000)
     p.add_argument("--node-monitor-grace-period", type=parse_duration, default=40.0,
                    help="how long a silent node stays Ready before it is marked Unknown (default 40s)")
     p.add_argument("--node-startup-grace-period", type=parse_duration, default=60.0)
