@@ -106,7 +106,8 @@ def test_endpoint_fields_hostname_zone_node_target() -> None:
     svc = service()
     ep = pod_to_endpoint(pod("a", hostname="h0", subdomain="web"), node("n1", "192.0.2.1", zone="z1"), svc)
     assert ep.addresses == ["10.244.0.5"] and ep.hostname == "h0" and ep.zone == "z1" and ep.node_name == "n1"
-    assert ep.target_ref is not None and (ep.target_ref.kind, ep.target_ref.name, ep.target_ref.uid) == ("Pod", "a", "uid-a")
+    ref = ep.target_ref
+    assert ref is not None and (ref.kind, ref.name, ref.uid) == ("Pod", "a", "uid-a")
     assert pod_to_endpoint(pod("b", hostname="h0", subdomain="other"), None, svc).hostname is None
 
 
@@ -359,7 +360,8 @@ def test_mirroring_turns_subsets_into_endpoints_per_port_set() -> None:
 
 def test_mirroring_skips_labelled_endpoints() -> None:
     skip = Endpoints(metadata=ObjectMeta(name="x", labels={"endpointslice.kubernetes.io/skip-mirror": "true"}))
-    assert not should_mirror(skip) and not should_mirror(None) and should_mirror(Endpoints(metadata=ObjectMeta(name="y")))
+    assert not should_mirror(skip) and not should_mirror(None)
+    assert should_mirror(Endpoints(metadata=ObjectMeta(name="y")))
 
 
 # -- the load balancer ----------------------------------------------------------------------------
