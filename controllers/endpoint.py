@@ -181,8 +181,12 @@ class EndpointsController(Controller):
         ensure_indexers(self.services, {NAMESPACE_INDEX: namespace_index})
         ensure_indexers(self.pods, {NAMESPACE_INDEX: namespace_index})
         self.watch(self.services)
+        # our last write per Service until the informer shows it: a sync on the older cached copy would
+        # only earn a 409 Conflict (upstream keeps a staleEndpointsTracker for the same reason)
+        self.written: dict[str, Endpoints] = {}
         # as upstream, only a deletion is put back; edits wait for the next change of the Service or pods
-        self.endpoints.add_event_handler(on_delete=lambda ep: self.queue.add(meta_namespace_key(ep)))
+        self.endpoints.add_event_handler(self._endpoints_seen, lambda old, cur: self._endpoints_seen(cur),
+                                         self._endpoints_deleted)
         self.informers.append(self.endpoints)
         self.pods.add_event_handler(self._pod_changed, self._pod_updated, self._pod_changed)
         self.informers.append(self.pods)
@@ -202,12 +206,24 @@ class EndpointsController(Controller):
         for key in keys:
             self.queue.add(key)
 
+    def _endpoints_seen(self, endpoints: Endpoints) -> None:
+        key = meta_namespace_key(endpoints)
+        written = self.written.get(key)
+        if written is not None and written.metadata.resource_version == endpoints.metadata.resource_version:
+            del self.written[key]
+
+    def _endpoints_deleted(self, endpoints: Endpoints) -> None:
+        key = meta_namespace_key(endpoints)
+        self.written.pop(key, None)
+        self.queue.add(key)
+
     async def reconcile(self, key: str) -> float | None:
         namespace, name = split_meta_namespace_key(key)
         service = self.services.store.get(key)
         if service is None:
             # upstream deletes the Endpoints of a deleted Service itself (they carry no owner reference)
             self.trigger_times.delete(key)
+            self.written.pop(key, None)
             if self.endpoints.store.get(key) is not None:
                 try:
                     await self.client.delete(Endpoints, name, namespace)
@@ -224,7 +240,7 @@ class EndpointsController(Controller):
         subsets = desired_subsets(service, pods)
         truncated = truncate_endpoints(subsets)
         labels = endpoints_labels(service)
-        current = self.endpoints.store.get(key)
+        current = self.written.get(key) or self.endpoints.store.get(key)
         annotations = dict(current.metadata.annotations or {}) if current is not None else {}
         if truncated:
             annotations[OVER_CAPACITY] = TRUNCATED
@@ -241,18 +257,22 @@ class EndpointsController(Controller):
             annotations.pop(LAST_CHANGE_TRIGGER_TIME, None)
         try:
             if current is None:
-                await self.client.create(Endpoints(
+                written = await self.client.create(Endpoints(
                     metadata=ObjectMeta(name=name, namespace=namespace, labels=labels, annotations=annotations or None),
                     subsets=subsets or None))
             else:
-                await self.client.update(current.model_copy(update={
+                written = await self.client.update(current.model_copy(update={
                     "subsets": subsets or None,
                     "metadata": current.metadata.model_copy(update={"labels": labels,
                                                                     "annotations": annotations or None})}))
         except ApiError as e:
+            self.written.pop(key, None)  # read afresh from the cache on the retry
             if not (e.is_conflict or e.is_already_exists or e.is_not_found):
                 self.recorder.event(service, "Warning", "FailedToUpdateEndpoint",
                                     f"Failed to update endpoint {key}: {e.message}")
             raise
+        cached = self.endpoints.store.get(key)
+        if cached is None or cached.metadata.resource_version != written.metadata.resource_version:
+            self.written[key] = written  # the informer has not shown it yet
         return None
 

@@ -381,3 +381,29 @@ def test_local_traffic_policy_uses_nodes_with_ready_endpoints(ready: bool) -> No
     slice_.endpoints = [pod_to_endpoint(pod("a", node="n2", ready=ready), None, svc)]
     ingress = load_balancer_ingress(svc, [node("n1", "192.0.2.3"), node("n2", "192.0.2.20")], [slice_])
     assert [i.ip for i in ingress] == (["192.0.2.20"] if ready else [])
+
+
+# -- the controller-manager's flags ---------------------------------------------------------------
+
+
+def test_controllers_registered_under_upstream_names_and_accounts() -> None:
+    from controllers.manager import CONTROLLERS, enabled_controllers, parse_args
+
+    accounts = {name: CONTROLLERS[name].service_account
+                for name in ("endpointslice", "endpoint", "endpointslicemirroring", "servicelb")}
+    assert accounts == {"endpointslice": "endpointslice-controller", "endpoint": "endpoint-controller",
+                        "endpointslicemirroring": "endpointslicemirroring-controller",
+                        "servicelb": "service-controller"}
+    assert enabled_controllers(["endpointslice-controller", "endpoints-controller"]) == ["endpoint", "endpointslice"]
+    assert parse_args(["--max-endpoints-per-slice", "7"]).max_endpoints_per_slice == 7
+    assert parse_args([]).max_endpoints_per_slice == 100
+
+
+@pytest.mark.parametrize("value", ["0", "1001", "many"])
+def test_max_endpoints_per_slice_out_of_range_is_refused(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from controllers.manager import parse_args
+
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(["--max-endpoints-per-slice", value])
+    assert exit_.value.code == 2
+    assert "--max-endpoints-per-slice" in capsys.readouterr().err

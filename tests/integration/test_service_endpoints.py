@@ -1,0 +1,389 @@
+"""The Service endpoint controllers as a real `python -m controllers` process over HTTPS, each under
+its own service account and bootstrap role, against a real apiserver and etcd of this module's own:
+EndpointSlices follow pods (scale up and down, a readiness flip, a pod terminating then gone, more
+than 100 pods → two slices, named ports per pod, publishNotReadyAddresses), v1 Endpoints with ready
+and not-ready addresses, a selector-less Service's hand-written Endpoints left alone and mirrored
+into slices, a LoadBalancer Service given its nodes' addresses and losing them when its type changes,
+and real kubectl listing the slices.
+
+No kubelet runs here: the test plays the nodes (Node objects with a Ready condition and an
+InternalIP) and writes pod status (podIP, Ready) through pods/status, as a kubelet would.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.auth_cluster import SecureApiServer, SecureKubectl
+from tests.cluster import Etcd, wait_for
+from tests.controller_process import ControllerProcess
+from tests.kubectl import find_kubectl
+
+PREFIX = "svcep"
+SLICE_MANAGER = "endpointslice-controller.k8s.io"
+MIRROR_MANAGER = "endpointslicemirroring-controller.k8s.io"
+NODES = {f"{PREFIX}-n1": "192.0.2.11", f"{PREFIX}-n2": "192.0.2.12"}
+_ips = iter(f"10.250.{i // 250}.{i % 250 + 1}" for i in range(100_000))
+
+
+@pytest.fixture(scope="module")
+def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
+    server = SecureApiServer(workdir, own_etcd).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
+    with secure.client("admin") as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def nodes(admin: httpx.Client) -> Iterator[dict[str, str]]:
+    """Two Ready nodes with InternalIPs (no kubelet behind them)."""
+    try:
+        for name, ip in NODES.items():
+            ok(admin.post("/api/v1/nodes", json={"metadata": {"name": name}}))
+            ok(admin.patch(f"/api/v1/nodes/{name}/status", headers=MERGE, json={"status": {
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}]}}))
+        yield dict(NODES)
+    finally:
+        for name in NODES:
+            admin.delete(f"/api/v1/nodes/{name}")
+
+
+@pytest.fixture(scope="module")
+def cm(workdir: Path, secure: SecureApiServer, nodes: dict[str, str]) -> Iterator[ControllerProcess]:
+    chosen = ["endpointslice", "endpoint", "endpointslicemirroring", "servicelb", "garbagecollector"]
+    process = ControllerProcess(workdir, secure.secure_url, chosen,
+                                "--kubeconfig", str(secure.kubeconfig("controller-manager")))
+    try:
+        process.start()
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def ns(admin: httpx.Client, cm: ControllerProcess) -> Iterator[str]:
+    name = f"{PREFIX}-{uuid.uuid4().hex[:6]}"
+    ok(admin.post("/api/v1/namespaces", json={"metadata": {"name": name}}))
+    yield name
+    admin.delete(f"/api/v1/namespaces/{name}")
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+MERGE = {"content-type": "application/merge-patch+json"}
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+
+
+def ok(r: httpx.Response) -> dict[str, Any]:
+    assert r.is_success, f"{r.request.method} {r.request.url}: {r.status_code} {r.text}"
+    return r.json()  # type: ignore[no-any-return]
+
+
+def make_service(admin: httpx.Client, ns: str, name: str = "web", *, selector: dict[str, str] | None = None,
+                 ports: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"type": "ClusterIP", "ports": ports or [
+        {"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}]}
+    if selector is not None:
+        body["selector"] = selector
+    body.update(spec)
+    return ok(admin.post(f"/api/v1/namespaces/{ns}/services",
+                         json={"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": body}))
+
+
+def make_pod(admin: httpx.Client, ns: str, name: str, *, ready: bool = True, node: str = f"{PREFIX}-n1",
+             labels: dict[str, str] | None = None, ports: list[dict[str, Any]] | None = None) -> str:
+    """A pod bound to `node`, with status written as its kubelet would; returns its IP."""
+    ok(admin.post(f"/api/v1/namespaces/{ns}/pods", json={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {"app": "web"}},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox:1.36", "ports": ports or []}]}}))
+    ip = next(_ips)
+    set_ready(admin, ns, name, ready, ip=ip)
+    return ip
+
+
+def set_ready(admin: httpx.Client, ns: str, name: str, ready: bool, ip: str | None = None) -> None:
+    status: dict[str, Any] = {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": _now()}]}
+    if ip is not None:
+        status.update(podIP=ip, podIPs=[{"ip": ip}])
+    ok(admin.patch(f"/api/v1/namespaces/{ns}/pods/{name}/status", headers=MERGE, json={"status": status}))
+
+
+def _now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def slices(admin: httpx.Client, ns: str, service: str = "web") -> list[dict[str, Any]]:
+    return ok(admin.get(f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices",
+                        params={"labelSelector": f"kubernetes.io/service-name={service}"}))["items"]
+
+
+def endpoints_of(admin: httpx.Client, ns: str, service: str = "web") -> dict[str, dict[str, Any]]:
+    """IP -> endpoint, over every slice of the Service."""
+    return {ep["addresses"][0]: ep for s in slices(admin, ns, service) for ep in s.get("endpoints") or []}
+
+
+def conditions(ep: dict[str, Any]) -> tuple[bool, bool, bool]:
+    c = ep["conditions"]
+    return c.get("ready"), c.get("serving"), c.get("terminating")
+
+
+def wait_endpoints(admin: httpx.Client, ns: str, check: Any, what: str, service: str = "web",
+                   timeout: float = 20) -> dict[str, dict[str, Any]]:
+    def current() -> dict[str, dict[str, Any]] | None:
+        eps = endpoints_of(admin, ns, service)
+        return eps if check(eps) else None
+
+    found = wait_for(current, timeout, what=what)
+    assert isinstance(found, dict)
+    return found
+
+
+# -- EndpointSlices ---------------------------------------------------------------------------------
+
+
+def test_slices_follow_pods_readiness_and_termination(admin: httpx.Client, ns: str) -> None:
+    svc = make_service(admin, ns, selector={"app": "web"})
+    ips = [make_pod(admin, ns, f"web-{i}", node=f"{PREFIX}-n{i % 2 + 1}") for i in range(3)]
+    make_pod(admin, ns, "other", labels={"app": "other"})  # not selected
+    eps = wait_endpoints(admin, ns, lambda e: set(e) == set(ips), "three endpoints")
+    assert all(conditions(ep) == (True, True, False) for ep in eps.values())
+    (slice_,) = slices(admin, ns)
+    meta = slice_["metadata"]
+    assert meta["name"].startswith("web-") and len(meta["name"]) == len("web-") + 5
+    assert meta["labels"]["endpointslice.kubernetes.io/managed-by"] == SLICE_MANAGER
+    (owner,) = meta["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("Service", "web",
+                                                                                   svc["metadata"]["uid"], True)
+    assert slice_["addressType"] == "IPv4"
+    assert slice_["ports"] == [{"name": "http", "port": 8080, "protocol": "TCP"}]
+    assert "endpoints.kubernetes.io/last-change-trigger-time" in meta["annotations"]
+    assert eps[ips[1]]["nodeName"] == f"{PREFIX}-n2" and eps[ips[1]]["targetRef"]["name"] == "web-1"
+    name = meta["name"]
+
+    # readiness flip: in place, same slice
+    set_ready(admin, ns, "web-0", False)
+    wait_endpoints(admin, ns, lambda e: conditions(e[ips[0]]) == (False, False, False), "web-0 not ready")
+    # scale up
+    ips.append(make_pod(admin, ns, "web-3"))
+    wait_endpoints(admin, ns, lambda e: ips[3] in e, "a fourth endpoint")
+    assert [s["metadata"]["name"] for s in slices(admin, ns)] == [name]  # updated in place, not recreated
+    # a graceful delete: terminating (still serving) first, gone when the pod is
+    ok(admin.delete(f"/api/v1/namespaces/{ns}/pods/web-1"))
+    wait_endpoints(admin, ns, lambda e: conditions(e[ips[1]]) == (False, True, True), "web-1 terminating")
+    ok(admin.delete(f"/api/v1/namespaces/{ns}/pods/web-1", params={"gracePeriodSeconds": "0"}))
+    wait_endpoints(admin, ns, lambda e: ips[1] not in e and len(e) == 3, "web-1 gone")
+    # scale to zero: one placeholder slice stays
+    for pod in ("web-0", "web-2", "web-3"):
+        ok(admin.delete(f"/api/v1/namespaces/{ns}/pods/{pod}", params={"gracePeriodSeconds": "0"}))
+    wait_for(lambda: [len(s.get("endpoints") or []) for s in slices(admin, ns)] == [0], 20,
+             what="one empty placeholder slice")
+
+
+def test_more_than_100_pods_make_two_slices(admin: httpx.Client, ns: str) -> None:
+    make_service(admin, ns, selector={"app": "web"})
+    for i in range(105):
+        make_pod(admin, ns, f"web-{i}")
+    wait_endpoints(admin, ns, lambda e: len(e) == 105, "105 endpoints", timeout=40)
+    # how the 105 split depends on how they arrived (as upstream, a slice fills until a batch no longer fits)
+    sizes = [len(s["endpoints"]) for s in slices(admin, ns)]
+    assert len(sizes) == 2 and max(sizes) <= 100 and sum(sizes) == 105
+
+
+def test_named_target_ports_resolve_per_pod(admin: httpx.Client, ns: str) -> None:
+    make_service(admin, ns, selector={"app": "web"},
+                 ports=[{"name": "http", "port": 80, "protocol": "TCP", "targetPort": "web"}])
+    a = make_pod(admin, ns, "a", ports=[{"name": "web", "containerPort": 8080}])
+    b = make_pod(admin, ns, "b", ports=[{"name": "web", "containerPort": 9090}])
+    wait_endpoints(admin, ns, lambda e: {a, b} <= set(e), "both pods")
+    by_port = {s["ports"][0]["port"]: [ep["addresses"][0] for ep in s["endpoints"]] for s in slices(admin, ns)}
+    assert by_port == {8080: [a], 9090: [b]}
+
+
+def test_publish_not_ready_addresses_makes_every_endpoint_ready(admin: httpx.Client, ns: str) -> None:
+    make_service(admin, ns, selector={"app": "web"}, publishNotReadyAddresses=True, clusterIP="None")
+    ip = make_pod(admin, ns, "a", ready=False)
+    eps = wait_endpoints(admin, ns, lambda e: ip in e, "the not-ready pod")
+    assert conditions(eps[ip]) == (True, False, False)
+    (slice_,) = slices(admin, ns)
+    assert slice_["metadata"]["labels"]["service.kubernetes.io/headless"] == ""
+
+
+# -- Endpoints --------------------------------------------------------------------------------------
+
+
+def test_endpoints_list_ready_and_not_ready_addresses(admin: httpx.Client, ns: str) -> None:
+    make_service(admin, ns, selector={"app": "web"})
+    ready = make_pod(admin, ns, "a")
+    not_ready = make_pod(admin, ns, "b", ready=False)
+
+    def subsets() -> list[dict[str, Any]] | None:
+        r = admin.get(f"/api/v1/namespaces/{ns}/endpoints/web")
+        found = r.json().get("subsets") if r.status_code == 200 else None
+        return found if found and len(found[0].get("addresses", [])) + len(found[0].get("notReadyAddresses", [])) == 2 \
+            else None
+
+    found = wait_for(subsets, 20, what="the Endpoints with both pods")
+    assert isinstance(found, list)
+    (subset,) = found
+    assert [a["ip"] for a in subset["addresses"]] == [ready]
+    assert [a["ip"] for a in subset["notReadyAddresses"]] == [not_ready]
+    assert subset["ports"] == [{"name": "http", "port": 8080, "protocol": "TCP"}]
+    # the Service goes: so do its Endpoints (by the endpoint controller) and slices (garbage collector)
+    ok(admin.delete(f"/api/v1/namespaces/{ns}/services/web"))
+    wait_for(lambda: admin.get(f"/api/v1/namespaces/{ns}/endpoints/web").status_code == 404, 20,
+             what="the Endpoints to go with the Service")
+    wait_for(lambda: not slices(admin, ns), 20, what="the slices to go with the Service")
+
+
+# -- selector-less Services -------------------------------------------------------------------------
+
+
+def test_selectorless_service_endpoints_are_left_alone_and_mirrored(admin: httpx.Client, ns: str) -> None:
+    make_pod(admin, ns, "a")  # would match, if the Service selected anything
+    make_service(admin, ns, "ext")
+    hand_written = {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "ext"}, "subsets": [
+        {"addresses": [{"ip": "192.0.2.50"}], "notReadyAddresses": [{"ip": "192.0.2.51"}],
+         "ports": [{"name": "http", "port": 8443, "protocol": "TCP"}]}]}
+    ok(admin.post(f"/api/v1/namespaces/{ns}/endpoints", json=hand_written))
+    eps = wait_endpoints(admin, ns, lambda e: {"192.0.2.50", "192.0.2.51"} <= set(e), "the mirrored slice",
+                         service="ext")
+    assert eps["192.0.2.50"]["conditions"]["ready"] is True and eps["192.0.2.51"]["conditions"]["ready"] is False
+    (slice_,) = slices(admin, ns, "ext")
+    assert slice_["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] == MIRROR_MANAGER
+    assert slice_["metadata"]["ownerReferences"][0]["kind"] == "Endpoints"
+    assert slice_["ports"] == [{"name": "http", "port": 8443, "protocol": "TCP"}]
+    stored = ok(admin.get(f"/api/v1/namespaces/{ns}/endpoints/ext"))
+    assert stored["subsets"] == hand_written["subsets"]  # the endpoint controller did not touch it
+    # an edit is mirrored; skip-mirror removes the mirror
+    stored["subsets"][0]["addresses"].append({"ip": "192.0.2.52"})
+    ok(admin.put(f"/api/v1/namespaces/{ns}/endpoints/ext", json=stored))
+    wait_endpoints(admin, ns, lambda e: "192.0.2.52" in e, "the edit mirrored", service="ext")
+    ok(admin.patch(f"/api/v1/namespaces/{ns}/endpoints/ext", headers=MERGE,
+                   json={"metadata": {"labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}}}))
+    wait_for(lambda: not slices(admin, ns, "ext"), 20, what="the mirror removed")
+
+
+# -- LoadBalancer -----------------------------------------------------------------------------------
+
+
+def test_load_balancer_gets_the_nodes_addresses_and_loses_them(admin: httpx.Client, ns: str,
+                                                               nodes: dict[str, str]) -> None:
+    make_service(admin, ns, selector={"app": "web"}, type="LoadBalancer")
+
+    def ingress() -> list[dict[str, Any]]:
+        svc = ok(admin.get(f"/api/v1/namespaces/{ns}/services/web"))
+        return ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+
+    wait_for(lambda: len(ingress()) == 2, 20, what="the load balancer's ingress")
+    assert ingress() == [{"ip": ip, "ipMode": "VIP"} for ip in sorted(nodes.values())]
+    reasons = {e["reason"] for e in ok(admin.get(f"/api/v1/namespaces/{ns}/events"))["items"]}
+    assert {"EnsuringLoadBalancer", "EnsuredLoadBalancer"} <= reasons
+    ok(admin.patch(f"/api/v1/namespaces/{ns}/services/web", headers=MERGE, json={"spec": {"type": "ClusterIP"}}))
+    wait_for(lambda: ingress() == [], 20, what="the ingress removed with the type")
+
+
+# -- identities and kubectl -------------------------------------------------------------------------
+
+
+def test_each_controller_writes_as_its_own_service_account(secure: SecureApiServer, admin: httpx.Client,
+                                                           ns: str) -> None:
+    make_service(admin, ns, selector={"app": "web"}, type="LoadBalancer")
+    make_pod(admin, ns, "a")
+    make_service(admin, ns, "ext")
+    ok(admin.post(f"/api/v1/namespaces/{ns}/endpoints", json={
+        "metadata": {"name": "ext"}, "subsets": [{"addresses": [{"ip": "192.0.2.60"}], "ports": [{"port": 80}]}]}))
+    wait_endpoints(admin, ns, lambda e: len(e) == 1, "one endpoint")
+    wait_endpoints(admin, ns, lambda e: len(e) == 1, "the mirrored endpoint", service="ext")
+    # who wrote what in this namespace (slices are created with generateName: the audit names no slice)
+    wanted = {("endpointslices", ""): {"endpointslice-controller", "endpointslicemirroring-controller"},
+              ("endpoints", ""): {"endpoint-controller"},
+              ("services", "status"): {"service-controller"}}
+    for (resource, sub), writers in wanted.items():
+        def wrote(e: dict[str, Any], r: str = resource, s: str = sub) -> bool:
+            ref = e.get("objectRef") or {}
+            return (e.get("verb") in ("create", "update", "patch") and ref.get("resource") == r
+                    and ref.get("subresource", "") == s and ref.get("namespace") == ns
+                    and e["user"]["username"] != "kubernetes-admin")
+
+        expected = {f"system:serviceaccount:kube-system:{a}" for a in writers}
+        def writers_seen(w: Any = wrote) -> set[str]:
+            return {e["user"]["username"] for e in secure.audit_events() if w(e)}
+
+        wait_for(lambda f=writers_seen, x=expected: f() == x, 10,  # type: ignore[misc]
+                 what=f"writes of {resource} by {writers}")
+    # and none of the four was ever refused anything (its role misses no rule)
+    accounts = {f"system:serviceaccount:kube-system:{a}" for writers in wanted.values() for a in writers}
+    refused = [(e["user"]["username"], e["verb"], e["objectRef"]) for e in secure.audit_events()
+               if e["user"]["username"] in accounts and e["responseStatus"]["code"] == 403]
+    assert refused == []
+
+
+@pytest.mark.kubectl
+@pytest.mark.parametrize("version", ["1.27", "1.33"])
+def test_kubectl_gets_endpointslices(secure: SecureApiServer, admin: httpx.Client, ns: str, version: str,
+                                     tmp_path: Path) -> None:
+    binary = find_kubectl(version)
+    if binary is None:
+        pytest.skip(f"kubectl.{version} is not installed")
+    make_service(admin, ns, selector={"app": "web"})
+    ip = make_pod(admin, ns, "a")
+    wait_endpoints(admin, ns, lambda e: ip in e, "one endpoint")
+    kubectl = SecureKubectl(binary, version, secure, "admin", tmp_path / "admin", ns)
+    table = kubectl.run("get", "endpointslices").ok().stdout.splitlines()
+    assert table[0].split()[0] == "NAME" and table[1].split()[0].startswith("web-")
+    listed = kubectl.run("get", "endpointslices", "-l", "kubernetes.io/service-name=web", "-o",
+                         "jsonpath={.items[0].endpoints[0].addresses[0]}").ok().stdout
+    assert listed == ip
+    assert kubectl.run("get", "endpoints", "web", "-o", "jsonpath={.subsets[0].addresses[0].ip}").ok().stdout == ip
+
+
+# -- failures -------------------------------------------------------------------------------------
+
+
+def test_refused_writes_raise_events_and_are_retried(admin: httpx.Client, ns: str) -> None:
+    """Without the right to create slices and Endpoints (their roles cut down), each controller says so on
+    the Service (upstream's FailedToUpdateEndpointSlices / FailedToUpdateEndpoint) and writes nothing; with
+    the rights back, its retries succeed."""
+    roles = {name: ok(admin.get(f"{RBAC}/clusterroles/system:controller:{name}"))
+             for name in ("endpointslice-controller", "endpoint-controller")}
+    try:
+        for role in roles.values():
+            cut = [r for r in role["rules"] if not {"endpointslices", "endpoints"} & set(r.get("resources", []))]
+            ok(admin.put(f"{RBAC}/clusterroles/{role['metadata']['name']}",
+                         json={**role, "rules": cut, "metadata": {**role["metadata"], "resourceVersion": None}}))
+        make_pod(admin, ns, "a")
+        make_service(admin, ns, selector={"app": "web"})
+
+        def warnings() -> set[str]:
+            return {e["reason"] for e in ok(admin.get(f"/api/v1/namespaces/{ns}/events"))["items"]
+                    if e["type"] == "Warning" and e["involvedObject"]["name"] == "web"}
+
+        wait_for(lambda: {"FailedToUpdateEndpointSlices", "FailedToUpdateEndpoint"} <= warnings(), 20,
+                 what="both controllers' warnings")
+        messages = [e["message"] for e in ok(admin.get(f"/api/v1/namespaces/{ns}/events"))["items"]]
+        assert any(m.startswith(f"Error updating Endpoint Slices for Service {ns}/web:") and "forbidden" in m
+                   for m in messages), messages
+        assert slices(admin, ns) == []
+        assert admin.get(f"/api/v1/namespaces/{ns}/endpoints/web").status_code == 404
+    finally:
+        for role in roles.values():
+            current = ok(admin.get(f"{RBAC}/clusterroles/{role['metadata']['name']}"))
+            ok(admin.put(f"{RBAC}/clusterroles/{role['metadata']['name']}", json={**current, "rules": role["rules"]}))
+    wait_endpoints(admin, ns, lambda e: len(e) == 1, "the slice once allowed again", timeout=40)
+    wait_for(lambda: admin.get(f"/api/v1/namespaces/{ns}/endpoints/web").status_code == 200, 40,
+             what="the Endpoints once allowed again")
