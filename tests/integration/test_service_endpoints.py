@@ -387,3 +387,58 @@ def test_refused_writes_raise_events_and_are_retried(admin: httpx.Client, ns: st
     wait_endpoints(admin, ns, lambda e: len(e) == 1, "the slice once allowed again", timeout=40)
     wait_for(lambda: admin.get(f"/api/v1/namespaces/{ns}/endpoints/web").status_code == 200, 40,
              what="the Endpoints once allowed again")
+
+
+# -- a real kubelet: readiness from a probe -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kubelet(secure: SecureApiServer, workdir: Path) -> Iterator[Any]:
+    """A real kubelet (Docker) on this module's apiserver; skipped without a Docker engine."""
+    try:
+        import docker
+
+        docker.from_env().ping()
+    except Exception as e:
+        pytest.skip(f"no Docker engine to run a kubelet's pods: {e}")
+    from tests.node_process import cleanup, ensure_images, free_pod_cidrs
+
+    ensure_images()
+    node = secure.kubelet(workdir, f"{PREFIX}-{uuid.uuid4().hex[:6]}", free_pod_cidrs(1)[0])
+    try:
+        with secure.client("admin") as api:
+            node.start(api, timeout=60)
+        yield node
+    finally:
+        cleanup([node])
+        with secure.client("admin") as api:
+            api.delete(f"/api/v1/nodes/{node.node}")
+
+
+def test_readiness_probe_of_a_real_pod_drives_its_endpoint(admin: httpx.Client, ns: str, kubelet: Any) -> None:
+    """Not ready until the probe passes, ready while it does, not ready when it fails again, terminating
+    while the kubelet stops it (sleep as PID 1 ignores SIGTERM: the whole grace period), then gone."""
+    from tests.node_process import BUSYBOX
+
+    make_service(admin, ns, selector={"app": "probed"})
+    script = "sleep 3; touch /tmp/ready; sleep 6; rm /tmp/ready; exec sleep 3600"
+    ok(admin.post(f"/api/v1/namespaces/{ns}/pods", json={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probed", "labels": {"app": "probed"}},
+        "spec": {"nodeName": kubelet.node, "terminationGracePeriodSeconds": 4, "containers": [{
+            "name": "main", "image": BUSYBOX, "command": ["sh", "-c", script],
+            "readinessProbe": {"exec": {"command": ["test", "-f", "/tmp/ready"]}, "periodSeconds": 1,
+                               "failureThreshold": 1}}]}}))
+
+    def state() -> tuple[bool, bool, bool] | None:
+        eps = list(endpoints_of(admin, ns).values())
+        return conditions(eps[0]) if eps else None
+
+    def log() -> str:
+        return str(kubelet.log_tail())
+
+    wait_for(lambda: state() == (False, False, False), 60, 0.1, what=f"the pod's not-ready endpoint\n{log()}")
+    wait_for(lambda: state() == (True, True, False), 20, 0.1, what="the endpoint ready once the probe passes")
+    wait_for(lambda: state() == (False, False, False), 20, 0.1, what="the endpoint not ready once it fails")
+    ok(admin.delete(f"/api/v1/namespaces/{ns}/pods/probed"))
+    wait_for(lambda: state() == (False, False, True), 10, 0.1, what="the endpoint terminating")
+    wait_for(lambda: state() is None, 30, 0.2, what="the endpoint gone with the pod")
