@@ -344,12 +344,22 @@ def test_kubectl_gets_endpointslices(secure: SecureApiServer, admin: httpx.Clien
     ip = make_pod(admin, ns, "a")
     wait_endpoints(admin, ns, lambda e: ip in e, "one endpoint")
     kubectl = SecureKubectl(binary, version, secure, "admin", tmp_path / "admin", ns)
-    table = kubectl.run("get", "endpointslices").ok().stdout.splitlines()
-    assert table[0].split()[0] == "NAME" and table[1].split()[0].startswith("web-")
+    table = kubectl.run("get", "endpointslices", "-l", "kubernetes.io/service-name=web").ok().stdout.splitlines()
+    assert table[0].split() == ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"]
+    assert table[1].split()[:4] == [table[1].split()[0], "IPv4", "8080", ip] and table[1].startswith("web-")
     listed = kubectl.run("get", "endpointslices", "-l", "kubernetes.io/service-name=web", "-o",
                          "jsonpath={.items[0].endpoints[0].addresses[0]}").ok().stdout
     assert listed == ip
     assert kubectl.run("get", "endpoints", "web", "-o", "jsonpath={.subsets[0].addresses[0].ip}").ok().stdout == ip
+    # a LoadBalancer shows its nodes' addresses as EXTERNAL-IP, not <pending>
+    make_service(admin, ns, "lb", selector={"app": "web"}, type="LoadBalancer")
+    external = ",".join(sorted(NODES.values()))
+
+    def external_ip() -> str:
+        rows = kubectl.run("get", "svc", "lb").ok().stdout.splitlines()
+        return rows[1].split()[rows[0].split().index("EXTERNAL-IP")]
+
+    wait_for(lambda: external_ip() == external, 20, what=f"EXTERNAL-IP {external}")
 
 
 # -- failures -------------------------------------------------------------------------------------
