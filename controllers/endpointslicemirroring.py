@@ -115,8 +115,8 @@ class EndpointSliceMirroringController(Controller):
 
     def _slice_seen(self, slice_: EndpointSlice) -> None:
         for key in slice_service_index(CONTROLLER_NAME)(slice_):
-            self.slice_tracker.observed(key, slice_)
-            self.queue.add(key)
+            if not self.slice_tracker.observed(key, slice_):
+                self.queue.add(key)
 
     def _slice_updated(self, old: EndpointSlice, cur: EndpointSlice) -> None:
         for key in slice_service_index(CONTROLLER_NAME)(old):
@@ -125,8 +125,8 @@ class EndpointSliceMirroringController(Controller):
 
     def _slice_gone(self, slice_: EndpointSlice) -> None:
         for key in slice_service_index(CONTROLLER_NAME)(slice_):
-            self.slice_tracker.observed(key, slice_, gone=True)
-            self.queue.add(key)
+            if not self.slice_tracker.observed(key, slice_, gone=True):
+                self.queue.add(key)
 
     async def reconcile(self, key: str) -> float | None:
         if self.slice_tracker.stale(key):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from controllers.controller_ref_manager import new_controller_ref
@@ -37,7 +38,7 @@ from controllers.endpointslice.utils import (
     should_pod_be_in_endpoints,
 )
 from machinery.api.core_v1 import Node, Pod, Service
-from machinery.api.discovery_v1 import EndpointPort, EndpointSlice
+from machinery.api.discovery_v1 import Endpoint, EndpointPort, EndpointSlice
 from machinery.api.meta import ObjectMeta
 from machinery.client import ApiClient, ApiError
 from machinery.controller import Controller
@@ -65,6 +66,14 @@ def slice_service_index(managed_by: str) -> Any:
     return index
 
 
+@dataclass(frozen=True)
+class _CachedEndpoint:
+    inputs: tuple[str, str, str | None]  # pod resourceVersion, Service resourceVersion, node zone
+    endpoint: Endpoint
+    ports: list[EndpointPort]
+    key: PortKey
+
+
 class EndpointSliceController(Controller):
     name = "endpointslice"
 
@@ -76,6 +85,7 @@ class EndpointSliceController(Controller):
         self.recorder = EventRecorder(client, EVENT_COMPONENT, workers=1)
         self.slice_tracker = EndpointSliceTracker()
         self.trigger_times = TriggerTimeTracker()
+        self._endpoints: dict[str, dict[str, _CachedEndpoint]] = {}  # Service key -> pod uid -> its endpoint
         self.services: Informer[Service] = informers.informer_for(Service)
         self.pods: Informer[Pod] = informers.informer_for(Pod)
         self.nodes: Informer[Node] = informers.informer_for(Node)
@@ -124,9 +134,8 @@ class EndpointSliceController(Controller):
 
     def _slice_added(self, slice_: EndpointSlice) -> None:
         key = self._owner_key(slice_)
-        if key is not None:
-            self.slice_tracker.observed(key, slice_)
-            self.queue.add(key)
+        if key is not None and not self.slice_tracker.observed(key, slice_):
+            self.queue.add(key)  # not our own write showing up: someone else's, or a resync
 
     def _slice_updated(self, old: EndpointSlice, cur: EndpointSlice) -> None:
         old_key = self._owner_key(old)
@@ -136,8 +145,7 @@ class EndpointSliceController(Controller):
 
     def _slice_deleted(self, slice_: EndpointSlice) -> None:
         key = self._owner_key(slice_)
-        if key is not None:
-            self.slice_tracker.observed(key, slice_, gone=True)
+        if key is not None and not self.slice_tracker.observed(key, slice_, gone=True):
             self.queue.add(key)
 
     # -- reconcile -------------------------------------------------------------------------------
@@ -148,6 +156,7 @@ class EndpointSliceController(Controller):
             # the garbage collector removes its slices (they are owned by the Service)
             self.trigger_times.delete(key)
             self.slice_tracker.forget(key)
+            self._endpoints.pop(key, None)
             return None
         spec = service.spec
         if spec is None or spec.type == "ExternalName" or spec.selector is None:
@@ -159,6 +168,8 @@ class EndpointSliceController(Controller):
                 if selector.matches(p.metadata.labels or {})]
         desired: dict[PortKey, DesiredPortSet] = {}
         node_missing = False
+        previous = self._endpoints.get(key, {})
+        current: dict[str, _CachedEndpoint] = {}
         for pod in pods:
             if not should_pod_be_in_endpoints(pod, include_terminating=True):
                 continue
@@ -168,11 +179,19 @@ class EndpointSliceController(Controller):
                 # upstream: leave the pod out for now and look again when its node is known
                 node_missing = True
                 continue
-            endpoint = pod_to_endpoint(pod, node, service, ADDRESS_TYPE_IPV4)
-            if not endpoint.addresses:
-                continue
-            ports = endpoint_ports(service, pod)
-            desired.setdefault(port_key(ports), DesiredPortSet(ports)).add(endpoint)
+            # a pod's endpoint changes only with the pod, the Service or its node's zone: a sync of a
+            # Service of a thousand pods after one changed rebuilds one endpoint, not a thousand
+            inputs = (pod.metadata.resource_version or "", service.metadata.resource_version or "",
+                      (node.metadata.labels or {}).get(LABEL_TOPOLOGY_ZONE))
+            cached = previous.get(pod.metadata.uid or "")
+            if cached is None or cached.inputs != inputs:
+                ports = endpoint_ports(service, pod)
+                cached = _CachedEndpoint(inputs, pod_to_endpoint(pod, node, service, ADDRESS_TYPE_IPV4),
+                                         ports, port_key(ports))
+            current[pod.metadata.uid or ""] = cached
+            if cached.endpoint.addresses:
+                desired.setdefault(cached.key, DesiredPortSet(cached.ports)).add(cached.endpoint)
+        self._endpoints[key] = current
         existing = self.slices.store.by_index(SERVICE_NAME_INDEX + "/" + CONTROLLER_NAME, key)
         labels = service_labels(service, CONTROLLER_NAME)
         plan = plan_slices(desired, existing, owner_uid=service.metadata.uid, labels=labels,

@@ -35,17 +35,24 @@ class EndpointSliceTracker:
         if slice_.metadata.uid:
             self._expected.setdefault(owner, {})[slice_.metadata.uid] = (DELETED, self.clock())
 
-    def observed(self, owner: str, slice_: EndpointSlice, gone: bool = False) -> None:
-        """The informer delivered this slice (gone: its deletion)."""
+    def observed(self, owner: str, slice_: EndpointSlice, gone: bool = False) -> bool:
+        """The informer delivered this slice (gone: its deletion); True when it is one of our own writes
+        (upstream's ShouldSync false: nothing to look at again)."""
         expected = self._expected.get(owner)
         uid = slice_.metadata.uid or ""
         if expected is None or uid not in expected:
-            return
+            return False
         want, _ = expected[uid]
-        if gone or (want != DELETED and want == slice_.metadata.resource_version):
+        if (gone and want == DELETED) or (not gone and want != DELETED and want == slice_.metadata.resource_version):
             del expected[uid]
             if not expected:
                 del self._expected[owner]
+            return True
+        if gone:  # someone else deleted what we last wrote: no longer waited for, but worth a sync
+            del expected[uid]
+            if not expected:
+                del self._expected[owner]
+        return False
 
     def stale(self, owner: str) -> bool:
         """Some write for this owner is not in the cache yet."""

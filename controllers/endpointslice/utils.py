@@ -94,6 +94,11 @@ def address_type_of(ip: str) -> str | None:
         return None
 
 
+def _family(ip: str) -> str:
+    """The family of an address the apiserver validated (a pod IP): no parsing needed."""
+    return ADDRESS_TYPE_IPV6 if ":" in ip else ADDRESS_TYPE_IPV4
+
+
 def pod_reference(pod: Pod) -> ObjectReference:
     return ObjectReference(kind="Pod", namespace=pod.metadata.namespace, name=pod.metadata.name,
                            uid=pod.metadata.uid)
@@ -108,7 +113,7 @@ def pod_to_endpoint(pod: Pod, node: Node | None, service: Service, address_type:
     ready = publish or (serving and not terminating)
     zone = ((node.metadata.labels or {}).get(LABEL_TOPOLOGY_ZONE) if node is not None else None) or None
     return Endpoint(
-        addresses=[ip for ip in pod_ips(pod) if address_type_of(ip) == address_type][:1],
+        addresses=[ip for ip in pod_ips(pod) if _family(ip) == address_type][:1],
         conditions=EndpointConditions(ready=ready, serving=serving, terminating=terminating),
         hostname=pod.spec.hostname if pod.spec and should_set_hostname(pod, service) else None,
         target_ref=pod_reference(pod),

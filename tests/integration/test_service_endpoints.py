@@ -291,10 +291,14 @@ def test_load_balancer_gets_the_nodes_addresses_and_loses_them(admin: httpx.Clie
 
     wait_for(lambda: len(ingress()) == 2, 20, what="the load balancer's ingress")
     assert ingress() == [{"ip": ip, "ipMode": "VIP"} for ip in sorted(nodes.values())]
-    reasons = {e["reason"] for e in ok(admin.get(f"/api/v1/namespaces/{ns}/events"))["items"]}
-    assert {"EnsuringLoadBalancer", "EnsuredLoadBalancer"} <= reasons
+
+    def reasons() -> set[str]:  # events are written after the status, in the background
+        return {e["reason"] for e in ok(admin.get(f"/api/v1/namespaces/{ns}/events"))["items"]}
+
+    wait_for(lambda: {"EnsuringLoadBalancer", "EnsuredLoadBalancer"} <= reasons(), 10, what="the events")
     ok(admin.patch(f"/api/v1/namespaces/{ns}/services/web", headers=MERGE, json={"spec": {"type": "ClusterIP"}}))
     wait_for(lambda: ingress() == [], 20, what="the ingress removed with the type")
+    wait_for(lambda: {"DeletingLoadBalancer", "DeletedLoadBalancer"} <= reasons(), 10, what="the deletion events")
 
 
 # -- identities and kubectl -------------------------------------------------------------------------

@@ -288,13 +288,17 @@ def test_tracker_waits_for_own_writes() -> None:
     tracker.written("default/web", written)
     assert tracker.stale("default/web")
     older = written.model_copy(update={"metadata": written.metadata.model_copy(update={"resource_version": "old"})})
-    tracker.observed("default/web", older)
+    assert not tracker.observed("default/web", older)  # not ours: worth a sync
     assert tracker.stale("default/web")
-    tracker.observed("default/web", written)
+    assert tracker.observed("default/web", written)  # our own write: no sync needed
     assert not tracker.stale("default/web")
+    assert not tracker.observed("default/web", written)  # seen already: a resync or someone else's
     tracker.deleted("default/web", written)
     assert tracker.stale("default/web")
-    tracker.observed("default/web", written, gone=True)
+    assert tracker.observed("default/web", written, gone=True)
+    assert not tracker.stale("default/web")
+    tracker.written("default/web", written)
+    assert not tracker.observed("default/web", written, gone=True)  # someone else deleted it
     assert not tracker.stale("default/web")
     tracker.written("default/web", written)
     now[0] = 60.0  # a lost event does not freeze the Service forever
