@@ -28,7 +28,7 @@ from tests.node_process import BACKOFF_BASE, KubeletProcess, cleanup, ensure_ima
 from tests.scheduler_process import SchedulerProcess
 
 CONTROLLERS = ["deployment", "replicaset", "garbagecollector", "namespace", "nodeipam", "nodelifecycle",
-               "serviceaccount"]
+               "serviceaccount", "endpointslice", "endpoint", "endpointslicemirroring", "servicelb"]
 CLUSTER_CIDR = "10.244.0.0/16"
 
 
