@@ -13,6 +13,7 @@ removes what it mirrored when that becomes so.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 from controllers.controller_ref_manager import new_controller_ref
 from controllers.controller_utils import ensure_indexers
@@ -59,26 +60,39 @@ def address_to_endpoint(address: EndpointAddress, ready: bool) -> Endpoint:
                     node_name=address.node_name, hostname=address.hostname or None)
 
 
-def desired_from_endpoints(endpoints: Endpoints, max_per_subset: int = MAX_ENDPOINTS_PER_SUBSET,
-                           ) -> tuple[dict[PortKey, DesiredPortSet], bool]:
-    """The slices' endpoints per port set, IPv4 addresses only; and whether a subset was cut."""
-    desired: dict[PortKey, DesiredPortSet] = {}
-    truncated = False
+@dataclass
+class MirrorPlan:
+    desired: dict[PortKey, DesiredPortSet] = field(default_factory=dict)
+    invalid: int = 0  # addresses that are not IPs
+    skipped: int = 0  # addresses left out: invalid ones and those past the per-subset limit
+
+
+def desired_from_endpoints(endpoints: Endpoints, max_per_subset: int = MAX_ENDPOINTS_PER_SUBSET) -> MirrorPlan:
+    """The slices' endpoints per port set (reconciler.go's desired calculation): at most `max_per_subset`
+    addresses of each subset, ready ones first. Only IPv4 slices are made (the cluster is single-stack
+    IPv4): IPv6 addresses are left out as well."""
+    plan = MirrorPlan()
     for subset in endpoints.subsets or []:
         ports = [EndpointPort(name=p.name or "", port=p.port, protocol=p.protocol or "TCP", app_protocol=p.app_protocol)
                  for p in subset.ports or []]
-        wanted = desired.setdefault(port_key(ports), DesiredPortSet(ports))
-        count = 0
-        for address, ready in [*((a, True) for a in subset.addresses or []),
-                               *((a, False) for a in subset.not_ready_addresses or [])]:
-            if address_type_of(address.ip) != "IPv4":
-                continue
-            if count >= max_per_subset:
-                truncated = True
+        wanted = plan.desired.setdefault(port_key(ports), DesiredPortSet(ports))
+        addresses = [*((a, True) for a in subset.addresses or []),
+                     *((a, False) for a in subset.not_ready_addresses or [])]
+        added = 0
+        for address, ready in addresses:
+            if added >= max_per_subset:
                 break
-            wanted.add(address_to_endpoint(address, ready))
-            count += 1
-    return desired, truncated
+            family = address_type_of(address.ip)
+            if family is None:
+                plan.invalid += 1
+                log.warning("Address in %s/%s Endpoints is not a valid IP, it will not be mirrored to an "
+                            "EndpointSlice: %s", endpoints.metadata.namespace, endpoints.metadata.name, address.ip)
+                continue
+            added += 1
+            if family == "IPv4":
+                wanted.add(address_to_endpoint(address, ready))
+        plan.skipped += len(addresses) - added
+    return plan
 
 
 def mirrored_labels(endpoints: Endpoints) -> dict[str, str]:
@@ -140,19 +154,24 @@ class EndpointSliceMirroringController(Controller):
             if existing:
                 await apply_slice_plan(self.client, self.slices, self.slice_tracker, key, [], [], existing)
             return None
-        desired, truncated = desired_from_endpoints(endpoints, self.max_endpoints_per_subset)
-        if truncated:
-            self.recorder.event(endpoints, "Warning", "MaxEndpointsPerSubsetExceeded",
-                                f"A subset of this Endpoints resource has more than {self.max_endpoints_per_subset} "
-                                "addresses: only the first ones are mirrored to EndpointSlices")
+        mirror = desired_from_endpoints(endpoints, self.max_endpoints_per_subset)
+        if mirror.invalid:
+            self.recorder.event(endpoints, "Warning", "InvalidIPAddress",
+                                f"Skipped {mirror.invalid} invalid IP addresses when mirroring to EndpointSlices")
+        if mirror.skipped > mirror.invalid:
+            self.recorder.event(endpoints, "Warning", "TooManyAddressesToMirror",
+                                f"A max of {self.max_endpoints_per_subset} addresses can be mirrored to EndpointSlices "
+                                f"per Endpoints subset. {mirror.skipped} addresses were skipped")
         labels = mirrored_labels(endpoints)
-        plan = plan_slices(desired, existing, owner_uid=endpoints.metadata.uid, labels=labels,
+        plan = plan_slices(mirror.desired, existing, owner_uid=endpoints.metadata.uid, labels=labels,
                            new_slice=lambda ports: self._new_slice(endpoints, labels, ports),
                            max_per_slice=self.max_endpoints_per_subset, placeholder=False,
                            trigger_time=(endpoints.metadata.annotations or {}).get(LAST_CHANGE_TRIGGER_TIME))
+        # no new slices for Endpoints being deleted
+        to_create = plan.to_create if endpoints.metadata.deletion_timestamp is None else []
         try:
             await apply_slice_plan(self.client, self.slices, self.slice_tracker, key,
-                                   plan.to_create, plan.to_update, plan.to_delete)
+                                   to_create, plan.to_update, plan.to_delete)
         except ApiError as e:
             if not (e.is_conflict or e.is_not_found):
                 self.recorder.event(endpoints, "Warning", "FailedToUpdateEndpointSlices",

@@ -278,6 +278,23 @@ def test_selectorless_service_endpoints_are_left_alone_and_mirrored(admin: httpx
     wait_for(lambda: not slices(admin, ns, "ext"), 20, what="the mirror removed")
 
 
+def test_mirroring_stops_at_1000_addresses_per_subset_and_says_so(admin: httpx.Client, ns: str) -> None:
+    make_service(admin, ns, "big")
+    addresses = [{"ip": f"198.18.{i // 250}.{i % 250 + 1}"} for i in range(1001)]
+    ok(admin.post(f"/api/v1/namespaces/{ns}/endpoints", json={
+        "metadata": {"name": "big"}, "subsets": [{"addresses": addresses, "ports": [{"port": 80}]}]}))
+    wait_endpoints(admin, ns, lambda e: len(e) == 1000, "1000 mirrored endpoints", service="big")
+    assert [len(s["endpoints"]) for s in slices(admin, ns, "big")] == [1000]
+
+    def warning() -> list[str]:
+        return [e["message"] for e in ok(admin.get(f"/api/v1/namespaces/{ns}/events"))["items"]
+                if e["reason"] == "TooManyAddressesToMirror" and e["involvedObject"]["kind"] == "Endpoints"]
+
+    messages = wait_for(warning, 10, what="the TooManyAddressesToMirror event")
+    assert messages == ["A max of 1000 addresses can be mirrored to EndpointSlices per Endpoints subset. "
+                        "1 addresses were skipped"]
+
+
 # -- LoadBalancer -----------------------------------------------------------------------------------
 
 

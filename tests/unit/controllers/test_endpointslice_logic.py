@@ -353,13 +353,18 @@ def test_mirroring_turns_subsets_into_endpoints_per_port_set() -> None:
         {"addresses": [{"ip": "192.0.2.10"}, {"ip": "fd00::1"}], "notReadyAddresses": [{"ip": "192.0.2.11"}],
          "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]},
         {"addresses": [{"ip": "192.0.2.12"}], "ports": [{"port": 9090}]}]})
-    want, truncated = desired_from_endpoints(endpoints)
-    assert not truncated and len(want) == 2
-    first = want[port_key([EndpointPort(name="http", protocol="TCP", port=8080)])]
+    mirror = desired_from_endpoints(endpoints)
+    assert (mirror.invalid, mirror.skipped) == (0, 0) and len(mirror.desired) == 2
+    first = mirror.desired[port_key([EndpointPort(name="http", protocol="TCP", port=8080)])]
     readiness = sorted((e.addresses[0], e.conditions.ready if e.conditions else None) for e in first.endpoints.values())
     assert readiness == [("192.0.2.10", True), ("192.0.2.11", False)]  # the IPv6 address is not mirrored to IPv4
-    cut, truncated = desired_from_endpoints(endpoints, max_per_subset=1)
-    assert truncated and sum(len(s.endpoints) for s in cut.values()) == 2
+    cut = desired_from_endpoints(endpoints, max_per_subset=1)  # ready ones first
+    assert cut.skipped == 2 and sum(len(s.endpoints) for s in cut.desired.values()) == 2
+    bad = Endpoints.from_dict({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "ext"}, "subsets": [
+        {"addresses": [{"ip": "not-an-ip"}, {"ip": "192.0.2.10"}]}]})
+    mirrored = desired_from_endpoints(bad)
+    assert (mirrored.invalid, mirrored.skipped) == (1, 1)
+    assert [list(s.endpoints) for s in mirrored.desired.values()] == [[(("192.0.2.10",), "", "")]]
 
 
 def test_mirroring_skips_labelled_endpoints() -> None:
