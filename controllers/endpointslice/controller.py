@@ -192,7 +192,9 @@ class EndpointSliceController(Controller):
             if cached.endpoint.addresses:
                 desired.setdefault(cached.key, DesiredPortSet(cached.ports)).add(cached.endpoint)
         self._endpoints[key] = current
-        existing = self.slices.store.by_index(SERVICE_NAME_INDEX + "/" + CONTROLLER_NAME, key)
+        # slices already being deleted are left to go (upstream dropEndpointSlicesPendingDeletion)
+        existing = [s for s in self.slices.store.by_index(SERVICE_NAME_INDEX + "/" + CONTROLLER_NAME, key)
+                    if s.metadata.deletion_timestamp is None]
         labels = service_labels(service, CONTROLLER_NAME)
         plan = plan_slices(desired, existing, owner_uid=service.metadata.uid, labels=labels,
                            new_slice=lambda ports: self._new_slice(service, labels, ports),
