@@ -60,40 +60,46 @@ TRUNCATED = "truncated"
 
 def pod_address(pod: Pod, service: Service) -> EndpointAddress | None:
     """podToEndpointAddressForService: the pod's IPv4 address, its node, a reference to it."""
-    ip = next((ip for ip in pod_ips(pod) if ipaddress.ip_address(ip).version == 4), None)
+    ip = next((ip for ip in pod_ips(pod) if ":" not in ip), None)  # validated pod IPs: no ':' is IPv4
     if ip is None:
         return None
     return EndpointAddress(ip=ip, node_name=pod.spec.node_name if pod.spec else None, target_ref=pod_reference(pod),
                            hostname=pod.spec.hostname if pod.spec and should_set_hostname(pod, service) else None)
 
 
-def desired_subsets(service: Service, pods: Sequence[Pod]) -> list[EndpointSubset]:
-    """The subsets syncService computes, repacked."""
+Entry = tuple[EndpointAddress, bool, EndpointPort | None]  # an address, whether ready, one port it serves
+
+
+def pod_entries(service: Service, pod: Pod) -> list[Entry]:
+    """What one pod adds to the Service's subsets (syncService's loop body): its address once per port
+    it serves (named targetPorts resolved in its containers); none for a finished, IP-less or, unless
+    publishNotReadyAddresses, terminating pod."""
     spec = service.spec
     assert spec is not None
     publish = bool(spec.publish_not_ready_addresses)
-    # (address, ready) per port
-    entries: list[tuple[EndpointAddress, bool, EndpointPort | None]] = []
-    for pod in pods:
-        if not should_pod_be_in_endpoints(pod, include_terminating=publish):
+    if not should_pod_be_in_endpoints(pod, include_terminating=publish):
+        return []
+    address = pod_address(pod, service)
+    if address is None:
+        return []
+    ready = publish or is_pod_ready(pod)
+    if not spec.ports:
+        # headless without ports: addresses only
+        return [(address, ready, None)] if spec.cluster_ip == CLUSTER_IP_NONE else []
+    out: list[Entry] = []
+    for port in spec.ports:
+        try:
+            number = find_port(pod, port)
+        except PortNotFound:
             continue
-        address = pod_address(pod, service)
-        if address is None:
-            continue
-        ready = publish or is_pod_ready(pod)
-        if not spec.ports:
-            if spec.cluster_ip == CLUSTER_IP_NONE:  # headless without ports: addresses only
-                entries.append((address, ready, None))
-            continue
-        for port in spec.ports:
-            try:
-                number = find_port(pod, port)
-            except PortNotFound:
-                continue
-            entries.append((address, ready, EndpointPort(name=port.name or None, port=number,
-                                                         protocol=port.protocol or "TCP",
-                                                         app_protocol=port.app_protocol)))
-    return repack_subsets(entries)
+        out.append((address, ready, EndpointPort(name=port.name or None, port=number, protocol=port.protocol or "TCP",
+                                                 app_protocol=port.app_protocol)))
+    return out
+
+
+def desired_subsets(service: Service, pods: Sequence[Pod]) -> list[EndpointSubset]:
+    """The subsets syncService computes, repacked."""
+    return repack_subsets([entry for pod in pods for entry in pod_entries(service, pod)])
 
 
 def _port_id(port: EndpointPort | None) -> tuple[str, int, str, str]:
@@ -107,7 +113,7 @@ def _address_id(address: EndpointAddress) -> tuple[str, str]:
     return (address.ip, (ref.uid or ref.name or "") if ref else "")
 
 
-def repack_subsets(entries: Sequence[tuple[EndpointAddress, bool, EndpointPort | None]]) -> list[EndpointSubset]:
+def repack_subsets(entries: Sequence[Entry]) -> list[EndpointSubset]:
     """endpoints.RepackSubsets: ports served by exactly the same addresses share one subset; addresses
     sorted by IP, subsets by their first port. A pod ready for one port is ready for all (upstream: an
     address listed ready anywhere is ready)."""
@@ -126,12 +132,22 @@ def repack_subsets(entries: Sequence[tuple[EndpointAddress, bool, EndpointPort |
             group[0].append(port)
     out: list[EndpointSubset] = []
     for ports, addresses in groups.values():
-        ordered = sorted(addresses.items(), key=lambda item: (ipaddress.ip_address(item[0][0]), item[0][1]))
+        ordered = sorted(addresses.items(), key=lambda item: (_ip_order(item[0][0]), item[0][1]))
         ready_addresses = [a for aid, a in ordered if aid in ready_ids]
         not_ready = [a for aid, a in ordered if aid not in ready_ids]
         out.append(EndpointSubset(addresses=ready_addresses or None, not_ready_addresses=not_ready or None,
                                   ports=ports or None))
     return out
+
+
+def _ip_order(ip: str) -> tuple[int, ...]:
+    """Addresses in numeric order, cheaply: a thousand ipaddress parses cost more than the rest of a sync."""
+    if ":" not in ip:
+        try:
+            return tuple(int(octet) for octet in ip.split("."))
+        except ValueError:
+            pass
+    return (256, int(ipaddress.ip_address(ip)))
 
 
 def truncate_endpoints(subsets: list[EndpointSubset]) -> bool:
@@ -184,6 +200,7 @@ class EndpointsController(Controller):
         # our last write per Service until the informer shows it: a sync on the older cached copy would
         # only earn a 409 Conflict (upstream keeps a staleEndpointsTracker for the same reason)
         self.written: dict[str, Endpoints] = {}
+        self._entries: dict[str, dict[str, tuple[tuple[str, str], list[Entry]]]] = {}  # Service -> pod uid -> entries
         # as upstream, only a deletion is put back; edits wait for the next change of the Service or pods
         self.endpoints.add_event_handler(self._endpoints_seen, lambda old, cur: self._endpoints_seen(cur),
                                          self._endpoints_deleted)
@@ -224,6 +241,7 @@ class EndpointsController(Controller):
             # upstream deletes the Endpoints of a deleted Service itself (they carry no owner reference)
             self.trigger_times.delete(key)
             self.written.pop(key, None)
+            self._entries.pop(key, None)
             if self.endpoints.store.get(key) is not None:
                 try:
                     await self.client.delete(Endpoints, name, namespace)
@@ -237,7 +255,18 @@ class EndpointsController(Controller):
         selector = selector_from_set(spec.selector)
         pods = [p for p in self.pods.store.by_index(NAMESPACE_INDEX, namespace or "")
                 if selector.matches(p.metadata.labels or {})]
-        subsets = desired_subsets(service, pods)
+        # a pod's entries change only with the pod or the Service: a sync after one of a thousand pods
+        # changed builds one pod's, not a thousand
+        before = self._entries.get(key, {})
+        now: dict[str, tuple[tuple[str, str], list[Entry]]] = {}
+        service_version = service.metadata.resource_version or ""
+        for pod in pods:
+            inputs = (pod.metadata.resource_version or "", service_version)
+            known = before.get(pod.metadata.uid or "")
+            now[pod.metadata.uid or ""] = known if known is not None and known[0] == inputs \
+                else (inputs, pod_entries(service, pod))
+        self._entries[key] = now
+        subsets = repack_subsets([entry for _, entries in now.values() for entry in entries])
         truncated = truncate_endpoints(subsets)
         labels = endpoints_labels(service)
         current = self.written.get(key) or self.endpoints.store.get(key)
