@@ -166,6 +166,28 @@ class EndpointSliceController(Controller):
         selector = selector_from_set(spec.selector)
         pods = [p for p in self.pods.store.by_index(NAMESPACE_INDEX, service.metadata.namespace or "")
                 if selector.matches(p.metadata.labels or {})]
+        desired, node_missing = self._desired(key, service, pods)
+        # slices already being deleted are left to go (upstream dropEndpointSlicesPendingDeletion)
+        existing = [s for s in self.slices.store.by_index(SERVICE_NAME_INDEX + "/" + CONTROLLER_NAME, key)
+                    if s.metadata.deletion_timestamp is None]
+        labels = service_labels(service, CONTROLLER_NAME)
+        plan = plan_slices(desired, existing, owner_uid=service.metadata.uid, labels=labels,
+                           new_slice=lambda ports: self._new_slice(service, labels, ports),
+                           max_per_slice=self.max_endpoints_per_slice,
+                           trigger_time=self.trigger_times.compute(key, service, pods))
+        try:
+            await apply_slice_plan(self.client, self.slices, self.slice_tracker, key,
+                                   plan.to_create, plan.to_update, plan.to_delete)
+        except Exception as e:
+            if not (isinstance(e, ApiError) and (e.is_conflict or e.is_not_found)):
+                self.recorder.event(service, "Warning", "FailedToUpdateEndpointSlices",
+                                    f"Error updating Endpoint Slices for Service {key}: {e}")
+            raise
+        return NODE_MISSING_RETRY if node_missing else None
+
+    def _desired(self, key: str, service: Service, pods: list[Pod]) -> tuple[dict[PortKey, DesiredPortSet], bool]:
+        """The endpoints per port set; and whether a pod was left out because its node is not known yet
+        (upstream leaves it out and looks again)."""
         desired: dict[PortKey, DesiredPortSet] = {}
         node_missing = False
         previous = self._endpoints.get(key, {})
@@ -176,7 +198,6 @@ class EndpointSliceController(Controller):
             node_name = pod.spec.node_name if pod.spec else None
             node = self.nodes.store.get_by_name(node_name) if node_name else None
             if node is None:
-                # upstream: leave the pod out for now and look again when its node is known
                 node_missing = True
                 continue
             # a pod's endpoint changes only with the pod, the Service or its node's zone: a sync of a
@@ -192,22 +213,7 @@ class EndpointSliceController(Controller):
             if cached.endpoint.addresses:
                 desired.setdefault(cached.key, DesiredPortSet(cached.ports)).add(cached.endpoint)
         self._endpoints[key] = current
-        # slices already being deleted are left to go (upstream dropEndpointSlicesPendingDeletion)
-        existing = [s for s in self.slices.store.by_index(SERVICE_NAME_INDEX + "/" + CONTROLLER_NAME, key)
-                    if s.metadata.deletion_timestamp is None]
-        labels = service_labels(service, CONTROLLER_NAME)
-        plan = plan_slices(desired, existing, owner_uid=service.metadata.uid, labels=labels,
-                           new_slice=lambda ports: self._new_slice(service, labels, ports),
-                           max_per_slice=self.max_endpoints_per_slice,
-                           trigger_time=self.trigger_times.compute(key, service, pods))
-        try:
-            await self._apply(key, plan.to_create, plan.to_update, plan.to_delete)
-        except Exception as e:
-            if not (isinstance(e, ApiError) and (e.is_conflict or e.is_not_found)):
-                self.recorder.event(service, "Warning", "FailedToUpdateEndpointSlices",
-                                    f"Error updating Endpoint Slices for Service {key}: {e}")
-            raise
-        return NODE_MISSING_RETRY if node_missing else None
+        return desired, node_missing
 
     def _new_slice(self, service: Service, labels: dict[str, str], ports: list[EndpointPort]) -> EndpointSlice:
         return EndpointSlice(
@@ -215,10 +221,6 @@ class EndpointSliceController(Controller):
                                 labels=dict(labels),
                                 owner_references=[new_controller_ref(service, "v1", "Service")]),
             address_type=ADDRESS_TYPE_IPV4, endpoints=[], ports=ports)
-
-    async def _apply(self, key: str, create: list[EndpointSlice], update: list[EndpointSlice],
-                     delete: list[EndpointSlice]) -> None:
-        await apply_slice_plan(self.client, self.slices, self.slice_tracker, key, create, update, delete)
 
 
 async def apply_slice_plan(client: ApiClient, slices: Informer[EndpointSlice], tracker: EndpointSliceTracker, key: str,
