@@ -194,6 +194,20 @@ def test_slices_follow_pods_readiness_and_termination(admin: httpx.Client, ns: s
              what="one empty placeholder slice")
 
 
+def test_a_deleted_slice_comes_back_and_a_new_selector_moves_the_endpoints(admin: httpx.Client, ns: str) -> None:
+    make_service(admin, ns, selector={"app": "web"})
+    web = make_pod(admin, ns, "web")
+    api = make_pod(admin, ns, "api", labels={"app": "api"})
+    wait_endpoints(admin, ns, lambda e: set(e) == {web}, "the web pod's endpoint")
+    (slice_,) = slices(admin, ns)
+    ok(admin.delete(f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices/{slice_['metadata']['name']}"))
+    wait_for(lambda: [s["metadata"]["uid"] for s in slices(admin, ns)] not in ([], [slice_["metadata"]["uid"]]), 20,
+             what="a new slice in place of the deleted one")
+    assert set(endpoints_of(admin, ns)) == {web}
+    ok(admin.patch(f"/api/v1/namespaces/{ns}/services/web", headers=MERGE, json={"spec": {"selector": {"app": "api"}}}))
+    wait_endpoints(admin, ns, lambda e: set(e) == {api}, "the endpoints to follow the new selector")
+
+
 def test_more_than_100_pods_make_two_slices(admin: httpx.Client, ns: str) -> None:
     make_service(admin, ns, selector={"app": "web"})
     for i in range(105):
