@@ -10,6 +10,7 @@ CLI, whatever the apiserver's defaults are.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -104,32 +105,42 @@ def test_expose_refusals_read_like_kubectls(mk: Mk, kubectl: Kubectl, api: httpx
     assert api.get(f"/api/v1/namespaces/{namespace}/services").json()["items"] == []
 
 
-CREATE_SERVICE = (
-    ["clusterip", "web", "--tcp=80:8080", "--tcp=443"],
-    ["clusterip", "headless", "--clusterip=None"],
-    ["nodeport", "np", "--tcp=80:http,81", "--node-port=30080"],
-    ["loadbalancer", "lb", "--tcp=80"],
-    ["externalname", "ext", "--external-name=db.example.com"],
-)
+def random_node_port() -> int:
+    """A NodePort for one test: the session's apiserver allocates them, other modules' Services hold some."""
+    return random.randint(30000, 32767)
+
+
+def create_service_args() -> list[list[str]]:
+    return [["clusterip", "web", "--tcp=80:8080", "--tcp=443"],
+            ["clusterip", "headless", "--clusterip=None"],
+            ["nodeport", "np", "--tcp=80:http", f"--node-port={random_node_port()}"],
+            ["loadbalancer", "lb", "--tcp=80"],
+            ["externalname", "ext", "--external-name=db.example.com"]]
 
 
 def test_create_service_builds_kubectls_service(mk: Mk, kubectl: Kubectl, api: httpx.Client,
                                                 namespace: str) -> None:
-    for args in CREATE_SERVICE:
+    for args in create_service_args():
         same_output(mk, kubectl, "create", "service", *args, "--dry-run=client", "-o", "yaml")
         same_output(mk, kubectl, "create", "service", *args, "--dry-run=server", "-o", "name")
-    assert api.get(f"/api/v1/namespaces/{namespace}/services").json()["items"] == []  # dry runs stored nothing
+    # the server's refusal (one --node-port on two ports), worded as kubectl words it
+    twice = ["create", "service", "nodeport", "np", "--tcp=80,81", f"--node-port={random_node_port()}"]
+    theirs = kubectl.run(*twice)
+    assert theirs.returncode == 1 and mk.fails(*twice) == theirs.stderr.strip()
+    assert "spec.ports[1].nodePort: Duplicate value" in theirs.stderr
+    assert api.get(f"/api/v1/namespaces/{namespace}/services").json()["items"] == []  # nothing stored
     assert mk.run("create", "service", "clusterip", "web", "--tcp=80:8080").ok().stdout == "service/web created\n"
     assert service(api, namespace, "web")["spec"]["ports"] == [
         {"name": "80-8080", "port": 80, "protocol": "TCP", "targetPort": 8080}]
     # real kubectl creates its own (1.33 as protobuf): the stored Service is the one it built
-    assert kubectl.run("create", "service", "nodeport", "np", "--tcp=80:http", "--node-port=30081"
+    node_port = random_node_port()
+    assert kubectl.run("create", "service", "nodeport", "np", "--tcp=80:http", f"--node-port={node_port}"
                        ).ok().stdout == "service/np created\n"
     np = service(api, namespace, "np")
     assert np["metadata"]["labels"] == {"app": "np"} and np["spec"]["selector"] == {"app": "np"}
     assert np["spec"]["type"] == "NodePort"
     assert [(p["name"], p["port"], p["targetPort"], p["nodePort"]) for p in np["spec"]["ports"]] == [
-        ("80-http", 80, "http", 30081)]
+        ("80-http", 80, "http", node_port)]
     assert kubectl.run("create", "service", "externalname", "ext", "--external-name=db.example.com").ok()
     assert service(api, namespace, "ext")["spec"]["externalName"] == "db.example.com"
     ours = mk.fails("create", "service", "clusterip", "web", "--tcp=80")
@@ -156,13 +167,9 @@ def hand_written(namespace: str) -> list[JSONDict]:
     on one port) and its Endpoints, as the controllers would write them."""
     svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "labels": {"app": "web"},
                                                                  "annotations": {"team": "a"}},
-           "spec": {"type": "NodePort", "selector": {"app": "web"}, "clusterIP": "10.96.77.7",
-                    "clusterIPs": ["10.96.77.7"], "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
-                    "sessionAffinity": "None", "externalTrafficPolicy": "Cluster",
-                    "internalTrafficPolicy": "Cluster",
-                    "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": "http",
-                               "nodePort": 30777},
-                              {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53, "nodePort": 30778}]}}
+           "spec": {"type": "NodePort", "selector": {"app": "web"},  # the apiserver allocates IP and node ports
+                    "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": "http"},
+                              {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53}]}}
     ready = [{"addresses": [f"10.244.0.{i}"], "conditions": {"ready": True, "serving": True, "terminating": False},
               "nodeName": "n1", "targetRef": {"kind": "Pod", "name": f"web-{i}", "namespace": namespace}}
              for i in range(2, 6)]
