@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 
 from apiserver.auth.pki import ensure_kubelet_pki
+from machinery.netutil import default_node_ip
 from tests.cluster import REPO, ApiServer, Etcd, Process, free_port, make_workdir, wait_for
 from tests.controller_process import ControllerProcess
 from tests.kubectl import write_kubeconfig
@@ -231,12 +232,15 @@ class LocalCluster:
             ], self.workdir / "kube-proxy.log", f"http://127.0.0.1:{healthz}/healthz")
             self.proxy.start()
         if self.support.dns:
-            # pods reach it on the node address through kube-proxy's DNAT of dns_ip:53; its port is its own
-            port, health = free_port(), free_port()
+            # pods reach it on the node address through kube-proxy's DNAT of dns_ip:53; its port is its own. It
+            # listens on that address alone: a UDP answer from a 0.0.0.0 socket leaves from the pod bridge's
+            # address, which conntrack cannot match to the DNAT, and the pod's resolver never sees it
+            port, health, address = free_port(), free_port(), default_node_ip()
             self.dns = ServiceComponent("dns", [
                 sys.executable, "-m", "dns", "--master", self.url, "--cluster-domain", CLUSTER_DOMAIN,
-                "--port", str(port), "--health-port", str(health), "--service-ip", self.dns_ip,
-            ], self.workdir / "dns.log", f"http://127.0.0.1:{health}/ready")
+                "--bind-address", address, "--port", str(port), "--health-port", str(health),
+                "--service-ip", self.dns_ip,
+            ], self.workdir / "dns.log", f"http://{address}:{health}/ready")
             self.dns.start()
 
     def _stop_service_network(self) -> None:
@@ -245,9 +249,11 @@ class LocalCluster:
                 with contextlib.suppress(Exception):
                     component.stop()
         if self.support is not None and self.support.proxy:
-            # every chain and jump rule of this cluster's prefix goes, also after a kill -9
-            subprocess.run([sys.executable, "-m", "proxy", "--cleanup", "--iptables-chain-prefix", self.proxy_prefix],
-                           capture_output=True, text=True, cwd=REPO, timeout=60)
+            # every chain and jump rule of this cluster's prefix goes, also after a kill -9; iptables-restore waits
+            # for the host's xtables lock, which other clusters' proxies on this host take too
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                subprocess.run([sys.executable, "-m", "proxy", "--cleanup", "--iptables-chain-prefix",
+                                self.proxy_prefix], capture_output=True, text=True, cwd=REPO, timeout=180)
         if self.service_cidr:
             release_cidr(self.service_cidr)
 

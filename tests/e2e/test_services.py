@@ -219,8 +219,9 @@ def in_pod(kube: Kubectl, pod: str, script: str, timeout: float = 120) -> str:
 
 
 def fetch_many(kube: Kubectl, pod: str, url: str, n: int = REQUESTS) -> list[str]:
-    """n GETs of url from the pod, each a new connection (busybox wget); a failure is the line FAIL."""
-    lines = in_pod(kube, pod, f"for i in $(seq {n}); do wget -q -T 3 -O - {url} || echo FAIL; done")
+    """n GETs of url from the pod, each a new connection (busybox wget; its -T crashes this busybox, so
+    `timeout`); a failure is the line FAIL."""
+    lines = in_pod(kube, pod, f"for i in $(seq {n}); do timeout 3 wget -q -O - {url} || echo FAIL; done")
     return lines.split()
 
 
@@ -264,7 +265,8 @@ def test_real_kubectl_exposes_creates_lists_and_describes(local_cluster: LocalCl
     listed = kube.run("get", "svc,endpointslices", "-o", "wide").ok().stdout
     headers = [line.split() for line in listed.splitlines() if line.startswith("NAME")]
     assert headers[0] == SERVICE_COLUMNS and headers[1] == SLICE_COLUMNS, listed
-    rows = {line.split()[0]: line.split() for line in listed.splitlines() if not line.startswith("NAME")}
+    rows = {cells[0]: cells for cells in (line.split() for line in listed.splitlines())
+            if cells and cells[0] != "NAME"}
     assert rows["service/shop"][1:5] == ["ClusterIP", shop["spec"]["clusterIP"], "<none>", "80/TCP"], listed
     assert rows["service/shop"][-1] == "app=shop" and rows["service/shop-n"][4] == f"80:{node_port}/TCP", listed
     described = kube.run("describe", "svc", "shop").ok().stdout
@@ -414,9 +416,9 @@ def test_service_without_ready_endpoints_refuses_at_once(local_cluster: LocalClu
         "spec": {"selector": {"app": "nobody"}, "ports": [{"port": 80}]}})
     ip = get(svc_api, f"/api/v1/namespaces/{ns}/services/nobody")["spec"]["clusterIP"]
 
-    def refused() -> str | None:  # once kube-proxy has the Service, a REJECT answers (the -T 10 never runs out)
+    def refused() -> str | None:  # once kube-proxy has the Service, a REJECT answers (the 10 s never run out)
         started = time.monotonic()
-        done = kube.run("exec", busybox, "--", "wget", "-q", "-T", "10", "-O", "-", f"http://{ip}/")
+        done = kube.run("exec", busybox, "--", "timeout", "10", "wget", "-q", "-O", "-", f"http://{ip}/")
         took = time.monotonic() - started
         return done.stderr if done.returncode != 0 and "refused" in done.stderr and took < 5 else None
 
