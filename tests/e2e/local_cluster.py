@@ -288,9 +288,11 @@ class LocalCluster:
         """Kubelets and their runtimes first (kill -9, then `dockershim.cleanup` of their nodes), then the
         control plane."""
         try:
-            self._stop_service_network()
-            if self.kubelets:
-                cleanup(self.kubelets)
+            try:
+                self._stop_service_network()
+            finally:  # the nodes go even if the proxy's cleanup failed
+                if self.kubelets:
+                    cleanup(self.kubelets)
         finally:
             for component in (self.scheduler, self.controllers, self.apiserver, self.etcd):
                 if component is not None:
