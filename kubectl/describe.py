@@ -1,5 +1,5 @@
-"""`mkubectl describe`: kubectl's describers for Deployment, ReplicaSet, Pod, Node and Namespace (and
-its generic one for any other kind), with the Events section.
+"""`mkubectl describe`: kubectl's describers for Deployment, ReplicaSet, Pod, Node, Namespace, Service,
+Endpoints and EndpointSlice (and its generic one for any other kind), with the Events section.
 
 Each describer writes kubectl's lines, tabs included, through a prefix writer (two spaces per
 level) and the text is aligned by Go's tabwriter with describe's settings (0, 8, 2, ' '), so the
@@ -951,6 +951,197 @@ async def describe_namespace(ctx: Context, ns: Obj) -> str:
     return w.text()
 
 
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+ENDPOINT_SLICES = resource_for("discovery.k8s.io", "endpointslices")
+MAX_ENDPOINTS_SHOWN = 3
+
+
+def _port_text(port: Any) -> str:
+    """%d of a port number (a named target port prints as its name)."""
+    return _go(port) if port is not None else "0"
+
+
+def format_endpoint_slices(slices: list[Obj], port_name: str | None) -> str:
+    """formatEndpointSlices: `ip:port` of the ready endpoints on the Service port's slice port (bare IPs for
+    slices without ports), the first three and `+ N more...`, or <none>."""
+    if not slices:
+        return "<none>"
+    shown: list[str] = []
+    count = 0
+
+    def add(text: str) -> None:
+        nonlocal count
+        if len(shown) < MAX_ENDPOINTS_SHOWN:
+            shown.append(text)
+        count += 1
+
+    for eps in slices:
+        endpoints = [e for e in _l(eps.get("endpoints")) if _d(_d(e).get("conditions")).get("ready") is not False
+                     and _l(_d(e).get("addresses"))]
+        ports = _l(eps.get("ports"))
+        if not ports:
+            for e in endpoints:
+                add(str(e["addresses"][0]))
+            continue
+        for port in ports:
+            if port_name is not None and (_d(port).get("name") or "") != port_name:
+                continue
+            for e in endpoints:
+                address = str(e["addresses"][0])
+                host = f"[{address}]" if ":" in address else address  # net.JoinHostPort
+                add(f"{host}:{_port_text(_d(port).get('port'))}")
+    text = ",".join(shown)
+    if count > MAX_ENDPOINTS_SHOWN:
+        return f"{text} + {count - MAX_ENDPOINTS_SHOWN} more..."
+    return text
+
+
+def service_description(service: Obj, slices: list[Obj], events: list[Obj] | None) -> str:
+    """describeService (kubectl 1.33: the endpoints come from the Service's EndpointSlices)."""
+    meta, spec = _d(service.get("metadata")), _d(service.get("spec"))
+    status = _d(service.get("status"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    w.write(0, f"Selector:\t{format_labels(_d(spec.get('selector')))}\n")
+    w.write(0, f"Type:\t{spec.get('type') or ''}\n")
+    if spec.get("ipFamilyPolicy"):
+        w.write(0, f"IP Family Policy:\t{spec['ipFamilyPolicy']}\n")
+    families = _l(spec.get("ipFamilies"))
+    w.write(0, f"IP Families:\t{','.join(str(f) for f in families) if families else '<none>'}\n")
+    w.write(0, f"IP:\t{spec.get('clusterIP') or ''}\n")
+    ips = _l(spec.get("clusterIPs"))
+    w.write(0, f"IPs:\t{','.join(str(ip) for ip in ips) if ips else '<none>'}\n")
+    if _l(spec.get("externalIPs")):
+        w.write(0, f"External IPs:\t{','.join(spec['externalIPs'])}\n")
+    if spec.get("loadBalancerIP"):
+        w.write(0, f"Desired LoadBalancer IP:\t{spec['loadBalancerIP']}\n")
+    ingress = _l(_d(status.get("loadBalancer")).get("ingress"))
+    if ingress:
+        text = ", ".join(str(_d(i).get("ip") or _d(i).get("hostname") or "") for i in ingress)
+        w.write(0, f"LoadBalancer Ingress:\t{text}\n")
+    if spec.get("externalName"):
+        w.write(0, f"External Name:\t{spec['externalName']}\n")
+    for sp in _l(spec.get("ports")):
+        sp = _d(sp)
+        name = sp.get("name") or "<unset>"
+        protocol = sp.get("protocol") or ""
+        w.write(0, f"Port:\t{name}\t{_port_text(sp.get('port'))}/{protocol}\n")
+        target = sp.get("targetPort")
+        w.write(0, f"TargetPort:\t{_port_text(target if target is not None else 0)}/{protocol}\n")
+        if sp.get("nodePort"):
+            w.write(0, f"NodePort:\t{name}\t{sp['nodePort']}/{protocol}\n")
+        w.write(0, f"Endpoints:\t{format_endpoint_slices(slices, sp.get('name') or '')}\n")
+    w.write(0, f"Session Affinity:\t{spec.get('sessionAffinity') or ''}\n")
+    if spec.get("externalTrafficPolicy"):
+        w.write(0, f"External Traffic Policy:\t{spec['externalTrafficPolicy']}\n")
+    if spec.get("internalTrafficPolicy"):
+        w.write(0, f"Internal Traffic Policy:\t{spec['internalTrafficPolicy']}\n")
+    if spec.get("healthCheckNodePort"):
+        w.write(0, f"HealthCheck NodePort:\t{spec['healthCheckNodePort']}\n")
+    if _l(spec.get("loadBalancerSourceRanges")):
+        w.write(0, f"LoadBalancer Source Ranges:\t{','.join(spec['loadBalancerSourceRanges'])}\n")
+    describe_events(w, events)
+    return w.text()
+
+
+async def describe_service(ctx: Context, service: Obj) -> str:
+    meta = _d(service.get("metadata"))
+    try:
+        slices = await _list(ctx, ENDPOINT_SLICES, meta.get("namespace") or ctx.namespace,
+                             labelSelector=f"{SERVICE_NAME_LABEL}={meta.get('name', '')}")
+    except ApiError:
+        slices = []
+    events = await search_events(ctx, service, "Service")
+    return service_description(service, slices, events)
+
+
+def endpoints_description(ep: Obj, events: list[Obj] | None) -> str:
+    """describeEndpoints: each subset's ready and not-ready addresses and its ports."""
+    meta = _d(ep.get("metadata"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    w.write(0, "Subsets:\n")
+    for subset in _l(ep.get("subsets")):
+        subset = _d(subset)
+        ready = ",".join(str(_d(a).get("ip") or "") for a in _l(subset.get("addresses")))
+        not_ready = ",".join(str(_d(a).get("ip") or "") for a in _l(subset.get("notReadyAddresses")))
+        w.write(1, f"Addresses:\t{ready or '<none>'}\n")
+        w.write(1, f"NotReadyAddresses:\t{not_ready or '<none>'}\n")
+        ports = _l(subset.get("ports"))
+        if ports:
+            w.write(1, "Ports:\n")
+            w.write(2, "Name\tPort\tProtocol\n")
+            w.write(2, "----\t----\t--------\n")
+            for port in ports:
+                port = _d(port)
+                w.write(2, f"{port.get('name') or '<unset>'}\t{_port_text(port.get('port'))}\t"
+                           f"{port.get('protocol') or ''}\n")
+        w.write(0, "\n")
+    describe_events(w, events)
+    return w.text()
+
+
+async def describe_endpoints(ctx: Context, ep: Obj) -> str:
+    return endpoints_description(ep, await search_events(ctx, ep, "Endpoints"))
+
+
+def endpoint_slice_description(eps: Obj, events: list[Obj] | None) -> str:
+    """describeEndpointSliceV1: address type, ports, and each endpoint's addresses, readiness, hostname,
+    target, node and zone."""
+    meta = _d(eps.get("metadata"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    w.write(0, f"AddressType:\t{eps.get('addressType') or ''}\n")
+    ports = _l(eps.get("ports"))
+    if not ports:
+        w.write(0, "Ports: <unset>\n")
+    else:
+        w.write(0, "Ports:\n")
+        w.write(1, "Name\tPort\tProtocol\n")
+        w.write(1, "----\t----\t--------\n")
+        for port in ports:
+            port = _d(port)
+            number = port.get("port")
+            w.write(1, f"{port.get('name') or '<unset>'}\t{'<unset>' if number is None else number}\t"
+                       f"{port.get('protocol') or ''}\n")
+    endpoints = _l(eps.get("endpoints"))
+    if not endpoints:
+        w.write(0, "Endpoints: <none>\n")
+    else:
+        w.write(0, "Endpoints:\n")
+        for e in endpoints:
+            e = _d(e)
+            addresses = ", ".join(str(a) for a in _l(e.get("addresses")))
+            w.write(1, f"- Addresses:\t{addresses or '<none>'}\n")
+            w.write(2, "Conditions:\n")
+            ready = _d(e.get("conditions")).get("ready")
+            w.write(3, f"Ready:\t{'<unset>' if ready is None else _go(ready)}\n")
+            hostname = e.get("hostname")
+            w.write(2, f"Hostname:\t{'<unset>' if hostname is None else hostname}\n")
+            ref = e.get("targetRef")
+            if ref is not None:
+                w.write(2, f"TargetRef:\t{_d(ref).get('kind', '')}/{_d(ref).get('name', '')}\n")
+            node = e.get("nodeName")
+            w.write(2, f"NodeName:\t{'<unset>' if node is None else node}\n")
+            zone = e.get("zone")
+            w.write(2, f"Zone:\t{'<unset>' if zone is None else zone}\n")
+    describe_events(w, events)
+    return w.text()
+
+
+async def describe_endpoint_slice(ctx: Context, eps: Obj) -> str:
+    return endpoint_slice_description(eps, await search_events(ctx, eps, "EndpointSlice"))
+
+
 _ACRONYMS = {"API", "URL", "UID", "OSB", "GUID", "IP", "CIDR"}
 
 
@@ -1009,6 +1200,9 @@ DESCRIBERS: dict[tuple[str, str], Describer] = {
     ("apps", "ReplicaSet"): describe_replicaset,
     ("", "Node"): describe_node,
     ("", "Namespace"): describe_namespace,
+    ("", "Service"): describe_service,
+    ("", "Endpoints"): describe_endpoints,
+    ("discovery.k8s.io", "EndpointSlice"): describe_endpoint_slice,
 }
 
 

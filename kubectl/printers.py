@@ -228,3 +228,26 @@ class TablePrinter:
 
     def flush(self) -> None:
         self.writer.flush()
+
+
+# -- what a mutation printed ----------------------------------------------------------------------
+
+DRY_RUN_SUFFIX = {"client": " (dry run)", "server": " (server dry run)"}
+MUTATION_OUTPUTS = ("", "yaml", "json", "name")
+
+
+def check_mutation_output(output: str) -> None:
+    """PrintFlags.ToPrinter of `create`/`expose`: only yaml, json and name print objects here."""
+    if output not in MUTATION_OUTPUTS:
+        allowed = ",".join(sorted(o for o in MUTATION_OUTPUTS if o))
+        raise ValueError(f'unable to match a printer suitable for the output format "{output}", '
+                         f"allowed formats are: {allowed}")
+
+
+def print_mutation(out: TextIO, info: ResourceInfo, obj: Obj, output: str, operation: str, dry_run: str) -> None:
+    """The object as -o asks, else `service/web created (dry run)`, as kubectl's operation printer."""
+    if output in ("yaml", "json", "name"):
+        print_objects(out, [(info, obj)], output, single=True)
+        return
+    name = (obj.get("metadata") or {}).get("name", "")
+    out.write(f"{resource_name(info, name)} {operation}{DRY_RUN_SUFFIX.get(dry_run, '')}\n")

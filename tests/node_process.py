@@ -156,6 +156,14 @@ def free_cidr_block(prefix: int = 23) -> str:
     return chosen[0]
 
 
+def free_service_cidr() -> str:
+    """A /24 of 10.97.0.0/16 for one test cluster's Service ClusterIPs, claimed for this process: the kube-proxies
+    of several clusters on this host program the same packet filter, so their Service addresses must differ."""
+    chosen = _pick([f"10.97.{i}.0/24" for i in range(256)], 1)
+    assert chosen, "no free /24 left in 10.97.0.0/16"
+    return chosen[0]
+
+
 SHIM_RUN_DIR = Path("/run/minik8s")
 
 

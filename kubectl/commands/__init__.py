@@ -4,6 +4,20 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from kubectl.commands import apply, config, delete, describe, exec_, get, logs, rollout, scale, version
+from kubectl.commands import (
+    apply,
+    config,
+    create,
+    delete,
+    describe,
+    exec_,
+    expose,
+    get,
+    logs,
+    rollout,
+    scale,
+    version,
+)
 
-COMMANDS: tuple[ModuleType, ...] = (apply, get, describe, delete, logs, scale, rollout, exec_, version, config)
+COMMANDS: tuple[ModuleType, ...] = (create, expose, apply, get, describe, delete, logs, scale, rollout, exec_, version,
+                                   config)
