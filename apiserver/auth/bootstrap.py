@@ -12,7 +12,8 @@ Each component gets the least it needs for what it does here:
   system:controller:<name> with the verbs that controller uses;
 - kubelets are answered by the Node authorizer (system:node is kept for reference, unbound);
 - kube-proxy (user system:kube-proxy) is bound to system:node-proxier, cluster DNS (service account
-  kube-system/kube-dns or user system:kube-dns) to system:kube-dns;
+  kube-system/kube-dns or user system:kube-dns) to system:kube-dns, and to minik8s's
+  system:minik8s:kube-dns-service: it keeps the kube-dns Service and the endpoints it serves behind;
 - system:masters is bound to cluster-admin; every authenticated user may read discovery and ask
   `kubectl auth can-i` (system:discovery, system:basic-user); health and version are public.
 """
@@ -102,6 +103,13 @@ def cluster_roles() -> dict[str, list[Obj]]:
         "system:kube-dns": [
             rule(["list", "watch"], [""], ["endpoints", "services"]),
             rule(["list", "watch"], ["discovery.k8s.io"], ["endpointslices"]),
+        ],
+        # minik8s's own: the DNS process keeps kube-system/kube-dns pointing at itself (dns/kube_dns_service.py)
+        "system:minik8s:kube-dns-service": [
+            rule(["create"], [""], ["services", "endpoints"]),
+            rule(["get", "update"], [""], ["services", "endpoints"], ["kube-dns"]),
+            rule(["create"], ["discovery.k8s.io"], ["endpointslices"]),
+            rule(["get", "update"], ["discovery.k8s.io"], ["endpointslices"], ["kube-dns-host"]),
         ],
         "system:controller:deployment-controller": [
             rule([*READ, "update", "patch"], ["apps"], ["deployments"]),
@@ -211,6 +219,8 @@ def cluster_role_bindings() -> dict[str, tuple[str, list[Obj]]]:
         "system:node-proxier": ("system:node-proxier", [_user("system:kube-proxy")]),
         "system:kube-dns": ("system:kube-dns", [_service_account("kube-system", "kube-dns"),
                                                 _user("system:kube-dns")]),
+        "system:minik8s:kube-dns-service": ("system:minik8s:kube-dns-service",
+                                            [_service_account("kube-system", "kube-dns"), _user("system:kube-dns")]),
     }
     for account in CONTROLLER_ACCOUNTS:
         role = f"system:controller:{account}"
