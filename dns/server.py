@@ -1,0 +1,177 @@
+"""The DNS server: dnslib's threaded UDP and TCP servers in front of the cluster zone and the
+forwarder, as CoreDNS's server block `.:53 { errors; health; ready; kubernetes cluster.local
+in-addr.arpa ip6.arpa; prometheus :9153; forward . /etc/resolv.conf }`.
+
+- Questions in the cluster zone (and PTRs of cluster addresses) are answered from the zone,
+  authoritatively (AA set), with the zone's SOA in negative answers; everything else goes to the
+  forwarder, and so does the target of an ExternalName's CNAME outside the zone.
+- UDP answers larger than the client's buffer (512 bytes, or its EDNS0 size) go back empty with TC
+  set and the question kept, so the client asks again over TCP (RFC 1035 4.2.1, RFC 6891).
+- Metrics carry CoreDNS's names (coredns_dns_requests_total, coredns_dns_responses_total,
+  coredns_dns_request_duration_seconds, coredns_forward_requests_total).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import socketserver
+import threading
+import time
+from typing import Any
+
+from dnslib import EDNS0, QTYPE, RCODE, DNSHeader, DNSRecord
+from dnslib.server import BaseResolver, DNSHandler, DNSLogger, DNSServer
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from dns.forward import Forwarder
+from dns.kubernetes import ClusterZone
+
+log = logging.getLogger(__name__)
+
+MIN_UDP_SIZE = 512
+MAX_UDP_SIZE = 4096  # what we offer back in our own OPT record
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("coredns_dns_requests_total", "Counter of DNS requests made per zone, protocol and "
+                                "family.", ["server", "zone", "proto", "family", "type"], registry=self.registry)
+        self.responses = Counter("coredns_dns_responses_total", "Counter of response status codes.",
+                                 ["server", "zone", "rcode"], registry=self.registry)
+        self.duration = Histogram("coredns_dns_request_duration_seconds", "Histogram of the time (in seconds) "
+                                  "each request took.", ["server", "zone", "type"], registry=self.registry,
+                                  buckets=(0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064,
+                                           0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192))
+        self.forwards = Counter("coredns_forward_requests_total", "Counter of requests made per upstream.",
+                                ["to"], registry=self.registry)
+
+
+class ClusterResolver(BaseResolver):  # type: ignore[misc]  # dnslib is untyped
+    def __init__(self, zone: ClusterZone, forwarder: Forwarder, metrics: Metrics | None = None,
+                 server_name: str = "dns://:53") -> None:
+        self.zone = zone
+        self.forwarder = forwarder
+        self.metrics = metrics or Metrics()
+        self.server_name = server_name
+
+    def resolve(self, request: DNSRecord, handler: Any) -> DNSRecord:
+        started = time.perf_counter()
+        qtype = request.q.qtype
+        answer = self.zone.lookup(request.q.qname, qtype) if request.header.opcode == 0 else None
+        zone = f"{self.zone.domain}." if answer is not None else "."
+        if answer is None:
+            reply = self._forward(request)
+        else:
+            reply = request.reply(ra=1, aa=1)
+            reply.header.rcode = answer.rcode
+            for rr in answer.answers:
+                reply.add_answer(rr)
+            for rr in answer.authority:
+                reply.add_auth(rr)
+            for rr in answer.additional:
+                reply.add_ar(rr)
+            if answer.chase is not None:
+                self._chase(request, answer.chase, reply)
+        metrics = self.metrics
+        qtype_name = QTYPE.get(qtype, str(qtype))
+        proto = getattr(handler, "protocol", "udp")
+        metrics.requests.labels(self.server_name, zone, proto, "1", qtype_name).inc()
+        metrics.responses.labels(self.server_name, zone, RCODE.get(reply.header.rcode, "")).inc()
+        metrics.duration.labels(self.server_name, zone, qtype_name).observe(time.perf_counter() - started)
+        return reply
+
+    def _forward(self, request: DNSRecord) -> DNSRecord:
+        for upstream in self.forwarder.upstreams[:1]:
+            self.metrics.forwards.labels(str(upstream)).inc()
+        return self.forwarder.forward(request)
+
+    def _chase(self, request: DNSRecord, target: str, reply: DNSRecord) -> None:
+        """Resolve an ExternalName's target upstream and append what comes back (CoreDNS does the same)."""
+        question = DNSRecord.question(target, QTYPE.get(request.q.qtype))
+        upstream = self._forward(question)
+        for rr in upstream.rr:
+            reply.add_answer(rr)
+        if upstream.header.rcode != RCODE.NOERROR:
+            reply.header.rcode = upstream.header.rcode
+
+
+def _edns_size(request: DNSRecord) -> int | None:
+    for rr in request.ar:
+        if rr.rtype == QTYPE.OPT:
+            return max(MIN_UDP_SIZE, int(rr.rclass))
+    return None
+
+
+class ClusterDNSHandler(DNSHandler):  # type: ignore[misc]  # dnslib is untyped
+    """dnslib's handler with the client's UDP size honoured and a truncated answer keeping its question."""
+
+    def get_reply(self, data: bytes) -> bytes:
+        request = DNSRecord.parse(data)
+        reply: DNSRecord = self.server.resolver.resolve(request, self)
+        size = _edns_size(request)
+        if size is not None and not any(rr.rtype == QTYPE.OPT for rr in reply.ar):
+            reply.add_ar(EDNS0(udp_len=MAX_UDP_SIZE))
+        rdata: bytes = reply.pack()
+        if self.protocol == "udp" and len(rdata) > (size or MIN_UDP_SIZE):
+            header = DNSHeader(id=reply.header.id, qr=1, aa=reply.header.aa, ra=reply.header.ra, tc=1,
+                               rcode=reply.header.rcode, rd=reply.header.rd)
+            rdata = DNSRecord(header, q=request.q).pack()
+        return rdata
+
+
+class QuietLogger(DNSLogger):  # type: ignore[misc]  # dnslib is untyped
+    """dnslib logs every packet to stdout by default; errors go to our log instead."""
+
+    def __init__(self) -> None:
+        super().__init__(log="-request,-reply,-truncated,-error,-recv,-send,-data")
+
+    def log_error(self, handler: Any, e: Exception) -> None:
+        log.warning("dns: invalid request from %s: %s", handler.client_address[0], e)
+
+
+class _UDPServer(socketserver.ThreadingMixIn, socketserver.UDPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+    def __init__(self, server_address: tuple[str, int], handler: type[socketserver.BaseRequestHandler]) -> None:
+        if ":" in server_address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(server_address, handler)
+
+
+class _TCPServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+    def __init__(self, server_address: tuple[str, int], handler: type[socketserver.BaseRequestHandler]) -> None:
+        if ":" in server_address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(server_address, handler)
+
+
+class ClusterDNSServer:
+    """UDP and TCP on one address and port (port 0: the kernel picks one, the same for both)."""
+
+    def __init__(self, resolver: ClusterResolver, address: str, port: int) -> None:
+        logger = QuietLogger()
+        self.udp = DNSServer(resolver, address=address, port=port, handler=ClusterDNSHandler, logger=logger,
+                             server=_UDPServer)
+        self.port: int = self.udp.server.server_address[1]
+        self.tcp = DNSServer(resolver, address=address, port=self.port, tcp=True, handler=ClusterDNSHandler,
+                             logger=logger, server=_TCPServer)
+        self.address = address
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for server in (self.udp, self.tcp):
+            thread = threading.Thread(target=server.server.serve_forever, name=f"dns-{server.server.socket_type}",
+                                      daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        for server in (self.udp, self.tcp):
+            server.server.shutdown()
+            server.server.server_close()
