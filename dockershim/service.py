@@ -209,6 +209,7 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         try:
             await self.docker.containers.container(sandbox_id).start()
             data = await self.docker.containers.container(sandbox_id).show()
+            await self._write_resolv_conf(data, config)
             if not host_network:
                 pid = int((data.get("State") or {}).get("Pid") or 0)
                 try:
@@ -224,6 +225,19 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                 await self._remove(sandbox_id)
             raise
         return cri.RunPodSandboxResponse(pod_sandbox_id=sandbox_id)
+
+    @staticmethod
+    async def _write_resolv_conf(data: dict[str, Any], config: cri.PodSandboxConfig) -> None:
+        """Rewrite the resolv.conf Docker made for the sandbox (upstream dockershim's rewriteResolvFile)."""
+        content = tr.resolv_conf_content(config.dns_config)
+        path = data.get("ResolvConfPath") or ""
+        if content is None or not path:
+            return
+        try:
+            await asyncio.to_thread(Path(path).write_text, content)
+        except OSError as e:
+            raise CriError(grpc.StatusCode.UNKNOWN, f"rewrite resolv.conf failed for pod "
+                                                    f"{config.metadata.name!r}: {e}") from None
 
     @rpc
     async def StopPodSandbox(self, request: cri.StopPodSandboxRequest, context: Any) -> cri.StopPodSandboxResponse:

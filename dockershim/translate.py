@@ -163,6 +163,18 @@ def is_host_network(config: cri.PodSandboxConfig) -> bool:
     return namespace_options(config).network == cri.NODE
 
 
+def resolv_conf_content(dns: cri.DNSConfig) -> str | None:
+    """The sandbox's /etc/resolv.conf from the pod's DNS config (dockershim's rewriteResolvFile); None: keep
+    Docker's. The app containers share the file: Docker gives a container in network mode container:<pause>
+    the pause container's resolv.conf."""
+    lines = [f"nameserver {server}" for server in dns.servers]
+    if dns.searches:
+        lines.append("search " + " ".join(dns.searches))
+    if dns.options:
+        lines.append("options " + " ".join(dns.options))
+    return "\n".join(lines) + "\n" if lines else None
+
+
 def sandbox_create_body(config: cri.PodSandboxConfig, *, node: str, image: str) -> dict[str, Any]:
     """POST /containers/create for the pause container (cri-dockerd's makeSandboxDockerConfig)."""
     validate_sandbox_metadata(config.metadata)
@@ -180,13 +192,8 @@ def sandbox_create_body(config: cri.PodSandboxConfig, *, node: str, image: str) 
     }
     if ns.pid == cri.NODE:
         host_config["PidMode"] = "host"
-    dns = config.dns_config
-    if dns.servers:
-        host_config["Dns"] = list(dns.servers)
-    if dns.searches:
-        host_config["DnsSearch"] = list(dns.searches)
-    if dns.options:
-        host_config["DnsOptions"] = list(dns.options)
+    # DNS is not handed to Docker (which refuses it with the host network): the shim rewrites the
+    # sandbox's resolv.conf after start (resolv_conf_content), as upstream's dockershim did
     if config.linux.sysctls:
         host_config["Sysctls"] = dict(config.linux.sysctls)
     sc = config.linux.security_context

@@ -56,7 +56,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="seconds between node status checks (default %(default)s)")
     p.add_argument("--node-status-report-frequency", type=float, default=60.0,
                    help="seconds after which an unchanged node status is written again (default %(default)s)")
-    p.add_argument("--cluster-dns", default="", help="nameservers for pods, comma-separated")
+    p.add_argument("--cluster-dns", default="",
+                   help="the cluster DNS's IP(s), comma-separated: the nameservers of ClusterFirst pods")
+    p.add_argument("--cluster-domain", default="cluster.local",
+                   help="the cluster's DNS domain, in the search path of ClusterFirst pods (default %(default)s)")
+    p.add_argument("--resolv-conf", default="/etc/resolv.conf",
+                   help="the resolver configuration of dnsPolicy Default pods, and the base of the others' "
+                        "(default %(default)s; \"\" for none)")
     p.add_argument("--housekeeping-interval", type=float, default=10.0,
                    help="seconds between clean-ups of orphaned containers and leases (default %(default)s)")
     p.add_argument("--tls-cert-file", default=None,
@@ -102,6 +108,7 @@ def config_from_args(args: argparse.Namespace) -> KubeletConfig:
         node_status_update_frequency=args.node_status_update_frequency,
         node_status_report_frequency=args.node_status_report_frequency,
         cluster_dns=[s.strip() for s in args.cluster_dns.split(",") if s.strip()],
+        cluster_domain=args.cluster_domain, resolv_conf=args.resolv_conf,
         housekeeping_interval=args.housekeeping_interval,
         tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
         client_ca_file=args.client_ca_file,

@@ -31,6 +31,7 @@ from kubelet.backoff import Backoff
 from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import DEFAULT_TIMEOUT, RemoteRuntimeService
 from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
+from kubelet.network.dns import Configurer as DNSConfigurer
 from kubelet.node_status import NodeFacts, NodeStatusManager
 from kubelet.pleg.generic import GenericPLEG
 from kubelet.pod_syncer import KubeletPodSyncer, KubeletRuntimeHelper
@@ -83,7 +84,9 @@ class KubeletConfig:
     lease_duration: int = 40
     node_status_update_frequency: float = 10.0
     node_status_report_frequency: float = 60.0
-    cluster_dns: list[str] = field(default_factory=list)
+    cluster_dns: list[str] = field(default_factory=list)  # KubeletConfiguration clusterDNS
+    cluster_domain: str = "cluster.local"  # clusterDomain
+    resolv_conf: str = "/etc/resolv.conf"  # resolvConf: the host's, for dnsPolicy Default ("" = none)
     housekeeping_interval: float = 10.0
     relist_period: float = 1.0  # upstream's PLEG relist period
     tls_cert_file: str | None = None  # serve HTTPS (kubelet/server.py)
@@ -121,13 +124,16 @@ class Kubelet:
         self.helper = KubeletRuntimeHelper(self.volumes, config.node_name, config.node_ip,
                                            lambda: (self.node_status.cpu_millis, self.node_status.memory_bytes))
         # upstream's kubelet makes the PLEG over the runtime and hands it to the runtime manager too
+        self.dns = DNSConfigurer(self.recorder.event, config.node_name, [config.node_ip],
+                                 cluster_dns=config.cluster_dns, cluster_domain=config.cluster_domain,
+                                 resolver_config=config.resolv_conf)
         self.pleg = GenericPLEG(self.runtime_service, "cri", config.relist_period)
         self.runtime = KubeGenericRuntimeManager(
             self.runtime_service, self.image_service, self.helper, self._event, self.pleg,
             logs_root=str(config.root_dir / "logs"),
             crash_backoff=Backoff(config.crashloop_backoff_base, config.crashloop_backoff_max),
             image_backoff=Backoff(config.image_backoff_base, config.image_backoff_max),
-            dns_servers=config.cluster_dns)
+            dns_config=self.dns.get_pod_dns)
         self.status_manager = StatusManager(self.client, resync=self._wake)
         self.probes = ProbeManager(self.runtime.run_in_container, self._probe_target, self._wake, self._probe_kill,
                                    self._event)

@@ -70,7 +70,9 @@ def port_mappings(pod: Pod) -> list[pb.PortMapping]:
 
 
 def generate_pod_sandbox_config(pod: Pod, attempt: int, log_directory: str,
-                                dns_servers: list[str] | None = None) -> pb.PodSandboxConfig:
+                                dns_config: pb.DNSConfig | None = None) -> pb.PodSandboxConfig:
+    """The sandbox's config; `dns_config` is the pod's resolv.conf (kubelet/network/dns.py), given when the
+    sandbox is to be created (upstream: generatePodSandboxConfig asks the DNS configurer)."""
     meta = pod.metadata
     spec = pod.spec
     config = pb.PodSandboxConfig(
@@ -81,8 +83,8 @@ def generate_pod_sandbox_config(pod: Pod, attempt: int, log_directory: str,
     host_network = spec is not None and bool(spec.host_network)
     if not host_network:  # a host-network pod has the node's hostname
         config.hostname = ((spec.hostname if spec and spec.hostname else meta.name) or "pod")[:63]
-    if dns_servers and not host_network:
-        config.dns_config.servers.extend(dns_servers)
+    if dns_config is not None:
+        config.dns_config.CopyFrom(dns_config)
     security = config.linux.security_context
     security.namespace_options.CopyFrom(namespace_options(pod))
     psc = spec.security_context if spec else None

@@ -100,7 +100,7 @@ class KubeGenericRuntimeManager(Runtime):
     def __init__(self, runtime_service: RemoteRuntimeService, image_service: RemoteImageService,
                  helper: RuntimeHelper, recorder: EventSink, pleg: GenericPLEG, *, logs_root: str,
                  runtime_name: str = "cri", crash_backoff: Backoff | None = None, image_backoff: Backoff | None = None,
-                 dns_servers: list[str] | None = None) -> None:
+                 dns_config: Callable[[Pod], pb.DNSConfig] | None = None) -> None:
         self.runtime_service = runtime_service
         self.image_service = image_service
         self.helper = helper
@@ -109,7 +109,7 @@ class KubeGenericRuntimeManager(Runtime):
         self.runtime_name = runtime_name
         self.crash_backoff = crash_backoff or Backoff()
         self.image_backoff = image_backoff or Backoff()
-        self.dns_servers = dns_servers or []
+        self.dns_config = dns_config  # the pod's resolv.conf for a new sandbox (kubelet/network/dns.py)
         # the PLEG is the kubelet's (it starts and stops it); the manager refreshes what it just changed
         self.pleg = pleg
         self.cache = self.pleg.cache
@@ -211,7 +211,9 @@ class KubeGenericRuntimeManager(Runtime):
         sandbox_id = actions.sandbox_id
         sandbox_config = generate_pod_sandbox_config(pod, actions.attempt if actions.create_sandbox else
                                                      (status.sandboxes[0].attempt if status.sandboxes else 0),
-                                                     pod_log_directory(self.logs_root, pod), self.dns_servers)
+                                                     pod_log_directory(self.logs_root, pod),
+                                                     self.dns_config(pod) if self.dns_config and actions.create_sandbox
+                                                     else None)
         if actions.create_sandbox:
             sandbox_id = await self.create_sandbox(pod, sandbox_config)
             status = self.cache.get(uid)

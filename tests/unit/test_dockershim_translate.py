@@ -49,8 +49,11 @@ def test_sandbox_body_pod_network_none_and_dns_and_host_namespaces() -> None:
     body = tr.sandbox_create_body(config, node=NODE, image="minik8s/pause:3.9")
     assert body["Image"] == "minik8s/pause:3.9" and body["Hostname"] == "web"
     hc = body["HostConfig"]
-    assert (hc["NetworkMode"], hc["IpcMode"], hc["Dns"], hc["DnsSearch"], hc["DnsOptions"]) == (
-        "none", "shareable", ["10.0.0.10"], ["svc"], ["ndots:5"])
+    assert (hc["NetworkMode"], hc["IpcMode"]) == ("none", "shareable")
+    # DNS goes into the resolv.conf the shim rewrites after start, not to Docker (which refuses it with the host network)
+    assert not {"Dns", "DnsSearch", "DnsOptions"} & set(hc)
+    assert tr.resolv_conf_content(config.dns_config) == "nameserver 10.0.0.10\nsearch svc\noptions ndots:5\n"
+    assert tr.resolv_conf_content(cri.DNSConfig()) is None  # nothing asked: Docker's file stays
     assert "PidMode" not in hc and body["Labels"][tr.LABEL_TYPE] == tr.TYPE_SANDBOX
 
     host = sandbox_config()

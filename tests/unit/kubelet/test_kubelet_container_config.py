@@ -120,7 +120,7 @@ def test_pod_security_context_is_the_default_user() -> None:
 def test_sandbox_config_has_metadata_hostname_dns_and_host_ports() -> None:
     pod = make_pod({"ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 53, "protocol": "UDP"}]},
                    hostname="web")
-    config = generate_pod_sandbox_config(pod, 1, "/logs/prod_web_u-1", ["10.96.0.10"])
+    config = generate_pod_sandbox_config(pod, 1, "/logs/prod_web_u-1", pb.DNSConfig(servers=["10.96.0.10"]))
     assert (config.metadata.name, config.metadata.uid, config.metadata.namespace, config.metadata.attempt) == \
         ("web", "u-1", "prod", 1)
     assert config.hostname == "web" and list(config.dns_config.servers) == ["10.96.0.10"]
