@@ -50,7 +50,7 @@ def test_sandbox_body_pod_network_none_and_dns_and_host_namespaces() -> None:
     assert body["Image"] == "minik8s/pause:3.9" and body["Hostname"] == "web"
     hc = body["HostConfig"]
     assert (hc["NetworkMode"], hc["IpcMode"]) == ("none", "shareable")
-    # DNS goes into the resolv.conf the shim rewrites after start, not to Docker (which refuses it with the host network)
+    # DNS goes into the resolv.conf the shim rewrites after start, not to Docker (refused with the host network)
     assert not {"Dns", "DnsSearch", "DnsOptions"} & set(hc)
     assert tr.resolv_conf_content(config.dns_config) == "nameserver 10.0.0.10\nsearch svc\noptions ndots:5\n"
     assert tr.resolv_conf_content(cri.DNSConfig()) is None  # nothing asked: Docker's file stays
