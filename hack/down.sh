@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stops what hack/local-up-cluster.sh started, newest first (kubelets, their
-# runtimes: dockershims or containerds, scheduler, controllers, apiserver, etcd), each with its supervisor:
+# runtimes: dockershims or containerds, the cluster DNS, scheduler, controllers, apiserver, etcd), each with its supervisor:
 # SIGTERM, then SIGKILL after a deadline. Then removes what the nodes made (pod containers, CNI attachments,
 # bridges, host rules; a containerd node's shims, mounts and dirs). Keeps etcd's data dir and the logs unless
 # --purge is given.
@@ -38,7 +38,7 @@ if [[ -d "${OUT}" ]]; then
     nodes+=("--node" "${name#kubelet-}")
   done
   stopped=0
-  for pidfile in "${kubelets[@]}" "${shims[@]}" "${containerds[@]}" "${OUT}/scheduler.pid" "${OUT}/controllers.pid" \
+  for pidfile in "${kubelets[@]}" "${shims[@]}" "${containerds[@]}" "${OUT}/dns.pid" "${OUT}/scheduler.pid" "${OUT}/controllers.pid" \
     "${OUT}/apiserver.pid" "${OUT}/etcd.pid"; do
     [[ -f "${pidfile}" ]] || continue
     name="$(basename "${pidfile}" .pid)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Brings a local minik8s cluster up on this machine (after upstream's
 # hack/local-up-cluster.sh): setup, then etcd, the apiserver, the
-# controller-manager, the scheduler and, per node, its CRI runtime (dockershim,
+# controller-manager, the scheduler, the cluster DNS and, per node, its CRI runtime (dockershim,
 # as cri-dockerd runs beside a kubelet) and its kubelet, each a
 # background process with its log and pid file under _output/local-up/, kept
 # running by hack/supervise.sh (restarted with back-off when it exits; the
@@ -12,7 +12,7 @@
 # The apiserver serves HTTPS on 6443 with the cluster PKI generated under
 # _output/local-up/ on first start (and reused after): the CA, its serving
 # certificate, and one kubeconfig per identity — admin.conf (kubernetes-admin,
-# system:masters), controller-manager.conf, scheduler.conf, kubelet-NODE.conf.
+# system:masters), controller-manager.conf, scheduler.conf, kube-dns.conf, kubelet-NODE.conf.
 # The controllers each authenticate as their service account with tokens the
 # controller-manager asks the apiserver for (TokenRequest; only the apiserver
 # holds pki/sa.key). Every request is in audit.log.
@@ -78,6 +78,12 @@ etcd_healthy() { curl -fsS --max-time 2 "${ETCD_METRICS_URL}/health" >/dev/null 
 apiserver_ready() { curl -fsS --max-time 2 --cacert "${PKI_CA}" "${API_URL}/readyz" >/dev/null 2>&1; }
 shim_socket=""  # the node's CRI socket, set before its dockershim is started
 dockershim_serving() { [[ -S "${shim_socket}" ]]; }
+# the cluster DNS (python -m dns) on the host: DNS on :${DNS_PORT}, /ready on :${DNS_HEALTH_PORT}; it keeps the
+# kube-dns Service (${CLUSTER_DNS}) pointing at this host's address (kube-proxy DNATs ${CLUSTER_DNS}:53 there)
+DNS_PORT="${DNS_PORT:-10053}"
+DNS_HEALTH_PORT="${DNS_HEALTH_PORT:-9153}"
+CLUSTER_DNS="${CLUSTER_DNS:-10.96.0.10}"
+dns_ready() { curl -fsS --max-time 2 "http://127.0.0.1:${DNS_HEALTH_PORT}/ready" >/dev/null 2>&1; }
 
 # start_component NAME HEALTH_FN CMD [ARG...]
 # Skips NAME when its pid file names a live process that passes HEALTH_FN
@@ -196,6 +202,8 @@ main() {
   done
   start_component controllers - "${PY}" -m controllers --kubeconfig "${OUT}/controller-manager.conf"
   start_component scheduler - "${PY}" -m scheduler --kubeconfig "${OUT}/scheduler.conf"
+  start_component dns dns_ready "${PY}" -m dns --kubeconfig "${OUT}/kube-dns.conf" \
+    --port "${DNS_PORT}" --health-port "${DNS_HEALTH_PORT}" --service-ip "${CLUSTER_DNS}"
   local kubelet_port=10250 endpoint
   for node in ${NODES}; do
     if uses_containerd "${node}"; then
@@ -212,7 +220,8 @@ main() {
       --container-runtime-endpoint "${endpoint}" --image-service-endpoint "${endpoint}" \
       --tls-cert-file "${OUT}/pki/kubelets/${node}/kubelet.crt" \
       --tls-private-key-file "${OUT}/pki/kubelets/${node}/kubelet.key" \
-      --client-ca-file "${PKI_CA}"
+      --client-ca-file "${PKI_CA}" \
+      --cluster-dns "${CLUSTER_DNS}" --cluster-domain cluster.local
     kubelet_port=$((kubelet_port + 1))
   done
 
