@@ -81,6 +81,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               what="64 clients' GET p99 under a 100 MB header + 100 slow-header attack; leases kept (issue 10)"),
     Benchmark("etcd_failover", "bench.etcd_failover_bench", "etcd_failover.json", ("--rounds", "3"), ("--quick",),
               what="write stall when the etcd leader the apiserver talks to is killed, retries on vs off (issue 10)"),
+    Benchmark("dns", "bench.dns_bench", "dns.json",
+              what="cluster DNS: queries/s and p99 for a Service name vs a static dnslib server, Service create → "
+                   "resolvable, RSS with 1,000 Services (issue 11)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -125,6 +128,10 @@ TARGETS: dict[str, Target] = {
     "dos.p99": Target(10, False, 2.0, "x", "GET p99 under the attack ≤ 2x without it"),
     "dos.leases_lost": Target(10, False, 0, "components", "no component loses its lease"),
     "etcd_failover.stall": Target(10, False, 1.0, "s", "write stall when the apiserver's etcd leader is killed ≤ 1 s"),
+    "dns.p99": Target(11, False, 5, "ms", "DNS p99 for a Service name ≤ 5 ms"),
+    "dns.p99_loaded": Target(11, False, 5, "ms", "DNS p99 for a Service name ≤ 5 ms"),
+    "dns.create_to_resolvable": Target(11, False, 1000, "ms", "Service create → resolvable p99 ≤ 1 s"),
+    "dns.rss": Target(11, False, 100, "MB", "DNS RSS with 1,000 Services ≤ 100 MB"),
 }
 
 
@@ -416,6 +423,32 @@ def etcd_failover_figures(d: JSONDict) -> list[Figure]:
                    f"(off: {off.get('failed')})")]
 
 
+def dns_figures(d: JSONDict) -> list[Figure]:
+    one, loaded = d.get("single_client") or {}, d.get("loaded") or {}
+    services = _get(d, "sizes", "services")
+    created = d.get("create_to_resolvable") or {}
+    static_note = "baseline: dnslib's stock threaded server answering one fixed A (same run); UDP on loopback"
+    out = []
+    for key, run, who in (("dns.p99", one, "1 client"), ("dns.p99_loaded", loaded,
+                                                          f"{_get(loaded, 'dns', 'clients')} clients")):
+        out.append(Figure(key, "dns", f"A query for a Service name, {who}: p99", _get(run, "dns", "p99_ms"), "ms",
+                          "static dnslib server", _get(run, "static_dnslib", "p99_ms"),
+                          _ratio(_get(run, "dns", "p99_ms"), _get(run, "static_dnslib", "p99_ms")),
+                          f"p50 {_get(run, 'dns', 'p50_ms')} ms; {static_note}"))
+        out.append(Figure(f"{key}.qps", "dns", f"queries/s for a Service name, {who}", _get(run, "dns", "qps"), "/s",
+                          "static dnslib server", _get(run, "static_dnslib", "qps"),
+                          _ratio(_get(run, "dns", "qps"), _get(run, "static_dnslib", "qps"))))
+    out.append(Figure("dns.create_to_resolvable", "dns", "Service create → first answer: p99",
+                      created.get("p99_ms"), "ms", note=f"p50 {created.get('p50_ms')} ms over {created.get('samples')}"
+                                                        " creates, polled every ms"))
+    out.append(Figure("dns.rss", "dns", f"DNS RSS holding {services:,} Services (10 endpoints each)" if services else
+                      "DNS RSS", d.get("rss_services_mb"), "MB", "the same process with no Service",
+                      d.get("rss_empty_mb"), _ratio(d.get("rss_services_mb"), d.get("rss_empty_mb")),
+                      f"filled in {d.get('fill_seconds')} s; p99 then {_get(d, 'with_services', 'dns', 'p99_ms')} ms",
+                      full_size=services == 1000))
+    return out
+
+
 def compose_figures() -> list[Figure]:
     return [Figure("compose.bring_up", "compose", "compose bring-up, images cached → Ready nodes", None, "s",
                    note="not run by bench.report: hack/compose-up.sh prints it ('nodes Ready Ns after "
@@ -427,6 +460,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "control_plane": control_plane_figures,
     "scheduler": scheduler_figures, "pod_startup": pod_startup_figures, "watch_memory": watch_memory_figures,
     "dos": dos_figures, "etcd_failover": etcd_failover_figures, "cri_startup": cri_startup_figures,
+    "dns": dns_figures,
 }
 
 

@@ -18,17 +18,19 @@ import socket
 import socketserver
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from dnslib import EDNS0, QTYPE, RCODE, DNSHeader, DNSRecord
+from dnslib import EDNS0, QTYPE, RCODE, DNSError, DNSHeader, DNSRecord
 from dnslib.server import BaseResolver, DNSHandler, DNSLogger, DNSServer
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from dns.forward import Forwarder
-from dns.kubernetes import ClusterZone
+from dns.kubernetes import Answer, ClusterZone
 
 log = logging.getLogger(__name__)
 
+FORWARD_WORKERS = 16  # queries in flight to upstreams at once (CoreDNS's forward has max_concurrent 1000)
 MIN_UDP_SIZE = 512
 MAX_UDP_SIZE = 4096  # what we offer back in our own OPT record
 
@@ -56,31 +58,43 @@ class ClusterResolver(BaseResolver):  # type: ignore[misc]  # dnslib is untyped
         self.metrics = metrics or Metrics()
         self.server_name = server_name
 
-    def resolve(self, request: DNSRecord, handler: Any) -> DNSRecord:
+    def lookup(self, request: DNSRecord) -> Answer | None:
+        """The zone's answer; None: the question is for the forwarder."""
+        return self.zone.lookup(request.q.qname, request.q.qtype) if request.header.opcode == 0 else None
+
+    def resolve(self, request: DNSRecord, handler: Any, answer: Answer | None = None) -> DNSRecord:
+        """The whole reply (forwarding and chasing included: this may block on an upstream)."""
         started = time.perf_counter()
-        qtype = request.q.qtype
-        answer = self.zone.lookup(request.q.qname, qtype) if request.header.opcode == 0 else None
-        zone = f"{self.zone.domain}." if answer is not None else "."
+        if answer is None:
+            answer = self.lookup(request)
         if answer is None:
             reply = self._forward(request)
         else:
-            reply = request.reply(ra=1, aa=1)
-            reply.header.rcode = answer.rcode
-            for rr in answer.answers:
-                reply.add_answer(rr)
-            for rr in answer.authority:
-                reply.add_auth(rr)
-            for rr in answer.additional:
-                reply.add_ar(rr)
+            reply = self.reply_from(request, answer)
             if answer.chase is not None:
                 self._chase(request, answer.chase, reply)
+        self.observe(request, reply, answer is not None, getattr(handler, "protocol", "udp"), started)
+        return reply
+
+    @staticmethod
+    def reply_from(request: DNSRecord, answer: Answer) -> DNSRecord:
+        reply = request.reply(ra=1, aa=1)
+        reply.header.rcode = answer.rcode
+        for rr in answer.answers:
+            reply.add_answer(rr)
+        for rr in answer.authority:
+            reply.add_auth(rr)
+        for rr in answer.additional:
+            reply.add_ar(rr)
+        return reply
+
+    def observe(self, request: DNSRecord, reply: DNSRecord, in_zone: bool, proto: str, started: float) -> None:
         metrics = self.metrics
-        qtype_name = QTYPE.get(qtype, str(qtype))
-        proto = getattr(handler, "protocol", "udp")
+        zone = f"{self.zone.domain}." if in_zone else "."
+        qtype_name = QTYPE.get(request.q.qtype, str(request.q.qtype))
         metrics.requests.labels(self.server_name, zone, proto, "1", qtype_name).inc()
         metrics.responses.labels(self.server_name, zone, RCODE.get(reply.header.rcode, "")).inc()
         metrics.duration.labels(self.server_name, zone, qtype_name).observe(time.perf_counter() - started)
-        return reply
 
     def _forward(self, request: DNSRecord) -> DNSRecord:
         for upstream in self.forwarder.upstreams[:1]:
@@ -105,11 +119,46 @@ def _edns_size(request: DNSRecord) -> int | None:
 
 
 class ClusterDNSHandler(DNSHandler):  # type: ignore[misc]  # dnslib is untyped
-    """dnslib's handler with the client's UDP size honoured and a truncated answer keeping its question."""
+    """dnslib's handler with the client's UDP size honoured and a truncated answer keeping its question.
+
+    Over UDP, an answer from the zone is made on the serving thread itself (no thread handoff: Python's
+    GIL makes each one cost up to a switch interval); what needs an upstream goes to the server's pool.
+    """
+
+    def handle(self) -> None:
+        if self.server.socket_type == socket.SOCK_STREAM:
+            super().handle()
+            return
+        self.protocol = "udp"
+        data, sock = self.request
+        started = time.perf_counter()
+        try:
+            request = DNSRecord.parse(data)
+        except DNSError as e:
+            self.server.logger.log_error(self, e)
+            return
+        resolver: ClusterResolver = self.server.resolver
+        answer = resolver.lookup(request)
+        if answer is None or answer.chase is not None:
+            self.server.pool.submit(self._reply_slowly, request, answer, sock)
+            return
+        reply = resolver.reply_from(request, answer)
+        resolver.observe(request, reply, True, "udp", started)
+        sock.sendto(self.pack(request, reply), self.client_address)
+
+    def _reply_slowly(self, request: DNSRecord, answer: Answer | None, sock: socket.socket) -> None:
+        try:
+            reply = self.server.resolver.resolve(request, self, answer)
+            sock.sendto(self.pack(request, reply), self.client_address)
+        except Exception as e:  # a pool thread: log it rather than lose it
+            log.warning("dns: answering %s failed: %s", request.q.qname, e)
 
     def get_reply(self, data: bytes) -> bytes:
         request = DNSRecord.parse(data)
         reply: DNSRecord = self.server.resolver.resolve(request, self)
+        return self.pack(request, reply)
+
+    def pack(self, request: DNSRecord, reply: DNSRecord) -> bytes:
         size = _edns_size(request)
         if size is not None and not any(rr.rtype == QTYPE.OPT for rr in reply.ar):
             reply.add_ar(EDNS0(udp_len=MAX_UDP_SIZE))
@@ -131,14 +180,20 @@ class QuietLogger(DNSLogger):  # type: ignore[misc]  # dnslib is untyped
         log.warning("dns: invalid request from %s: %s", handler.client_address[0], e)
 
 
-class _UDPServer(socketserver.ThreadingMixIn, socketserver.UDPServer):
+class _UDPServer(socketserver.UDPServer):
+    """One serving thread (answers from the zone) and a fixed pool for forwarding (ClusterDNSHandler)."""
+
     allow_reuse_address = True
-    daemon_threads = True
 
     def __init__(self, server_address: tuple[str, int], handler: type[socketserver.BaseRequestHandler]) -> None:
         if ":" in server_address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(server_address, handler)
+        self.pool = ThreadPoolExecutor(FORWARD_WORKERS, thread_name_prefix="dns-forward")
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 class _TCPServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
