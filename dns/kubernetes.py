@@ -263,7 +263,8 @@ class ClusterZone:
         return RR(f"{name}.", QTYPE.A, ttl=self.ttl, rdata=A(address))
 
     def _negative(self, rcode: int, zone: str | None = None) -> Answer:
-        return Answer(rcode=rcode, authority=[self.soa(zone)])
+        """NXDOMAIN or NODATA; the SOA goes in when the answer is final (lookup), not for every candidate."""
+        return Answer(rcode=rcode, authority=[self.soa(zone)] if zone else [])
 
     def lookup(self, qname: str | DNSLabel, qtype: int) -> Answer | None:
         """The answer for one question, or None when the name is not this zone's to answer."""
@@ -275,7 +276,10 @@ class ClusterZone:
             if not (name == self.domain or name.endswith("." + self.domain)):
                 return None
             labels = name[: -len(self.domain)].rstrip(".").split(".") if name != self.domain else []
-            return self._lookup_in_zone(name, labels, qtype)
+            answer = self._lookup_in_zone(name, labels, qtype)
+            if not answer.answers and not answer.authority:  # negative: the zone's SOA says for how long
+                answer.authority = [self.soa()]
+            return answer
 
     def _lookup_reverse(self, name: str, qtype: int, zone: str) -> Answer | None:
         address = address_from_reverse(name)
@@ -380,7 +384,8 @@ class ClusterZone:
             further = self._lookup_in_zone(target, labels, qtype)
             answer.answers += further.answers
             if further.rcode != RCODE.NOERROR or not further.answers:
-                answer.rcode, answer.authority = further.rcode, further.authority
+                answer.rcode = further.rcode
+                answer.authority = [self.soa()]
                 return
             last = further.answers[-1]
             if last.rtype != QTYPE.CNAME:

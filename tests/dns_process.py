@@ -39,20 +39,21 @@ class DNSProcess:
         self.process = Process("dns", argv, workdir / f"dns-{uuid.uuid4().hex[:6]}.log")
 
     def ready(self) -> bool:
-        if not self.process.alive():
-            raise RuntimeError(f"dns exited:\n{self.process.log_tail()}")
         try:
             return httpx.get(f"http://127.0.0.1:{self.health_port}/ready", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
 
     def start(self, timeout: float = 30.0) -> None:
+        """Start and wait for /ready; a process that exits meanwhile fails at once, with its log."""
         self.process.start()
         try:
-            wait_for(self.ready, timeout, what="dns to be ready")
+            wait_for(lambda: self.ready() or not self.process.alive(), timeout, what="dns to be ready")
         except Exception:
             self.process.stop()
-            raise
+            raise TimeoutError(f"dns not ready:\n{self.process.log_tail()}") from None
+        if not self.process.alive():
+            raise RuntimeError(f"dns exited:\n{self.process.log_tail()}")
 
     def stop(self) -> None:
         self.process.stop()
