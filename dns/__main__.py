@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import ipaddress
 import logging
 import signal
 import sys
@@ -74,6 +75,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("one of --kubeconfig or --master is required")
     if not 0 <= args.port <= 65535 or not 0 <= args.health_port <= 65535:
         p.error("--port and --health-port must be within 0-65535")
+    if args.advertise_address:
+        try:
+            address = ipaddress.ip_address(args.advertise_address)
+        except ValueError:
+            p.error(f"--advertise-address {args.advertise_address!r} is not an IP address")
+        if address.is_loopback:  # an endpoint may not be (upstream's Endpoints validation): pods could not use it
+            p.error(f"--advertise-address {address}: may not be in the loopback range (127.0.0.0/8, ::1/128)")
     if args.ttl < 0 or args.ttl > 3600:
         p.error("--ttl must be within 0-3600 (CoreDNS's bounds)")
     return args

@@ -18,6 +18,7 @@ import pytest
 from dnslib import QTYPE, RCODE, RR, A, DNSRecord
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
+from machinery.netutil import default_node_ip
 from tests.cluster import ApiServer, wait_for
 from tests.dns_process import DNSProcess, answers
 
@@ -65,8 +66,8 @@ def dns(apiserver: ApiServer, workdir: Path, resolv_conf: Path) -> Iterator[DNSP
     with httpx.Client(base_url=apiserver.url, timeout=10) as api:
         r = api.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         assert r.status_code == 201, r.text
-        server = DNSProcess(workdir, apiserver.url, "--forward", str(resolv_conf), "--advertise-address",
-                            "127.0.0.1")
+        # the kube-dns endpoints name the node's address (loopback is refused in Endpoints, as upstream)
+        server = DNSProcess(workdir, apiserver.url, "--forward", str(resolv_conf))
         try:
             server.start()
             yield server
@@ -226,9 +227,9 @@ def test_keeps_the_kube_dns_service_pointing_at_itself(dns: DNSProcess, api: htt
     assert svc["spec"]["clusterIP"] == "10.96.0.10"
     assert sorted((p["name"], p["protocol"], p["port"]) for p in svc["spec"]["ports"]) == [
         ("dns", "UDP", 53), ("dns-tcp", "TCP", 53), ("metrics", "TCP", 9153)]
-    assert slice_target() == (["127.0.0.1"], sorted({dns.port, dns.health_port}))
+    assert slice_target() == ([default_node_ip()], sorted({dns.port, dns.health_port}))
     endpoints = api.get("/api/v1/namespaces/kube-system/endpoints/kube-dns").json()
-    assert endpoints["subsets"][0]["addresses"] == [{"ip": "127.0.0.1"}]
+    assert endpoints["subsets"][0]["addresses"] == [{"ip": default_node_ip()}]
     wait_for(lambda: answers(dns.query("kube-dns.kube-system.svc.cluster.local")) == ["10.96.0.10"], 5,
              what="kube-dns's own A record")
     # a slice someone deleted comes back
@@ -250,6 +251,11 @@ def test_kill_9_and_restart_answers_again(dns: DNSProcess, api: httpx.Client) ->
 
 
 def test_bad_flags_exit_with_a_message(apiserver: ApiServer, workdir: Path) -> None:
+    loopback = DNSProcess(workdir, apiserver.url, "--advertise-address", "127.0.0.1")
+    loopback.process.start()
+    assert loopback.process.proc is not None
+    assert loopback.process.proc.wait(20) == 2
+    assert "may not be in the loopback range" in loopback.process.log_path.read_text()
     bad = DNSProcess(workdir, apiserver.url, "--ttl", "-1")
     bad.process.start()
     assert bad.process.proc is not None
