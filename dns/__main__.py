@@ -9,8 +9,9 @@ the nameservers of `--forward` (a resolv.conf, or addresses: CoreDNS's `forward 
 UDP and TCP on `--bind-address`:`--port` (default 0.0.0.0:10053, the port kube-dns's own server
 used; the kube-dns Service maps 53 to it). `--health-port` (default 9153, CoreDNS's metrics port)
 serves /health (the process runs), /ready (the caches synced; CoreDNS's ready plugin) and
-/metrics (Prometheus). With `--manage-service` (default on) the process keeps the kube-dns Service
-and its endpoints in kube-system (dns/kube_dns_service.py). SIGTERM/SIGINT stop it.
+/metrics (Prometheus). With `--manage-service` (default on) the process keeps the endpoints of the
+kube-dns Service in kube-system pointing at itself (dns/kube_dns_service.py; it creates what is missing
+when its identity may, else an admin runs `python -m dns.kube_dns_service` once). SIGTERM/SIGINT stop it.
 """
 
 from __future__ import annotations
@@ -31,20 +32,20 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dns import kube_dns_service
 from dns.forward import Forwarder, Upstream, load_upstreams
-from dns.kube_dns_service import DEFAULT_SERVICE_IP, KubeDNSService
+from dns.kube_dns_service import DEFAULT_DNS_PORT, DEFAULT_METRICS_PORT, DEFAULT_SERVICE_IP, KubeDNSService
 from dns.kubernetes import DEFAULT_TTL, ClusterZone
 from dns.server import ClusterDNSServer, ClusterResolver, Metrics
 from machinery.api.core_v1 import Service
 from machinery.api.discovery_v1 import EndpointSlice
-from machinery.client import ApiClient, ClientError, default_user_agent
+from machinery.client import ApiClient, ApiError, ClientError, default_user_agent
 from machinery.informer import SharedInformerFactory
 from machinery.kubeconfig import ClientConfig, load_kubeconfig
 from machinery.netutil import default_node_ip
 
 log = logging.getLogger("dns")
 
-DEFAULT_PORT = 10053
-DEFAULT_HEALTH_PORT = 9153
+DEFAULT_PORT = DEFAULT_DNS_PORT
+DEFAULT_HEALTH_PORT = DEFAULT_METRICS_PORT
 SERVICE_RESYNC_SECONDS = 10.0
 
 
@@ -165,6 +166,10 @@ class DNS:
         while not stop.is_set():
             try:
                 await upkeep.ensure()
+            except ApiError as e:
+                hint = (" (create them once as an admin: python -m dns.kube_dns_service --kubeconfig admin.conf)"
+                        if e.is_forbidden or e.is_not_found else "")
+                log.warning("kube-dns Service upkeep: %s%s", e, hint)
             except ClientError as e:
                 log.warning("kube-dns Service upkeep: %s", e)
             self.upkeep_due.clear()

@@ -9,11 +9,22 @@
   does not add a second slice.
 
 An existing Service is left as it is (an operator may have changed it); only its endpoints are ours.
+
+Creating them takes an admin, as upstream's add-on manager applies add-ons: the DNS's own role
+(system:minik8s:kube-dns-service) may only read the Service and update the endpoints by name. local-up
+and compose run, as kubernetes-admin, once before the DNS:
+
+    python -m dns.kube_dns_service --kubeconfig admin.conf [--service-ip IP --port P --health-port P
+                                   --advertise-address IP]
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import dataclasses
 import logging
+import sys
 
 from machinery.api.core_v1 import (
     EndpointAddress,
@@ -27,7 +38,9 @@ from machinery.api.core_v1 import (
 from machinery.api.discovery_v1 import Endpoint, EndpointConditions, EndpointSlice
 from machinery.api.discovery_v1 import EndpointPort as SlicePort
 from machinery.api.meta import ObjectMeta
-from machinery.client import ApiClient, ApiError
+from machinery.client import ApiClient, ApiError, default_user_agent
+from machinery.kubeconfig import load_kubeconfig
+from machinery.netutil import default_node_ip
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +50,8 @@ SLICE_NAME = "kube-dns-host"
 DEFAULT_SERVICE_IP = "10.96.0.10"
 MANAGED_BY = "dns.minik8s.io"  # endpointslice.kubernetes.io/managed-by: not the EndpointSlice controller's
 LABELS = {"k8s-app": "kube-dns", "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "CoreDNS"}
+DEFAULT_DNS_PORT = 10053  # kube-dns's own server port
+DEFAULT_METRICS_PORT = 9153  # CoreDNS's
 
 
 def desired_service(service_ip: str, dns_port: int, metrics_port: int) -> Service:
@@ -139,3 +154,35 @@ class KubeDNSService:
         current.address_type, current.metadata.labels = wanted.address_type, wanted.metadata.labels
         await self.client.update(current)
         log.info("updated EndpointSlice %s/%s -> %s:%d", NAMESPACE, SLICE_NAME, self.address, self.dns_port)
+
+
+async def _apply_once(args: argparse.Namespace) -> None:
+    config = load_kubeconfig(args.kubeconfig, user_agent=default_user_agent("kube-dns-addon"))
+    if args.master:
+        config = dataclasses.replace(config, server=args.master)
+    async with ApiClient(config) as client:
+        await KubeDNSService(client, service_ip=args.service_ip, address=args.advertise_address or default_node_ip(),
+                             dns_port=args.port, metrics_port=args.health_port).ensure()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m dns.kube_dns_service",
+                                description="create the kube-dns Service and its endpoints once (as an admin)")
+    p.add_argument("--kubeconfig", required=True)
+    p.add_argument("--master", default=None)
+    p.add_argument("--service-ip", default=DEFAULT_SERVICE_IP)
+    p.add_argument("--port", type=int, default=DEFAULT_DNS_PORT, help="the DNS process's --port")
+    p.add_argument("--health-port", type=int, default=DEFAULT_METRICS_PORT, help="the DNS process's --health-port")
+    p.add_argument("--advertise-address", default=None, help="default: this host's address")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(_apply_once(args))
+    except ApiError as e:
+        log.error("kube-dns: %s", e)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -202,6 +202,9 @@ main() {
   done
   start_component controllers - "${PY}" -m controllers --kubeconfig "${OUT}/controller-manager.conf"
   start_component scheduler - "${PY}" -m scheduler --kubeconfig "${OUT}/scheduler.conf"
+  # the DNS add-on's Service and endpoints, created once as kubernetes-admin (the DNS may only keep them)
+  "${PY}" -m dns.kube_dns_service --kubeconfig "${OUT}/admin.conf" --service-ip "${CLUSTER_DNS}" \
+    --port "${DNS_PORT}" --health-port "${DNS_HEALTH_PORT}" || die "creating the kube-dns Service failed"
   start_component dns dns_ready "${PY}" -m dns --kubeconfig "${OUT}/kube-dns.conf" \
     --port "${DNS_PORT}" --health-port "${DNS_HEALTH_PORT}" --service-ip "${CLUSTER_DNS}"
   local kubelet_port=10250 endpoint

@@ -13,7 +13,7 @@ Each component gets the least it needs for what it does here:
 - kubelets are answered by the Node authorizer (system:node is kept for reference, unbound);
 - kube-proxy (user system:kube-proxy) is bound to system:node-proxier, cluster DNS (service account
   kube-system/kube-dns or user system:kube-dns) to system:kube-dns, and to minik8s's
-  system:minik8s:kube-dns-service: it keeps the kube-dns Service and the endpoints it serves behind;
+  system:minik8s:kube-dns-service: it keeps the endpoints of the kube-dns Service pointing at itself;
 - system:masters is bound to cluster-admin; every authenticated user may read discovery and ask
   `kubectl auth can-i` (system:discovery, system:basic-user); health and version are public.
 """
@@ -104,11 +104,12 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule(["list", "watch"], [""], ["endpoints", "services"]),
             rule(["list", "watch"], ["discovery.k8s.io"], ["endpointslices"]),
         ],
-        # minik8s's own: the DNS process keeps kube-system/kube-dns pointing at itself (dns/kube_dns_service.py)
+        # minik8s's own: the DNS process keeps kube-system/kube-dns pointing at itself (dns/kube_dns_service.py).
+        # No create: a create cannot be narrowed to a name, and one of Services or EndpointSlices anywhere would
+        # let it take other Services' traffic; the add-on's objects are created once by an admin (local-up)
         "system:minik8s:kube-dns-service": [
-            rule(["create"], [""], ["services", "endpoints"]),
-            rule(["get", "update"], [""], ["services", "endpoints"], ["kube-dns"]),
-            rule(["create"], ["discovery.k8s.io"], ["endpointslices"]),
+            rule(["get"], [""], ["services"], ["kube-dns"]),
+            rule(["get", "update"], [""], ["endpoints"], ["kube-dns"]),
             rule(["get", "update"], ["discovery.k8s.io"], ["endpointslices"], ["kube-dns-host"]),
         ],
         "system:controller:deployment-controller": [

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import fcntl
 import random
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -19,7 +21,8 @@ from dnslib import QTYPE, RCODE, RR, A, DNSRecord
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 from machinery.netutil import default_node_ip
-from tests.cluster import ApiServer, wait_for
+from tests.auth_cluster import SecureApiServer
+from tests.cluster import ApiServer, Etcd, wait_for
 from tests.dns_process import DNSProcess, answers
 
 NS = f"dns-it-{uuid.uuid4().hex[:6]}"
@@ -266,3 +269,49 @@ def test_bad_flags_exit_with_a_message(apiserver: ApiServer, workdir: Path) -> N
     assert missing.process.proc is not None
     assert missing.process.proc.wait(20) == 1
     assert "no-such-resolv.conf" in missing.process.log_path.read_text()
+
+
+def test_runs_as_system_kube_dns_through_the_gate(workdir: Path, own_etcd: Etcd) -> None:
+    """local-up's way: an admin creates the add-on's objects once (python -m dns.kube_dns_service), the DNS runs
+    as system:kube-dns (kube-dns.conf) on an apiserver with authn, RBAC and audit: it reads Services and slices,
+    puts its drifted endpoints back, and may create or change nothing else (RBAC's 403)."""
+    secure = SecureApiServer(workdir, own_etcd).start()
+    server = DNSProcess(workdir, secure.secure_url, "--kubeconfig", str(secure.kubeconfig("kube-dns")))
+    slice_path = "/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices/kube-dns-host"
+    try:
+        once = subprocess.run([sys.executable, "-m", "dns.kube_dns_service", "--kubeconfig",
+                               str(secure.kubeconfig("admin")), "--port", str(server.port), "--health-port",
+                               str(server.health_port)], capture_output=True, text=True, timeout=60)
+        assert once.returncode == 0, once.stderr
+        with secure.plain_client() as admin:
+            assert admin.get("/api/v1/namespaces/kube-system/services/kube-dns").json()["spec"]["clusterIP"] == \
+                "10.96.0.10"
+            r = admin.post("/api/v1/namespaces/default/services", json={**service("gated", "10.96.41.1"),
+                                                                     "metadata": {"name": "gated"}})
+            assert r.status_code == 201, r.text
+            server.start()
+            assert answers(server.query("gated.default.svc.cluster.local")) == ["10.96.41.1"]
+            # someone points the slice elsewhere: the DNS puts it back (its update, audited as system:kube-dns)
+            drifted = admin.get(slice_path).json()
+            drifted["endpoints"][0]["addresses"] = ["192.0.2.10"]
+            assert admin.put(slice_path, json=drifted).status_code == 200
+            wait_for(lambda: admin.get(slice_path).json()["endpoints"][0]["addresses"] == [default_node_ip()], 15,
+                     what="the kube-dns slice put back")
+        secure.wait_audit(lambda e: e.get("verb") == "update"
+                          and (e.get("objectRef") or {}).get("resource") == "endpointslices"
+                          and e["user"]["username"] == "system:kube-dns"
+                          and (e.get("responseStatus") or {}).get("code") == 200, what="system:kube-dns's update")
+        with secure.client("kube-dns") as dns_user:
+            r = dns_user.post("/api/v1/namespaces/default/services",
+                              json={**service("not-mine", "10.96.41.2"), "metadata": {"name": "not-mine"}})
+            assert r.status_code == 403 and r.json()["reason"] == "Forbidden"
+            r = dns_user.post("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+                              json={**endpoint_slice("hijack", "gated", [{"addresses": ["192.0.2.66"]}]),
+                                    "metadata": {"name": "hijack"}})
+            assert r.status_code == 403
+            r = dns_user.put("/api/v1/namespaces/default/services/gated",
+                             json={**service("gated", "10.96.41.1"), "metadata": {"name": "gated"}})
+            assert r.status_code == 403
+    finally:
+        server.stop()
+        secure.stop()
