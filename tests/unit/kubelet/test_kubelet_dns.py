@@ -122,3 +122,9 @@ def test_limits_cut_nameservers_and_searches_with_dns_config_forming(host_resolv
     got = c.get_pod_dns(make_pod(dnsPolicy="None", dnsConfig={"searches": [too_long, "ok.example"]}))
     assert list(got.searches) == ["ok.example"]
     assert events.seen[-1][3].endswith("the applied search line is: ok.example")
+
+
+def test_an_invalid_policy_is_treated_as_cluster_first(host_resolv: Path) -> None:
+    # the apiserver refuses one; a pod that still carries it (an older store) gets ClusterFirst, as upstream
+    got = configurer(host_resolv, Events()).get_pod_dns(make_pod(dnsPolicy="Bogus"))
+    assert list(got.servers) == ["10.96.0.10"]
