@@ -6,7 +6,8 @@ and the DNS process's RSS holding 1,000 Services, on a real etcd + apiserver + `
 Baseline, same run: the same queries to a minimal static dnslib server (dnslib's threaded UDP server and a
 resolver that answers one fixed A record), so the ratio shows what the cluster zone, the metrics and the
 informer-fed process add on top of the library's server. Queries come from the host over UDP on loopback
-(queries from a pod are the lead's e2e); each client is a process of its own sending one query at a time.
+(queries from a pod are the lead's e2e); each client is a process of its own sending one query at a time. The
+two servers take turns (5 each per figure), so that other load on the machine weighs on both alike.
 
 Figures (targets from issue 11): p99 latency of an A query for a Service name ≤ 5 ms (one client, and under
 load of --clients clients), queries/s, Service create → answered p99 ≤ 1 s, RSS with 1,000 Services (each with
@@ -34,6 +35,7 @@ from tests.dns_process import DNSProcess, free_dns_port
 OUTPUT = REPO / "_output" / "bench"
 NS = "dns-bench"
 JSONDict = dict[str, Any]
+ROUNDS = 5  # turns of each server per comparison
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -79,8 +81,27 @@ def _client(port: int, name: str, seconds: float, out: Any) -> None:
     out.put(latencies)
 
 
+def summary(latencies: list[float], seconds: float, clients: int) -> JSONDict:
+    return {"clients": clients, "queries": len(latencies), "qps": round(len(latencies) / seconds, 1),
+            "p50_ms": round(percentile(latencies, 50) * 1000, 3), "p99_ms": round(percentile(latencies, 99) * 1000, 3),
+            "max_ms": round(max(latencies) * 1000, 3)}
+
+
 def load(port: int, name: str, seconds: float, clients: int) -> JSONDict:
-    """`clients` processes, each one query at a time for `seconds`: queries/s and latency percentiles (ms)."""
+    return summary(load_latencies(port, name, seconds, clients), seconds, clients)
+
+
+def compare(ports: dict[str, int], name: str, seconds: float, clients: int, rounds: int = ROUNDS) -> JSONDict:
+    """The servers in turns of seconds/rounds each, so that what else runs on the machine weighs on all alike."""
+    latencies: dict[str, list[float]] = {who: [] for who in ports}
+    for _ in range(rounds):
+        for who, port in ports.items():
+            latencies[who] += load_latencies(port, name, seconds / rounds, clients)
+    return {who: summary(values, seconds, clients) for who, values in latencies.items()}
+
+
+def load_latencies(port: int, name: str, seconds: float, clients: int) -> list[float]:
+    """`clients` processes, each one query at a time for `seconds`: every query's latency (s)."""
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
     procs = [ctx.Process(target=_client, args=(port, name, seconds, queue)) for _ in range(clients)]
@@ -91,9 +112,7 @@ def load(port: int, name: str, seconds: float, clients: int) -> JSONDict:
         latencies += queue.get(timeout=seconds + 30)
     for p in procs:
         p.join(10)
-    return {"clients": clients, "queries": len(latencies), "qps": round(len(latencies) / seconds, 1),
-            "p50_ms": round(percentile(latencies, 50) * 1000, 3), "p99_ms": round(percentile(latencies, 99) * 1000, 3),
-            "max_ms": round(max(latencies) * 1000, 3)}
+    return latencies
 
 
 # -- the cluster side ----------------------------------------------------------------------------------------
@@ -168,10 +187,9 @@ def run(args: argparse.Namespace) -> JSONDict:
                 wait_for(lambda: DNSRecord.parse(DNSRecord.question("x").send("127.0.0.1", static_port, timeout=1)),
                          10, what="the static server")
                 name = f"web.{NS}.svc.cluster.local"
-                results["single_client"] = {"dns": load(dns.port, name, args.seconds, 1),
-                                            "static_dnslib": load(static_port, name, args.seconds, 1)}
-                results["loaded"] = {"dns": load(dns.port, name, args.seconds, args.clients),
-                                     "static_dnslib": load(static_port, name, args.seconds, args.clients)}
+                ports = {"dns": dns.port, "static_dnslib": static_port}
+                results["single_client"] = compare(ports, name, args.seconds, 1)
+                results["loaded"] = compare(ports, name, args.seconds, args.clients)
                 results["create_to_resolvable"] = create_to_resolvable(api, dns, args.samples)
 
                 started = time.perf_counter()
