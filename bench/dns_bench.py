@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import shutil
 import socket
 import sys
 import time
@@ -213,6 +214,7 @@ def run(args: argparse.Namespace) -> JSONDict:
             static.terminate()
             static.join(5)
         etcd.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
     return results
 
 
