@@ -1,0 +1,81 @@
+"""The proxier's sync: the cached Services and slices into the kernel, partially or in full.
+
+Upstream's Proxier.syncProxyRules (pkg/proxy/iptables/proxier.go) around the pure rule building in
+proxier.py: it remembers what each per-Service chain held after the last successful batch, so the
+next batch rewrites only chains that changed; a failed batch forces the next sync to be full.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from machinery.api.core_v1 import Service
+from machinery.api.discovery_v1 import EndpointSlice
+from proxy.iptables.proxier import ProxierConfig, build_rules, cleanup_batch, own_chains_in, restore_batch
+from proxy.iptables.runner import Runner
+from proxy.serviceport import ServicePortInfo, ServicePortName, service_ports, slice_endpoints
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SyncResult:
+    full: bool
+    services: int
+    written: int  # per-Service chains rewritten
+    deleted: int
+    seconds: float
+
+
+class Proxier:
+    def __init__(self, config: ProxierConfig, runner: Runner) -> None:
+        self.config = config
+        self.runner = runner
+        self._written: dict[str, list[str]] | None = None  # None: the next sync is a full one
+        self._present: set[str] = set()  # our per-Service chains in the kernel
+        self._jumps_ensured = False
+
+    def force_full_sync(self) -> None:
+        self._written = None
+
+    async def read_kernel(self) -> None:
+        """Which of our chains exist (a restarted proxy deletes what it no longer wants)."""
+        saved = await self.runner.save("nat")
+        c = self.config.chains
+        self._present = {chain for chain in own_chains_in(saved, c) if chain not in c.nat_top()}
+
+    async def sync(self, services: Iterable[Service], slices: Iterable[EndpointSlice]) -> SyncResult:
+        start = time.monotonic()
+        ports: dict[ServicePortName, ServicePortInfo] = {}
+        for service in services:
+            for port in service_ports(service):
+                ports[port.name] = port
+        rules = build_rules(self.config, ports, slice_endpoints(slices))
+        full = self._written is None
+        batch = restore_batch(rules, self._written, self._present)
+        try:
+            await self.runner.restore(batch.text)
+        except Exception:
+            self._written = None
+            await self.read_kernel()
+            raise
+        self._written = dict(rules.nat_chains)
+        self._present = set(rules.nat_chains)
+        if full or not self._jumps_ensured:
+            # once the chains exist, and again on every full sync (someone may have flushed a built-in chain)
+            for table, chain, rule in self.config.chains.jump_rules():
+                if await self.runner.ensure_rule(table, chain, rule):
+                    log.info("added the jump to %s in %s %s", rule[-1], table, chain)
+            self._jumps_ensured = True
+        return SyncResult(full, len(ports), len(batch.written), len(batch.deleted), time.monotonic() - start)
+
+    async def cleanup(self) -> bool:
+        """Remove every jump rule and chain of ours (upstream's --cleanup); True if there was any."""
+        batch = cleanup_batch(await self.runner.save("filter", "nat"), self.config.chains)
+        if batch:
+            await self.runner.restore(batch)
+        self._written, self._present, self._jumps_ensured = None, set(), False
+        return bool(batch)
