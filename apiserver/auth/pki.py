@@ -13,13 +13,15 @@ SAN now asked for, or is not signed by the CA on disk):
     DIR/pki/admin.crt ...                     kubernetes-admin, O=system:masters
     DIR/pki/scheduler.crt ...                 system:kube-scheduler
     DIR/pki/controller-manager.crt ...        system:kube-controller-manager
+    DIR/pki/kube-proxy.crt ...                system:kube-proxy
     DIR/pki/kubelet-NODE.crt ...              system:node:NODE, O=system:nodes
     DIR/pki/apiserver-kubelet-client.crt .key kube-apiserver-kubelet-client, O=system:masters: the
                                               apiserver's identity towards kubelets (kubeadm's name)
     DIR/pki/kubelets/NODE/kubelet.crt .key    NODE's kubelet serving certificate (SANs: NODE, this host's
                                               name and default-route address, localhost, 127.0.0.1,
                                               --kubelet-san ...)
-    DIR/admin.conf scheduler.conf controller-manager.conf kubelet-NODE.conf   (certificates embedded)
+    DIR/admin.conf scheduler.conf controller-manager.conf kube-proxy.conf kubelet-NODE.conf
+                                              (certificates embedded)
 
 and, with `--etcd-member NAME[=HOST,...]` (repeatable), etcd's own PKI as kubeadm lays it out:
 
@@ -73,6 +75,7 @@ LEAF_DAYS = 365
 ADMIN_USER = "kubernetes-admin"
 MASTERS_GROUP = "system:masters"
 SCHEDULER_USER = "system:kube-scheduler"
+PROXY_USER = "system:kube-proxy"
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 NODES_GROUP = "system:nodes"
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
@@ -409,6 +412,7 @@ def component_identities(nodes: Iterable[str] = ()) -> list[tuple[str, str, tupl
         ("admin", ADMIN_USER, (MASTERS_GROUP,)),
         ("scheduler", SCHEDULER_USER, ()),
         ("controller-manager", CONTROLLER_MANAGER_USER, ()),
+        ("kube-proxy", PROXY_USER, ()),
     ]
     out += [(f"kubelet-{node}", node_user(node), (NODES_GROUP,)) for node in nodes]
     return out
