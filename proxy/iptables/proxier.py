@@ -22,9 +22,11 @@ Chain names use upstream's hashes: base32(sha256("ns/name[:port]" + protocol [+ 
 
 Partial syncs: every sync rewrites the top chains (P-SERVICES, P-NODEPORTS, ...) in full, and of
 the per-Service chains only those whose rules changed since the last successful sync; chains no
-longer wanted are flushed and deleted (-X) in the same batch. A full sync (the first one, after a
-failure, and every --sync-period) rewrites every chain; on start the chains already in the kernel
-are read from iptables-save so a restarted proxy deletes what it no longer wants.
+longer wanted are flushed and deleted (-X) in the same batch. Only the Service ports whose info or
+endpoints changed have their rules built again (a cache between syncs). A full sync (the first one,
+after a failure, and once an hour: upstream's FullSyncPeriod) rewrites every chain; on start the
+chains already in the kernel are read from iptables-save so a restarted proxy deletes what it no
+longer wants.
 """
 
 from __future__ import annotations
@@ -181,9 +183,105 @@ def _balance(c: Chains, svc: ServicePortInfo, chain: str, targets: list[Endpoint
     return rules
 
 
+@dataclass
+class ServiceRules:
+    """One Service port's share of the rules (kept between syncs: rebuilt only when it changed)."""
+
+    filter_services: list[str]
+    filter_external: list[str]
+    nat_services: list[str]
+    nat_nodeports: list[str]
+    chains: dict[str, list[str]]
+
+
+RuleCache = dict[ServicePortName, tuple[tuple[ServicePortInfo, tuple[EndpointInfo, ...]], ServiceRules]]
+
+
+def service_rules(config: ProxierConfig, svc: ServicePortInfo, eps: list[EndpointInfo]) -> ServiceRules:
+    """The rules of one Service port: its lines in the top chains, and its own chains."""
+    c = config.chains
+    name = svc.name
+    f_services: list[str] = []
+    f_external: list[str] = []
+    n_services: list[str] = []
+    n_nodeports: list[str] = []
+    chains: dict[str, list[str]] = {}
+    proto = name.protocol.lower()
+    text = str(name)
+    cluster_eps, external_eps, any_eps = categorize(svc, eps, config.local_nodes)
+    svc_chain, svl_chain, ext_chain = c.svc(name), c.svl(name), c.ext(name)
+    dport = f"-p {proto} -m {proto} --dport"
+
+    # endpoint chains of every endpoint used by either policy
+    used = {str(e): e for e in [*usable(eps), *cluster_eps, *external_eps]}
+    for ep in used.values():
+        sep = c.sep(name, ep)
+        rules = [f"-A {sep} {_comment(text)} -s {ep.ip}/32 -j {c.mark_masq}"]  # hairpin
+        recent = f"-m recent --name {sep} --set " if svc.affinity_timeout else ""
+        rules.append(f"-A {sep} {_comment(text)} -p {proto} {recent}-m {proto} -j DNAT --to-destination {ep}")
+        chains[sep] = rules
+
+    # cluster IP
+    if cluster_eps:
+        internal_chain = svl_chain if svc.internal_local else svc_chain
+        n_services.append(f"-A {c.services} -d {svc.cluster_ip}/32 {_comment(f'{text} cluster IP')} "
+                          f"{dport} {svc.port} -j {internal_chain}")
+    else:
+        target, why = ("REJECT", "has no endpoints") if not any_eps else ("DROP", "has no local endpoints")
+        f_services.append(f"-A {c.services} -d {svc.cluster_ip}/32 {_comment(f'{text} {why}')} "
+                          f"{dport} {svc.port} -j {target}")
+    # the Cluster-policy chain over every usable endpoint (the cluster IP's, and external Cluster's)
+    if any_eps:
+        masq = "" if config.masquerade_all else f"! -s {config.cluster_cidr} "
+        chains[svc_chain] = [f"-A {svc_chain} {_comment(f'{text} cluster IP')} {masq}-d {svc.cluster_ip}/32 "
+                             f"{dport} {svc.port} -j {c.mark_masq}", *_balance(c, svc, svc_chain, usable(eps))]
+    # the Local-policy chain over the endpoints on this host's nodes
+    local_eps = cluster_eps if svc.internal_local else external_eps if svc.external_local else []
+    if local_eps:
+        chains[svl_chain] = _balance(c, svc, svl_chain, local_eps)
+
+    # external destinations: nodePort, load-balancer ingress IPs, external IPs
+    if svc.externally_accessible:
+        if external_eps:
+            if svc.external_local:
+                chains[ext_chain] = [
+                    # pods and the node itself go to the whole Service (upstream: no short-circuit to local)
+                    f'-A {ext_chain} {_comment("pod traffic for " + text + " external destinations")} '
+                    f"-s {config.cluster_cidr} -j {svc_chain}",
+                    f'-A {ext_chain} {_comment("masquerade LOCAL traffic for " + text + " external destinations")} '
+                    f"-m addrtype --src-type LOCAL -j {c.mark_masq}",
+                    f'-A {ext_chain} {_comment("route LOCAL traffic for " + text + " external destinations")} '
+                    f"-m addrtype --src-type LOCAL -j {svc_chain}",
+                    f"-A {ext_chain} -j {svl_chain}",
+                ]
+            else:
+                chains[ext_chain] = [
+                    f'-A {ext_chain} {_comment("masquerade traffic for " + text + " external destinations")} '
+                    f"-j {c.mark_masq}",
+                    f"-A {ext_chain} -j {svc_chain}",
+                ]
+            for ip in (*svc.load_balancer_ips, *svc.external_ips):
+                n_services.append(f"-A {c.services} -d {ip}/32 {_comment(f'{text} external IP')} "
+                                  f"{dport} {svc.port} -j {ext_chain}")
+            if svc.node_port:
+                n_nodeports.append(f"-A {c.nodeports} {_comment(text)} {dport} {svc.node_port} -j {ext_chain}")
+        else:
+            target, why = ("REJECT", "has no endpoints") if not any_eps else ("DROP", "has no local endpoints")
+            for ip in (*svc.load_balancer_ips, *svc.external_ips):
+                f_external.append(f"-A {c.external_services} -d {ip}/32 {_comment(f'{text} {why}')} "
+                                  f"{dport} {svc.port} -j {target}")
+            if svc.node_port:
+                f_external.append(f"-A {c.external_services} {_comment(f'{text} {why}')} "
+                                  f"-m addrtype --dst-type LOCAL {dport} {svc.node_port} -j {target}")
+
+    return ServiceRules(f_services, f_external, n_services, n_nodeports, chains)
+
+
 def build_rules(config: ProxierConfig, services: Mapping[ServicePortName, ServicePortInfo],
-                endpoints: Mapping[ServicePortName, list[EndpointInfo]]) -> RuleSet:
-    """Every rule this proxy wants, as upstream's syncProxyRules writes them (pure)."""
+                endpoints: Mapping[ServicePortName, list[EndpointInfo]], cache: RuleCache | None = None) -> RuleSet:
+    """Every rule this proxy wants, as upstream's syncProxyRules writes them (pure but for `cache`:
+    the Service ports whose info and endpoints are unchanged since the call that filled it are not
+    built again, which is most of a sync's time with 1,000 Services)."""
     c = config.chains
     mark = config.masquerade_mark
     f_services: list[str] = []
@@ -206,74 +304,23 @@ def build_rules(config: ProxierConfig, services: Mapping[ServicePortName, Servic
 
     for name in sorted(services, key=str):
         svc = services[name]
-        proto = name.protocol.lower()
-        text = str(name)
         eps = endpoints.get(name, [])
-        cluster_eps, external_eps, any_eps = categorize(svc, eps, config.local_nodes)
-        svc_chain, svl_chain, ext_chain = c.svc(name), c.svl(name), c.ext(name)
-        dport = f"-p {proto} -m {proto} --dport"
-
-        # endpoint chains of every endpoint used by either policy
-        used = {str(e): e for e in [*usable(eps), *cluster_eps, *external_eps]}
-        for ep in used.values():
-            sep = c.sep(name, ep)
-            rules = [f"-A {sep} {_comment(text)} -s {ep.ip}/32 -j {c.mark_masq}"]  # hairpin
-            recent = f"-m recent --name {sep} --set " if svc.affinity_timeout else ""
-            rules.append(f"-A {sep} {_comment(text)} -p {proto} {recent}-m {proto} -j DNAT --to-destination {ep}")
-            chains[sep] = rules
-
-        # cluster IP
-        if cluster_eps:
-            internal_chain = svl_chain if svc.internal_local else svc_chain
-            n_services.append(f"-A {c.services} -d {svc.cluster_ip}/32 {_comment(f'{text} cluster IP')} "
-                              f"{dport} {svc.port} -j {internal_chain}")
+        key = (svc, tuple(eps))
+        cached = cache.get(name) if cache is not None else None
+        if cached is not None and cached[0] == key:
+            part = cached[1]
         else:
-            target, why = ("REJECT", "has no endpoints") if not any_eps else ("DROP", "has no local endpoints")
-            f_services.append(f"-A {c.services} -d {svc.cluster_ip}/32 {_comment(f'{text} {why}')} "
-                              f"{dport} {svc.port} -j {target}")
-        # the Cluster-policy chain over every usable endpoint (the cluster IP's, and external Cluster's)
-        if any_eps:
-            masq = "" if config.masquerade_all else f"! -s {config.cluster_cidr} "
-            chains[svc_chain] = [f"-A {svc_chain} {_comment(f'{text} cluster IP')} {masq}-d {svc.cluster_ip}/32 "
-                                 f"{dport} {svc.port} -j {c.mark_masq}", *_balance(c, svc, svc_chain, usable(eps))]
-        # the Local-policy chain over the endpoints on this host's nodes
-        local_eps = cluster_eps if svc.internal_local else external_eps if svc.external_local else []
-        if local_eps:
-            chains[svl_chain] = _balance(c, svc, svl_chain, local_eps)
-
-        # external destinations: nodePort, load-balancer ingress IPs, external IPs
-        if svc.externally_accessible:
-            if external_eps:
-                if svc.external_local:
-                    chains[ext_chain] = [
-                        # pods and the node itself go to the whole Service (upstream: no short-circuit to local)
-                        f'-A {ext_chain} {_comment("pod traffic for " + text + " external destinations")} '
-                        f"-s {config.cluster_cidr} -j {svc_chain}",
-                        f'-A {ext_chain} {_comment("masquerade LOCAL traffic for " + text + " external destinations")} '
-                        f"-m addrtype --src-type LOCAL -j {c.mark_masq}",
-                        f'-A {ext_chain} {_comment("route LOCAL traffic for " + text + " external destinations")} '
-                        f"-m addrtype --src-type LOCAL -j {svc_chain}",
-                        f"-A {ext_chain} -j {svl_chain}",
-                    ]
-                else:
-                    chains[ext_chain] = [
-                        f'-A {ext_chain} {_comment("masquerade traffic for " + text + " external destinations")} '
-                        f"-j {c.mark_masq}",
-                        f"-A {ext_chain} -j {svc_chain}",
-                    ]
-                for ip in (*svc.load_balancer_ips, *svc.external_ips):
-                    n_services.append(f"-A {c.services} -d {ip}/32 {_comment(f'{text} external IP')} "
-                                      f"{dport} {svc.port} -j {ext_chain}")
-                if svc.node_port:
-                    n_nodeports.append(f"-A {c.nodeports} {_comment(text)} {dport} {svc.node_port} -j {ext_chain}")
-            else:
-                target, why = ("REJECT", "has no endpoints") if not any_eps else ("DROP", "has no local endpoints")
-                for ip in (*svc.load_balancer_ips, *svc.external_ips):
-                    f_external.append(f"-A {c.external_services} -d {ip}/32 {_comment(f'{text} {why}')} "
-                                      f"{dport} {svc.port} -j {target}")
-                if svc.node_port:
-                    f_external.append(f"-A {c.external_services} {_comment(f'{text} {why}')} "
-                                      f"-m addrtype --dst-type LOCAL {dport} {svc.node_port} -j {target}")
+            part = service_rules(config, svc, eps)
+            if cache is not None:
+                cache[name] = (key, part)
+        f_services += part.filter_services
+        f_external += part.filter_external
+        n_services += part.nat_services
+        n_nodeports += part.nat_nodeports
+        chains.update(part.chains)
+    if cache is not None:
+        for gone in set(cache) - set(services):
+            del cache[gone]
 
     # last: local destinations go on to the node ports (upstream's "kubernetes service nodeports")
     last = _comment("kubernetes service nodeports; NOTE: this must be the last rule in this chain")
@@ -306,7 +353,7 @@ def restore_batch(rules: RuleSet, existing: Mapping[str, list[str]] | None,
     lines += ["COMMIT", "*nat"]
     lines += [f":{chain} - [0:0]" for chain in rules.nat_top]
     written = [chain for chain, chain_rules in rules.nat_chains.items()
-               if existing is None or existing.get(chain) != chain_rules or chain not in present]
+               if existing is None or chain not in present or not _same(existing.get(chain), chain_rules)]
     deleted = sorted(set(present) - set(rules.nat_chains))
     lines += [f":{chain} - [0:0]" for chain in [*written, *deleted]]
     for chain_rules in rules.nat_top.values():
@@ -318,15 +365,8 @@ def restore_batch(rules: RuleSet, existing: Mapping[str, list[str]] | None,
     return RestoreBatch("\n".join(lines), written, deleted)
 
 
-def own_chains_in(save_output: str, chains: Chains) -> set[str]:
-    """Our chains declared in iptables-save output (`:NAME - [0:0]` lines)."""
-    found = set()
-    for line in save_output.splitlines():
-        if line.startswith(":"):
-            name = line[1:].split(" ", 1)[0]
-            if chains.is_own(name):
-                found.add(name)
-    return found
+def _same(old: list[str] | None, new: list[str]) -> bool:
+    return old is new or old == new  # the rule cache hands back the very list of an unchanged chain
 
 
 def cleanup_batch(save_output: str, chains: Chains) -> str:

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 from machinery.api.core_v1 import Service
 from machinery.api.discovery_v1 import EndpointSlice
-from proxy.iptables.proxier import ProxierConfig, build_rules, cleanup_batch, own_chains_in, restore_batch
+from proxy.iptables.proxier import (
+    ProxierConfig,
+    RuleCache,
+    build_rules,
+    cleanup_batch,
+    restore_batch,
+)
 from proxy.iptables.runner import Runner
 from proxy.serviceport import ServicePortInfo, ServicePortName, service_ports, slice_endpoints
 
@@ -37,15 +43,22 @@ class Proxier:
         self._written: dict[str, list[str]] | None = None  # None: the next sync is a full one
         self._present: set[str] = set()  # our per-Service chains in the kernel
         self._jumps_ensured = False
+        self._cache: RuleCache = {}
 
     def force_full_sync(self) -> None:
         self._written = None
+        self._cache = {}
+
+    def ensure_jumps_next_sync(self) -> None:
+        """Check the jump rules from the built-in chains again (the periodic sync: someone may have
+        flushed a built-in chain; a flushed chain of ours fails the batch and forces a full sync)."""
+        self._jumps_ensured = False
 
     async def read_kernel(self) -> None:
         """Which of our chains exist (a restarted proxy deletes what it no longer wants)."""
-        saved = await self.runner.save("nat")
         c = self.config.chains
-        self._present = {chain for chain in own_chains_in(saved, c) if chain not in c.nat_top()}
+        self._present = {chain for chain in await self.runner.chains("nat")
+                         if c.is_own(chain) and chain not in c.nat_top()}
 
     async def sync(self, services: Iterable[Service], slices: Iterable[EndpointSlice]) -> SyncResult:
         start = time.monotonic()
@@ -53,19 +66,19 @@ class Proxier:
         for service in services:
             for port in service_ports(service):
                 ports[port.name] = port
-        rules = build_rules(self.config, ports, slice_endpoints(slices))
+        rules = build_rules(self.config, ports, slice_endpoints(slices), self._cache)
         full = self._written is None
         batch = restore_batch(rules, self._written, self._present)
         try:
             await self.runner.restore(batch.text)
         except Exception:
-            self._written = None
+            self.force_full_sync()
             await self.read_kernel()
             raise
         self._written = dict(rules.nat_chains)
         self._present = set(rules.nat_chains)
         if full or not self._jumps_ensured:
-            # once the chains exist, and again on every full sync (someone may have flushed a built-in chain)
+            # once the chains exist, then on full and periodic syncs
             for table, chain, rule in self.config.chains.jump_rules():
                 if await self.runner.ensure_rule(table, chain, rule):
                     log.info("added the jump to %s in %s %s", rule[-1], table, chain)
@@ -77,5 +90,6 @@ class Proxier:
         batch = cleanup_batch(await self.runner.save("filter", "nat"), self.config.chains)
         if batch:
             await self.runner.restore(batch)
-        self._written, self._present, self._jumps_ensured = None, set(), False
+        self.force_full_sync()
+        self._present, self._jumps_ensured = set(), False
         return bool(batch)
