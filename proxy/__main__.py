@@ -8,6 +8,9 @@ Every kubelet of a host runs in the host's network namespace, so one proxy serve
 --hostname-override takes a comma-separated list of this host's node names, and a traffic policy
 of Local keeps the endpoints on any of them (upstream: the one node the proxy runs on).
 
+NodePorts answer on the host's addresses but 127.0.0.0/8 (upstream's --iptables-localhost-nodeports=
+false): DNAT from localhost needs route_localnet, a sysctl of the whole host, left alone here.
+
 Several clusters on one host (test clusters beside a developer's local-up) share the host's
 packet filter: --iptables-chain-prefix (minik8s's own flag; default KUBE, upstream's names) gives
 each proxy its own chains, and --cleanup removes only the chains and jump rules of its prefix.
@@ -23,6 +26,7 @@ import platform
 import signal
 import socket
 import sys
+from pathlib import Path
 
 from machinery.client import KUBE_VERSION, ApiClient
 from machinery.kubeconfig import ClientConfig, load_kubeconfig
@@ -101,6 +105,22 @@ def proxier_config(args: argparse.Namespace) -> ProxierConfig:
                          local_nodes=frozenset(nodes))
 
 
+BRIDGE_NF_CALL_IPTABLES = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+
+
+def check_bridge_netfilter() -> None:
+    """Pods on one node bridge reach a Service (and a pod its own Service: hairpin) only when bridged
+    traffic passes iptables; upstream's proxier warns the same way when it does not."""
+    try:
+        enabled = BRIDGE_NF_CALL_IPTABLES.read_text().strip() == "1"
+    except OSError:
+        enabled = False
+    if not enabled:
+        log.warning("missing br_netfilter module or unset sysctl net.bridge.bridge-nf-call-iptables: "
+                    "pods on one bridge may not reach Services (modprobe br_netfilter; sysctl -w "
+                    "net.bridge.bridge-nf-call-iptables=1)")
+
+
 async def run(args: argparse.Namespace) -> int:
     proxier = Proxier(proxier_config(args), Runner())
     if args.cleanup:
@@ -108,6 +128,7 @@ async def run(args: argparse.Namespace) -> int:
         prefix = args.iptables_chain_prefix
         log.info("cleanup: %s", f"removed the {prefix}-* chains" if removed else "nothing to remove")
         return 0
+    check_bridge_netfilter()
     config = client_config(args)
     client = ApiClient(config, user_agent=user_agent())
     nodes = sorted(proxier.config.local_nodes)

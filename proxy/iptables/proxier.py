@@ -324,7 +324,9 @@ def build_rules(config: ProxierConfig, services: Mapping[ServicePortName, Servic
 
     # last: local destinations go on to the node ports (upstream's "kubernetes service nodeports")
     last = _comment("kubernetes service nodeports; NOTE: this must be the last rule in this chain")
-    n_services.append(f"-A {c.services} {last} -m addrtype --dst-type LOCAL -j {c.nodeports}")
+    # not on 127.0.0.0/8: that would need route_localnet, a host-wide sysctl (upstream's
+    # --iptables-localhost-nodeports=false)
+    n_services.append(f"-A {c.services} {last} ! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j {c.nodeports}")
     return RuleSet(
         filter_top={c.services: f_services, c.external_services: f_external, c.forward: f_forward},
         nat_top={c.services: n_services, c.nodeports: n_nodeports, c.postrouting: n_postrouting,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+import proxy.__main__ as proxy_main
 from proxy.__main__ import parse_args, proxier_config
 
 
@@ -32,3 +35,17 @@ def test_bad_flags_are_refused(argv: list[str], message: str, capsys: pytest.Cap
         parse_args(argv)
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_bridge_netfilter_off_is_warned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    sysctl = tmp_path / "bridge-nf-call-iptables"
+    monkeypatch.setattr(proxy_main, "BRIDGE_NF_CALL_IPTABLES", sysctl)
+    proxy_main.check_bridge_netfilter()  # missing: no br_netfilter module
+    sysctl.write_text("0\n")
+    proxy_main.check_bridge_netfilter()
+    assert [r.message.startswith("missing br_netfilter") for r in caplog.records] == [True, True]
+    caplog.clear()
+    sysctl.write_text("1\n")
+    proxy_main.check_bridge_netfilter()
+    assert caplog.records == []

@@ -121,7 +121,7 @@ def test_node_port_and_load_balancer_ip_go_through_ext() -> None:
     assert f"-A {ext} -j {svc_chain}" in text and f"-A {ext} -m comment" in text and "-j KUBE-MARK-MASQ" in text
     # the node-port jump is the last rule of KUBE-SERVICES
     services = [line for line in text.splitlines() if line.startswith("-A KUBE-SERVICES")]
-    assert services[-1].endswith("-m addrtype --dst-type LOCAL -j KUBE-NODEPORTS")
+    assert services[-1].endswith("! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS")
 
 
 def test_traffic_policy_local_keeps_this_hosts_endpoints() -> None:
