@@ -98,34 +98,48 @@ def service_ports(service: Service) -> list[ServicePortInfo]:
     return result
 
 
-def slice_endpoints(slices: Iterable[EndpointSlice]) -> dict[ServicePortName, list[EndpointInfo]]:
-    """Endpoints of every Service port named by these slices, deduplicated by ip:port, sorted."""
-    found: dict[ServicePortName, dict[str, EndpointInfo]] = {}
-    for s in slices:
-        labels = s.metadata.labels or {}
-        service = labels.get(SERVICE_NAME_LABEL)
-        if not service or s.address_type != "IPv4" or not s.ports:
+def endpoints_of_slice(s: EndpointSlice) -> list[tuple[ServicePortName, EndpointInfo]]:
+    """The (Service port, endpoint) pairs one slice names; none for a slice of no Service or not IPv4."""
+    labels = s.metadata.labels or {}
+    service = labels.get(SERVICE_NAME_LABEL)
+    if not service or s.address_type != "IPv4" or not s.ports:
+        return []
+    namespace = s.metadata.namespace or "default"
+    out = []
+    for port in s.ports:
+        if port.port is None:
             continue
-        namespace = s.metadata.namespace or "default"
-        for port in s.ports:
-            if port.port is None:
+        name = ServicePortName(namespace, service, port.name or "", port.protocol or "TCP")
+        for endpoint in s.endpoints or ():
+            if not endpoint.addresses:
                 continue
-            name = ServicePortName(namespace, service, port.name or "", port.protocol or "TCP")
+            c = endpoint.conditions
+            # upstream: a nil ready is ready; a nil serving is the ready value; a nil terminating is false
+            ready = c is None or c.ready is None or c.ready
+            serving = ready if c is None or c.serving is None else c.serving
+            terminating = bool(c and c.terminating)
+            out.append((name, EndpointInfo(endpoint.addresses[0], port.port, ready, serving, terminating,
+                                           endpoint.node_name or "")))
+    return out
+
+
+def merge_endpoints(pairs: Iterable[Iterable[tuple[ServicePortName, EndpointInfo]]]
+                    ) -> dict[ServicePortName, list[EndpointInfo]]:
+    """Endpoints of every Service port over all its slices, deduplicated by ip:port (an endpoint
+    moving between slices keeps the ready one), sorted (upstream's endpointslicecache)."""
+    found: dict[ServicePortName, dict[str, EndpointInfo]] = {}
+    for of_slice in pairs:
+        for name, info in of_slice:
             into = found.setdefault(name, {})
-            for endpoint in s.endpoints or ():
-                if not endpoint.addresses:
-                    continue
-                c = endpoint.conditions
-                # upstream: a nil ready is ready; a nil serving is the ready value; a nil terminating is false
-                ready = c is None or c.ready is None or c.ready
-                serving = ready if c is None or c.serving is None else c.serving
-                terminating = bool(c and c.terminating)
-                info = EndpointInfo(endpoint.addresses[0], port.port, ready, serving, terminating,
-                                    endpoint.node_name or "")
-                # a duplicate (an endpoint moving between slices) keeps the ready one
-                if str(info) not in into or ready:
-                    into[str(info)] = info
+            key = str(info)
+            if key not in into or info.ready:
+                into[key] = info
     return {name: sorted(eps.values(), key=lambda e: (e.ip, e.port)) for name, eps in found.items()}
+
+
+def slice_endpoints(slices: Iterable[EndpointSlice]) -> dict[ServicePortName, list[EndpointInfo]]:
+    """Endpoints of every Service port named by these slices."""
+    return merge_endpoints(endpoints_of_slice(s) for s in slices)
 
 
 def usable(endpoints: list[EndpointInfo]) -> list[EndpointInfo]:

@@ -22,7 +22,14 @@ from proxy.iptables.proxier import (
     restore_batch,
 )
 from proxy.iptables.runner import Runner
-from proxy.serviceport import ServicePortInfo, ServicePortName, service_ports, slice_endpoints
+from proxy.serviceport import (
+    EndpointInfo,
+    ServicePortInfo,
+    ServicePortName,
+    endpoints_of_slice,
+    merge_endpoints,
+    service_ports,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +51,8 @@ class Proxier:
         self._present: set[str] = set()  # our per-Service chains in the kernel
         self._jumps_ensured = False
         self._cache: RuleCache = {}
+        # each slice's endpoints by its key, with the resourceVersion they were read at
+        self._slices: dict[str, tuple[str | None, list[tuple[ServicePortName, EndpointInfo]]]] = {}
 
     def force_full_sync(self) -> None:
         self._written = None
@@ -66,7 +75,7 @@ class Proxier:
         for service in services:
             for port in service_ports(service):
                 ports[port.name] = port
-        rules = build_rules(self.config, ports, slice_endpoints(slices), self._cache)
+        rules = build_rules(self.config, ports, self._endpoints(slices), self._cache)
         full = self._written is None
         batch = restore_batch(rules, self._written, self._present)
         try:
@@ -84,6 +93,18 @@ class Proxier:
                     log.info("added the jump to %s in %s %s", rule[-1], table, chain)
             self._jumps_ensured = True
         return SyncResult(full, len(ports), len(batch.written), len(batch.deleted), time.monotonic() - start)
+
+    def _endpoints(self, slices: Iterable[EndpointSlice]) -> dict[ServicePortName, list[EndpointInfo]]:
+        """The endpoints of all slices, reading again only the slices whose resourceVersion moved."""
+        seen: dict[str, tuple[str | None, list[tuple[ServicePortName, EndpointInfo]]]] = {}
+        for s in slices:
+            key = f"{s.metadata.namespace}/{s.metadata.name}"
+            cached = self._slices.get(key)
+            rv = s.metadata.resource_version
+            seen[key] = cached if cached is not None and rv is not None and cached[0] == rv \
+                else (rv, endpoints_of_slice(s))
+        self._slices = seen
+        return merge_endpoints(pairs for _, pairs in seen.values())
 
     async def cleanup(self) -> bool:
         """Remove every jump rule and chain of ours (upstream's --cleanup); True if there was any."""
