@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import random
 import shutil
 import statistics
 import threading
@@ -61,9 +62,14 @@ def slice_body(service: str, ips: list[str]) -> dict[str, Any]:
             "endpoints": [{"addresses": [ip], "conditions": {"ready": True}} for ip in ips]}
 
 
+# ClusterIPs in the apiserver's default --service-cluster-ip-range (10.96.0.0/12), from a /16 picked at
+# random among 10.100-10.110 (as the tests pick their /24s), so other clusters' rules on this host are
+# unlikely to name the same addresses
+SECOND_OCTET = random.randint(100, 110)
+
+
 def cluster_ip(index: int) -> str:
-    """10.112.0.0/16 onwards: away from the addresses test clusters on this host use."""
-    return f"10.112.{index // 250}.{index % 250 + 1}"
+    return f"10.{SECOND_OCTET}.{index // 250}.{index % 250 + 1}"
 
 
 def hollow_ips(index: int) -> list[str]:
