@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
-import os
 import random
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,14 +177,3 @@ def free_node_port(taken: str | None = None) -> int:
         port = random.randint(30000, 32767)
         if f"--dport {port} " not in rules:
             return port
-
-
-def wait_until(condition: Any, timeout: float, what: str) -> Any:
-    return wait_for(condition, timeout, interval=0.02, what=what)
-
-
-def elapsed(since: float) -> float:
-    return time.monotonic() - since
-
-
-ENV = dict(os.environ)
