@@ -348,11 +348,11 @@ def restore_batch(rules: RuleSet, existing: Mapping[str, list[str]] | None,
                   present: Collection[str]) -> RestoreBatch:
     """The batch taking the kernel from `existing` (per-Service chain -> rules as last written; None
     for a full sync) and `present` (per-Service chains in the kernel) to `rules`."""
-    lines = ["*filter"]
-    lines += [f":{chain} - [0:0]" for chain in rules.filter_top]
-    for chain_rules in rules.filter_top.values():
-        lines += chain_rules
-    lines += ["COMMIT", "*nat"]
+    # nat first: the kernel takes each table's COMMIT on its own, and nat (thousands of chains) takes
+    # long to commit, filter (a few REJECTs) not. A Service gaining endpoints is DNATed before its REJECT
+    # goes, one losing them is REJECTed right after its DNAT went: the gap where neither holds (its
+    # packets routed to the cluster IP itself) is filter's short commit, not nat's long one
+    lines = ["*nat"]
     lines += [f":{chain} - [0:0]" for chain in rules.nat_top]
     written = [chain for chain, chain_rules in rules.nat_chains.items()
                if existing is None or chain not in present or not _same(existing.get(chain), chain_rules)]
@@ -363,6 +363,10 @@ def restore_batch(rules: RuleSet, existing: Mapping[str, list[str]] | None,
     for chain in written:
         lines += rules.nat_chains[chain]
     lines += [f"-X {chain}" for chain in deleted]
+    lines += ["COMMIT", "*filter"]
+    lines += [f":{chain} - [0:0]" for chain in rules.filter_top]
+    for chain_rules in rules.filter_top.values():
+        lines += chain_rules
     lines += ["COMMIT", ""]
     return RestoreBatch("\n".join(lines), written, deleted)
 

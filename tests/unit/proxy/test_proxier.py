@@ -183,6 +183,8 @@ def test_partial_sync_rewrites_only_changed_chains_and_deletes_stale_ones() -> N
     assert set(partial.written) == {Chains().svc(name_b), Chains().sep(name_b, EndpointInfo("10.244.1.9", 8080))}
     assert partial.deleted == [Chains().sep(name_b, EndpointInfo("10.244.1.3", 8080))]
     assert f"-X {partial.deleted[0]}" in partial.text
+    # nat is committed before filter (a Service's DNAT is in place before its REJECT goes)
+    assert partial.text.index("*nat") < partial.text.index("*filter")
     # the top chains are rewritten every time
     assert ":KUBE-SERVICES - [0:0]" in partial.text and "-A KUBE-SERVICES -d 10.96.0.1/32" in partial.text
     # a is deleted: all of its chains go
