@@ -20,6 +20,7 @@ import docker
 from tests.cluster import REPO, Process, free_port, wait_for
 
 HTTPD = "minik8s/httpd:1"
+BUSYBOX = "minik8s/busybox:1.35"
 TEST_LABEL = "io.minik8s.test"
 
 

@@ -17,6 +17,8 @@ import pytest
 
 from tests.cluster import ApiServer, make_workdir, wait_for
 from tests.proxy_process import (
+    BUSYBOX,
+    TEST_LABEL,
     Backends,
     ProxyProcess,
     cleanup_prefix,
@@ -136,6 +138,29 @@ def test_cluster_ip_reaches_every_ready_backend(api: httpx.Client, namespace: st
     wait_for(lambda: answers(ip, 80), 10, what="the ClusterIP answering")
     seen = set(backends_seen(ip, 80, 60))
     assert seen == {c.name for c in backends.containers}
+
+
+def test_a_pod_on_the_bridge_reaches_the_service(api: httpx.Client, namespace: str, proxy: ProxyProcess,
+                                                 backends: Backends, ip_block: str) -> None:
+    """From a container on the backends' bridge (a pod's view): DNAT in PREROUTING, and the replies, which
+    the backend sends straight over the bridge, un-NATed by br_netfilter; no masquerade (in the cluster CIDR)."""
+    ip = cluster_ip(ip_block)
+    make_service(api, namespace, "frompod", ip)
+    write_slice(api, namespace, slice_body(namespace, "frompod", backends.ips()))
+    wait_for(lambda: answers(ip, 80), 10, what="the ClusterIP answering")
+    client = backends.client.containers.run(
+        BUSYBOX, ["sleep", "300"], name=f"{backends.tag}-client", detach=True, network=backends.tag,
+        labels={TEST_LABEL: backends.tag})
+    try:
+        seen = set()
+        for _ in range(30):
+            # nc, not wget: this busybox's wget dies of SIGSEGV on a failed connection, hiding the error
+            code, out = client.exec_run(["sh", "-c", f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {ip} 80"])
+            assert code == 0 and b"200 OK" in out, out
+            seen.add(out.decode().split("\r\n\r\n", 1)[1].strip())
+        assert seen == {c.name for c in backends.containers}
+    finally:
+        client.remove(force=True)
 
 
 def test_service_without_endpoints_is_refused_fast(api: httpx.Client, namespace: str, proxy: ProxyProcess,
