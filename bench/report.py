@@ -79,6 +79,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               what="apiserver RSS per concurrent HTTPS watch at 200 and 1,000, and per idle connection (issue 10)"),
     Benchmark("dos", "bench.dos_bench", "dos.json",
               what="64 clients' GET p99 under a 100 MB header + 100 slow-header attack; leases kept (issue 10)"),
+    Benchmark("proxy", "bench.proxy_bench", "proxy.json", ("--sizes", "10,100,1000"), ("--quick",),
+              what="kube-proxy: Service/endpoint change → first connection through the ClusterIP at 10/100/1,000 "
+                   "Services vs the watch; one full sync; ClusterIP ÷ direct throughput; proxy RSS (issue 11)"),
     Benchmark("etcd_failover", "bench.etcd_failover_bench", "etcd_failover.json", ("--rounds", "3"), ("--quick",),
               what="write stall when the etcd leader the apiserver talks to is killed, retries on vs off (issue 10)"),
     Benchmark("dns", "bench.dns_bench", "dns.json",
@@ -132,6 +135,9 @@ TARGETS: dict[str, Target] = {
     "dns.p99_loaded": Target(11, False, 5, "ms", "DNS p99 for a Service name ≤ 5 ms"),
     "dns.create_to_resolvable": Target(11, False, 1000, "ms", "Service create → resolvable p99 ≤ 1 s"),
     "dns.rss": Target(11, False, 100, "MB", "DNS RSS with 1,000 Services ≤ 100 MB"),
+    "proxy.1000.latency_p99": Target(11, False, 1.0, "s", "network programming p99 ≤ 1 s at 1,000 Services"),
+    "proxy.throughput_ratio": Target(11, True, 0.9, "ratio", "throughput through a ClusterIP ≥ 0.9x direct"),
+    "proxy.rss": Target(11, False, 100, "MB", "kube-proxy RSS ≤ 100 MB with 1,000 Services"),
 }
 
 
@@ -449,6 +455,36 @@ def dns_figures(d: JSONDict) -> list[Figure]:
     return out
 
 
+def proxy_figures(d: JSONDict) -> list[Figure]:
+    out = []
+    sizes = d.get("sizes") or {}
+    for size, e in sorted(sizes.items(), key=lambda kv: int(kv[0])):
+        n = int(size)
+        samples = len(e.get("samples_s") or [])
+        for q in ("p50", "p99"):
+            out.append(Figure(f"proxy.{size}.latency_{q}", "kube-proxy",
+                              f"network programming {q} (endpoint change → first connection), {n:,} Services",
+                              e.get(f"{q}_s"), "s", "the change on an API watch (same samples)",
+                              e.get(f"watch_{q}_s"), _ratio(e.get(f"{q}_s"), e.get(f"watch_{q}_s")),
+                              f"{samples} samples, 10 hollow endpoints per Service, --min-sync-period "
+                              f"{_get(d, 'setup', 'min_sync_period_s')} s"))
+        out.append(Figure(f"proxy.{size}.full_sync", "kube-proxy", f"one full sync at {n:,} Services",
+                          e.get("full_sync_s"), "s", "a partial sync (mean, same run)", e.get("partial_sync_mean_s"),
+                          _ratio(e.get("full_sync_s"), e.get("partial_sync_mean_s")),
+                          f"{e.get('rules')} iptables-save lines of its chains"))
+    largest = max(sizes, key=int) if sizes else None
+    if largest is not None:
+        out.append(Figure("proxy.rss", "kube-proxy", f"kube-proxy RSS with {int(largest):,} Services",
+                          sizes[largest].get("rss_mb"), "MB", full_size=int(largest) >= 1000))
+    t = d.get("throughput") or {}
+    direct, via = t.get("direct_mb_s"), t.get("cluster_ip_mb_s")
+    out.append(Figure("proxy.throughput_ratio", "kube-proxy", "throughput through a ClusterIP ÷ direct to the pod IP",
+                      t.get("ratio"), "ratio", note=(f"same run: direct {direct:.0f} MB/s, ClusterIP {via:.0f} MB/s; "
+                                                     if direct and via else "")
+                      + "median ratio of 9 back-to-back pairs of 200 MB downloads"))
+    return out
+
+
 def compose_figures() -> list[Figure]:
     return [Figure("compose.bring_up", "compose", "compose bring-up, images cached → Ready nodes", None, "s",
                    note="not run by bench.report: hack/compose-up.sh prints it ('nodes Ready Ns after "
@@ -461,6 +497,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "scheduler": scheduler_figures, "pod_startup": pod_startup_figures, "watch_memory": watch_memory_figures,
     "dos": dos_figures, "etcd_failover": etcd_failover_figures, "cri_startup": cri_startup_figures,
     "dns": dns_figures,
+    "proxy": proxy_figures,
 }
 
 

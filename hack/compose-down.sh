@@ -4,7 +4,8 @@
 #      removes its pods, its bridge and its network state (build/node-entrypoint.sh)
 #   2. whatever a node could not remove (a node container killed, or never started): its pod
 #      containers (CNI DEL first), bridge, address leases and state dir (python -m dockershim.cleanup),
-#      and the shared iptables rules once no node agent (kubelet, dockershim) and no pod is left on this host
+#      and the shared iptables rules once no node agent (kubelet, dockershim) and no pod is left on this host;
+#      kube-proxy's chains of MINIK8S_PROXY_CHAIN_PREFIX (python -m proxy --cleanup)
 #   3. the shared mount compose-up.sh made, and the admin kubeconfig; with --purge also the rest of the
 #      state dir (_output/compose: the PKI, the per-identity kubeconfigs, the audit log), which a
 #      later compose-up.sh otherwise reuses (same CA: client certificates handed out stay valid)
@@ -96,6 +97,9 @@ step_node_leftovers() {
       warn "dockershim.cleanup failed; removing what is left by hand"
     (cd "${MINIK8S_ROOT}" && "${PY}" -m kubelet.cleanup "${args[@]}" 2>&1 | sed -u 's/^/  /' >&2) ||
       warn "kubelet.cleanup failed; removing what is left by hand"
+    # kube-proxy leaves its rules when it stops (as upstream's): its chains and jump rules go here
+    (cd "${MINIK8S_ROOT}" && "${PY}" -m proxy --cleanup --iptables-chain-prefix "${MINIK8S_PROXY_CHAIN_PREFIX}" 2>&1 |
+      sed -u 's/^/  /' >&2) || warn "kube-proxy's clean-up (python -m proxy --cleanup) failed"
   else
     log "step 2/4: leftovers of ${COMPOSE_NODES[*]}: ${#left[@]} pod container(s) (no .venv: by hand)"
   fi

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Stops what hack/local-up-cluster.sh started, newest first (kubelets, their
-# runtimes: dockershims or containerds, the cluster DNS, scheduler, controllers, apiserver, etcd), each with its supervisor:
+# runtimes: dockershims or containerds, kube-proxy, the cluster DNS, scheduler, controllers, apiserver, etcd), each
+# with its supervisor:
 # SIGTERM, then SIGKILL after a deadline. Then removes what the nodes made (pod containers, CNI attachments,
-# bridges, host rules; a containerd node's shims, mounts and dirs). Keeps etcd's data dir and the logs unless
+# bridges, host rules; a containerd node's shims, mounts and dirs) and kube-proxy's chains. Keeps etcd's data dir and the logs unless
 # --purge is given.
 #   hack/down.sh [--purge]
 set -euo pipefail
@@ -38,8 +39,8 @@ if [[ -d "${OUT}" ]]; then
     nodes+=("--node" "${name#kubelet-}")
   done
   stopped=0
-  for pidfile in "${kubelets[@]}" "${shims[@]}" "${containerds[@]}" "${OUT}/dns.pid" "${OUT}/scheduler.pid" "${OUT}/controllers.pid" \
-    "${OUT}/apiserver.pid" "${OUT}/etcd.pid"; do
+  for pidfile in "${kubelets[@]}" "${shims[@]}" "${containerds[@]}" "${OUT}/proxy.pid" "${OUT}/dns.pid" \
+    "${OUT}/scheduler.pid" "${OUT}/controllers.pid" "${OUT}/apiserver.pid" "${OUT}/etcd.pid"; do
     [[ -f "${pidfile}" ]] || continue
     name="$(basename "${pidfile}" .pid)"
     # NAME.pid is hack/supervise.sh's, the leader of NAME's process group: the one signal stops the
@@ -84,6 +85,13 @@ if [[ ${#containerd_dirs[@]} -gt 0 ]]; then
   log "removing what the containerd nodes made (python -m containerd_node cleanup)"
   "${MINIK8S_VENV}/bin/python" -m containerd_node cleanup "${containerd_dirs[@]}" \
     || warn "the containerd clean-up left something behind (see above)"
+fi
+
+# kube-proxy leaves its rules when stopped (as upstream, Services keep working across its restarts):
+# every chain and jump rule of its prefix (upstream's KUBE-*) goes, as `kube-proxy --cleanup` does
+if [[ -f "${OUT}/proxy.log" ]] && command -v iptables-restore >/dev/null 2>&1; then
+  log "removing kube-proxy's rules and chains (python -m proxy --cleanup)"
+  "${MINIK8S_VENV}/bin/python" -m proxy --cleanup || warn "kube-proxy's clean-up failed (see above)"
 fi
 
 if [[ ${purge} -eq 1 ]]; then

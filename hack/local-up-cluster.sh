@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings a local minik8s cluster up on this machine (after upstream's
 # hack/local-up-cluster.sh): setup, then etcd, the apiserver, the
-# controller-manager, the scheduler, the cluster DNS and, per node, its CRI runtime (dockershim,
+# controller-manager, the scheduler, the cluster DNS, kube-proxy (one for the host) and, per node, its
+# CRI runtime (dockershim,
 # as cri-dockerd runs beside a kubelet) and its kubelet, each a
 # background process with its log and pid file under _output/local-up/, kept
 # running by hack/supervise.sh (restarted with back-off when it exits; the
@@ -12,7 +13,8 @@
 # The apiserver serves HTTPS on 6443 with the cluster PKI generated under
 # _output/local-up/ on first start (and reused after): the CA, its serving
 # certificate, and one kubeconfig per identity — admin.conf (kubernetes-admin,
-# system:masters), controller-manager.conf, scheduler.conf, kube-dns.conf, kubelet-NODE.conf.
+# system:masters), controller-manager.conf, scheduler.conf, kube-dns.conf, kube-proxy.conf,
+# kubelet-NODE.conf.
 # The controllers each authenticate as their service account with tokens the
 # controller-manager asks the apiserver for (TokenRequest; only the apiserver
 # holds pki/sa.key). Every request is in audit.log.
@@ -52,6 +54,9 @@ NODES="${NODES:-node-1 node-2}"  # one kubelet per name, all on this host
 CONTAINERD_NODES="${CONTAINERD_NODES:-}"
 CONTAINERD_IMAGES="minik8s/pause:3.9 minik8s/busybox:1.35 minik8s/httpd:1"
 START_TIMEOUT="${START_TIMEOUT:-60}"
+CLUSTER_CIDR="${CLUSTER_CIDR:-10.244.0.0/16}"
+PROXY_HEALTHZ_PORT="${PROXY_HEALTHZ_PORT:-10256}"  # kube-proxy's upstream ports
+PROXY_METRICS_PORT="${PROXY_METRICS_PORT:-10249}"
 PY="${MINIK8S_VENV}/bin/python"
 
 uses_containerd() { [[ " ${CONTAINERD_NODES} " == *" $1 "* ]]; }
@@ -84,6 +89,7 @@ DNS_PORT="${DNS_PORT:-10053}"
 DNS_HEALTH_PORT="${DNS_HEALTH_PORT:-9153}"
 CLUSTER_DNS="${CLUSTER_DNS:-10.96.0.10}"
 dns_ready() { curl -fsS --max-time 2 "http://127.0.0.1:${DNS_HEALTH_PORT}/ready" >/dev/null 2>&1; }
+proxy_healthy() { curl -fsS --max-time 2 "http://127.0.0.1:${PROXY_HEALTHZ_PORT}/healthz" >/dev/null 2>&1; }
 
 # start_component NAME HEALTH_FN CMD [ARG...]
 # Skips NAME when its pid file names a live process that passes HEALTH_FN
@@ -195,7 +201,7 @@ main() {
 
   write_kubeconfig
 
-  log "step 4/4: controllers, scheduler, and per node its runtime (dockershim, or containerd) and kubelet"
+  log "step 4/4: controllers, scheduler, kube-proxy, and per node its runtime (dockershim, or containerd) and kubelet"
   local node
   for node in ${CONTAINERD_NODES}; do
     [[ " ${NODES} " == *" ${node} "* ]] || die "CONTAINERD_NODES names ${node}, which is not in NODES (${NODES})"
@@ -207,6 +213,10 @@ main() {
     --port "${DNS_PORT}" --health-port "${DNS_HEALTH_PORT}" || die "creating the kube-dns Service failed"
   start_component dns dns_ready "${PY}" -m dns --kubeconfig "${OUT}/kube-dns.conf" \
     --port "${DNS_PORT}" --health-port "${DNS_HEALTH_PORT}" --service-ip "${CLUSTER_DNS}"
+  # one kube-proxy for the host: every node here shares the host's network namespace (upstream's chain names)
+  start_component proxy proxy_healthy "${PY}" -m proxy --kubeconfig "${OUT}/kube-proxy.conf" \
+    --hostname-override "${NODES// /,}" --cluster-cidr "${CLUSTER_CIDR}" \
+    --healthz-bind-address "127.0.0.1:${PROXY_HEALTHZ_PORT}" --metrics-bind-address "127.0.0.1:${PROXY_METRICS_PORT}"
   local kubelet_port=10250 endpoint
   for node in ${NODES}; do
     if uses_containerd "${node}"; then

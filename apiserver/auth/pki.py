@@ -14,13 +14,15 @@ SAN now asked for, or is not signed by the CA on disk):
     DIR/pki/scheduler.crt ...                 system:kube-scheduler
     DIR/pki/controller-manager.crt ...        system:kube-controller-manager
     DIR/pki/kube-dns.crt ...                  system:kube-dns (the cluster DNS)
+    DIR/pki/kube-proxy.crt ...                system:kube-proxy
     DIR/pki/kubelet-NODE.crt ...              system:node:NODE, O=system:nodes
     DIR/pki/apiserver-kubelet-client.crt .key kube-apiserver-kubelet-client, O=system:masters: the
                                               apiserver's identity towards kubelets (kubeadm's name)
     DIR/pki/kubelets/NODE/kubelet.crt .key    NODE's kubelet serving certificate (SANs: NODE, this host's
                                               name and default-route address, localhost, 127.0.0.1,
                                               --kubelet-san ...)
-    DIR/admin.conf scheduler.conf controller-manager.conf kube-dns.conf kubelet-NODE.conf   (certificates embedded)
+    DIR/admin.conf scheduler.conf controller-manager.conf kube-dns.conf kube-proxy.conf kubelet-NODE.conf
+                                              (certificates embedded)
 
 and, with `--etcd-member NAME[=HOST,...]` (repeatable), etcd's own PKI as kubeadm lays it out:
 
@@ -74,6 +76,7 @@ LEAF_DAYS = 365
 ADMIN_USER = "kubernetes-admin"
 MASTERS_GROUP = "system:masters"
 SCHEDULER_USER = "system:kube-scheduler"
+PROXY_USER = "system:kube-proxy"
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 KUBE_DNS_USER = "system:kube-dns"  # the cluster DNS (python -m dns), bound to system:kube-dns
 NODES_GROUP = "system:nodes"
@@ -412,6 +415,7 @@ def component_identities(nodes: Iterable[str] = ()) -> list[tuple[str, str, tupl
         ("scheduler", SCHEDULER_USER, ()),
         ("controller-manager", CONTROLLER_MANAGER_USER, ()),
         ("kube-dns", KUBE_DNS_USER, ()),
+        ("kube-proxy", PROXY_USER, ()),
     ]
     out += [(f"kubelet-{node}", node_user(node), (NODES_GROUP,)) for node in nodes]
     return out

@@ -229,6 +229,9 @@ def compose_cluster_up(kind: str, *up_args: str, files: tuple[str, ...] = ("dock
         "MINIK8S_KUBELET_PORT_2": str(free_port()),
         "MINIK8S_NODE_PREFIX": prefix,
         "MINIK8S_CLUSTER_CIDR": cidr,
+        "MINIK8S_PROXY_CHAIN_PREFIX": f"KC{tag[:4].upper()}",  # kube-proxy's chains, apart from other clusters'
+        "MINIK8S_PROXY_HEALTHZ_PORT": str(free_port()),
+        "MINIK8S_PROXY_METRICS_PORT": str(free_port()),
         "MINIK8S_COMPOSE_OUT": str(workdir),
     }
     for var in ("KUBECONFIG", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):

@@ -149,3 +149,17 @@ def test_pod_startup_on_containerd_has_its_own_keys_targets_and_the_ratio_to_the
     assert "pod_startup.10.per_pod_ratio" in figures  # the Docker run's own figures stay as they were
     alone = {f.key for f in build_figures({"pod_startup_containerd": containerd})}
     assert not any(".vs_docker." in k for k in alone)
+
+
+def test_proxy_figures_judge_latency_at_1000_throughput_and_rss() -> None:
+    entry = {"p50_s": 0.12, "p99_s": 0.4, "watch_p50_s": 0.005, "watch_p99_s": 0.02, "samples_s": [0.1] * 20,
+             "full_sync_s": 2.0, "partial_sync_mean_s": 0.5, "rss_mb": 70.0, "rules": 40000}
+    small = {**entry, "p99_s": 3.0}
+    data = {"proxy": {"setup": {"min_sync_period_s": 0.1}, "sizes": {"10": small, "1000": entry},
+                      "throughput": {"direct_mb_s": 1000.0, "cluster_ip_mb_s": 850.0, "ratio": 0.85}}}
+    figures = {f.key: f for f in build_figures(data)}
+    assert figures["proxy.1000.latency_p99"].verdict == "met"
+    assert figures["proxy.1000.latency_p99"].ratio == 0.4 / 0.02
+    assert figures["proxy.10.latency_p99"].verdict == "—"  # the target is set at 1,000 Services
+    assert figures["proxy.throughput_ratio"].verdict == "NOT MET"
+    assert figures["proxy.rss"].verdict == "met" and figures["proxy.1000.full_sync"].ratio == 4.0
