@@ -7,16 +7,15 @@ removes everything it made — processes, containers, CNI attachments,
 bridges, IP leases, state dirs, and the shared host rules when no other kubelet needs them — and is safe
 to call after a failed or partial start.
 
-With `service_network=True` (issue 11) it also runs what makes Services route, each part as far as this tree
-has it (ServiceNetworkSupport says which): a Service CIDR of its own (a free /24 of 10.97.0.0/16, so the
-packet-filter rules of clusters sharing this host never meet), the EndpointSlice and Endpoints controllers,
-one kube-proxy for the host's nodes with a chain prefix of its own (its rules removed by `--cleanup` on stop),
-and the cluster DNS at the range's .10 with the kubelets pointed at it."""
+With `service_network=True` (issue 11) it also runs what makes Services route: a Service CIDR of its own (a
+free /24 of 10.97.0.0/16, so the packet-filter rules of clusters sharing this host never meet), one kube-proxy
+for the host's nodes with a chain prefix of its own (its rules removed by `--cleanup` on stop), and the cluster
+DNS at the range's .10 with the kubelets pointed at it. (The EndpointSlice, Endpoints, mirroring and service
+load-balancer controllers run in every cluster.)"""
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import ipaddress
 import json
 import math
@@ -25,15 +24,12 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from apiserver.auth.pki import ensure_kubelet_pki
-from machinery.netutil import default_node_ip
 from tests.cluster import REPO, ApiServer, Etcd, Process, free_port, make_workdir, wait_for
 from tests.controller_process import ControllerProcess
 from tests.kubectl import write_kubeconfig
@@ -51,50 +47,7 @@ from tests.scheduler_process import SchedulerProcess
 CONTROLLERS = ["deployment", "replicaset", "garbagecollector", "namespace", "nodeipam", "nodelifecycle",
                "serviceaccount", "endpointslice", "endpoint", "endpointslicemirroring", "servicelb"]
 CLUSTER_CIDR = "10.244.0.0/16"
-SERVICE_CONTROLLERS = ("endpointslice", "endpoint")
 CLUSTER_DOMAIN = "cluster.local"
-
-
-def _help_mentions(module: str, flag: str) -> bool:
-    done = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, cwd=REPO,
-                          timeout=60)
-    return flag in done.stdout
-
-
-def _own_package(name: str) -> bool:
-    """A top-level package of this repository (not a library of the same name: dnspython is `dns` too)."""
-    spec = importlib.util.find_spec(name)
-    return spec is not None and spec.origin is not None and Path(spec.origin).resolve().is_relative_to(REPO)
-
-
-@dataclass(frozen=True)
-class ServiceNetworkSupport:
-    """Which parts of issue 11 this tree has: each lands on main from its own branch."""
-
-    cluster_ip_range: bool  # the apiserver allocates ClusterIPs from --service-cluster-ip-range
-    controllers: tuple[str, ...]  # the EndpointSlice/Endpoints controllers the controller-manager knows
-    proxy: bool  # python -m proxy
-    dns: bool  # python -m dns
-    kubelet_dns: bool  # the kubelet's --cluster-dns and --cluster-domain (search paths in resolv.conf)
-
-    def missing(self) -> list[str]:
-        absent = [] if self.cluster_ip_range else ["apiserver --service-cluster-ip-range (ClusterIP allocation)"]
-        absent += [f"controller {c}" for c in SERVICE_CONTROLLERS if c not in self.controllers]
-        absent += [] if self.proxy else ["kube-proxy (python -m proxy)"]
-        absent += [] if self.dns else ["cluster DNS (python -m dns)"]
-        absent += [] if self.kubelet_dns else ["kubelet --cluster-domain"]
-        return absent
-
-
-@cache
-def service_network_support() -> ServiceNetworkSupport:
-    from controllers.manager import CONTROLLERS as KNOWN
-
-    return ServiceNetworkSupport(
-        cluster_ip_range=_help_mentions("apiserver", "--service-cluster-ip-range"),
-        controllers=tuple(c for c in SERVICE_CONTROLLERS if c in KNOWN),
-        proxy=_own_package("proxy"), dns=_own_package("dns"),
-        kubelet_dns=_help_mentions("kubelet", "--cluster-domain"))
 
 
 class ServiceComponent:
@@ -138,7 +91,6 @@ class LocalCluster:
                  service_network: bool = False) -> None:
         self.tag = uuid.uuid4().hex[:6]
         self.service_network = service_network
-        self.support = service_network_support() if service_network else None
         self.service_cidr = ""  # the apiserver's --service-cluster-ip-range, claimed on this host
         self.dns_ip = ""  # the kube-dns Service's ClusterIP (the range's .10, as 10.96.0.10 is upstream's)
         self.proxy_prefix = f"KE{uuid.uuid4().hex[:4].upper()}"  # this cluster's chains: KE1A2B-SERVICES ...
@@ -179,14 +131,13 @@ class LocalCluster:
         ensure_images()
         try:
             self.etcd.start()
-            if self.support is not None:
+            if self.service_network:
                 self._service_network_flags()
             self.apiserver.start()
             write_kubeconfig(self.kubeconfig, self.url)
             prefix = 24 - math.ceil(math.log2(max(2, len(self.node_names))))
             self.ipam_cidr = free_cidr_block(prefix)
-            controllers = CONTROLLERS + list(self.support.controllers if self.support else ())
-            self.controllers = ControllerProcess(self.workdir, self.url, controllers, "--cluster-cidr",
+            self.controllers = ControllerProcess(self.workdir, self.url, CONTROLLERS, "--cluster-cidr",
                                                  self.ipam_cidr, "--node-cidr-mask-size", "24", *self.controller_args)
             self.controllers.start()
             self.scheduler = SchedulerProcess(self.workdir, self.url)
@@ -199,7 +150,7 @@ class LocalCluster:
             with self.client() as api:
                 for k in self.kubelets:
                     k.start(api)
-            if self.support is not None:
+            if self.service_network:
                 self._start_service_network()
         except BaseException:
             self.stop()
@@ -208,47 +159,38 @@ class LocalCluster:
 
     def _service_network_flags(self) -> None:
         """Before the apiserver and kubelets start: their flags for this cluster's Service network."""
-        assert self.support is not None
         self.service_cidr = free_service_cidr()
         self.dns_ip = str(ipaddress.ip_network(self.service_cidr)[10])
-        if self.support.cluster_ip_range:
-            self.apiserver.process.argv += ["--service-cluster-ip-range", self.service_cidr]
-        if self.support.dns:
-            self.kubelet_args += ["--cluster-dns", self.dns_ip]
-            if self.support.kubelet_dns:
-                self.kubelet_args += ["--cluster-domain", CLUSTER_DOMAIN]
+        self.apiserver.process.argv += ["--service-cluster-ip-range", self.service_cidr]
+        self.kubelet_args += ["--cluster-dns", self.dns_ip, "--cluster-domain", CLUSTER_DOMAIN]
 
     def _start_service_network(self) -> None:
         """After the nodes: one kube-proxy for all of them (they share this host's packet filter) and the DNS."""
-        assert self.support is not None
         nodes = ",".join(self.node_names)
-        if self.support.proxy:
-            healthz, metrics = free_port(), free_port()
-            self.proxy = ServiceComponent("kube-proxy", [
-                sys.executable, "-m", "proxy", "--master", self.url, "--hostname-override", nodes,
-                "--iptables-chain-prefix", self.proxy_prefix, "--cluster-cidr", self.ipam_cidr,
-                "--min-sync-period", "0.05s", "--sync-period", "30s",
-                "--healthz-bind-address", f"127.0.0.1:{healthz}", "--metrics-bind-address", f"127.0.0.1:{metrics}",
-            ], self.workdir / "kube-proxy.log", f"http://127.0.0.1:{healthz}/healthz")
-            self.proxy.start()
-        if self.support.dns:
-            # pods reach it on the node address through kube-proxy's DNAT of dns_ip:53; its port is its own. It
-            # listens on that address alone: a UDP answer from a 0.0.0.0 socket leaves from the pod bridge's
-            # address, which conntrack cannot match to the DNAT, and the pod's resolver never sees it
-            port, health, address = free_port(), free_port(), default_node_ip()
-            self.dns = ServiceComponent("dns", [
-                sys.executable, "-m", "dns", "--master", self.url, "--cluster-domain", CLUSTER_DOMAIN,
-                "--bind-address", address, "--port", str(port), "--health-port", str(health),
-                "--service-ip", self.dns_ip,
-            ], self.workdir / "dns.log", f"http://{address}:{health}/ready")
-            self.dns.start()
+        healthz, metrics = free_port(), free_port()
+        self.proxy = ServiceComponent("kube-proxy", [
+            sys.executable, "-m", "proxy", "--master", self.url, "--hostname-override", nodes,
+            "--iptables-chain-prefix", self.proxy_prefix, "--cluster-cidr", self.ipam_cidr,
+            "--min-sync-period", "0.05s", "--sync-period", "30s",
+            "--healthz-bind-address", f"127.0.0.1:{healthz}", "--metrics-bind-address", f"127.0.0.1:{metrics}",
+        ], self.workdir / "kube-proxy.log", f"http://127.0.0.1:{healthz}/healthz")
+        self.proxy.start()
+        # pods reach it on the node address through kube-proxy's DNAT of dns_ip:53; its port is its own. It
+        # listens on every address, as local-up runs it: its UDP answers leave from the address each query
+        # came to, which conntrack maps back to dns_ip
+        port, health = free_port(), free_port()
+        self.dns = ServiceComponent("dns", [
+            sys.executable, "-m", "dns", "--master", self.url, "--cluster-domain", CLUSTER_DOMAIN,
+            "--port", str(port), "--health-port", str(health), "--service-ip", self.dns_ip,
+        ], self.workdir / "dns.log", f"http://127.0.0.1:{health}/ready")
+        self.dns.start()
 
     def _stop_service_network(self) -> None:
         for component in (self.dns, self.proxy):
             if component is not None:
                 with contextlib.suppress(Exception):
                     component.stop()
-        if self.support is not None and self.support.proxy:
+        if self.service_network:
             # every chain and jump rule of this cluster's prefix goes, also after a kill -9; iptables-restore waits
             # for the host's xtables lock, which other clusters' proxies on this host take too
             with contextlib.suppress(subprocess.TimeoutExpired):

@@ -16,9 +16,8 @@ and a busybox pod on node a that fetches through the Service.
 - kill -9 kube-proxy and the DNS while traffic flows: what was programmed keeps serving, and after the
   restart new Services route and resolve; when the cluster stops, no rule of its chain prefix is left.
 
-Each part of issue 11 lands from its own branch; a test that needs one this tree does not have yet says which
-(ServiceNetworkSupport) and skips: on the tree where all have landed, every test runs. Every wait is a
-condition with a deadline; the module's fixtures remove the cluster and its rules even when a test fails.
+Every wait is a condition with a deadline; the module's fixtures remove the cluster and its rules even when a
+test fails.
 """
 
 from __future__ import annotations
@@ -70,19 +69,7 @@ def local_cluster() -> Iterator[LocalCluster]:
         yield cluster
     finally:
         cluster.stop()
-    if cluster.support is not None and cluster.support.proxy:
-        assert iptables_lines(cluster.proxy_prefix) == [], "rules of the stopped cluster's kube-proxy are left"
-
-
-def require(cluster: LocalCluster, *pieces: str) -> None:
-    """Skip unless this tree has the parts of issue 11 the test needs (named as ServiceNetworkSupport's)."""
-    support = cluster.support
-    assert support is not None
-    have = {"allocation": support.cluster_ip_range, "controllers": len(support.controllers) == 2,
-            "proxy": support.proxy, "dns": support.dns and support.kubelet_dns}
-    absent = [p for p in pieces if not have[p]]
-    if absent:
-        pytest.skip(f"not on this tree yet: {', '.join(support.missing())} (needed: {', '.join(absent)})")
+    assert iptables_lines(cluster.proxy_prefix) == [], "rules of the stopped cluster's kube-proxy are left"
 
 
 @pytest.fixture(scope="module")
@@ -251,7 +238,6 @@ def test_real_kubectl_exposes_creates_lists_and_describes(local_cluster: LocalCl
     shop = get(svc_api, f"/api/v1/namespaces/{namespace}/services/shop")
     assert shop["spec"]["selector"] == {"app": "shop"}
     assert [(p["port"], p["targetPort"]) for p in shop["spec"]["ports"]] == [(80, "http")]
-    require(local_cluster, "allocation", "controllers")
     network = ipaddress.ip_network(local_cluster.service_cidr)
     for name in ("shop", "shop-c", "shop-n"):
         ip = get(svc_api, f"/api/v1/namespaces/{namespace}/services/{name}")["spec"]["clusterIP"]
@@ -311,7 +297,6 @@ def test_python_client_creates_a_service_and_reads_its_slices(local_cluster: Loc
         assert created.metadata.name == "py-web" and created.spec.ports[0].target_port == "http"
         read = core.read_namespaced_service("py-web", ns)
         assert read.spec is not None and read.spec.selector == {"app": "web"}
-        require(local_cluster, "controllers")
         expected = {p["status"]["podIP"] for p in ready_pods(svc_api, ns, "web")}
 
         def slices() -> list[Any]:
@@ -335,7 +320,6 @@ def test_python_client_creates_a_service_and_reads_its_slices(local_cluster: Loc
 def test_pod_reaches_the_service_by_every_name_on_both_nodes(local_cluster: LocalCluster, svc_api: httpx.Client,
                                                              ns: str, web: list[JSONDict], busybox: str,
                                                              kube: Kubectl) -> None:
-    require(local_cluster, "allocation", "controllers", "proxy", "dns")
     wait_slice(svc_api, ns, "web", {p["status"]["podIP"] for p in web})
     node_of = backends_by_node(web)
     for url in ("http://web", f"http://web.{ns}", f"http://web.{ns}.svc.{CLUSTER_DOMAIN}"):
@@ -347,7 +331,6 @@ def test_pod_reaches_the_service_by_every_name_on_both_nodes(local_cluster: Loca
 
 def test_node_port_answers_from_the_host(local_cluster: LocalCluster, svc_api: httpx.Client, ns: str,
                                          web: list[JSONDict]) -> None:
-    require(local_cluster, "allocation", "controllers", "proxy")
     wait_slice(svc_api, ns, "web-np", {p["status"]["podIP"] for p in web})
     node_port = get(svc_api, f"/api/v1/namespaces/{ns}/services/web-np")["spec"]["ports"][0]["nodePort"]
     node = get(svc_api, f"/api/v1/nodes/{local_cluster.node_names[0]}")
@@ -359,7 +342,6 @@ def test_node_port_answers_from_the_host(local_cluster: LocalCluster, svc_api: h
 
 def test_headless_service_resolves_to_every_pod_ip(local_cluster: LocalCluster, svc_api: httpx.Client, ns: str,
                                                    web: list[JSONDict], busybox: str, kube: Kubectl) -> None:
-    require(local_cluster, "controllers", "dns")
     ips = {p["status"]["podIP"] for p in web}
     wait_slice(svc_api, ns, "web-headless", ips)
     answer = in_pod(kube, busybox, f"nslookup web-headless.{ns}.svc.{CLUSTER_DOMAIN}")
@@ -370,7 +352,6 @@ def test_headless_service_resolves_to_every_pod_ip(local_cluster: LocalCluster, 
 
 def test_endpoints_leave_on_scale_down_delete_and_failed_readiness(
         local_cluster: LocalCluster, svc_api: httpx.Client, ns: str, busybox: str, kube: Kubectl) -> None:
-    require(local_cluster, "allocation", "controllers", "proxy")
     create(svc_api, f"/apis/apps/v1/namespaces/{ns}/deployments", serving_deployment("churn", 4))
     create(svc_api, f"/api/v1/namespaces/{ns}/services", {
         "apiVersion": "v1", "kind": "Service", "metadata": {"name": "churn"},
@@ -410,7 +391,6 @@ def test_endpoints_leave_on_scale_down_delete_and_failed_readiness(
 
 def test_service_without_ready_endpoints_refuses_at_once(local_cluster: LocalCluster, svc_api: httpx.Client,
                                                          ns: str, busybox: str, kube: Kubectl) -> None:
-    require(local_cluster, "allocation", "controllers", "proxy")
     create(svc_api, f"/api/v1/namespaces/{ns}/services", {
         "apiVersion": "v1", "kind": "Service", "metadata": {"name": "nobody"},
         "spec": {"selector": {"app": "nobody"}, "ports": [{"port": 80}]}})
@@ -428,7 +408,6 @@ def test_service_without_ready_endpoints_refuses_at_once(local_cluster: LocalClu
 def test_kill_9_proxy_and_dns_mid_traffic_then_converge(local_cluster: LocalCluster, svc_api: httpx.Client,
                                                         ns: str, web: list[JSONDict], busybox: str,
                                                         kube: Kubectl) -> None:
-    require(local_cluster, "allocation", "controllers", "proxy", "dns")
     assert local_cluster.proxy is not None and local_cluster.dns is not None
     wait_slice(svc_api, ns, "web-np", {p["status"]["podIP"] for p in web})
     node_port = get(svc_api, f"/api/v1/namespaces/{ns}/services/web-np")["spec"]["ports"][0]["nodePort"]
