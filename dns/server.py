@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import socket
 import socketserver
+import struct
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -180,6 +181,26 @@ class QuietLogger(DNSLogger):  # type: ignore[misc]  # dnslib is untyped
         log.warning("dns: invalid request from %s: %s", handler.client_address[0], e)
 
 
+IP_PKTINFO = getattr(socket, "IP_PKTINFO", 8)  # Linux's value; the socket module names it on 3.11+ builds
+_IN_PKTINFO = struct.Struct("=I4s4s")  # struct in_pktinfo: ipi_ifindex, ipi_spec_dst, ipi_addr
+
+
+class _ReplyFromQueriedAddress:
+    """The server socket as one request's handler sees it: its reply leaves from the address the query was
+    sent to. Bound to 0.0.0.0, the kernel would pick the source by route instead: a pod's query DNATed by
+    kube-proxy from the kube-dns ClusterIP to the node address would be answered from the pod bridge's
+    address, which conntrack cannot map back to the ClusterIP, so the pod's resolver would drop it."""
+
+    def __init__(self, sock: socket.socket, local: bytes | None) -> None:
+        self._sock, self._local = sock, local
+
+    def sendto(self, data: bytes, address: tuple[str, int]) -> int:
+        if self._local is None:
+            return self._sock.sendto(data, address)
+        pktinfo = _IN_PKTINFO.pack(0, self._local, bytes(4))
+        return self._sock.sendmsg([data], [(socket.IPPROTO_IP, IP_PKTINFO, pktinfo)], 0, address)
+
+
 class _UDPServer(socketserver.UDPServer):
     """One serving thread (answers from the zone) and a fixed pool for forwarding (ClusterDNSHandler)."""
 
@@ -188,8 +209,24 @@ class _UDPServer(socketserver.UDPServer):
     def __init__(self, server_address: tuple[str, int], handler: type[socketserver.BaseRequestHandler]) -> None:
         if ":" in server_address[0]:
             self.address_family = socket.AF_INET6
+        self.wildcard = server_address[0] in ("0.0.0.0", "")
         super().__init__(server_address, handler)
         self.pool = ThreadPoolExecutor(FORWARD_WORKERS, thread_name_prefix="dns-forward")
+
+    def server_bind(self) -> None:
+        if self.wildcard:
+            self.socket.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
+        super().server_bind()
+
+    def get_request(self) -> tuple[tuple[bytes, Any], Any]:  # type: ignore[override]  # typeshed: TCP's
+        if not self.wildcard:
+            return super().get_request()  # type: ignore[no-any-return]
+        data, ancillary, _flags, client = self.socket.recvmsg(self.max_packet_size,
+                                                             socket.CMSG_SPACE(_IN_PKTINFO.size))
+        local = next((info[8:12] for level, kind, info in ancillary
+                      if level == socket.IPPROTO_IP and kind == IP_PKTINFO and len(info) >= _IN_PKTINFO.size),
+                     None)  # ipi_addr: the destination the query carried
+        return (data, _ReplyFromQueriedAddress(self.socket, local)), client
 
     def server_close(self) -> None:
         super().server_close()
