@@ -230,7 +230,8 @@ def test_three_etcd_members_and_one_holder_per_lease(ha_cluster: ComposeCluster)
     flags = inspect(service_container(cluster, "apiserver"))["Config"]["Cmd"]
     assert f"--etcd-servers={','.join(member_url(cluster, m) for m in MEMBERS)}" in flags
     running = docker_ids("ps", "-q", "--filter", f"label=com.docker.compose.project={cluster.project}")
-    assert len(running) == 10, running  # 3 etcd, apiserver, 2 controller-managers, 2 schedulers, 2 nodes
+    # 3 etcd, apiserver, 2 controller-managers, 2 schedulers, the cluster DNS, kube-proxy, 2 nodes
+    assert len(running) == 12, running
     volumes = docker_ids("volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={cluster.project}")
     assert sorted(volumes) == [f"{cluster.project}_{m}-data" for m in MEMBERS]
 
