@@ -383,14 +383,26 @@ class EtcdStorage:
         return (self._from_storage(_kv(resp.kvs[0])) if resp.kvs else None), resp.header.revision
 
     async def list(self, prefix: str, *, revision: int = 0, limit: int = 0, start_key: str | None = None,
-                   serializable: bool = False) -> tuple[list[KV], int, bool]:
+                   serializable: bool = False, skip_untransformable: bool = False) -> tuple[list[KV], int, bool]:
         """Keys under prefix at `revision` (0 = now), from start_key on; returns (kvs, revision, more).
-        `serializable` answers from the member's own state instead of the leader's (tests: did it catch up)."""
+        `serializable` answers from the member's own state instead of the leader's (tests: did it catch up).
+        `skip_untransformable` leaves out (and logs) values the transformer cannot read, instead of failing
+        the whole list: the watch cache of a resource stays up when one object's key is gone."""
         pfx = prefix.encode()
         resp = await self._range(rpc.RangeRequest(key=start_key.encode() if start_key else pfx,
                                                   range_end=prefix_end(pfx), revision=revision, limit=limit,
                                                   serializable=serializable))
-        return [self._from_storage(_kv(kv)) for kv in resp.kvs], resp.header.revision, resp.more
+        if not skip_untransformable:
+            return [self._from_storage(_kv(kv)) for kv in resp.kvs], resp.header.revision, resp.more
+        readable = [kv for kv in (self._readable(_kv(kv)) for kv in resp.kvs) if kv is not None]
+        return readable, resp.header.revision, resp.more
+
+    def _readable(self, kv: KV) -> KV | None:
+        try:
+            return self._from_storage(kv)
+        except TransformFailed as e:
+            log.error("%s", e)
+            return None
 
     async def count(self, prefix: str) -> int:
         pfx = prefix.encode()
@@ -480,6 +492,15 @@ class EtcdStorage:
             return change.kv.mod_revision if value is None else 0
         return change.kv.mod_revision if value is not None and change.kv.value == value else 0
 
+    def _readable_event(self, ev: EtcdEvent) -> EtcdEvent:
+        prev = self._readable(ev.prev) if ev.prev is not None else None
+        if ev.type != "PUT":
+            return EtcdEvent(ev.type, ev.kv, prev)
+        kv = self._readable(ev.kv)
+        if kv is None:
+            return EtcdEvent("DELETE", KV(ev.kv.key, b"", ev.kv.mod_revision, 0), prev)
+        return EtcdEvent("PUT", kv, prev)
+
     async def _first_change(self, key: str, start_revision: int) -> EtcdEvent:
         async for batch, _ in self._watch(key.encode(), b"", start_revision):
             if batch:
@@ -492,6 +513,8 @@ class EtcdStorage:
     async def watch(self, prefix: str, start_revision: int) -> AsyncIterator[tuple[builtins.list[EtcdEvent], int]]:
         """Events under prefix from start_revision on (inclusive), batch by batch, prev_kv included,
         each batch with the revision etcd has reached (an empty batch is a progress notification).
+        A value the transformer cannot read is logged and comes as a DELETE (its prev, too, unreadable: None):
+        for a watcher the object is gone, as it is for the watch cache's list.
 
         Raises Compacted when start_revision is gone, Unavailable when the stream breaks (the next watch
         goes to another member); the caller resumes from the last revision it has.
@@ -499,8 +522,7 @@ class EtcdStorage:
         pfx = prefix.encode()
         async for batch, revision in self._watch(pfx, prefix_end(pfx), start_revision):
             if self.transformer is not IDENTITY:
-                batch = [EtcdEvent(ev.type, self._from_storage(ev.kv) if ev.type == "PUT" else ev.kv,
-                                   self._from_storage(ev.prev) if ev.prev is not None else None) for ev in batch]
+                batch = [self._readable_event(ev) for ev in batch]
             yield batch, revision
 
     async def _watch(self, key: bytes, range_end: bytes,
