@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,3 +170,24 @@ def load(path: str) -> EncryptionConfig:
     except (OSError, yaml.YAMLError) as e:
         raise EncryptionConfigError(f"error while parsing file: {e}") from e
     return parse(doc)
+
+
+def default_config(key_name: str = "key1") -> str:
+    """Secrets encrypted with aescbc under a fresh 32-byte key; identity last, so Secrets written before
+    encryption was on still read (and are encrypted on their next write)."""
+    secret = base64.b64encode(os.urandom(32)).decode()
+    return (f"apiVersion: {API_VERSION}\nkind: {KIND}\nresources:\n  - resources:\n      - secrets\n"
+            f"    providers:\n      - aescbc:\n          keys:\n            - name: {key_name}\n"
+            f"              secret: {secret}\n      - identity: {{}}\n")
+
+
+def ensure_config(path: Path) -> bool:
+    """Write default_config() to path (0600) unless it is there: a cluster's key is made once and kept
+    (a new key would leave every Secret unreadable). True if written."""
+    if path.exists():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(default_config())
+    return True

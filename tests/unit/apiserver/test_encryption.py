@@ -189,3 +189,19 @@ resources:
             load(str(path))
         with pytest.raises(EncryptionConfigError, match="error while parsing file"):
             load(str(tmp_path / "missing.yaml"))
+
+
+def test_cluster_pki_writes_the_encryption_config_once(tmp_path: Path) -> None:
+    """local-up and compose: the PKI step makes pki/encryption-config.yaml (0600) once and keeps it."""
+    from apiserver.auth.pki import ensure_pki
+
+    pki = ensure_pki(tmp_path)
+    path = pki.encryption_config
+    assert path == tmp_path.resolve() / "pki" / "encryption-config.yaml"
+    assert path.stat().st_mode & 0o777 == 0o600
+    first = path.read_text()
+    t = load(str(path)).transformer_for("", "secrets")
+    assert t is not None and t.transform_to_storage(PLAIN, KEY).startswith(b"k8s:enc:aescbc:v1:key1:")
+    assert t.transform_from_storage(PLAIN, KEY) == (PLAIN, True)  # identity last: older plaintext reads
+    ensure_pki(tmp_path)
+    assert path.read_text() == first  # a new key would make every Secret unreadable
