@@ -359,3 +359,57 @@ def test_bad_encryption_config_stops_the_apiserver(cluster: Cluster, tmp_path: P
     assert server.process.proc is not None
     assert server.process.proc.wait(30) != 0
     assert "secret is not of the expected length, got 5, expected one of [16 24 32]" in server.process.log_tail()
+
+
+# -- the Node authorizer and the audit log (a secure apiserver: kubelets as system:node:NAME) ------
+
+
+def _pod(name: str, node: str, secret: str, configmap: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
+        "nodeName": node,
+        "containers": [{"name": "app", "image": "minik8s/busybox:1.35",
+                        "env": [{"name": "P", "valueFrom": {"secretKeyRef": {"name": secret, "key": "p"}}}],
+                        "envFrom": [{"configMapRef": {"name": configmap}}]}]}}
+
+
+def test_kubelets_read_only_what_their_pods_use(cluster: Cluster, tmp_path: Path) -> None:
+    from tests.auth_cluster import SecureApiServer, wait_until_allowed
+
+    config = encryption_config(tmp_path / "encryption-config.yaml", ("key1", KEY1))
+    server = SecureApiServer(tmp_path, cluster.etcd, "--encryption-provider-config", str(config)).start()
+    ns = f"node-{uuid.uuid4().hex[:6]}"
+    try:
+        with server.plain_client() as admin, server.client("kubelet-node-a") as node_a:
+            assert admin.post("/api/v1/namespaces", json={"metadata": {"name": ns}}).status_code == 201
+            for suffix in ("a", "b"):
+                assert admin.post(secrets(ns), json={"metadata": {"name": f"s-{suffix}"},
+                                                     "stringData": {"p": PASSWORD}}).status_code == 201
+                assert admin.post(configmaps(ns), json={"metadata": {"name": f"c-{suffix}"},
+                                                        "data": {"k": "v"}}).status_code == 201
+                r = admin.post(f"/api/v1/namespaces/{ns}/pods",
+                               json=_pod(f"p-{suffix}", f"node-{suffix}", f"s-{suffix}", f"c-{suffix}"))
+                assert r.status_code == 201, r.text
+            wait_until_allowed(node_a, "GET", f"{secrets(ns)}/s-a", True)
+            secret = node_a.get(f"{secrets(ns)}/s-a").json()
+            assert base64.b64decode(secret["data"]["p"]).decode() == PASSWORD
+            assert node_a.get(f"{configmaps(ns)}/c-a").status_code == 200
+            assert node_a.get(secrets(ns), params={"fieldSelector": "metadata.name=s-a"}).status_code == 200
+            # a Secret and a ConfigMap used only on node-b, and any list
+            denied = node_a.get(f"{secrets(ns)}/s-b")
+            assert denied.status_code == 403, denied.text
+            assert "no relationship found between node 'node-a' and this object" in denied.json()["message"]
+            assert node_a.get(f"{configmaps(ns)}/c-b").status_code == 403
+            assert node_a.get(secrets(ns)).status_code == 403
+            assert node_a.get(secrets(ns), params={"fieldSelector": "metadata.name=s-b"}).status_code == 403
+            assert node_a.put(f"{secrets(ns)}/s-a", json=secret).status_code == 403
+            # the edge goes with the pod
+            assert admin.delete(f"/api/v1/namespaces/{ns}/pods/p-a",
+                                params={"gracePeriodSeconds": "0"}).status_code == 200
+            wait_until_allowed(node_a, "GET", f"{secrets(ns)}/s-a", False)
+            admin.delete(f"/api/v1/namespaces/{ns}")
+        # the audit log (Metadata for every request) never holds a Secret's value
+        events = server.audit_events()
+        assert any(e["objectRef"].get("resource") == "secrets" for e in events if e.get("objectRef"))
+        assert PASSWORD not in server.audit_log.read_text() and b64(PASSWORD) not in server.audit_log.read_text()
+    finally:
+        server.stop()
