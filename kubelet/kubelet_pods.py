@@ -82,10 +82,10 @@ def resource_field_value(container: Container, resource: str, divisor: Any, ctx:
 _ENV_VAR_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 
 
-def _env_from(container: Container, objects: PodObjects) -> dict[str, str]:
+def _env_from(container: Container, objects: PodObjects, warnings: list[tuple[str, str]]) -> dict[str, str]:
     """envFrom: every key of each ConfigMap (its data) and Secret, with the source's prefix, later sources
-    winning; keys that are no env var names are skipped (upstream adds an InvalidEnvironmentVariableNames
-    event)."""
+    winning; keys that are no env var names are skipped, and said so in `warnings` (upstream's
+    InvalidEnvironmentVariableNames event)."""
     out: dict[str, str] = {}
     for source in container.env_from or []:
         values: dict[str, str] | None
@@ -103,20 +103,29 @@ def _env_from(container: Container, objects: PodObjects) -> dict[str, str]:
             if optional:
                 continue
             raise ConfigError(f'{kind} "{name}" not found')
+        invalid = []
         for key, value in values.items():
             if _ENV_VAR_NAME.fullmatch((source.prefix or "") + key):
                 out[(source.prefix or "") + key] = value
+            else:
+                invalid.append(key)
+        if invalid:
+            what = "configMap" if kind == "configmap" else "secret"
+            warnings.append(("InvalidEnvironmentVariableNames",
+                             f"Keys [{', '.join(sorted(invalid))}] from the EnvFrom {what} {objects.namespace}/{name} "
+                             "were skipped since they are considered invalid environment variable names."))
     return out
 
 
-def container_env(pod: Pod, container: Container, ctx: PodContext,
-                  objects: PodObjects | None = None) -> list[tuple[str, str]]:
-    """The container's environment, in order, with $(VAR) expanded against the earlier entries."""
+def container_env(pod: Pod, container: Container, ctx: PodContext, objects: PodObjects | None = None,
+                  warnings: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
+    """The container's environment, in order, with $(VAR) expanded against the earlier entries; what deserves
+    a Warning event goes to `warnings` as (reason, message)."""
     objects = objects or PodObjects(pod.metadata.namespace or "")
     namespace = pod.metadata.namespace or ""
     out: list[tuple[str, str]] = []
     seen: dict[str, str] = {}
-    from_objects = _env_from(container, objects)
+    from_objects = _env_from(container, objects, warnings if warnings is not None else [])
     overridden = {var.name for var in container.env or []}
     for name, value in from_objects.items():
         seen[name] = value

@@ -64,8 +64,9 @@ class KubeletRuntimeHelper:
         cpu, memory = self.allocatable()
         ctx = PodContext(pod_ip=pod_ip, host_ip=self.node_ip, node_name=self.node_name,
                          node_allocatable_cpu_millis=cpu, node_allocatable_memory=memory)
+        warnings: list[tuple[str, str]] = []
         try:
-            envs = container_env(pod, container, ctx, self.pod_objects.get(uid))
+            envs = container_env(pod, container, ctx, self.pod_objects.get(uid), warnings)
             binds = self.volumes.binds(container, self.pod_volumes.get(uid, {}))
         except VolumeError as e:
             raise ConfigError(str(e)) from e
@@ -79,7 +80,7 @@ class KubeletRuntimeHelper:
         hosts = self.volumes.hosts_file(uid)
         if hosts is not None and not any(m.mount_path == "/etc/hosts" for m in container.volume_mounts or []):
             mounts.append(MountSpec("/etc/hosts", str(hosts)))
-        return RunContainerOptions(envs=envs, mounts=mounts)
+        return RunContainerOptions(envs=envs, mounts=mounts, warnings=warnings)
 
 
 class KubeletPodSyncer:

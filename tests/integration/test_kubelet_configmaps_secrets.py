@@ -67,7 +67,7 @@ def events(api: httpx.Client, ns: str, name: str) -> list[dict[str, Any]]:
 
 def test_env_and_volumes_with_an_update(api: httpx.Client, namespace: str, kubelet_node: str) -> None:
     create(api, namespace, "configmaps", {"metadata": {"name": "app"},
-                                          "data": {"MODE": "dark", "conf.txt": "version=1"}})
+                                          "data": {"MODE": "dark", "conf.txt": "version=1", "1BAD": "x"}})
     create(api, namespace, "secrets", {"metadata": {"name": "db"}, "stringData": {"password": PASSWORD,
                                                                                    "user": "admin"}})
     script = ('echo "MODE=$MODE PASSWORD=$PASSWORD USER=$DB_user"; cat /etc/secret/password; echo; '
@@ -75,7 +75,7 @@ def test_env_and_volumes_with_an_update(api: httpx.Client, namespace: str, kubel
     create(api, namespace, "pods", pod("reader", kubelet_node, script, container={
         "env": [{"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "app", "key": "MODE"}}},
                 {"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}],
-        "envFrom": [{"secretRef": {"name": "db"}, "prefix": "DB_"}],
+        "envFrom": [{"secretRef": {"name": "db"}, "prefix": "DB_"}, {"configMapRef": {"name": "app"}}],
         "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}, {"name": "secret", "mountPath": "/etc/secret"}]},
         volumes=[{"name": "cfg", "configMap": {"name": "app"}},
                  {"name": "secret", "secret": {"secretName": "db", "defaultMode": 0o400}}]))
@@ -83,6 +83,9 @@ def test_env_and_volumes_with_an_update(api: httpx.Client, namespace: str, kubel
     out = log(api, namespace, "reader")
     assert f"MODE=dark PASSWORD={PASSWORD} USER=admin" in out and f"\n{PASSWORD}\n" in out
     assert "-r--------" in out  # defaultMode 0400 on the secret's files
+    assert any(e["reason"] == "InvalidEnvironmentVariableNames" and e["type"] == "Warning" and e["message"] ==
+               f"Keys [1BAD] from the EnvFrom configMap {namespace}/app were skipped since they are considered "
+               "invalid environment variable names." for e in events(api, namespace, "reader"))
     uid = get(api, namespace, "reader")["metadata"]["uid"]
     mounts = Path("/proc/mounts").read_text()
     assert any(f"/pods/{uid}/volumes/kubernetes.io~secret/secret" in line and line.startswith("tmpfs")

@@ -64,6 +64,12 @@ def test_value_from_errors(source: dict[str, Any], message: str) -> None:
 
 
 def test_env_from() -> None:
+    warnings: list[tuple[str, str]] = []
+    pod = make_pod({"envFrom": [{"configMapRef": {"name": "app"}}]})
+    assert pod.spec is not None
+    container_env(pod, pod.spec.containers[0], PodContext(), OBJECTS, warnings)
+    assert warnings == [("InvalidEnvironmentVariableNames", "Keys [1BAD] from the EnvFrom configMap prod/app were "
+                         "skipped since they are considered invalid environment variable names.")]
     got = env({"envFrom": [{"configMapRef": {"name": "app"}}, {"secretRef": {"name": "db"}, "prefix": "DB_"},
                            {"configMapRef": {"name": "gone", "optional": True}}],
                "env": [{"name": "MODE", "value": "light"}, {"name": "X", "value": "$(DB_user)"}]})
