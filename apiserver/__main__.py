@@ -25,6 +25,8 @@ from apiserver.admission.podsecurity.config import ConfigError, load_admission_c
 from apiserver.app import ApiServerConfig, create_app
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER
 from apiserver.serving import Listener, run
+from apiserver.storage.encryptionconfig import EncryptionConfigError
+from apiserver.storage.encryptionconfig import load as load_encryption_config
 from apiserver.storage.etcd import EtcdTLS
 from machinery.timeutil import duration_flag, parse_go_duration
 from machinery.tls import server_ssl_context
@@ -82,6 +84,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--disable-admission-plugins", default="", help="admission plugins to turn off")
     p.add_argument("--admission-control-config-file", default=None,
                    help="AdmissionConfiguration (apiserver.config.k8s.io/v1): PodSecurity's defaults and exemptions")
+    p.add_argument("--encryption-provider-config", default=None,
+                   help="file with an apiserver.config.k8s.io/v1 EncryptionConfiguration: how resources are "
+                        "encrypted in etcd")
     p.add_argument("--audit-log-path", default=None, help="write audit events here as JSON lines ('-' = stdout)")
     p.add_argument("--audit-policy-file", default=None,
                    help="audit.k8s.io/v1 Policy (default without one: every request at Metadata)")
@@ -174,10 +179,17 @@ def main(argv: list[str] | None = None) -> None:
         load_admission_config(args.admission_control_config_file)
     except ConfigError as e:
         sys.exit(f"--admission-control-config-file: {e}")
+    encryption = None
+    if args.encryption_provider_config:
+        try:
+            encryption = load_encryption_config(args.encryption_provider_config)
+        except EncryptionConfigError as e:
+            sys.exit(f"--encryption-provider-config: {e}")
     port = args.secure_port if args.secure else args.port
     config = ApiServerConfig(
         etcd_servers=_names(args.etcd_servers),
         etcd_tls=args.etcd_tls,
+        encryption=encryption,
         etcd_retry=not args.disable_etcd_retry,
         advertise_address=_with_port(args.advertise_address or args.bind_address, port),
         compaction_interval=args.etcd_compaction_interval,

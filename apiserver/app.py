@@ -41,9 +41,11 @@ from apiserver.registry.namespace import NamespaceStrategy
 from apiserver.registry.rbac_escalation import RbacPolicy
 from apiserver.registry.servicestorage import ServiceStore
 from apiserver.registry.token import LiveTokenValidator, TokenIssuer
-from apiserver.storage.etcd import EtcdStorage, EtcdTLS, StorageError
+from apiserver.storage.encryptionconfig import EncryptionConfig
+from apiserver.storage.etcd import EtcdStorage, EtcdTLS, StorageError, TransformFailed
 from apiserver.warning import WarningRecorder
 from machinery.api.resources import RESOURCES, group_versions
+from machinery.podutil import pod_configmap_names, pod_secret_names
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,8 @@ class ApiServerConfig:
     etcd_servers: list[str] = field(default_factory=lambda: ["http://127.0.0.1:2379"])
     etcd_tls: EtcdTLS | None = None  # upstream --etcd-cafile, --etcd-certfile, --etcd-keyfile
     etcd_retry: bool = True  # False: the failover benchmark's baseline
+    # encryption at rest (upstream --encryption-provider-config, read by apiserver/__main__.py)
+    encryption: EncryptionConfig | None = None
     advertise_address: str = "127.0.0.1:8080"
     compaction_interval: float = 300.0  # upstream --etcd-compaction-interval (5m); 0 disables
     bookmark_interval: float = 10.0
@@ -119,7 +123,9 @@ class ApiServer:
                 continue
             strategy = STRATEGIES[f"{info.group}/{info.plural}"]
             store_class = ServiceStore if (info.group, info.plural) == ("", "services") else Store
-            self.stores[(info.group, info.plural)] = store_class(info, strategy, self.storage, self.namespace_state,
+            transformer = config.encryption.transformer_for(info.group, info.plural) if config.encryption else None
+            storage = self.storage.with_transformer(transformer) if transformer else self.storage
+            self.stores[(info.group, info.plural)] = store_class(info, strategy, storage, self.namespace_state,
                                                                  watch_window=config.watch_window)
         services = self.stores[("", "services")]
         assert isinstance(services, ServiceStore)
@@ -148,7 +154,7 @@ class ApiServer:
             if mode == "AlwaysAllow":
                 deciders.append(AlwaysAllow())
             elif mode == "Node":
-                deciders.append(NodeAuthorizer(self._pod_node))
+                deciders.append(NodeAuthorizer(self._pod_node, self._node_refers_to))
             elif mode == "RBAC":
                 deciders.append(rbac)
             else:
@@ -188,6 +194,18 @@ class ApiServer:
     def _pod_node(self, namespace: str, name: str) -> str | None:
         cached = self.stores[("", "pods")].cached(namespace, name)
         return cached.attrs.fields.get("spec.nodeName", "") if cached is not None else None
+
+    def _node_refers_to(self, node: str, resource: str, namespace: str, name: str) -> bool:
+        """Does a pod bound to node, in namespace, use this Secret or ConfigMap? Read from the pods' watch
+        cache (upstream keeps a graph fed by informers; a namespace's pods are few enough to scan)."""
+        pods = self.stores[("", "pods")]
+        prefix = pods.prefix(namespace)
+        visit = pod_secret_names if resource == "secrets" else pod_configmap_names
+        for key, cached in list(pods.cacher.store.items()):
+            if key.startswith(prefix) and cached.attrs.fields.get("spec.nodeName") == node \
+                    and name in visit(cached.obj()):
+                return True
+        return False
 
     def _pods_in(self, namespace: str) -> list[bytes]:
         """The namespace's pods as the watch cache holds them (JSON, by name): PodSecurity decodes
@@ -383,6 +401,8 @@ def _error_response(request: Request, e: Exception) -> Response:
     """The Status the app's exception handlers answer for e (for WatchShortcut, which runs outside them)."""
     if isinstance(e, errors.ApiError):
         return _status_response(e)
+    if isinstance(e, TransformFailed):
+        return _status_response(errors.internal(str(e)))
     if isinstance(e, StorageError):
         return _status_response(errors.unavailable(f"storage is unavailable: {e}"))
     log.exception("unhandled error on %s %s", request.method, request.url.path)
@@ -423,6 +443,8 @@ def create_app(config: ApiServerConfig) -> FastAPI:
 
     @app.exception_handler(StorageError)
     async def storage_error(request: Request, e: StorageError) -> Response:
+        if isinstance(e, TransformFailed):  # upstream: storage.NewInternalError
+            return _status_response(errors.internal(str(e)))
         return _status_response(errors.unavailable(f"storage is unavailable: {e}"))
 
     @app.exception_handler(HTTPException)

@@ -628,6 +628,34 @@ def _print_service_account(obj: Obj, now: datetime) -> list[Cell]:
     return [_name(obj), len(obj.get("secrets") or []), _age(obj, now)]
 
 
+@_printer(
+    "configmaps",
+    [NAME_COLUMN, _col("Data", "string", "Data contains the configuration data. Each key must consist of alphanumeric "
+                       "characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData "
+                       "field. The keys stored in Data must not overlap with the keys in the BinaryData field, this "
+                       "is enforced during validation process."), AGE_COLUMN],
+)
+def _print_config_map(obj: Obj, now: datetime) -> list[Cell]:
+    return [_name(obj), len(_d(obj.get("data"))) + len(_d(obj.get("binaryData"))), _age(obj, now)]
+
+
+@_printer(
+    "secrets",
+    [
+        NAME_COLUMN,
+        _col("Type", "string", "Used to facilitate programmatic handling of secret data. More info: "
+             "https://kubernetes.io/docs/concepts/configuration/secret/#secret-types"),
+        _col("Data", "string", "Data contains the secret data. Each key must consist of alphanumeric characters, "
+             "'-', '_' or '.'. The serialized form of the secret data is a base64 encoded string, representing the "
+             "arbitrary (possibly non-string) data value here. Described in "
+             "https://tools.ietf.org/html/rfc4648#section-4"),
+        AGE_COLUMN,
+    ],
+)
+def _print_secret(obj: Obj, now: datetime) -> list[Cell]:
+    return [_name(obj), _s(obj.get("type")), len(_d(obj.get("data"))), _age(obj, now)]
+
+
 # ---------------------------------------------------------------------------------------------
 # Events
 # ---------------------------------------------------------------------------------------------

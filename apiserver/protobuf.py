@@ -1,8 +1,8 @@
 """Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`) → our JSON dict form.
 
 kubectl 1.32+ sends the objects its typed clients build (`create deployment|namespace|role|rolebinding|
-clusterrole|clusterrolebinding|service`, `auth reconcile`, `auth can-i`) as protobuf, whatever else it speaks
-JSON; it reads JSON answers by their Content-Type, so only request bodies are decoded here.
+clusterrole|clusterrolebinding|service|configmap|secret`, `auth reconcile`, `auth can-i`) as protobuf,
+whatever else it speaks JSON; it reads JSON answers by their Content-Type, so only request bodies are decoded here.
 
 The wire form (apimachinery runtime/serializer/protobuf): the magic `k8s\\x00`, then a runtime.Unknown
 {typeMeta{apiVersion = 1, kind = 2} = 1, raw = 2, contentEncoding = 3, contentType = 4} whose `raw` is
@@ -373,11 +373,15 @@ SCHEMA: dict[str, str] = {
     "PortStatus": "1 port:int; 2 protocol:str; 3 error:str?",
     "Condition": (
         "1 type:str; 2 status:str; 3 observedGeneration:int; 4 lastTransitionTime:time; 5 reason:str; 6 message:str"),
+    # kubectl create configmap | secret generic|tls|docker-registry
+    "ConfigMap": "1 metadata:ObjectMeta; 4 immutable:bool?; 2 data:{str}; 3 binaryData:{bytes}",
+    "Secret": "1 metadata:ObjectMeta; 5 immutable:bool?; 2 data:{bytes}; 4 stringData:{str}; 3 type:str",
 }
 
 # (apiVersion, kind) of the envelope → the message of `raw`; the kinds we serve, and DeleteOptions.
 KINDS: dict[tuple[str, str], str] = {
-    **{("v1", k): k for k in ("Namespace", "Node", "Pod", "Event", "ServiceAccount", "Service")},
+    **{("v1", k): k for k in ("Namespace", "Node", "Pod", "Event", "ServiceAccount", "Service", "ConfigMap",
+                              "Secret")},
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     **{("apps/v1", k): k for k in ("Deployment", "ReplicaSet")},
     ("coordination.k8s.io/v1", "Lease"): "Lease",

@@ -61,12 +61,13 @@ class TlsConn(HttpConn):
 
 async def closed_loop(port: int, context: ssl.SSLContext | None, namespace: str, prefix: str, total: int,
                       clients: int, meter: CpuMeter,
-                      body: Callable[[str, str], bytes] = pod_body) -> dict[str, Any]:
-    """`total` pod creates by `clients` keep-alive connections; `body(name, namespace)` is each pod."""
+                      body: Callable[[str, str], bytes] = pod_body, resource: str = "pods") -> dict[str, Any]:
+    """`total` creates (pods unless `resource` says otherwise) by `clients` keep-alive connections;
+    `body(name, namespace)` is each object."""
     latencies: list[float] = []
     statuses: Counter[str] = Counter()
     counter = iter(range(total))
-    path = f"/api/v1/namespaces/{namespace}/pods"
+    path = f"/api/v1/namespaces/{namespace}/{resource}"
 
     async def worker() -> None:
         conn = await TlsConn("127.0.0.1", port, context).connect()

@@ -54,6 +54,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               what="creates with the full request chain (PodSecurity enforce=baseline incl.) on vs off (issues 6, 10)"),
     Benchmark("podsecurity", "bench.podsecurity_bench", "podsecurity.json",
               what="creates with PodSecurity off, on (privileged namespace) and enforcing restricted (issue 10)"),
+    Benchmark("secrets", "bench.secrets_bench", "secrets.json",
+              what="Secret creates with encryption at rest (aescbc) on vs off, same run (issue 12)"),
     # (a) of the control-plane bench is the scheduler bench at 100x1000, which the sweep below runs
     Benchmark("control_plane", "bench.control_plane_bench", "control_plane.json", ("--skip-scheduler",),
               ("--skip-scheduler", "--nodes", "10", "--replicas", "100", "--verb-requests", "200"),
@@ -127,6 +129,7 @@ TARGETS: dict[str, Target] = {
     "compose.bring_up": Target(5, False, 10, "s", "compose bring-up, images cached, ≤ 10 s to Ready nodes"),
     "auth.throughput_cost": Target(10, False, 10, "%", "the chain (PodSecurity enforcing baseline incl.) costs ≤ 10% "
                                                        "of throughput"),
+    "secrets.create_ratio": Target(12, True, 0.8, "ratio", "Secret creates/s with encryption on ÷ off ≥ 0.8"),
     "watch_memory.kb_per_watch": Target(10, False, 20, "KB", "RSS per watch at 1,000 concurrent watches ≤ 20 KB"),
     "dos.p99": Target(10, False, 2.0, "x", "GET p99 under the attack ≤ 2x without it"),
     "dos.leases_lost": Target(10, False, 0, "components", "no component loses its lease"),
@@ -248,6 +251,17 @@ def podsecurity_figures(d: JSONDict) -> list[Figure]:
     for mode in ("privileged", "restricted"):
         out.append(Figure(f"podsecurity.{mode}.throughput_cost", "podsecurity",
                           f"throughput cost of PodSecurity, {mode} namespace", costs.get(mode), "%"))
+    return out
+
+
+def secrets_figures(d: JSONDict) -> list[Figure]:
+    out = []
+    for label, s in (d.get("summary") or {}).items():
+        out.append(Figure(f"secrets.aescbc.{label}", "secrets", f"{label}, Secrets encrypted (aescbc)",
+                          s.get("aescbc"), _unit_of(label), "encryption off (same run)", s.get("off"),
+                          _ratio(s.get("aescbc"), s.get("off"))))
+    out.append(Figure("secrets.create_ratio", "secrets", "Secret creates/s, encryption on ÷ off",
+                      d.get("create_ratio"), "ratio"))
     return out
 
 
@@ -493,6 +507,7 @@ def compose_figures() -> list[Figure]:
 
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
+    "secrets": secrets_figures,
     "control_plane": control_plane_figures,
     "scheduler": scheduler_figures, "pod_startup": pod_startup_figures, "watch_memory": watch_memory_figures,
     "dos": dos_figures, "etcd_failover": etcd_failover_figures, "cri_startup": cri_startup_figures,

@@ -17,7 +17,8 @@
 # kubelet-NODE.conf.
 # The controllers each authenticate as their service account with tokens the
 # controller-manager asks the apiserver for (TokenRequest; only the apiserver
-# holds pki/sa.key). Every request is in audit.log.
+# holds pki/sa.key). Every request is in audit.log. Secrets are encrypted in etcd
+# (aescbc, the key in pki/encryption-config.yaml, made once with the PKI).
 # The kubelets serve HTTPS with their own serving certificates from the cluster
 # CA (pki/kubelets/NODE/kubelet.crt) and take only the apiserver's client
 # certificate (pki/apiserver-kubelet-client.crt, kube-apiserver-kubelet-client in
@@ -194,6 +195,7 @@ main() {
     --etcd-certfile "${OUT}/pki/apiserver-etcd-client.crt" --etcd-keyfile "${OUT}/pki/apiserver-etcd-client.key" \
     --bind-address "${API_HOST}" --secure-port "${API_PORT}" --port "${API_INSECURE_PORT}" \
     --pki-dir "${OUT}" --audit-log-path "${AUDIT_LOG}" \
+    --encryption-provider-config "${OUT}/pki/encryption-config.yaml" \
     --admission-control-config-file "${MINIK8S_ROOT}/hack/admission-config.yaml" \
     --kubelet-client-certificate "${OUT}/pki/apiserver-kubelet-client.crt" \
     --kubelet-client-key "${OUT}/pki/apiserver-kubelet-client.key" \

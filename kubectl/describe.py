@@ -11,6 +11,7 @@ uid; pods without the kind, as upstream does), sorted by time.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -1142,6 +1143,55 @@ async def describe_endpoint_slice(ctx: Context, eps: Obj) -> str:
     return endpoint_slice_description(eps, await search_events(ctx, eps, "EndpointSlice"))
 
 
+def secret_description(secret: Obj) -> str:
+    """upstream describeSecret: each key with its size, never its value (only a service-account token's
+    `token` is shown, as upstream does)."""
+    meta = _d(secret.get("metadata"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    w.write(0, f"\nType:\t{secret.get('type') or ''}\n")
+    w.write(0, "\nData\n====\n")
+    for key, value in sorted(_d(secret.get("data")).items()):
+        raw = base64.b64decode(value or "")
+        if key == "token" and secret.get("type") == "kubernetes.io/service-account-token":
+            w.write(0, f"{key}:\t{raw.decode(errors='replace')}\n")
+        else:
+            w.write(0, f"{key}:\t{len(raw)} bytes\n")
+    return w.text()
+
+
+def configmap_description(cm: Obj, events: list[Obj] | None) -> str:
+    """upstream describeConfigMap: data values in full, binaryData by size."""
+    meta = _d(cm.get("metadata"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    w.write(0, "\nData\n====\n")
+    for key, value in sorted(_d(cm.get("data")).items()):
+        w.write(0, f"{key}:\n----\n")
+        w.write(0, f"{value}\n")
+    w.write(0, "\nBinaryData\n====\n")
+    for key, value in sorted(_d(cm.get("binaryData")).items()):
+        w.write(0, f"{key}: {len(base64.b64decode(value or ''))} bytes\n")
+    w.write(0, "\n")
+    if events is not None:
+        describe_events(w, events)
+    return w.text()
+
+
+async def describe_secret(ctx: Context, secret: Obj) -> str:
+    return secret_description(secret)
+
+
+async def describe_configmap(ctx: Context, cm: Obj) -> str:
+    return configmap_description(cm, await search_events(ctx, cm, "ConfigMap"))
+
+
 _ACRONYMS = {"API", "URL", "UID", "OSB", "GUID", "IP", "CIDR"}
 
 
@@ -1203,6 +1253,8 @@ DESCRIBERS: dict[tuple[str, str], Describer] = {
     ("", "Service"): describe_service,
     ("", "Endpoints"): describe_endpoints,
     ("discovery.k8s.io", "EndpointSlice"): describe_endpoint_slice,
+    ("", "Secret"): describe_secret,
+    ("", "ConfigMap"): describe_configmap,
 }
 
 

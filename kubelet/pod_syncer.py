@@ -24,13 +24,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from kubelet.configmap_secret_manager import ConfigMapSecretManager, PodObjects
 from kubelet.container.runtime import ConfigError, Runtime
 from kubelet.kubelet_pods import PodContext, container_env
 from kubelet.kuberuntime.container_config import MountSpec, RunContainerOptions
 from kubelet.probes import ProbeManager
 from kubelet.status import TERMINAL_PHASES, PodRuntimeState, compute_pod_status
 from kubelet.status_manager import StatusManager
-from kubelet.volumes import HostVolume, VolumeError, VolumeManager
+from kubelet.volumes import HostVolume, VolumeError, VolumeManager, VolumeSetUpError
 from machinery.api.core_v1 import Container, Pod
 from machinery.client import ApiClient, ApiError, ApiUnavailable
 from machinery.timeutil import now_rfc3339
@@ -50,6 +51,7 @@ class KubeletRuntimeHelper:
         self.node_ip = node_ip
         self.allocatable = allocatable  # (cpu millis, memory bytes)
         self.pod_volumes: dict[str, dict[str, HostVolume]] = {}  # uid -> the volumes set up last
+        self.pod_objects: dict[str, PodObjects] = {}  # uid -> the ConfigMaps and Secrets its last sync read
 
     def pod_ip_for_host_network(self) -> str:
         return self.node_ip
@@ -62,8 +64,9 @@ class KubeletRuntimeHelper:
         cpu, memory = self.allocatable()
         ctx = PodContext(pod_ip=pod_ip, host_ip=self.node_ip, node_name=self.node_name,
                          node_allocatable_cpu_millis=cpu, node_allocatable_memory=memory)
+        warnings: list[tuple[str, str]] = []
         try:
-            envs = container_env(pod, container, ctx)
+            envs = container_env(pod, container, ctx, self.pod_objects.get(uid), warnings)
             binds = self.volumes.binds(container, self.pod_volumes.get(uid, {}))
         except VolumeError as e:
             raise ConfigError(str(e)) from e
@@ -77,7 +80,7 @@ class KubeletRuntimeHelper:
         hosts = self.volumes.hosts_file(uid)
         if hosts is not None and not any(m.mount_path == "/etc/hosts" for m in container.volume_mounts or []):
             mounts.append(MountSpec("/etc/hosts", str(hosts)))
-        return RunContainerOptions(envs=envs, mounts=mounts)
+        return RunContainerOptions(envs=envs, mounts=mounts, warnings=warnings)
 
 
 class KubeletPodSyncer:
@@ -95,6 +98,7 @@ class KubeletPodSyncer:
         self.network_ready = network_ready
         self._network_reported: set[str] = set()
         self._mount_failures: dict[str, int] = {}
+        self.objects = ConfigMapSecretManager(client)
 
     # -- status ---------------------------------------------------------------------------------
 
@@ -142,10 +146,12 @@ class KubeletPodSyncer:
             await self.update_status(pod)
             return None
         try:
-            self.helper.pod_volumes[uid] = await asyncio.to_thread(self.volumes.setup, pod)
+            objects = self.helper.pod_objects[uid] = await self.objects.fetch(pod)
+            self.helper.pod_volumes[uid] = await asyncio.to_thread(self.volumes.setup, pod, objects)
         except (VolumeError, OSError) as e:
             failures = self._mount_failures[uid] = self._mount_failures.get(uid, 0) + 1
-            self.recorder(pod, "Warning", "FailedMount", f"Unable to attach or mount volumes: {e}")
+            message = str(e) if isinstance(e, VolumeSetUpError) else f"Unable to attach or mount volumes: {e}"
+            self.recorder(pod, "Warning", "FailedMount", message)
             await self.update_status(pod)
             return min(2.0 * 2 ** (failures - 1), 30.0)
         self._mount_failures.pop(uid, None)
@@ -178,6 +184,7 @@ class KubeletPodSyncer:
         await asyncio.to_thread(self.volumes.teardown, uid)
         self.runtime.forget_pod(uid)
         self.helper.pod_volumes.pop(uid, None)
+        self.helper.pod_objects.pop(uid, None)
         self._network_reported.discard(uid)
         if removed:
             self.status_manager.forget(uid)

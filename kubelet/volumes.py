@@ -1,7 +1,10 @@
-"""Pod volumes on the host (the kubelet's volume manager, for emptyDir and hostPath).
+"""Pod volumes on the host (the kubelet's volume manager, for emptyDir, hostPath, configMap and secret).
 
 Everything of a pod lives under `<root-dir>/pods/<uid>/`: emptyDir volumes in
-`volumes/kubernetes.io~empty-dir/<name>` (a tmpfs mounted there for `medium: Memory`), one
+`volumes/kubernetes.io~empty-dir/<name>` (a tmpfs mounted there for `medium: Memory`), configMap and
+secret volumes in `volumes/kubernetes.io~configmap/<name>` and `kubernetes.io~secret/<name>` (a tmpfs:
+a Secret never touches the node's disk), their files written by kubelet/atomic_writer.py and
+rewritten when the object changes (upstream pkg/volume/configmap, pkg/volume/secret), one
 termination-message file per container instance in `containers/<name>/`, and the pod's managed
 `etc-hosts`. Containers get them as bind mounts. Removing the pod removes the directory (after
 unmounting any tmpfs).
@@ -19,14 +22,49 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from machinery.api.core_v1 import Container, Pod
+from kubelet import atomic_writer
+from kubelet.configmap_secret_manager import PodObjects
+from machinery.api.core_v1 import Container, KeyToPath, Pod, Volume
 from machinery.quantity import parse_quantity
 
 EMPTY_DIR = "kubernetes.io~empty-dir"
+CONFIG_MAP = "kubernetes.io~configmap"
+SECRET = "kubernetes.io~secret"
+DEFAULT_MODE = 0o644  # upstream's configMap and secret defaultMode (420)
 
 
 class VolumeError(Exception):
     """A volume cannot be set up (reported as FailedMount)."""
+
+
+class VolumeSetUpError(VolumeError):
+    """One volume's SetUp failed: its message is upstream's event as it is
+    (`MountVolume.SetUp failed for volume "config" : configmap "app" not found`)."""
+
+
+def _payload(volume: str, kind: str, name: str, data: dict[str, bytes] | None, items: list[KeyToPath] | None,
+             default_mode: int | None, optional: bool) -> dict[str, tuple[bytes, int]]:
+    """upstream MakePayload: every key (or the items' keys at their paths) with its mode."""
+    if data is None:
+        if optional:
+            return {}
+        raise VolumeSetUpError(f'MountVolume.SetUp failed for volume "{volume}" : {kind} "{name}" not found')
+    mode = DEFAULT_MODE if default_mode is None else default_mode
+    if not items:
+        return {key: (value, mode) for key, value in data.items()}
+    out = {}
+    for item in items:
+        if item.key not in data:
+            if optional:
+                continue
+            what = "configmap" if kind == "configmap" else "secret"
+            raise VolumeSetUpError(f'MountVolume.SetUp failed for volume "{volume}" : {what} references '
+                                   f"non-existent {'config' if kind == 'configmap' else 'secret'} key: {item.key}")
+        path = posixpath.normpath(item.path)
+        if path.startswith(("/", "..")):
+            raise VolumeSetUpError(f'MountVolume.SetUp failed for volume "{volume}" : invalid path {item.path!r}')
+        out[path] = (data[item.key], mode if item.mode is None else item.mode)
+    return out
 
 
 @dataclass(frozen=True)
@@ -58,11 +96,16 @@ class VolumeManager:
         d = self.pods_dir()
         return [p.name for p in d.iterdir() if p.is_dir()] if d.is_dir() else []
 
-    def setup(self, pod: Pod) -> dict[str, HostVolume]:
-        """Make every volume of the pod exist on the host; name → host path."""
+    def setup(self, pod: Pod, objects: PodObjects | None = None) -> dict[str, HostVolume]:
+        """Make every volume of the pod exist on the host (configMap and secret volumes from `objects`, what
+        this sync read); name → host path."""
         uid = pod.metadata.uid or ""
+        objects = objects or PodObjects(pod.metadata.namespace or "")
         out: dict[str, HostVolume] = {}
         for volume in (pod.spec.volumes if pod.spec else None) or []:
+            if volume.config_map is not None or volume.secret is not None:
+                out[volume.name] = HostVolume(self._object_volume(uid, volume, objects), read_only=True)
+                continue
             if volume.empty_dir is not None:
                 path = self.pod_dir(uid) / "volumes" / EMPTY_DIR / volume.name
                 path.mkdir(parents=True, exist_ok=True)
@@ -82,8 +125,33 @@ class VolumeManager:
             else:
                 kinds = [k for k, v in volume.model_dump(exclude_none=True).items() if k != "name" and v is not None]
                 raise VolumeError(f"volume {volume.name!r}: unsupported volume type {', '.join(kinds) or 'none'} "
-                                  "(minik8s supports emptyDir and hostPath)")
+                                  "(minik8s supports emptyDir, hostPath, configMap and secret)")
         return out
+
+    def _object_volume(self, uid: str, volume: Volume, objects: PodObjects) -> Path:
+        if volume.config_map is not None:
+            source = volume.config_map
+            name = source.name or ""
+            payload = _payload(volume.name, "configmap", name, objects.configmap_data(name), source.items,
+                               source.default_mode, bool(source.optional))
+            path = self.pod_dir(uid) / "volumes" / CONFIG_MAP / volume.name
+            path.mkdir(parents=True, exist_ok=True)
+        else:
+            assert volume.secret is not None
+            secret_source = volume.secret
+            name = secret_source.secret_name or ""
+            payload = _payload(volume.name, "secret", name, objects.secret_data(name), secret_source.items,
+                               secret_source.default_mode, bool(secret_source.optional))
+            path = self.pod_dir(uid) / "volumes" / SECRET / volume.name
+            path.mkdir(parents=True, exist_ok=True)
+            if not _mounted(path):  # upstream: a Secret lives in memory only
+                proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", str(path)],
+                                      capture_output=True, text=True, timeout=30)
+                if proc.returncode != 0:
+                    raise VolumeSetUpError(f'MountVolume.SetUp failed for volume "{volume.name}" : mounting tmpfs: '
+                                           f"{proc.stderr.strip()}")
+        atomic_writer.write(path, payload)
+        return path
 
     @staticmethod
     def _host_path(name: str, path_text: str, kind: str) -> Path:
@@ -178,12 +246,13 @@ class VolumeManager:
         d = self.pod_dir(uid)
         if not d.exists():
             return
-        empty = d / "volumes" / EMPTY_DIR
-        if empty.is_dir():
-            for v in empty.iterdir():
-                if _mounted(v):
-                    subprocess.run(["umount", str(v)], capture_output=True, timeout=30)
-        if any(_mounted(p) for p in empty.iterdir()) if empty.is_dir() else False:
+        in_memory = [d / "volumes" / EMPTY_DIR, d / "volumes" / SECRET]
+        for kind in in_memory:
+            if kind.is_dir():
+                for v in kind.iterdir():
+                    if _mounted(v):
+                        subprocess.run(["umount", str(v)], capture_output=True, timeout=30)
+        if any(_mounted(p) for kind in in_memory if kind.is_dir() for p in kind.iterdir()):
             return  # never recurse into something still mounted
         with contextlib.suppress(OSError):
             shutil.rmtree(d)

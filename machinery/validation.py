@@ -20,6 +20,7 @@ __all__ = [
     "NameValidator",
     "byte_len",
     "inclusive_range_error",
+    "is_config_map_key",
     "is_dns1035_label",
     "is_dns1123_label",
     "is_dns1123_subdomain",
@@ -127,6 +128,28 @@ def is_dns1123_subdomain(value: str) -> list[str]:
         errs.append(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH))
     if _DNS1123_SUBDOMAIN_RE.fullmatch(value) is None:
         errs.append(regex_error(_DNS1123_SUBDOMAIN_ERR, _DNS1123_SUBDOMAIN_FMT, "example.com"))
+    return errs
+
+
+_CONFIG_MAP_KEY_FMT: Final = "[-._a-zA-Z0-9]+"
+_CONFIG_MAP_KEY_ERR: Final = "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
+_CONFIG_MAP_KEY_RE: Final = re.compile(_CONFIG_MAP_KEY_FMT)
+
+
+def is_config_map_key(value: str) -> list[str]:
+    """IsConfigMapKey: keys of ConfigMap and Secret data (they become file names in volumes)."""
+    errs: list[str] = []
+    if byte_len(value) > DNS1123_SUBDOMAIN_MAX_LENGTH:
+        errs.append(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH))
+    if _CONFIG_MAP_KEY_RE.fullmatch(value) is None:
+        errs.append(regex_error(_CONFIG_MAP_KEY_ERR, _CONFIG_MAP_KEY_FMT, "key.name", "KEY_NAME", "key-name"))
+    # hasChDirPrefix: a key is a file name in the volume, never a way out of it
+    if value == ".":
+        errs.append("must not be '.'")
+    elif value == "..":
+        errs.append("must not be '..'")
+    elif value.startswith(".."):
+        errs.append("must not start with '..'")
     return errs
 
 

@@ -4,7 +4,8 @@
 - system:masters may do everything (upstream's privileged-group authorizer, ahead of the rest);
 - the Node authorizer answers for kubelets (system:node:NAME in system:nodes): their own Node and
   Lease, the pods bound to them (reads, status, the final delete), pods listed or watched only
-  with `fieldSelector=spec.nodeName=NAME`, and events;
+  with `fieldSelector=spec.nodeName=NAME`, events, and the Secrets and ConfigMaps its pods refer to
+  (upstream's graph: pod -> secret/configmap edges from volumes, env, envFrom and imagePullSecrets);
 - RBAC answers from Role/ClusterRole/RoleBinding/ClusterRoleBinding objects as the watch caches
   hold them: an index from subject to rules, rebuilt when any of the four changes, and a decision
   cache in front of it, so an authorized request costs a dictionary lookup.
@@ -261,6 +262,13 @@ def _selects_node(field_selector: str, node: str) -> bool:
     return False
 
 
+def _selected_name(field_selector: str) -> str:
+    """The one name a `metadata.name=X` field selector picks (what a kubelet's informer of one object sends)."""
+    key, sep, value = field_selector.partition("=")
+    value = value.removeprefix("=")
+    return value if sep and key.strip() == "metadata.name" and "," not in value else ""
+
+
 class NodeAuthorizer:
     """Upstream's Node authorizer (with AuthorizeNodeWithSelectors): a kubelet reaches its own Node,
     its own Lease, the pods bound to it, and events; anything else is left to RBAC (which binds
@@ -269,8 +277,11 @@ class NodeAuthorizer:
     READ = frozenset({"get", "list", "watch"})
     WRITE = frozenset({"update", "patch", "delete"})
 
-    def __init__(self, pod_node: Callable[[str, str], str | None]):
+    def __init__(self, pod_node: Callable[[str, str], str | None],
+                 node_refers_to: Callable[[str, str, str, str], bool] = lambda *_: False):
         self.pod_node = pod_node  # (namespace, name) -> spec.nodeName ("" unbound), None if not in the cache
+        # (node, resource, namespace, name): is the object referred to by a pod bound to node?
+        self.node_refers_to = node_refers_to
 
     def authorize(self, a: Attributes) -> tuple[str, str]:
         node = a.user.node_name
@@ -301,6 +312,12 @@ class NodeAuthorizer:
             return NO_OPINION, f"no relationship found between node '{node}' and this object"
         if group in ("", "events.k8s.io") and resource == "events" and verb in ("create", "update", "patch"):
             return ALLOW, ""
+        if group == "" and resource in ("secrets", "configmaps") and not sub:
+            # upstream: get only (and list/watch of that one name), of an object a pod on this node uses
+            name = a.name if verb == "get" else _selected_name(a.field_selector) if verb in ("list", "watch") else ""
+            if name and self.node_refers_to(node, resource, a.namespace, name):
+                return ALLOW, ""
+            return NO_OPINION, f"no relationship found between node '{node}' and this object"
         if group == "" and resource == "services" and not sub and verb in self.READ:
             return ALLOW, ""  # upstream NodeRules: the kubelet's service environment variables
         if group == "coordination.k8s.io" and resource == "leases" and not sub:

@@ -35,7 +35,7 @@ CONTROLLER_ACCOUNTS = ("deployment-controller", "replicaset-controller", "generi
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 # what view reads and edit writes (upstream aggregate-to-view / aggregate-to-edit, for what minik8s serves)
 _VIEW_CORE = ["pods", "pods/status", "pods/log", "events", "namespaces", "serviceaccounts", "services",
-              "services/status", "endpoints"]
+              "services/status", "endpoints", "configmaps"]  # never secrets: view may not read them
 _VIEW_APPS = ["deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
               "replicasets/status"]
 
@@ -90,6 +90,8 @@ def cluster_roles() -> dict[str, list[Obj]]:
             EVENTS,
             rule(["get", "create", "update", "patch", "delete"], ["coordination.k8s.io"], ["leases"]),
             rule(READ, [""], ["services"]),  # the kubelet's service environment variables
+            # volumes, env and image pull secrets of its pods; the Node authorizer narrows it to those
+            rule(READ, [""], ["secrets", "configmaps"]),
         ],
         # kube-proxy (user system:kube-proxy)
         "system:node-proxier": [
@@ -185,8 +187,9 @@ def _edit() -> list[Obj]:
     edit, CVE-2021-25740)."""
     return [
         *_view(),
+        rule(READ, [""], ["secrets"]),
         rule(WRITE, [""], ["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "events",
-                           "serviceaccounts", "services", "services/proxy"]),
+                           "serviceaccounts", "services", "services/proxy", "configmaps", "secrets"]),
         rule(["impersonate"], [""], ["serviceaccounts"]),
         rule(["create"], [""], ["serviceaccounts/token"]),
         rule(WRITE, ["apps"], ["deployments", "deployments/rollback", "deployments/scale", "replicasets",

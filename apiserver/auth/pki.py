@@ -10,6 +10,8 @@ SAN now asked for, or is not signed by the CA on disk):
     DIR/pki/ca.crt ca.key                     the cluster CA (10 years)
     DIR/pki/apiserver.crt apiserver.key       serving certificate (SANs: localhost, 127.0.0.1, --san ...)
     DIR/pki/sa.key sa.pub                     service-account token signing key pair
+    DIR/pki/encryption-config.yaml            the apiserver's --encryption-provider-config: Secrets under aescbc
+                                              with a random key1 (0600; never regenerated)
     DIR/pki/admin.crt ...                     kubernetes-admin, O=system:masters
     DIR/pki/scheduler.crt ...                 system:kube-scheduler
     DIR/pki/controller-manager.crt ...        system:kube-controller-manager
@@ -67,6 +69,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from apiserver.storage.encryptionconfig import ensure_config as ensure_encryption_config
 from machinery.kubeconfig import write_kubeconfig
 from machinery.netutil import default_node_ip
 
@@ -249,6 +252,11 @@ class Pki:
     @property
     def serving_key(self) -> Path:
         return self.dir / "apiserver.key"
+
+    @property
+    def encryption_config(self) -> Path:
+        """The apiserver's --encryption-provider-config (its keys: only the apiserver reads it)."""
+        return self.dir / "encryption-config.yaml"
 
     @property
     def sa_key(self) -> Path:
@@ -435,6 +443,8 @@ def ensure_pki(root: str | os.PathLike[str], server: str = "https://127.0.0.1:64
         said.append("apiserver serving certificate")
     if ensure_sa_keys(pki):
         said.append("service-account key")
+    if ensure_encryption_config(pki.encryption_config):
+        said.append("encryption config (aescbc key for Secrets at rest)")
     nodes = list(nodes)
     said += _ensure_kubelet_certs(pki, ca, nodes, kubelet_hosts)
     for name, cn, orgs in component_identities(nodes):

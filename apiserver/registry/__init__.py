@@ -7,6 +7,7 @@ from apiserver.registry.admissionregistration import (
     MutatingWebhookConfigurationStrategy,
     ValidatingWebhookConfigurationStrategy,
 )
+from apiserver.registry.configmap import ConfigMapStrategy
 from apiserver.registry.deployment import DeploymentStrategy
 from apiserver.registry.endpoints import EndpointsStrategy
 from apiserver.registry.endpointslice import EndpointSliceStrategy
@@ -22,6 +23,7 @@ from apiserver.registry.rbac import (
     RoleStrategy,
 )
 from apiserver.registry.replicaset import ReplicaSetStrategy
+from apiserver.registry.secret import SecretStrategy
 from apiserver.registry.service import ServiceStrategy
 from apiserver.registry.serviceaccount import ServiceAccountStrategy
 from apiserver.registry.strategy import Strategy
@@ -33,6 +35,8 @@ STRATEGIES: dict[str, Strategy] = {
     "/events": EventStrategy(),
     "/serviceaccounts": ServiceAccountStrategy(),
     "/services": ServiceStrategy(),
+    "/configmaps": ConfigMapStrategy(),
+    "/secrets": SecretStrategy(),
     "/endpoints": EndpointsStrategy(),
     "discovery.k8s.io/endpointslices": EndpointSliceStrategy(),
     "apps/deployments": DeploymentStrategy(),

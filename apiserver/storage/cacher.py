@@ -190,8 +190,9 @@ class Cacher:
 
     def to_event(self, ev: EtcdEvent) -> CacheEvent | None:
         if ev.type == "DELETE":
-            if ev.prev is None:
-                return None
+            if ev.prev is None:  # an object whose last value its transformer could not read: gone as we had it
+                held = self.store.get(ev.kv.key)
+                return CacheEvent("DELETED", ev.kv.mod_revision, held, None) if held is not None else None
             return CacheEvent("DELETED", ev.kv.mod_revision, self.cached(ev.prev, ev.kv.mod_revision), None)
         prev = self.cached(ev.prev) if ev.prev is not None else None
         return CacheEvent("MODIFIED" if prev else "ADDED", ev.kv.mod_revision, self.cached(ev.kv), prev)
@@ -210,7 +211,7 @@ class Cacher:
             w.stop()
 
     async def _relist(self) -> None:
-        kvs, revision, _ = await self.storage.list(self.prefix)
+        kvs, revision, _ = await self.storage.list(self.prefix, skip_untransformable=True)
         self.store = {kv.key: self.cached(kv) for kv in kvs}
         self.window.clear()
         self.rv = self.window_start = revision

@@ -1,7 +1,10 @@
 """The apiserver's only door to etcd (upstream: staging/.../apiserver/pkg/storage/etcd3/store.go).
 
-Keys are `/registry/{resource}/{namespace}/{name}`; values are the object's JSON. Every write is a
-compare-and-swap on the key's mod revision in one etcd transaction, so a stale writer loses.
+Keys are `/registry/{resource}/{namespace}/{name}`; values are the object's JSON, passed through the
+resource's value transformer (encryption at rest, storage/value/) on the way in and out, as upstream's
+store does with its transformer: every read path (get, list, the watch cache's list and watch) gets
+plaintext. Every write is a compare-and-swap on the key's mod revision in one etcd transaction, so a
+stale writer loses.
 We speak gRPC through the stubs that ship with aetcd: its high-level calls lack ranges at a
 revision, limits and prev_kv on watches, all of which the apiserver needs.
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import copy
 import logging
 import random
 from collections.abc import AsyncIterator
@@ -31,6 +35,8 @@ from urllib.parse import urlparse
 
 import grpc
 from aetcd import rpc
+
+from apiserver.storage.value import IDENTITY, Transformer, TransformError
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +78,15 @@ class Compacted(StorageError):
 
 class Unavailable(StorageError):
     pass
+
+
+class TransformFailed(StorageError):
+    """A stored value its resource's transformer cannot read (a key removed from the encryption config,
+    corrupt data): upstream answers 500 InternalError."""
+
+    def __init__(self, key: str, error: Exception):
+        super().__init__(f"unable to transform key {key!r}: {error}")
+        self.key = key
 
 
 @dataclass(slots=True)
@@ -239,6 +254,26 @@ class EtcdStorage:
             raise ValueError("--etcd-servers: mixes http:// and https:// endpoints")
         self._active = 0
         self._retry = retry
+        self.transformer: Transformer = IDENTITY
+
+    def with_transformer(self, transformer: Transformer) -> EtcdStorage:
+        """The same members and connections, with values passed through `transformer` (one resource's
+        view of the storage, as upstream gives each resource its own transformer)."""
+        view = copy.copy(self)
+        view.transformer = transformer
+        return view
+
+    def _to_storage(self, key: str, value: bytes) -> bytes:
+        return self.transformer.transform_to_storage(value, key.encode())
+
+    def _from_storage(self, kv: KV) -> KV:
+        if self.transformer is IDENTITY:
+            return kv
+        try:
+            plaintext, _ = self.transformer.transform_from_storage(kv.value, kv.key.encode())
+        except (TransformError, ValueError) as e:
+            raise TransformFailed(kv.key, e) from e
+        return KV(kv.key, plaintext, kv.mod_revision, kv.create_revision)
 
     def _member(self) -> _Member:
         member = self._members[self._active]
@@ -333,6 +368,11 @@ class EtcdStorage:
         return resp.header.revision
 
     async def get(self, key: str, *, revision: int = 0) -> KV | None:
+        kv = await self._get_stored(key, revision=revision)
+        return self._from_storage(kv) if kv is not None else None
+
+    async def _get_stored(self, key: str, *, revision: int = 0) -> KV | None:
+        """The key's value as etcd holds it (not transformed)."""
         resp = await self._range(rpc.RangeRequest(key=key.encode(), revision=revision))
         return _kv(resp.kvs[0]) if resp.kvs else None
 
@@ -340,17 +380,29 @@ class EtcdStorage:
         """The key now and the revision this read saw (etcd's header), from one request: what a list
         of one name answers, so that a watch from that revision misses no later write."""
         resp = await self._range(rpc.RangeRequest(key=key.encode()))
-        return (_kv(resp.kvs[0]) if resp.kvs else None), resp.header.revision
+        return (self._from_storage(_kv(resp.kvs[0])) if resp.kvs else None), resp.header.revision
 
     async def list(self, prefix: str, *, revision: int = 0, limit: int = 0, start_key: str | None = None,
-                   serializable: bool = False) -> tuple[list[KV], int, bool]:
+                   serializable: bool = False, skip_untransformable: bool = False) -> tuple[list[KV], int, bool]:
         """Keys under prefix at `revision` (0 = now), from start_key on; returns (kvs, revision, more).
-        `serializable` answers from the member's own state instead of the leader's (tests: did it catch up)."""
+        `serializable` answers from the member's own state instead of the leader's (tests: did it catch up).
+        `skip_untransformable` leaves out (and logs) values the transformer cannot read, instead of failing
+        the whole list: the watch cache of a resource stays up when one object's key is gone."""
         pfx = prefix.encode()
         resp = await self._range(rpc.RangeRequest(key=start_key.encode() if start_key else pfx,
                                                   range_end=prefix_end(pfx), revision=revision, limit=limit,
                                                   serializable=serializable))
-        return [_kv(kv) for kv in resp.kvs], resp.header.revision, resp.more
+        if not skip_untransformable:
+            return [self._from_storage(_kv(kv)) for kv in resp.kvs], resp.header.revision, resp.more
+        readable = [kv for kv in (self._readable(_kv(kv)) for kv in resp.kvs) if kv is not None]
+        return readable, resp.header.revision, resp.more
+
+    def _readable(self, kv: KV) -> KV | None:
+        try:
+            return self._from_storage(kv)
+        except TransformFailed as e:
+            log.error("%s", e)
+            return None
 
     async def count(self, prefix: str) -> int:
         pfx = prefix.encode()
@@ -360,6 +412,7 @@ class EtcdStorage:
     async def create(self, key: str, value: bytes) -> int:
         """Write a new key; KeyExists if it is there. Returns the write's revision."""
         k = key.encode()
+        value = self._to_storage(key, value)
         txn = rpc.TxnRequest(
             compare=[rpc.Compare(key=k, target=rpc.Compare.VERSION, result=rpc.Compare.EQUAL, version=0)],
             success=[rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=value))],
@@ -375,11 +428,11 @@ class EtcdStorage:
         """After a create whose first attempt's answer was lost: did that attempt create the key? Yes if the
         key's first version is this very value (a new object's uid and timestamp make it unique); returns
         its revision, else 0."""
-        current = await self.get(key)
+        current = await self._get_stored(key)
         if current is None:
             return 0
         try:
-            first = await self.get(key, revision=current.create_revision)
+            first = await self._get_stored(key, revision=current.create_revision)
         except Compacted:
             first = current if current.mod_revision == current.create_revision else None
         return first.create_revision if first is not None and first.value == value else 0
@@ -393,6 +446,7 @@ class EtcdStorage:
 
     async def update(self, key: str, value: bytes, mod_revision: int) -> int:
         """Replace a key only if its mod revision is still `mod_revision` (compare-and-swap)."""
+        value = self._to_storage(key, value)
         op = rpc.RequestOp(request_put=rpc.PutRequest(key=key.encode(), value=value))
         return await self._if_unchanged(key, mod_revision, op, value)
 
@@ -418,7 +472,7 @@ class EtcdStorage:
         kvs = resp.responses[0].response_range.kvs
         if not kvs:
             raise KeyNotFound(key)
-        raise RevisionConflict(_kv(kvs[0]))
+        raise RevisionConflict(self._from_storage(_kv(kvs[0])))
 
     async def _written_by(self, key: str, mod_revision: int, value: bytes | None) -> int:
         """After a compare-and-swap whose first attempt's answer was lost and whose retry found the key
@@ -428,7 +482,7 @@ class EtcdStorage:
         try:
             change = await asyncio.wait_for(self._first_change(key, mod_revision + 1), _REQUEST_TIMEOUT)
         except Compacted:  # history gone (not within seconds of the write, in practice): judge by now
-            current = await self.get(key)
+            current = await self._get_stored(key)
             if value is None:
                 return 0
             return current.mod_revision if current is not None and current.value == value else 0
@@ -437,6 +491,15 @@ class EtcdStorage:
         if change.type == "DELETE":
             return change.kv.mod_revision if value is None else 0
         return change.kv.mod_revision if value is not None and change.kv.value == value else 0
+
+    def _readable_event(self, ev: EtcdEvent) -> EtcdEvent:
+        prev = self._readable(ev.prev) if ev.prev is not None else None
+        if ev.type != "PUT":
+            return EtcdEvent(ev.type, ev.kv, prev)
+        kv = self._readable(ev.kv)
+        if kv is None:
+            return EtcdEvent("DELETE", KV(ev.kv.key, b"", ev.kv.mod_revision, 0), prev)
+        return EtcdEvent("PUT", kv, prev)
 
     async def _first_change(self, key: str, start_revision: int) -> EtcdEvent:
         async for batch, _ in self._watch(key.encode(), b"", start_revision):
@@ -450,13 +513,17 @@ class EtcdStorage:
     async def watch(self, prefix: str, start_revision: int) -> AsyncIterator[tuple[builtins.list[EtcdEvent], int]]:
         """Events under prefix from start_revision on (inclusive), batch by batch, prev_kv included,
         each batch with the revision etcd has reached (an empty batch is a progress notification).
+        A value the transformer cannot read is logged and comes as a DELETE (its prev, too, unreadable: None):
+        for a watcher the object is gone, as it is for the watch cache's list.
 
         Raises Compacted when start_revision is gone, Unavailable when the stream breaks (the next watch
         goes to another member); the caller resumes from the last revision it has.
         """
         pfx = prefix.encode()
-        async for item in self._watch(pfx, prefix_end(pfx), start_revision):
-            yield item
+        async for batch, revision in self._watch(pfx, prefix_end(pfx), start_revision):
+            if self.transformer is not IDENTITY:
+                batch = [self._readable_event(ev) for ev in batch]
+            yield batch, revision
 
     async def _watch(self, key: bytes, range_end: bytes,
                      start_revision: int) -> AsyncIterator[tuple[builtins.list[EtcdEvent], int]]:

@@ -34,6 +34,8 @@ class MountSpec:
 class RunContainerOptions:
     envs: list[tuple[str, str]] = field(default_factory=list)
     mounts: list[MountSpec] = field(default_factory=list)
+    # (reason, message) of Warning events about the container's config (InvalidEnvironmentVariableNames)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
 
 
 def pod_log_directory(logs_root: str, pod: Pod) -> str:

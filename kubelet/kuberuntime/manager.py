@@ -366,6 +366,8 @@ class KubeGenericRuntimeManager(Runtime):
             self._event(pod, "Warning", "Failed", f"Error: {e}")
             self._requeue(state, 5.0)
             return
+        for reason, message in options.warnings:
+            self._event(pod, "Warning", reason, message)
         config = generate_container_config(pod, c, attempt, options)
         await asyncio.to_thread(os.makedirs, os.path.join(sandbox_config.log_directory, c.name), 0o755, True)
         try:

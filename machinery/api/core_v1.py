@@ -1,4 +1,5 @@
-"""core/v1: Namespace, Node, Pod, Event, Binding, ServiceAccount, Service, Endpoints and the types they are built of.
+"""core/v1: Namespace, Node, Pod, Event, Binding, ServiceAccount, Service, Endpoints, ConfigMap, Secret
+and the types they are built of.
 
 Field names, wire names, required fields and strategic-merge keys follow upstream's
 k8s.io/api/core/v1/types.go. Enum-like fields (restartPolicy, dnsPolicy, protocol, ...) are
@@ -718,6 +719,36 @@ class ServiceAccount(ApiModel):
     secrets: list[ObjectReference] | None = Field(None, json_schema_extra=merge_key("name"))
     image_pull_secrets: list[LocalObjectReference] | None = None
     automount_service_account_token: bool | None = None
+
+
+# --- ConfigMap, Secret --------------------------------------------------------------------------
+
+# []byte on the wire: a base64 string (standard alphabet, padded), decoded strictly by the apiserver
+Base64Bytes = Annotated[str, WithJsonSchema({"type": "string", "format": "byte"})]
+
+
+class ConfigMap(ApiModel):
+    """Configuration data for pods: UTF-8 values in data, anything else base64 in binaryData."""
+
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["ConfigMap"] = "ConfigMap"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    immutable: bool | None = None
+    data: dict[str, str] | None = None
+    binary_data: dict[str, Base64Bytes] | None = None
+
+
+class Secret(ApiModel):
+    """Sensitive data: values base64 in data; stringData is a write-only convenience merged into data
+    by the apiserver and never stored or returned."""
+
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["Secret"] = "Secret"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    immutable: bool | None = None
+    data: dict[str, Base64Bytes] | None = None
+    string_data: dict[str, str] | None = None
+    type: str | None = None
 
 
 # --- Event -------------------------------------------------------------------------------------

@@ -82,6 +82,8 @@ RESOURCES: tuple[ResourceInfo, ...] = (
                  short_names=("sa",), subresources={"token": "TokenRequest"}),
     ResourceInfo("", "v1", "Service", "services", "service", True, core_v1.Service,
                  short_names=("svc",), categories=("all",), subresources={"status": "Service"}),
+    ResourceInfo("", "v1", "ConfigMap", "configmaps", "configmap", True, core_v1.ConfigMap, short_names=("cm",)),
+    ResourceInfo("", "v1", "Secret", "secrets", "secret", True, core_v1.Secret),
     ResourceInfo("", "v1", "Endpoints", "endpoints", "endpoints", True, core_v1.Endpoints, short_names=("ep",)),
     ResourceInfo("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice", True,
                  discovery_v1.EndpointSlice),

@@ -835,11 +835,24 @@ def test_events_k8s_io_shape() -> None:
 
 
 def test_default_printer() -> None:
-    assert names("configmaps") == [("Name", 0), ("Age", 0)]
-    assert column_definitions("configmaps")[0]["format"] == "name"
-    cm = {"metadata": {"name": "kube-root-ca.crt", "creationTimestamp": ago(400)}, "data": {"ca.crt": "x"}}
-    assert cells("configmaps", cm) == ["kube-root-ca.crt", "6m40s"]
+    assert names("widgets") == [("Name", 0), ("Age", 0)]
+    assert column_definitions("widgets")[0]["format"] == "name"
+    widget = {"metadata": {"name": "w1", "creationTimestamp": ago(400)}, "spec": {"size": 1}}
+    assert cells("widgets", widget) == ["w1", "6m40s"]
     assert cells("widgets", {"metadata": {"name": "w"}}) == ["w", "<unknown>"]
+
+
+def test_configmap_and_secret_columns() -> None:
+    """upstream printConfigMap (NAME DATA AGE: data and binaryData keys) and printSecret (NAME TYPE DATA AGE)."""
+    assert names("configmaps") == [("Name", 0), ("Data", 0), ("Age", 0)]
+    cm = {"metadata": {"name": "kube-root-ca.crt", "creationTimestamp": ago(400)}, "data": {"ca.crt": "x"},
+          "binaryData": {"blob": "AAE="}}
+    assert cells("configmaps", cm) == ["kube-root-ca.crt", 2, "6m40s"]
+    assert cells("configmaps", {"metadata": {"name": "empty", "creationTimestamp": ago(5)}}) == ["empty", 0, "5s"]
+    assert names("secrets") == [("Name", 0), ("Type", 0), ("Data", 0), ("Age", 0)]
+    secret = {"metadata": {"name": "tls", "creationTimestamp": ago(90)}, "type": "kubernetes.io/tls",
+              "data": {"tls.crt": "eA==", "tls.key": "eQ=="}}
+    assert cells("secrets", secret) == ["tls", "kubernetes.io/tls", 2, "90s"]
 
 
 def test_table_envelope_with_metadata_objects() -> None:

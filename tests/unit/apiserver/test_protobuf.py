@@ -163,7 +163,7 @@ MALFORMED = [
     (protobuf.MAGIC + b"\x0b", "unsupported wire type 3"),
     (protobuf.MAGIC + b"\x00", "field number 0"),
     (protobuf.MAGIC + b"\x08\x01", "not length-delimited"),
-    (envelope("v1", "ConfigMap", GOOD), 'no protobuf decoding for kind "ConfigMap"'),
+    (envelope("v1", "PersistentVolumeClaim", GOOD), 'no protobuf decoding for kind "PersistentVolumeClaim"'),
     (envelope("apps/v1beta1", "Deployment", GOOD), 'in version "apps/v1beta1"'),
     (envelope("v1", "Namespace", GOOD, encoding="gzip"), 'content encoding "gzip"'),
     (envelope("v1", "Namespace", enc([(1, [(1, 5)])])), "metadata.name: wire type 0 does not carry a str"),
@@ -267,3 +267,17 @@ def test_self_subject_rules_review() -> None:
     review = [(1, meta("")), (2, [(1, "team-a")])]
     obj = protobuf.decode(envelope("authorization.k8s.io/v1", "SelfSubjectRulesReview", enc(review)))
     assert obj["kind"] == "SelfSubjectRulesReview" and obj["spec"] == {"namespace": "team-a"}
+
+
+def test_configmap_and_secret_as_kubectl_create_sends_them() -> None:
+    """`kubectl create configmap|secret` (1.32+): []byte values come out base64, as JSON carries them."""
+    body = envelope("v1", "ConfigMap", enc([(1, meta("app", namespace="ns1")), (2, entry("mode", "dark")),
+                                            (3, entry("blob", b"\x00\xff"))]))
+    assert protobuf.decode(body) == {"apiVersion": "v1", "kind": "ConfigMap",
+                                     "metadata": {"name": "app", "namespace": "ns1"},
+                                     "data": {"mode": "dark"}, "binaryData": {"blob": "AP8="}}
+    body = envelope("v1", "Secret", enc([(1, meta("db")), (2, entry("password", b"s3cr3t")),
+                                         (3, "kubernetes.io/basic-auth"), (5, 1)]))
+    assert protobuf.decode(body) == {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
+                                     "data": {"password": "czNjcjN0"}, "type": "kubernetes.io/basic-auth",
+                                     "immutable": True}

@@ -1296,7 +1296,8 @@ class TestLease:
 class TestRegistry:
     def test_keys(self) -> None:
         assert set(STRATEGIES) == {"/namespaces", "/nodes", "/pods", "/events", "/serviceaccounts", "/services",
-                                   "/endpoints", "discovery.k8s.io/endpointslices", "apps/deployments",
+                                   "/endpoints", "/configmaps", "/secrets", "discovery.k8s.io/endpointslices",
+                                   "apps/deployments",
                                    "apps/replicasets", "coordination.k8s.io/leases",
                                    "rbac.authorization.k8s.io/clusterroles",
                                    "rbac.authorization.k8s.io/clusterrolebindings",

@@ -24,6 +24,7 @@ RESULTS: dict[str, dict[str, Any]] = {
     "podsecurity": {"summary": {"creates/s, 64 clients": {"without": 1000.0, "privileged": 990.0,
                                                           "restricted": 950.0}},
                     "throughput_cost_percent": {"privileged": 1.0, "restricted": 5.0}},
+    "secrets": {"summary": {"creates/s, 64 clients": {"off": 600.0, "aescbc": 450.0}}, "create_ratio": 0.75},
     "control_plane": {"deployment": {"replicas": 100, "nodes": 10, "create_to_all_bound_s": 1.5},
                       "memory": {"scheduler": {"VmHWM": 60.0}}},
     "scheduler": {"configs": [
@@ -59,6 +60,7 @@ def test_verdicts_follow_the_declared_targets() -> None:
     assert f["pod_startup.deployment"].verdict == "met"
     assert f["pod_startup.kubelet_rss"].verdict == "NOT MET"  # 120 > 100 MB
     assert f["auth.throughput_cost"].verdict == "met"
+    assert f["secrets.create_ratio"].verdict == "NOT MET"  # 0.75 < 0.8
     assert f["scheduler.100x10.window"].verdict == "—"  # no target at 10 pods
     assert f["compose.bring_up"].verdict == "not measured"
     assert f["watch_memory.kb_per_watch"].verdict == "NOT MET"  # 45 > 20 KB at 1,000 watches
@@ -80,6 +82,7 @@ def test_ratios_against_the_baseline_of_the_same_run() -> None:
     assert f["auth.creates/s, 64 clients"].ratio == 0.9
     assert f["podsecurity.restricted.creates/s, 64 clients"].ratio == 0.95
     assert f["podsecurity.privileged.throughput_cost"].value == 1.0
+    assert f["secrets.aescbc.creates/s, 64 clients"].ratio == 0.75
     assert f["scheduler.100x1000.window"].ratio == 0.1
     assert f["hollow.10.batch"].ratio == 0.25  # hollow vs real kubelets at the same count
     assert f["hollow.1000.batch"].ratio is None  # no real run at 1,000 pods
@@ -93,7 +96,7 @@ def test_markdown_has_one_row_per_figure_and_a_summary() -> None:
     assert all(line.startswith("| ") and line.endswith(" |") and line.count(" | ") >= 7 for line in table[2:])
     row = next(line for line in table if "apiserver pod creates" in line)
     assert "**NOT MET**" in row and "≥ 1,000 pod creates/s (#2)" in row and "0.30x" in row
-    assert summary_line(figures) == "targets: 6 met, 4 not met, 3 not measured at their size"
+    assert summary_line(figures) == "targets: 6 met, 5 not met, 3 not measured at their size"
 
 
 def test_missing_benchmarks_leave_their_figures_out() -> None:

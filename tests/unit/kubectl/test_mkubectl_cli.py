@@ -12,7 +12,14 @@ import pytest
 
 from kubectl.cli import build_parser
 from kubectl.commands.exec_ import exit_code_of
-from kubectl.describe import describe_probe, label_selector_string, quantity, smart_label
+from kubectl.describe import (
+    configmap_description,
+    describe_probe,
+    label_selector_string,
+    quantity,
+    secret_description,
+    smart_label,
+)
 from kubectl.errors import CommandError, format_error, status_message, with_source
 from kubectl.flags import duration
 from kubectl.manifests import load, parse_documents
@@ -211,3 +218,25 @@ def test_describe_helpers() -> None:
     assert str(quantity("64Mi") + quantity("64Mi")) == "128Mi"
     assert str(quantity("100M") + quantity("100M")) == "200M"  # as written, as upstream's Add keeps it
     assert quantity("bogus").is_zero() and quantity(None).is_zero()
+
+
+def test_describe_secret_shows_sizes_not_values() -> None:
+    """upstream describeSecret; a service-account token's `token` is the one value it prints."""
+    secret = {"metadata": {"name": "db", "namespace": "default"}, "type": "Opaque",
+              "data": {"user": "YWRtaW4=", "password": "aHVudGVyMg=="}}
+    text = secret_description(secret)
+    assert text.splitlines()[-6:] == ["Type:  Opaque", "", "Data", "====", "password:  7 bytes",
+                                      "user:      5 bytes"]
+    assert "Type:  Opaque" in text and "password:  7 bytes" in text and "user:      5 bytes" in text
+    assert "hunter2" not in text and "aHVudGVyMg==" not in text and "admin" not in text
+    token = {"metadata": {"name": "t", "namespace": "default"}, "type": "kubernetes.io/service-account-token",
+             "data": {"token": "ZXlKaGJH", "ca.crt": "eA=="}}
+    assert "token:   eyJhbG" in secret_description(token) and "ca.crt:  1 bytes" in secret_description(token)
+
+
+def test_describe_configmap() -> None:
+    cm = {"metadata": {"name": "app", "namespace": "default"}, "data": {"mode": "dark"},
+          "binaryData": {"blob": "AAEC"}}
+    text = configmap_description(cm, None)
+    assert "Data\n====\nmode:\n----\ndark\n" in text
+    assert "BinaryData\n====\nblob: 3 bytes\n" in text

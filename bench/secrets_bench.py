@@ -1,0 +1,148 @@
+"""What encryption at rest costs a Secret create: the same secure apiserver chain (TLS, x509 authn,
+RBAC, admission, audit at Metadata) with --encryption-provider-config off and on (aescbc, as local-up
+and compose run it), in one run, on one etcd.
+
+    python -m bench.secrets_bench [--quick] [--rounds N] [--keep]
+
+Each round runs both with the same closed loop of 64 keep-alive clients creating an Opaque Secret of
+three keys (about 1 KB of data, as a TLS pair or a small credentials file); rounds alternate to spread
+machine noise. The table gives medians and the ratio on/off (issue 12: creates/s ≥ 0.8 of off).
+Writes _output/bench/secrets.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import shutil
+import ssl
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import uvloop
+
+from apiserver.storage.encryptionconfig import default_config
+from bench.apiserver_bench import CpuMeter, render_table
+from bench.auth_bench import closed_loop
+from tests.auth_cluster import SecureApiServer
+from tests.cluster import REPO, Etcd, make_workdir, wait_for
+
+OUTPUT = REPO / "_output" / "bench"
+MODES = ("off", "aescbc")
+_PAYLOAD = {key: base64.b64encode(os.urandom(size)).decode()
+            for key, size in (("tls.crt", 600), ("tls.key", 200), ("ca.crt", 64))}
+
+
+def secret_body(name: str, namespace: str) -> bytes:
+    return orjson.dumps({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
+                         "type": "Opaque", "data": _PAYLOAD})
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.secrets_bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="1,000 creates per closed loop, 2 rounds")
+    p.add_argument("--rounds", type=int, default=None, help="rounds (default 3, quick 2)")
+    p.add_argument("--clients", type=int, default=64)
+    p.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = p.parse_args(argv)
+    rounds = args.rounds or (2 if args.quick else 3)
+    total = 1000 if args.quick else 3000
+
+    workdir = make_workdir("minik8s-secrets-bench-")
+    config = Path(workdir) / "encryption-config.yaml"
+    config.write_text(default_config())
+    etcd = Etcd(workdir)
+    etcd.start()
+    common = ("--port", "0", "--etcd-compaction-interval", "0")
+    servers = {"off": SecureApiServer(workdir, etcd, *common),
+               "aescbc": SecureApiServer(workdir, etcd, *common, "--encryption-provider-config", str(config))}
+    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    try:
+        for server in servers.values():
+            server.process.start()
+        for server in servers.values():
+            wait_for(lambda s=server: httpx.get(f"{s.secure_url}/readyz", verify=s.ssl_context(),  # type: ignore[misc]
+                                                timeout=1).status_code == 200, 30, what="the secure apiserver")
+        for mode, server in servers.items():
+            with server.client("admin") as admin:
+                r = admin.post("/api/v1/namespaces", json={"metadata": {"name": f"bench-secrets-{mode}"}})
+                assert r.status_code == 201, r.text
+        for r_i in range(rounds):
+            for mode in MODES:
+                server, ns = servers[mode], f"bench-secrets-{mode}"
+                pid = server.process.proc.pid  # type: ignore[union-attr]
+                ctx = server.ssl_context("admin")
+                print(f"[{time.strftime('%H:%M:%S')}] round {r_i + 1}/{rounds}, {mode} …", file=sys.stderr)
+
+                def run(prefix: str, count: int, server: SecureApiServer = server, ns: str = ns,
+                        ctx: ssl.SSLContext = ctx, pid: int = pid) -> dict[str, Any]:
+                    meter = CpuMeter({"apiserver": pid, "etcd": etcd.process.proc.pid})  # type: ignore[union-attr]
+                    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                        return runner.run(closed_loop(server.secure_port, ctx, ns, prefix, count, args.clients,
+                                                      meter, body=secret_body, resource="secrets"))
+
+                run(f"w{r_i}", 200)
+                result = run(f"c{r_i}", total)
+                if result["ok"] != total:
+                    raise SystemExit(f"{mode}: {total - result['ok']} of {total} creates failed: {result['statuses']}")
+                results[mode].append(result)
+        # the figures are only honest if the encrypted server really encrypted
+        from tests.conftest import etcd_keys
+
+        stored = etcd_keys(etcd, "/registry/secrets/bench-secrets-aescbc/")
+        plain = etcd_keys(etcd, "/registry/secrets/bench-secrets-off/")
+        assert stored and all(v.startswith(b"k8s:enc:aescbc:v1:key1:") for v in stored.values())
+        assert plain and all(v.startswith(b"{") for v in plain.values())
+    finally:
+        for server in servers.values():
+            server.stop()
+        etcd.stop()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    summary: dict[str, Any] = {}
+    rows = []
+    for label, key, fmt in (("creates/s, 64 clients", ("rate",), "{:,.0f}"),
+                            ("apiserver CPU ms per create", ("cpu_ms_per_create",), "{:.3f}"),
+                            ("create p50 ms, 64 clients", ("latency_ms", "p50"), "{:.1f}"),
+                            ("create p99 ms, 64 clients", ("latency_ms", "p99"), "{:.1f}")):
+        medians = {mode: statistics.median(float(_dig(row, key)) for row in results[mode]) for mode in MODES}
+        summary[label] = medians
+        rows.append((label, *(fmt.format(medians[m]) for m in MODES),
+                     f"{medians['aescbc'] / medians['off']:.3f}x" if medians["off"] else "—"))
+    print()
+    print(f"Secret creates, encryption at rest off vs aescbc ({'quick' if args.quick else 'full'}, {rounds} rounds, "
+          "medians)")
+    print()
+    print(render_table(("figure", *MODES, "aescbc/off"), rows))
+    others = [row["others_cores"] for mode in MODES for row in results[mode]]
+    if max(others) > 0.3:
+        print(f"CAUTION: other processes were busy (up to {max(others):.2f} cores) during the closed loops")
+    rate = summary["creates/s, 64 clients"]
+    create_ratio = round(rate["aescbc"] / rate["off"], 3) if rate["off"] else None
+    print(f"creates/s with encryption ÷ without: {create_ratio}")
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    out = OUTPUT / "secrets.json"
+    out.write_text(json.dumps({"benchmark": "secrets", "quick": args.quick, "rounds": results, "summary": summary,
+                               "create_ratio": create_ratio}, indent=2))
+    print(f"JSON: {out}")
+    return 0
+
+
+def _dig(row: dict[str, Any], key: tuple[str, ...]) -> Any:
+    value: Any = row
+    for k in key:
+        value = value[k]
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())
