@@ -31,7 +31,7 @@ LOCK = Path("/tmp/minik8s-fixed-ports.lock")
 LOCK_TIMEOUT = 1200
 NODES = "node-1 node-2"
 CONTAINERD_NODES = "node-2"  # one node of each runtime: node-1 on the Docker shim, node-2 on its own containerd
-COMPONENTS = ["etcd", "apiserver", "controllers", "scheduler", "dockershim-node-1", "kubelet-node-1",
+COMPONENTS = ["etcd", "apiserver", "controllers", "scheduler", "dns", "proxy", "dockershim-node-1", "kubelet-node-1",
               "containerd-node-2", "kubelet-node-2"]
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
 
@@ -222,6 +222,37 @@ def test_one_node_of_each_runtime_runs_a_pod(local_up: LocalUp) -> None:
             assert page.status_code == 200
 
 
+def test_a_pod_on_each_runtime_reaches_a_service_by_its_name(local_up: LocalUp) -> None:
+    """local-up's cluster DNS and kube-proxy: a busybox pod on each node (Docker shim, containerd) fetches a page
+    through the Service's short name (its resolv.conf search path, the kube-dns ClusterIP DNATed to the DNS on the
+    host, the Service's ClusterIP DNATed to the pod) and exits 0 once it has."""
+    web = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lu-web", "labels": {"app": "lu-web"}},
+           "spec": {"nodeName": "node-1", "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "web", "image": "minik8s/httpd:1"}]}}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lu-web"},
+               "spec": {"selector": {"app": "lu-web"}, "ports": [{"port": 80}]}}
+    fetch = "for i in $(seq 60); do timeout 3 wget -q -O /dev/null http://lu-web/ && exit 0; sleep 1; done; exit 1"
+    with local_up.client() as client:
+        for body, kind in ((web, "pods"), (service, "services")):
+            r = client.post(f"/api/v1/namespaces/default/{kind}", json=body)
+            assert r.status_code == 201, r.text
+        for node in ("node-1", "node-2"):
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"lu-client-{node}"},
+                   "spec": {"nodeName": node, "restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+                            "containers": [{"name": "fetch", "image": "minik8s/busybox:1.35",
+                                            "command": ["sh", "-c", fetch]}]}}
+            r = client.post("/api/v1/namespaces/default/pods", json=pod)
+            assert r.status_code == 201, r.text
+        for node in ("node-1", "node-2"):
+            def finished(node: str = node) -> str | None:
+                status = client.get(f"/api/v1/namespaces/default/pods/lu-client-{node}").json().get("status") or {}
+                return status.get("phase") if status.get("phase") in ("Succeeded", "Failed") else None
+
+            phase = wait_for(finished, 90, what=f"the client pod on {node} to finish")
+            log = client.get(f"/api/v1/namespaces/default/pods/lu-client-{node}/log").text
+            assert phase == "Succeeded", f"the pod on {node} could not fetch http://lu-web/: {log}"
+
+
 def test_secrets_are_encrypted_at_rest(local_up: LocalUp) -> None:
     """local-up made pki/encryption-config.yaml (0600) with the PKI and runs the apiserver with it: etcd holds
     a Secret under upstream's aescbc prefix, never its value."""
@@ -274,3 +305,5 @@ def test_down_stops_the_supervisors_and_leaves_nothing_behind(local_up: LocalUp)
     assert str(OUT) not in Path("/proc/self/mountinfo").read_text()  # no rootfs, shm or netns mount left
     assert not Path("/sys/class/net/mk8s-node-2").exists()
     assert not Path("/run/minik8s/node-1").exists()  # node-1's dockershim socket and its directory
+    rules = subprocess.run(["iptables-save"], capture_output=True, text=True, check=True).stdout
+    assert "KUBE-SERVICES" not in rules and "KUBE-SVC-" not in rules  # kube-proxy's chains went with --cleanup
