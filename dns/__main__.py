@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import ipaddress
 import logging
 import signal
@@ -39,7 +38,7 @@ from machinery.api.core_v1 import Service
 from machinery.api.discovery_v1 import EndpointSlice
 from machinery.client import ApiClient, ApiError, ClientError, default_user_agent
 from machinery.informer import SharedInformerFactory
-from machinery.kubeconfig import ClientConfig, load_kubeconfig
+from machinery.kubeconfig import ClientConfig, build_config_from_flags
 from machinery.netutil import default_node_ip
 
 log = logging.getLogger("dns")
@@ -89,13 +88,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def client_config(args: argparse.Namespace) -> ClientConfig:
-    agent = user_agent()
-    if args.kubeconfig:
-        config = load_kubeconfig(args.kubeconfig, user_agent=agent)
-        if args.master:
-            config = dataclasses.replace(config, server=args.master)
-        return config
-    return ClientConfig(server=args.master, user_agent=agent)
+    return build_config_from_flags(args.master, args.kubeconfig, user_agent())
 
 
 def own_addresses(bind_address: str, port: int, advertise: str) -> list[Upstream]:

@@ -14,6 +14,7 @@ import atexit
 import base64
 import binascii
 import contextlib
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -81,6 +82,17 @@ def load_kubeconfig(
         doc, base_dir=file.parent, context=context, user_agent=user_agent, source=str(file)
     )
 
+
+
+def build_config_from_flags(master: str | None, kubeconfig: str | None, user_agent: str | None = None) -> ClientConfig:
+    """A component's connection from its --master and --kubeconfig flags (upstream's clientcmd.BuildConfigFromFlags):
+    the kubeconfig with --master, if given, overriding its server; --master alone without one."""
+    if kubeconfig:
+        config = load_kubeconfig(kubeconfig, user_agent=user_agent)
+        return dataclasses.replace(config, server=master) if master else config
+    if not master:
+        raise KubeconfigError("neither --kubeconfig nor --master was given")
+    return ClientConfig(server=master, user_agent=user_agent)
 
 def parse_kubeconfig(
     doc: Any,

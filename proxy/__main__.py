@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import logging
 import platform
 import signal
@@ -29,7 +28,7 @@ import sys
 from pathlib import Path
 
 from machinery.client import KUBE_VERSION, ApiClient
-from machinery.kubeconfig import ClientConfig, load_kubeconfig
+from machinery.kubeconfig import ClientConfig, build_config_from_flags
 from machinery.timeutil import duration_flag
 from proxy.iptables.proxier import (
     CHAIN_PREFIX_PATTERN,
@@ -90,12 +89,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def client_config(args: argparse.Namespace) -> ClientConfig:
-    if args.kubeconfig:
-        config = load_kubeconfig(args.kubeconfig, user_agent=user_agent())
-        if args.master:
-            config = dataclasses.replace(config, server=args.master)
-        return config
-    return ClientConfig(server=args.master, user_agent=user_agent())
+    return build_config_from_flags(args.master, args.kubeconfig, user_agent())
 
 
 def proxier_config(args: argparse.Namespace) -> ProxierConfig:

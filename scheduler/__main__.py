@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import logging
 import signal
 import sys
@@ -26,7 +25,7 @@ from typing import Any
 
 from machinery import leaderelection
 from machinery.client import ApiClient
-from machinery.kubeconfig import ClientConfig, load_kubeconfig
+from machinery.kubeconfig import ClientConfig, build_config_from_flags
 from scheduler.queue import DEFAULT_POD_INITIAL_BACKOFF, DEFAULT_POD_MAX_BACKOFF
 from scheduler.scheduler import DEFAULT_BIND_CONCURRENCY, DEFAULT_SCHEDULER_NAME, Scheduler, user_agent
 
@@ -57,13 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def client_config(args: argparse.Namespace) -> ClientConfig:
-    agent = user_agent()
-    if args.kubeconfig:
-        config = load_kubeconfig(args.kubeconfig, user_agent=agent)
-        if args.master:
-            config = dataclasses.replace(config, server=args.master)
-        return config
-    return ClientConfig(server=args.master, user_agent=agent)
+    return build_config_from_flags(args.master, args.kubeconfig, user_agent())
 
 
 async def _until_stopped(work: Coroutine[Any, Any, None], stop: asyncio.Event) -> bool:

@@ -16,6 +16,7 @@ import yaml
 from machinery.kubeconfig import (
     ClientConfig,
     KubeconfigError,
+    build_config_from_flags,
     find_kubeconfig,
     load_kubeconfig,
     write_kubeconfig,
@@ -317,3 +318,16 @@ def test_keys_of_a_killed_process_are_removed_by_the_next_one(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert not key.parent.exists()
     assert list(temp.iterdir()) == []  # and the second process removed its own at exit
+
+
+def test_build_config_from_flags_lets_master_override_the_kubeconfig_server(tmp_path: Path) -> None:
+    path = tmp_path / "proxy.conf"
+    write_kubeconfig(path, "https://10.0.0.1:6443", "system:kube-proxy", token="t0k3n")
+    from_file = build_config_from_flags(None, str(path), "kube-proxy/v1.30")
+    assert (from_file.server, from_file.token, from_file.user_agent) == ("https://10.0.0.1:6443", "t0k3n",
+                                                                          "kube-proxy/v1.30")
+    overridden = build_config_from_flags("https://127.0.0.1:6443", str(path))
+    assert (overridden.server, overridden.token) == ("https://127.0.0.1:6443", "t0k3n")
+    assert build_config_from_flags("http://127.0.0.1:8080", None).server == "http://127.0.0.1:8080"
+    with pytest.raises(KubeconfigError, match="neither --kubeconfig nor --master"):
+        build_config_from_flags(None, None)
