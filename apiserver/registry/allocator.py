@@ -128,6 +128,28 @@ class EtcdRange:
         kv = await self.storage.get(self.key)
         return Bitmap(self.size, self.offset) if kv is None else self._decode(kv.value)
 
+    async def take(self, item: int, taken: str, dry_run: bool = False) -> None:
+        """Allocate `item`; AlreadyAllocated(taken) if it is. A dry run checks and keeps nothing."""
+        def take(bitmap: Bitmap) -> None:
+            if not bitmap.allocate(item):
+                raise AlreadyAllocated(taken)
+            if dry_run:
+                bitmap.release(item)
+
+        await self.update(take)
+
+    async def take_next(self, dry_run: bool = False) -> int:
+        """Allocate a free item at random past the offset (then below it); RangeFull when none is left."""
+        def pick(bitmap: Bitmap) -> int:
+            item = bitmap.allocate_next(self._rng)
+            if item is None:
+                raise RangeFull()
+            if dry_run:
+                bitmap.release(item)
+            return item
+
+        return await self.update(pick)
+
     async def update(self, change: Callable[[Bitmap], T]) -> T:
         """Apply change (which may raise AllocationError) to the stored bitmap. Changes that arrive while
         another is being written wait, and the next writer applies all of them in one read and one
@@ -223,26 +245,10 @@ class ServiceIPAllocator:
         return self.ip_at(n - 1)
 
     async def allocate(self, ip: str, dry_run: bool = False) -> None:
-        offset = self.offset_of(ip)
-
-        def take(bitmap: Bitmap) -> None:
-            if not bitmap.allocate(offset):
-                raise AlreadyAllocated("provided IP is already allocated")
-            if dry_run:
-                bitmap.release(offset)
-
-        await self.range.update(take)
+        await self.range.take(self.offset_of(ip), "provided IP is already allocated", dry_run)
 
     async def allocate_next(self, dry_run: bool = False) -> str:
-        def pick(bitmap: Bitmap) -> int:
-            item = bitmap.allocate_next(self.range._rng)
-            if item is None:
-                raise RangeFull()
-            if dry_run:
-                bitmap.release(item)
-            return item
-
-        return self.ip_at(await self.range.update(pick))
+        return self.ip_at(await self.range.take_next(dry_run))
 
     async def release(self, ip: str) -> None:
         try:
@@ -270,26 +276,10 @@ class NodePortAllocator:
         return port - self.base
 
     async def allocate(self, port: int, dry_run: bool = False) -> None:
-        offset = self._offset_of(port)
-
-        def take(bitmap: Bitmap) -> None:
-            if not bitmap.allocate(offset):
-                raise AlreadyAllocated("provided port is already allocated")
-            if dry_run:
-                bitmap.release(offset)
-
-        await self.range.update(take)
+        await self.range.take(self._offset_of(port), "provided port is already allocated", dry_run)
 
     async def allocate_next(self, dry_run: bool = False) -> int:
-        def pick(bitmap: Bitmap) -> int:
-            item = bitmap.allocate_next(self.range._rng)
-            if item is None:
-                raise RangeFull()
-            if dry_run:
-                bitmap.release(item)
-            return item
-
-        return self.base + await self.range.update(pick)
+        return self.base + await self.range.take_next(dry_run)
 
     async def release(self, port: int) -> None:
         if self.base <= port <= self.last:
