@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,6 +58,7 @@ def cluster() -> Iterator[Cluster]:
     finally:
         server.stop()
         etcd.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
