@@ -9,110 +9,30 @@ neither, or with an invalid requirement, matches no node.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from machinery.api.core_v1 import NodeSelectorRequirement, NodeSelectorTerm, Pod
-from machinery.selectors import (
-    DOES_NOT_EXIST,
-    EXISTS,
-    GREATER_THAN,
-    IN,
-    LESS_THAN,
-    NOT_IN,
-    Requirement,
-    SelectorError,
-)
+from machinery.nodeaffinity import NodeSelectorTermMatcher, RequiredNodeAffinity
 from scheduler.framework import SUCCESS, NodeInfo, PodInfo, Status, default_normalize_score
 
 NAME = "NodeAffinity"
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 
-_OPERATORS = {"In": IN, "NotIn": NOT_IN, "Exists": EXISTS, "DoesNotExist": DOES_NOT_EXIST,
-              "Gt": GREATER_THAN, "Lt": LESS_THAN}
 
-
-class NodeSelectorTermMatcher:
-    """One NodeSelectorTerm, compiled once."""
-
-    __slots__ = ("_fields", "_labels", "_never")
-
-    def __init__(self, term: NodeSelectorTerm) -> None:
-        self._labels: list[Requirement] = []
-        self._fields: list[tuple[str, frozenset[str]]] = []
-        self._never = not term.match_expressions and not term.match_fields
-        try:
-            for req in term.match_expressions or ():
-                self._labels.append(_label_requirement(req))
-            for req in term.match_fields or ():
-                self._fields.append(_field_requirement(req))
-        except SelectorError:
-            self._never = True
-
-    def matches(self, labels: Mapping[str, str], node_name: str) -> bool:
-        if self._never:
-            return False
-        for req in self._labels:
-            if not req.matches(labels):
-                return False
-        return all((node_name in values) == (operator == "In") for operator, values in self._fields)
-
-
-def _label_requirement(req: NodeSelectorRequirement) -> Requirement:
-    operator = _OPERATORS.get(req.operator)
-    if operator is None:
-        raise SelectorError(f"{req.operator!r} is not a valid node selector operator")
-    return Requirement(req.key, operator, req.values or None)
-
-
-def _field_requirement(req: NodeSelectorRequirement) -> tuple[str, frozenset[str]]:
-    if req.key != "metadata.name" or req.operator not in ("In", "NotIn") or not req.values:
-        raise SelectorError(f"unsupported node selector field requirement {req.key} {req.operator}")
-    return req.operator, frozenset(req.values)
-
-
-class RequiredNodeAffinity:
-    """A pod's hard node constraints: nodeSelector AND (any required affinity term)."""
-
-    __slots__ = ("_selector", "_terms")
-
-    def __init__(self, pod: Pod) -> None:
-        spec = pod.spec
-        self._selector: dict[str, str] = dict(spec.node_selector or {}) if spec is not None else {}
-        self._terms: list[NodeSelectorTermMatcher] | None = None
-        affinity = spec.affinity if spec is not None else None
-        node_affinity = affinity.node_affinity if affinity is not None else None
-        required = node_affinity.required_during_scheduling_ignored_during_execution if node_affinity else None
-        if required is not None:
-            self._terms = [NodeSelectorTermMatcher(t) for t in required.node_selector_terms]
-
-    @classmethod
-    def of(cls, pod: PodInfo) -> RequiredNodeAffinity:
-        """The pod's compiled constraints, computed on first use and kept on the PodInfo."""
-        cached = pod.state.get(NAME)
-        if cached is None:
-            cached = pod.state[NAME] = cls(pod.pod)
-        return cached
-
-    @property
-    def empty(self) -> bool:
-        return not self._selector and self._terms is None
-
-    def matches(self, labels: Mapping[str, str], node_name: str) -> bool:
-        for key, value in self._selector.items():
-            if labels.get(key) != value:
-                return False
-        if self._terms is None:
-            return True
-        return any(term.matches(labels, node_name) for term in self._terms)
+def required_of(pod: PodInfo) -> RequiredNodeAffinity:
+    """The pod's compiled constraints, computed on first use and kept on the PodInfo."""
+    cached = pod.state.get(NAME)
+    if cached is None:
+        cached = pod.state[NAME] = RequiredNodeAffinity(pod.pod)
+    return cached
 
 
 def skip(pod: PodInfo) -> bool:
     """PreFilter: no nodeSelector and no required affinity, so every node matches."""
-    return RequiredNodeAffinity.of(pod).empty
+    return required_of(pod).empty
 
 
 def node_affinity(pod: PodInfo, node: NodeInfo) -> Status:
-    required = RequiredNodeAffinity.of(pod)
+    required = required_of(pod)
     if required.empty or required.matches(node.labels, node.name):
         return SUCCESS
     return Status.unschedulable(ERR_REASON_POD, unresolvable=True)
