@@ -513,6 +513,69 @@ def _print_replicaset(obj: Obj, now: datetime) -> list[Cell]:
     ]
 
 
+@_printer(
+    "daemonsets",
+    [
+        NAME_COLUMN,
+        _col("Desired", "integer", "The total number of nodes that should be running the daemon pod (including "
+             "nodes correctly running the daemon pod)."),
+        _col("Current", "integer", "The number of nodes that are running at least 1 daemon pod and are supposed "
+             "to run the daemon pod."),
+        _col("Ready", "integer", "numberReady is the number of nodes that should be running the daemon pod and "
+             "have one or more of the daemon pod running with a Ready Condition."),
+        _col("Up-to-date", "integer", "The total number of nodes that are running updated daemon pod"),
+        _col("Available", "integer", "The number of nodes that should be running the daemon pod and have one or "
+             "more of the daemon pod running and available (ready for at least spec.minReadySeconds)"),
+        _col("Node Selector", "string", "NodeSelector is a selector which must be true for the pod to fit on a "
+             "node. Selector which must match a node's labels for the pod to be scheduled on that node."),
+        AGE_COLUMN,
+        _col("Containers", "string", _CONTAINERS_DOC, priority=1),
+        _col("Images", "string", _IMAGES_DOC, priority=1),
+        _col("Selector", "string", "A label query over pods that are managed by the daemon set.", priority=1),
+    ],
+)
+def _print_daemon_set(obj: Obj, now: datetime) -> list[Cell]:
+    """printDaemonSet."""
+    spec, status = _d(obj.get("spec")), _d(obj.get("status"))
+    names, images = _layout_container_cells(_template_containers(obj))
+    return [
+        _name(obj),
+        _i(status.get("desiredNumberScheduled")),
+        _i(status.get("currentNumberScheduled")),
+        _i(status.get("numberReady")),
+        _i(status.get("updatedNumberScheduled")),
+        _i(status.get("numberAvailable")),
+        _format_labels(_d(_d(_d(spec.get("template")).get("spec")).get("nodeSelector"))),
+        _age(obj, now),
+        names,
+        images,
+        _format_label_selector(spec.get("selector")),
+    ]
+
+
+@_printer(
+    "controllerrevisions",
+    [
+        NAME_COLUMN,
+        _col("Controller", "string", "Controller of the object"),
+        _col("Revision", "integer", "Revision indicates the revision of the state represented by Data."),
+        AGE_COLUMN,
+    ],
+)
+def _print_controller_revision(obj: Obj, now: datetime) -> list[Cell]:
+    """printControllerRevision: the controller as `kind.group/name` (formatResourceName with its kind)."""
+    controller = "<none>"
+    for ref in _l(_d(obj.get("metadata")).get("ownerReferences")):
+        ref = _d(ref)
+        if ref.get("controller"):
+            api_version = _s(ref.get("apiVersion"))
+            group = api_version.rpartition("/")[0] if "/" in api_version else ""
+            kind = _s(ref.get("kind")) + (f".{group}" if group else "")
+            controller = f"{kind.lower()}/{_s(ref.get('name'))}"
+            break
+    return [_name(obj), controller, _i(obj.get("revision")), _age(obj, now)]
+
+
 # ---------------------------------------------------------------------------------------------
 # Cluster objects
 # ---------------------------------------------------------------------------------------------

@@ -31,13 +31,13 @@ READ = ["get", "list", "watch"]
 CONTROLLER_ACCOUNTS = ("deployment-controller", "replicaset-controller", "generic-garbage-collector",
                        "namespace-controller", "node-controller", "service-account-controller",
                        "endpoint-controller", "endpointslice-controller", "endpointslicemirroring-controller",
-                       "service-controller")
+                       "service-controller", "daemon-set-controller")
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 # what view reads and edit writes (upstream aggregate-to-view / aggregate-to-edit, for what minik8s serves)
 _VIEW_CORE = ["pods", "pods/status", "pods/log", "events", "namespaces", "serviceaccounts", "services",
               "services/status", "endpoints", "configmaps"]  # never secrets: view may not read them
 _VIEW_APPS = ["deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
-              "replicasets/status"]
+              "replicasets/status", "daemonsets", "daemonsets/status", "controllerrevisions"]
 
 
 def rule(verbs: list[str], groups: list[str], resources: list[str], names: list[str] | None = None) -> Obj:
@@ -127,6 +127,16 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule([*READ, "create", "update", "patch", "delete"], [""], ["pods"]),
             EVENTS,
         ],
+        "system:controller:daemon-set-controller": [
+            rule(READ, ["extensions", "apps"], ["daemonsets"]),
+            rule(["update"], ["extensions", "apps"], ["daemonsets/status"]),
+            rule(["update"], ["extensions", "apps"], ["daemonsets/finalizers"]),
+            rule(["list", "watch"], [""], ["nodes"]),
+            rule(["list", "watch", "create", "delete", "patch"], [""], ["pods"]),
+            rule(["create"], [""], ["pods/binding"]),
+            rule([*READ, "create", "delete", "update", "patch"], ["apps"], ["controllerrevisions"]),
+            EVENTS,
+        ],
         "system:controller:generic-garbage-collector": [
             rule(["get", "list", "watch", "patch", "update", "delete"], ["*"], ["*"]),
             EVENTS,
@@ -193,7 +203,7 @@ def _edit() -> list[Obj]:
         rule(["impersonate"], [""], ["serviceaccounts"]),
         rule(["create"], [""], ["serviceaccounts/token"]),
         rule(WRITE, ["apps"], ["deployments", "deployments/rollback", "deployments/scale", "replicasets",
-                               "replicasets/scale"]),
+                               "replicasets/scale", "daemonsets"]),
     ]
 
 

@@ -8,6 +8,7 @@ from apiserver.registry.admissionregistration import (
     ValidatingWebhookConfigurationStrategy,
 )
 from apiserver.registry.configmap import ConfigMapStrategy
+from apiserver.registry.daemonset import ControllerRevisionStrategy, DaemonSetStrategy
 from apiserver.registry.deployment import DeploymentStrategy
 from apiserver.registry.endpoints import EndpointsStrategy
 from apiserver.registry.endpointslice import EndpointSliceStrategy
@@ -41,6 +42,8 @@ STRATEGIES: dict[str, Strategy] = {
     "discovery.k8s.io/endpointslices": EndpointSliceStrategy(),
     "apps/deployments": DeploymentStrategy(),
     "apps/replicasets": ReplicaSetStrategy(),
+    "apps/daemonsets": DaemonSetStrategy(),
+    "apps/controllerrevisions": ControllerRevisionStrategy(),
     "coordination.k8s.io/leases": LeaseStrategy(),
     "rbac.authorization.k8s.io/clusterroles": ClusterRoleStrategy(),
     "rbac.authorization.k8s.io/clusterrolebindings": ClusterRoleBindingStrategy(),

@@ -1,8 +1,8 @@
-"""apps/v1: Deployment and ReplicaSet, as in upstream's k8s.io/api/apps/v1/types.go."""
+"""apps/v1: Deployment, ReplicaSet, DaemonSet and ControllerRevision, as in upstream's k8s.io/api/apps/v1/types.go."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -97,3 +97,66 @@ class ReplicaSet(ApiModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: ReplicaSetSpec | None = None
     status: ReplicaSetStatus | None = None
+
+
+# --- DaemonSet ---------------------------------------------------------------------------------
+
+
+class RollingUpdateDaemonSet(ApiModel):
+    max_unavailable: IntOrString | None = None  # default 1
+    max_surge: IntOrString | None = None  # default 0
+
+
+class DaemonSetUpdateStrategy(ApiModel):
+    type: str | None = None  # RollingUpdate | OnDelete
+    rolling_update: RollingUpdateDaemonSet | None = None
+
+
+class DaemonSetSpec(ApiModel):
+    selector: LabelSelector
+    template: PodTemplateSpec
+    update_strategy: DaemonSetUpdateStrategy | None = None
+    min_ready_seconds: int | None = None
+    revision_history_limit: int | None = None
+
+
+class DaemonSetCondition(ApiModel):
+    type: str
+    status: str
+    last_transition_time: Time | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class DaemonSetStatus(ApiModel):
+    current_number_scheduled: int = 0
+    number_misscheduled: int = 0
+    desired_number_scheduled: int = 0
+    number_ready: int = 0
+    observed_generation: int | None = None
+    updated_number_scheduled: int | None = None
+    number_available: int | None = None
+    number_unavailable: int | None = None
+    collision_count: int | None = None
+    conditions: list[DaemonSetCondition] | None = Field(None, json_schema_extra=merge_key("type"))
+
+
+class DaemonSet(ApiModel):
+    api_version: Literal["apps/v1"] = "apps/v1"
+    kind: Literal["DaemonSet"] = "DaemonSet"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: DaemonSetSpec | None = None
+    status: DaemonSetStatus | None = None
+
+
+# --- ControllerRevision ------------------------------------------------------------------------
+
+
+class ControllerRevision(ApiModel):
+    """An immutable snapshot of state data (a DaemonSet's or StatefulSet's template patch) at a revision."""
+
+    api_version: Literal["apps/v1"] = "apps/v1"
+    kind: Literal["ControllerRevision"] = "ControllerRevision"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    data: dict[str, Any] | None = None
+    revision: int

@@ -1297,7 +1297,7 @@ class TestRegistry:
     def test_keys(self) -> None:
         assert set(STRATEGIES) == {"/namespaces", "/nodes", "/pods", "/events", "/serviceaccounts", "/services",
                                    "/endpoints", "/configmaps", "/secrets", "discovery.k8s.io/endpointslices",
-                                   "apps/deployments",
+                                   "apps/deployments", "apps/daemonsets", "apps/controllerrevisions",
                                    "apps/replicasets", "coordination.k8s.io/leases",
                                    "rbac.authorization.k8s.io/clusterroles",
                                    "rbac.authorization.k8s.io/clusterrolebindings",
