@@ -116,6 +116,12 @@ def _replicaset(ctx: ControllerContext, account: str) -> RunnableController:
                                 workers=ctx.options.concurrent_replicaset_syncs)
 
 
+def _daemonset(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.daemon import DaemonSetsController
+
+    return DaemonSetsController(ctx.client_for(account), ctx.informers, workers=ctx.options.concurrent_daemonset_syncs)
+
+
 def _garbagecollector(ctx: ControllerContext, account: str) -> RunnableController:
     from controllers.garbage_collector import GarbageCollector
 
@@ -189,6 +195,7 @@ def _servicelb(ctx: ControllerContext, account: str) -> RunnableController:
 CONTROLLERS: dict[str, ControllerSpec] = {
     "deployment": ControllerSpec("deployment-controller", _deployment, aliases=("deployment-controller",)),
     "replicaset": ControllerSpec("replicaset-controller", _replicaset, aliases=("replicaset-controller",)),
+    "daemonset": ControllerSpec("daemon-set-controller", _daemonset, aliases=("daemonset-controller",)),
     "garbagecollector": ControllerSpec("generic-garbage-collector", _garbagecollector,
                                        aliases=("garbage-collector-controller",)),
     "namespace": ControllerSpec("namespace-controller", _namespace, aliases=("namespace-controller",)),
@@ -258,6 +265,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         f"(known: {', '.join(CONTROLLERS)})")
     p.add_argument("--concurrent-deployment-syncs", type=int, default=5)
     p.add_argument("--concurrent-replicaset-syncs", type=int, default=5)
+    p.add_argument("--concurrent-daemonset-syncs", type=int, default=2)
     p.add_argument("--concurrent-gc-syncs", type=int, default=20)
     p.add_argument("--concurrent-namespace-syncs", type=int, default=10)
     p.add_argument("--concurrent-serviceaccount-syncs", type=int, default=1)
