@@ -195,6 +195,7 @@ def rolling_update_without_surge(ds: DaemonSet, node_to_pods: dict[str, list[Pod
         elif old is not None:
             if not is_available(old):
                 replacements.append(old)
+                unavailable += 1  # already unavailable: its replacement costs nothing more, but counts
             elif unavailable < max_unavailable:
                 candidates.append(old)
     room = max(0, min(max_unavailable - unavailable, len(candidates)))
