@@ -356,7 +356,9 @@ class DaemonSetsController(Controller):
         def available(pod: Pod) -> bool:
             return is_pod_available(pod, min_ready, now)
 
-        relevant = {name: pods for name, pods in node_to_pods.items() if name in eligible}
+        # updatedDesiredNodeCounts: an eligible node without a pod is in the map too, so it counts as unavailable
+        relevant = {name: node_to_pods.get(name, []) for name, wanted in eligible.items() if wanted}
+        relevant.update({name: pods for name, pods in node_to_pods.items() if name in eligible})
         if max_surge == 0:
             doomed = rolling_update_without_surge(ds, relevant, hash_, max_unavailable, available)
             await self._sync_nodes(ds, key, doomed, [], hash_)
@@ -373,6 +375,7 @@ class DaemonSetsController(Controller):
         if not create_on and not delete:
             return
         self.expectations.set_expectations(key, len(create_on), len(delete))
+        log.info("%s: creating daemon pods on %s, deleting %s", key, create_on, [p.metadata.name for p in delete])
         template = ds.spec.template.model_copy(deep=True)
         labels = dict(template.metadata.labels or {}) if template.metadata else {}
         labels[CONTROLLER_REVISION_HASH_LABEL] = hash_

@@ -145,6 +145,11 @@ def test_max_unavailable_one_replaces_one_node_at_a_time() -> None:
     assert [p.metadata.name for p in rolling_update_without_surge(ds(), nodes, HASH, 1, ready)] == ["pb"]
 
 
+def test_a_node_without_a_pod_counts_as_unavailable() -> None:
+    nodes: dict[str, list[Pod]] = {"a": [], "b": [pod("pb", "b", "old")]}
+    assert rolling_update_without_surge(ds(), nodes, HASH, 1, ready) == []
+
+
 def test_unavailable_old_pods_are_always_replaced() -> None:
     nodes = {"a": [pod("pa", "a", "old", ready=False)], "b": [pod("pb", "b", "old", ready=False)],
              "c": [pod("pc", "c", "old")]}
