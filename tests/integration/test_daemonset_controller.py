@@ -36,6 +36,7 @@ HASH_LABEL = "controller-revision-hash"
 
 @dataclass
 class Cluster:
+    apiserver: ApiServer
     url: str
     api: httpx.Client
     nodes: list[str]
@@ -66,7 +67,7 @@ def cluster(workdir: Path, own_etcd: Etcd) -> Iterator[Cluster]:
         with httpx.Client(base_url=apiserver.url, timeout=10) as api:
             for kubelet in kubelets:
                 kubelet.start(api)
-            yield Cluster(apiserver.url, api, [k.node for k in kubelets])
+            yield Cluster(apiserver, apiserver.url, api, [k.node for k in kubelets])
     finally:
         cleanup(kubelets)
         controllers.stop()
@@ -226,6 +227,35 @@ def test_node_selector_follows_node_labels(cluster: Cluster, ns: str) -> None:
     finally:
         for node in cluster.nodes:
             set_label(api, node, key, None)
+
+
+def test_a_node_added_later_gets_one_and_a_removed_node_loses_it(cluster: Cluster, ns: str) -> None:
+    from tests.node_process import KubeletProcess, cleanup, free_pod_cidrs
+
+    api = cluster.api
+    r = api.post(f"/apis/apps/v1/namespaces/{ns}/daemonsets", json=daemon_set("everywhere"))
+    assert r.status_code == 201, r.text
+    placed(api, ns, "everywhere", dict.fromkeys(cluster.nodes, "1"))
+    folder = make_workdir("minik8s-ds-third-")
+    third = KubeletProcess(folder, cluster.apiserver, f"{cluster.nodes[0][:-2]}-3", free_pod_cidrs(1)[0])
+    try:
+        third.start(api)
+        placed(api, ns, "everywhere", dict.fromkeys([*cluster.nodes, third.node], "1"))
+        cleanup([third])
+        assert api.delete(f"/api/v1/nodes/{third.node}").status_code == 200
+        # its pod is pinned to a node that is gone: the controller deletes it (no kubelet is left to confirm,
+        # so it stays terminating; the garbage of a gone node is the pod GC's)
+        def released() -> bool:
+            pods = [p for p in pods_of(api, ns, "everywhere") if p["spec"].get("nodeName") == third.node]
+            return all(p["metadata"].get("deletionTimestamp") for p in pods)
+        wait_for(released, 30, 0.2, what="the gone node's pod deleted")
+        status = wait_for(lambda: (s := ds_status(api, ns, "everywhere")["status"])["desiredNumberScheduled"] == 2
+                          and s, 30, what="desired back to 2")
+        assert isinstance(status, dict) and status["currentNumberScheduled"] == 2
+    finally:
+        cleanup([third])
+        api.delete(f"/api/v1/nodes/{third.node}")
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # -- updates ---------------------------------------------------------------------------------------
