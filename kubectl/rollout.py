@@ -1,4 +1,5 @@
-"""`mkubectl rollout status|history|undo|restart|pause|resume` for Deployments, as kubectl does them.
+"""`mkubectl rollout status|history|undo|restart|pause|resume` for Deployments (and status, history, undo,
+restart for DaemonSets), as kubectl does them.
 
 - status: the deployment is listed and watched by name; every state it goes through is judged by
   kubectl's DeploymentStatusViewer and its line printed (`Waiting for deployment "x" rollout to
@@ -10,6 +11,10 @@
 - undo: kubectl's JSON patch replacing /spec/template (the revision's template without its
   pod-template-hash label) and /metadata/annotations.
 - restart: a strategic merge patch setting the template annotation kubectl.kubernetes.io/restartedAt.
+
+DaemonSets (kubectl's DaemonSetStatusViewer, DaemonSetHistoryViewer, DaemonSetRollbacker): status only for
+RollingUpdate; history and undo read the ControllerRevisions the DaemonSet controls, and undo applies the
+chosen revision's data (a strategic merge patch replacing spec.template) as it is.
 """
 
 from __future__ import annotations
@@ -19,12 +24,19 @@ import asyncio
 from typing import Any
 
 from kubectl.context import Context
-from kubectl.describe import PrefixWriter, describe_pod_template, equal_ignore_hash, replica_sets_of
+from kubectl.describe import (
+    PrefixWriter,
+    controller_of,
+    describe_pod_template,
+    equal_ignore_hash,
+    label_selector_string,
+    replica_sets_of,
+)
 from kubectl.errors import CommandError
 from kubectl.printers import kind_name, resource_name
 from kubectl.resources import Target, targets_from_args
 from kubectl.waiting import watch_object
-from machinery.api.resources import ResourceInfo
+from machinery.api.resources import ResourceInfo, resource_for
 from machinery.timeutil import now_rfc3339_local
 from machinery.types import Obj
 
@@ -83,11 +95,56 @@ def deployment_status(d: Obj, revision: int = 0) -> tuple[str, bool]:
     return "Waiting for deployment spec update to be observed...", False
 
 
-def _only_deployments(targets: list[Target], verb: str) -> list[tuple[ResourceInfo, str]]:
+def daemon_set_status(ds: Obj) -> tuple[str, bool]:
+    """kubectl's DaemonSetStatusViewer.Status."""
+    meta, spec, status = _d(ds.get("metadata")), _d(ds.get("spec")), _d(ds.get("status"))
+    if _d(spec.get("updateStrategy")).get("type") != "RollingUpdate":
+        raise CommandError("rollout status is only available for RollingUpdate strategy type")
+    name = meta.get("name", "")
+    if (meta.get("generation") or 0) <= (status.get("observedGeneration") or 0):
+        desired = status.get("desiredNumberScheduled") or 0
+        updated = status.get("updatedNumberScheduled") or 0
+        available = status.get("numberAvailable") or 0
+        if updated < desired:
+            return (f'Waiting for daemon set "{name}" rollout to finish: {updated} out of {desired} new pods have '
+                    "been updated...", False)
+        if available < desired:
+            return (f'Waiting for daemon set "{name}" rollout to finish: {available} of {desired} updated pods are '
+                    "available...", False)
+        return f'daemon set "{name}" successfully rolled out', True
+    return "Waiting for daemon set spec update to be observed...", False
+
+
+def _is_daemon_set(info: ResourceInfo) -> bool:
+    return (info.group, info.kind) == ("apps", "DaemonSet")
+
+
+async def daemon_set_history(ctx: Context, ds: Obj) -> dict[int, Obj]:
+    """controlledHistories: the ControllerRevisions the DaemonSet controls, by revision."""
+    meta, spec = _d(ds.get("metadata")), _d(ds.get("spec"))
+    info = resource_for("apps", "controllerrevisions")
+    assert info is not None
+    page = await ctx.client.request("GET", info.collection_path(meta.get("namespace")),
+                                    params={"labelSelector": label_selector_string(spec.get("selector")) or None})
+    return {int(r.get("revision") or 0): r for r in page.get("items") or []
+            if (controller_of(r) or {}).get("uid") == meta.get("uid")}
+
+
+def _revision_template(revision: Obj) -> Obj:
+    """The pod template a DaemonSet revision puts back (its patch's spec.template, without the directive)."""
+    template = dict(_d(_d(_d(revision.get("data")).get("spec")).get("template")))
+    template.pop("$patch", None)
+    return template
+
+
+def _only_deployments(targets: list[Target], verb: str, daemon_sets: bool = False) -> list[tuple[ResourceInfo, str]]:
     pairs: list[tuple[ResourceInfo, str]] = []
     for target in targets:
         if not target.names:
             raise CommandError("you must provide one or more resources by argument or filename")
+        if daemon_sets and _is_daemon_set(target.info):
+            pairs.extend((target.info, n) for n in target.names)
+            continue
         if (target.info.group, target.info.kind) != ("apps", "Deployment"):
             group_kind = f"{target.info.kind}.{target.info.group}" if target.info.group else target.info.kind
             raise CommandError(f"no {verb} has been implemented for {group_kind}")
@@ -100,14 +157,14 @@ async def status(ctx: Context, args: argparse.Namespace) -> int:
     for target in targets:  # as kubectl: the objects must exist before their kind is judged
         for name in target.names:
             await ctx.client.request("GET", target.info.object_path(name, ctx.ns_for(target.info)))
-    pairs = _only_deployments(targets, "status viewer")
+    pairs = _only_deployments(targets, "status viewer", daemon_sets=True)
     for info, name in pairs:
         namespace = ctx.ns_for(info)
 
-        def judge(etype: str, obj: Obj | None) -> bool:
+        def judge(etype: str, obj: Obj | None, info: ResourceInfo = info) -> bool:
             if etype == "DELETED" or obj is None:
                 raise CommandError("object has been deleted")
-            line, done = deployment_status(obj, args.revision)
+            line, done = daemon_set_status(obj) if _is_daemon_set(info) else deployment_status(obj, args.revision)
             ctx.print(line)
             return done or not args.watch
 
@@ -146,15 +203,26 @@ def template_text(template: Obj) -> str:
 
 
 async def history(ctx: Context, args: argparse.Namespace) -> int:
-    pairs = _only_deployments(await targets_from_args(ctx.resolver, args.resources), "history viewer")
+    pairs = _only_deployments(await targets_from_args(ctx.resolver, args.resources), "history viewer",
+                              daemon_sets=True)
     for info, name in pairs:
         deployment = await ctx.client.request("GET", info.object_path(name, ctx.ns_for(info)))
-        revisions = await _history_of(ctx, deployment)
+        if _is_daemon_set(info):
+            # printHistory: the change-cause of each revision is the revision's own annotation; its template
+            # is the revision's patch applied (no change-cause in it)
+            controlled = await daemon_set_history(ctx, deployment)
+            revisions = {number: _revision_template(r) for number, r in controlled.items()}
+            causes = {number: _d(_d(r.get("metadata")).get("annotations")).get(CHANGE_CAUSE)
+                      for number, r in controlled.items()}
+        else:
+            revisions = await _history_of(ctx, deployment)
+            causes = {number: _d(_d(t.get("metadata")).get("annotations")).get(CHANGE_CAUSE)
+                      for number, t in revisions.items()}
         if args.revision > 0:
-            template = revisions.get(args.revision)
-            if template is None:
+            chosen = revisions.get(args.revision)
+            if chosen is None:
                 raise CommandError("unable to find the specified revision")
-            ctx.out.write(f"{resource_name(info, name)} with revision #{args.revision}\n{template_text(template)}\n")
+            ctx.out.write(f"{resource_name(info, name)} with revision #{args.revision}\n{template_text(chosen)}\n")
             continue
         if not revisions:
             ctx.print(f"{resource_name(info, name)} \nNo rollout history found.")
@@ -162,7 +230,7 @@ async def history(ctx: Context, args: argparse.Namespace) -> int:
         from kubectl.tabwriter import tabbed
 
         lines = "REVISION\tCHANGE-CAUSE\n" + "".join(
-            f"{r}\t{_d(_d(revisions[r].get('metadata')).get('annotations')).get(CHANGE_CAUSE) or '<none>'}\n"
+            f"{r}\t{causes.get(r) or '<none>'}\n"
             for r in sorted(revisions))
         ctx.out.write(f"{resource_name(info, name)} \n{tabbed(lines)}\n")
     ctx.out.flush()
@@ -172,10 +240,13 @@ async def history(ctx: Context, args: argparse.Namespace) -> int:
 async def undo(ctx: Context, args: argparse.Namespace) -> int:
     if args.to_revision < 0:
         raise CommandError(f"unable to find specified revision {args.to_revision} in history")
-    pairs = _only_deployments(await targets_from_args(ctx.resolver, args.resources), "rollbacker")
+    pairs = _only_deployments(await targets_from_args(ctx.resolver, args.resources), "rollbacker", daemon_sets=True)
     for info, name in pairs:
         path = info.object_path(name, ctx.ns_for(info))
         deployment = await ctx.client.request("GET", path)
+        if _is_daemon_set(info):
+            await _undo_daemon_set(ctx, info, name, path, deployment, args.to_revision)
+            continue
         old, new = await replica_sets_of(ctx, deployment)
         target = _revision_to(deployment, [*old, *([new] if new else [])], args.to_revision)
         if _d(deployment.get("spec")).get("paused"):
@@ -204,6 +275,26 @@ async def undo(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _undo_daemon_set(ctx: Context, info: ResourceInfo, name: str, path: str, ds: Obj, to_revision: int) -> None:
+    """DaemonSetRollbacker.Rollback: the previous (or the named) revision's patch, applied as it is."""
+    history = await daemon_set_history(ctx, ds)
+    if to_revision == 0 and len(history) <= 1:
+        raise CommandError("no last revision to roll back to")
+    if to_revision == 0:
+        target = history[sorted(history)[-2]]
+    elif to_revision in history:
+        target = history[to_revision]
+    else:
+        raise CommandError(f"unable to find specified revision {to_revision} in history")
+    if _revision_template(target) == _d(_d(ds.get("spec")).get("template")):
+        ctx.print(f"{resource_name(info, name)} skipped rollback (current template already matches revision "
+                  f"{to_revision})")
+        return
+    await ctx.client.request("PATCH", path, body=_d(target.get("data")),
+                             content_type="application/strategic-merge-patch+json")
+    ctx.print(f"{resource_name(info, name)} rolled back")
+
+
 def _revision_to(deployment: Obj, sets: list[Obj], to_revision: int) -> Obj:
     """deploymentRevision: the ReplicaSet of `to_revision`, or the previous one for 0."""
     latest: tuple[int, Obj | None] = (-1, None)
@@ -227,11 +318,11 @@ def _revision_to(deployment: Obj, sets: list[Obj], to_revision: int) -> Obj:
 
 
 async def restart(ctx: Context, args: argparse.Namespace) -> int:
-    pairs = _only_deployments(await targets_from_args(ctx.resolver, args.resources), "restarter")
+    pairs = _only_deployments(await targets_from_args(ctx.resolver, args.resources), "restarter", daemon_sets=True)
     for info, name in pairs:
         path = info.object_path(name, ctx.ns_for(info))
         deployment = await ctx.client.request("GET", path)
-        if _d(deployment.get("spec")).get("paused"):
+        if not _is_daemon_set(info) and _d(deployment.get("spec")).get("paused"):
             raise CommandError("can't restart paused deployment (run rollout resume first)")
         patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: now_rfc3339_local()}}}}}
         await ctx.client.request("PATCH", path, body=patch, content_type="application/strategic-merge-patch+json")

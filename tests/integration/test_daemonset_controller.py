@@ -364,3 +364,40 @@ def test_get_ds_columns_python_client_and_delete(cluster: Cluster, ns: str, tmp_
         return not pods_of(api, ns, "shown") and not get(
             api, f"/apis/apps/v1/namespaces/{ns}/controllerrevisions?labelSelector=app%3Dshown")["items"]
     wait_for(gone, 60, 0.2, what="the DaemonSet's pods and revisions to go with it")
+
+
+def test_mkubectl_rollout_matches_kubectl(cluster: Cluster, ns: str, tmp_path: Path) -> None:
+    from tests.integration.test_mkubectl import Mk
+
+    api = cluster.api
+    kubectl = kubectl_for("1.33", cluster, ns, tmp_path)
+    mk = Mk(cluster.url, tmp_path / "mk", ns)
+    r = api.post(f"/apis/apps/v1/namespaces/{ns}/daemonsets", json=daemon_set("mk", "1"))
+    assert r.status_code == 201, r.text
+    placed(api, ns, "mk", dict.fromkeys(cluster.nodes, "1"))
+    r = api.patch(f"/apis/apps/v1/namespaces/{ns}/daemonsets/mk",
+                  json={"metadata": {"annotations": {"kubernetes.io/change-cause": "to two"}},
+                        "spec": {"template": {"spec": {"containers": [
+                            {"name": "c", "env": [{"name": "VERSION", "value": "2"}]}]}}}},
+                  headers={"Content-Type": "application/strategic-merge-patch+json"})
+    assert r.status_code == 200, r.text
+    placed(api, ns, "mk", dict.fromkeys(cluster.nodes, "2"), timeout=ROLL_TIMEOUT)
+    status = mk.run("rollout", "status", "ds/mk", "--timeout=60s").ok().stdout
+    assert status.splitlines()[-1] == 'daemon set "mk" successfully rolled out', status
+    for args in (("rollout", "history", "ds/mk"), ("rollout", "history", "ds/mk", "--revision=1"),
+                 ("rollout", "history", "ds/mk", "--revision=2")):
+        assert mk.run(*args).ok().stdout == kubectl.run(*args).ok().stdout, args
+    assert "to two" in mk.run("rollout", "history", "ds/mk").stdout
+    for args in (("rollout", "undo", "ds/mk", "--to-revision=5"), ("rollout", "history", "ds/mk", "--revision=5")):
+        mine, theirs = mk.run(*args), kubectl.run(*args)
+        assert (mine.returncode, mine.stderr) == (theirs.returncode, theirs.stderr), (mine, theirs)
+
+    assert mk.run("rollout", "undo", "ds/mk").ok().stdout == "daemonset.apps/mk rolled back\n"
+    placed(api, ns, "mk", dict.fromkeys(cluster.nodes, "1"), timeout=ROLL_TIMEOUT)
+    assert mk.run("rollout", "history", "ds/mk").ok().stdout == kubectl.run("rollout", "history", "ds/mk").ok().stdout
+
+    r = api.post(f"/apis/apps/v1/namespaces/{ns}/daemonsets",
+                 json=daemon_set("manual-mk", updateStrategy={"type": "OnDelete"}))
+    assert r.status_code == 201, r.text
+    mine, theirs = mk.run("rollout", "status", "ds/manual-mk"), kubectl.run("rollout", "status", "ds/manual-mk")
+    assert mine.returncode == theirs.returncode == 1 and mine.stderr == theirs.stderr, (mine, theirs)
