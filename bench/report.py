@@ -89,6 +89,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("dns", "bench.dns_bench", "dns.json",
               what="cluster DNS: queries/s and p99 for a Service name vs a static dnslib server, Service create → "
                    "resolvable, RSS with 1,000 Services (issue 11)"),
+    Benchmark("daemonset", "bench.daemonset_bench", "daemonset.json",
+              what="DaemonSet create → available on 100 hollow nodes, rolling update at maxUnavailable 10%, "
+                   "controller-manager RSS (issue 13)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -505,6 +508,20 @@ def compose_figures() -> list[Figure]:
                         "docker-compose up')", full_size=False)]
 
 
+def daemonset_figures(d: JSONDict) -> list[Figure]:
+    nodes = d.get("nodes")
+    hollow = "Node objects; the bench writes their kubelets' status and delete confirmations, no container runs"
+    return [
+        Figure("daemonset.rollout", "daemonset", f"DaemonSet create → available on {nodes} hollow nodes",
+               d.get("rollout_s"), "s", note=hollow),
+        Figure("daemonset.rolling_update", "daemonset",
+               f"rolling update of {nodes} daemon pods, maxUnavailable {d.get('max_unavailable')}",
+               d.get("rolling_update_s"), "s", note=hollow),
+        Figure("daemonset.rss", "daemonset", "controller-manager RSS, daemonset controller alone",
+               d.get("controller_manager_rss_mb"), "MB"),
+    ]
+
+
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
@@ -513,6 +530,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "dos": dos_figures, "etcd_failover": etcd_failover_figures, "cri_startup": cri_startup_figures,
     "dns": dns_figures,
     "proxy": proxy_figures,
+    "daemonset": daemonset_figures,
 }
 
 
