@@ -401,3 +401,34 @@ def test_mkubectl_rollout_matches_kubectl(cluster: Cluster, ns: str, tmp_path: P
     assert r.status_code == 201, r.text
     mine, theirs = mk.run("rollout", "status", "ds/manual-mk"), kubectl.run("rollout", "status", "ds/manual-mk")
     assert mine.returncode == theirs.returncode == 1 and mine.stderr == theirs.stderr, (mine, theirs)
+
+
+def test_bad_input_is_refused_and_nothing_is_written(cluster: Cluster, ns: str, tmp_path: Path) -> None:
+    api = cluster.api
+    bad = daemon_set("bad")
+    bad["spec"]["template"]["metadata"]["labels"] = {"app": "other"}
+    r = api.post(f"/apis/apps/v1/namespaces/{ns}/daemonsets", json=bad)
+    assert r.status_code == 422, r.text
+    status = r.json()
+    assert status["reason"] == "Invalid" and status["details"]["kind"] == "DaemonSet"
+    assert status["message"] == ('DaemonSet.apps "bad" is invalid: spec.template.metadata.labels: Invalid value: '
+                                 'map[string]string{"app":"other"}: `selector` does not match template `labels`')
+    assert [c["field"] for c in status["details"]["causes"]] == ["spec.template.metadata.labels"]
+    assert api.get(f"/apis/apps/v1/namespaces/{ns}/daemonsets/bad").status_code == 404
+
+    manifest = tmp_path / "bad.yaml"
+    both = daemon_set("bad", updateStrategy={"type": "RollingUpdate",
+                                             "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 1}})
+    manifest.write_text(yaml.safe_dump(both))
+    r = kubectl_for("1.33", cluster, ns, tmp_path).run("apply", "-f", str(manifest))
+    assert r.returncode == 1, r
+    assert ('The DaemonSet "bad" is invalid: spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: 1: '
+            "may not be set when maxUnavailable is non-zero") in r.stderr, r
+    assert api.get(f"/apis/apps/v1/namespaces/{ns}/daemonsets/bad").status_code == 404
+
+    r = api.post(f"/apis/apps/v1/namespaces/{ns}/daemonsets", json=daemon_set("fixed"))
+    assert r.status_code == 201, r.text
+    r = api.patch(f"/apis/apps/v1/namespaces/{ns}/daemonsets/fixed",
+                  json={"spec": {"selector": {"matchLabels": {"app": "fixed", "more": "x"}}}},
+                  headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 422 and "field is immutable" in r.json()["message"], r.text

@@ -178,6 +178,8 @@ DEPLOYMENT_CONTROLLER = user("system:serviceaccount:kube-system:deployment-contr
                              "system:serviceaccounts:kube-system")
 REPLICASET_CONTROLLER = user("system:serviceaccount:kube-system:replicaset-controller", "system:serviceaccounts",
                              "system:serviceaccounts:kube-system")
+DAEMONSET_CONTROLLER = user("system:serviceaccount:kube-system:daemon-set-controller", "system:serviceaccounts",
+                            "system:serviceaccounts:kube-system")
 ADMIN = user("kubernetes-admin", "system:masters")
 NODE_A = user("system:node:node-a", "system:nodes")
 NOBODY = user("alice")
@@ -206,6 +208,13 @@ MATRIX: list[tuple[UserInfo, Attributes, bool]] = [
     (REPLICASET_CONTROLLER, res(REPLICASET_CONTROLLER, "create", "replicasets", "default", group="apps"), False),
     (REPLICASET_CONTROLLER, res(REPLICASET_CONTROLLER, "create", "pods", "default", "p", subresource="binding"),
      False),
+    (DAEMONSET_CONTROLLER, res(DAEMONSET_CONTROLLER, "create", "pods", "default"), True),
+    (DAEMONSET_CONTROLLER, res(DAEMONSET_CONTROLLER, "patch", "pods", "default", "p"), True),
+    (DAEMONSET_CONTROLLER, res(DAEMONSET_CONTROLLER, "update", "daemonsets", "default", "d", group="apps",
+                               subresource="status"), True),
+    (DAEMONSET_CONTROLLER, res(DAEMONSET_CONTROLLER, "create", "controllerrevisions", "default", group="apps"), True),
+    (DAEMONSET_CONTROLLER, res(DAEMONSET_CONTROLLER, "update", "daemonsets", "default", "d", group="apps"), False),
+    (DAEMONSET_CONTROLLER, res(DAEMONSET_CONTROLLER, "create", "replicasets", "default", group="apps"), False),
     # masters: anything
     (ADMIN, res(ADMIN, "delete", "clusterroles", name="cluster-admin", group="rbac.authorization.k8s.io"), True),
     (ADMIN, url(ADMIN, "post", "/anything"), True),
