@@ -206,3 +206,12 @@ def test_pruning_keeps_the_limit_and_revisions_pods_still_run() -> None:
     live = [pod("p", "a", "h1")]
     assert [r.metadata.name for r in revisions_to_prune(d, old, live)] == ["r2", "r3"]
     assert [r.metadata.name for r in revisions_to_prune(d, old, [])] == ["r1", "r2"]
+
+
+def test_registered_under_upstream_name_and_account() -> None:
+    from controllers.manager import CONTROLLERS, enabled_controllers, parse_args
+
+    assert CONTROLLERS["daemonset"].service_account == "daemon-set-controller"
+    assert enabled_controllers(["daemonset-controller"]) == ["daemonset"]
+    assert "daemonset" in enabled_controllers(["*"])
+    assert parse_args(["--concurrent-daemonset-syncs", "3"]).concurrent_daemonset_syncs == 3
