@@ -432,3 +432,51 @@ def test_bad_input_is_refused_and_nothing_is_written(cluster: Cluster, ns: str, 
                   json={"spec": {"selector": {"matchLabels": {"app": "fixed", "more": "x"}}}},
                   headers={"Content-Type": "application/merge-patch+json"})
     assert r.status_code == 422 and "field is immutable" in r.json()["message"], r.text
+
+
+def test_the_controller_writes_as_its_service_account_under_rbac(workdir: Path) -> None:
+    """Over HTTPS with RBAC, the controller-manager writes as system:serviceaccount:kube-system:daemon-set-controller:
+    its bootstrap role lets it create revisions and pods, write status and events (a Node object, no kubelet)."""
+    from apiserver.audit import filter_events
+    from tests.auth_cluster import SecureApiServer
+
+    folder = make_workdir("minik8s-ds-rbac-")
+    etcd = Etcd(folder)
+    etcd.start()
+    secure = SecureApiServer(folder, etcd)
+    controllers = ControllerProcess(folder, secure.secure_url, ["daemonset"],
+                                    "--kubeconfig", str(secure.kubeconfig("controller-manager")))
+    try:
+        secure.start()
+        controllers.start()
+        with secure.client("admin") as admin:
+            resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+            r = admin.post("/api/v1/nodes", json={"metadata": {"name": "node-a"}, "status": {
+                "capacity": resources, "allocatable": resources,
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}})
+            assert r.status_code == 201, r.text
+            r = admin.post("/apis/apps/v1/namespaces/default/daemonsets", json=daemon_set("secured"))
+            assert r.status_code == 201, r.text
+
+            def written() -> bool:
+                ds = admin.get("/apis/apps/v1/namespaces/default/daemonsets/secured").json()
+                pods = admin.get("/api/v1/namespaces/default/pods").json()["items"]
+                return (ds.get("status", {}).get("currentNumberScheduled") == 1 and len(pods) == 1
+                        and len(admin.get("/apis/apps/v1/namespaces/default/controllerrevisions").json()["items"]) == 1)
+            wait_for(written, 30, 0.2, what=f"the DaemonSet's pod, revision and status\n{controllers.log_tail()}")
+        writers = {(e["objectRef"]["resource"], e["objectRef"].get("subresource")): e["user"]["username"]
+                   for e in filter_events(secure.audit_events(), namespace="default")
+                   if (e["verb"] in ("create", "update") and e["objectRef"]["resource"] != "daemonsets")
+                   or e["objectRef"].get("subresource") == "status"}
+        account = "system:serviceaccount:kube-system:daemon-set-controller"
+        assert writers[("pods", None)] == writers[("controllerrevisions", None)] == account, writers
+        assert writers[("daemonsets", "status")] == account, writers
+        assert writers[("events", None)] == account, writers
+        denied = [e for e in secure.audit_events() if e["user"]["username"] == account
+                  and (e.get("responseStatus") or {}).get("code") == 403]
+        assert denied == [], denied
+    finally:
+        controllers.stop()
+        secure.stop()
+        etcd.stop()
+        shutil.rmtree(folder, ignore_errors=True)
