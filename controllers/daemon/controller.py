@@ -449,9 +449,10 @@ class DaemonSetsController(Controller):
         old = ds.status or DaemonSetStatus()
         return old.model_copy(update={
             "desired_number_scheduled": desired, "current_number_scheduled": current,
-            "number_misscheduled": misscheduled, "number_ready": ready, "number_available": available,
-            "number_unavailable": desired - available, "updated_number_scheduled": updated,
-            "observed_generation": ds.metadata.generation})
+            "number_misscheduled": misscheduled, "number_ready": ready,
+            # omitempty upstream: a zero is left out of the object
+            "number_available": available or None, "number_unavailable": (desired - available) or None,
+            "updated_number_scheduled": updated or None, "observed_generation": ds.metadata.generation})
 
     async def _update_status(self, ds: DaemonSet, nodes: list[Node], node_to_pods: dict[str, list[Pod]],
                              hash_: str) -> None:
