@@ -43,9 +43,12 @@ from apiserver.registry.servicestorage import ServiceStore
 from apiserver.registry.token import LiveTokenValidator, TokenIssuer
 from apiserver.storage.encryptionconfig import EncryptionConfig
 from apiserver.storage.etcd import EtcdStorage, EtcdTLS, StorageError, TransformFailed
+from apiserver.storage.predicate import Predicate
 from apiserver.warning import WarningRecorder
 from machinery.api.resources import RESOURCES, group_versions
 from machinery.podutil import pod_configmap_names, pod_secret_names
+from machinery.types import Obj
+from machinery.volumeutil import pod_claim_names
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +173,7 @@ class ApiServer:
                                               False),
             pod_security=PodSecurity(load_admission_config(config.admission_control_config_file),
                                      namespace_labels=self._namespace_labels_or_read, pods_in_namespace=self._pods_in),
-            service_account_exists=self._service_account_exists)
+            service_account_exists=self._service_account_exists, storage_classes=self._storage_classes)
         if config.admission_plugins:
             for store in self.stores.values():
                 store.admission = self.admission
@@ -196,11 +199,22 @@ class ApiServer:
         return cached.attrs.fields.get("spec.nodeName", "") if cached is not None else None
 
     def _node_refers_to(self, node: str, resource: str, namespace: str, name: str) -> bool:
-        """Does a pod bound to node, in namespace, use this Secret or ConfigMap? Read from the pods' watch
-        cache (upstream keeps a graph fed by informers; a namespace's pods are few enough to scan)."""
+        """Does a pod bound to node, in namespace, use this Secret, ConfigMap or claim (or, for a
+        PersistentVolume, a claim bound to it)? Read from the watch caches (upstream keeps a graph
+        fed by informers; a namespace's pods are few enough to scan)."""
+        if resource == "persistentvolumes":
+            claims = self.stores[("", "persistentvolumeclaims")]
+            for cached in list(claims.cacher.store.values()):
+                claim = cached.obj()
+                meta = claim["metadata"]
+                if (claim.get("spec") or {}).get("volumeName") == name and self._node_refers_to(
+                        node, "persistentvolumeclaims", meta.get("namespace", ""), meta["name"]):
+                    return True
+            return False
         pods = self.stores[("", "pods")]
         prefix = pods.prefix(namespace)
-        visit = pod_secret_names if resource == "secrets" else pod_configmap_names
+        visit = {"secrets": pod_secret_names, "configmaps": pod_configmap_names,
+                 "persistentvolumeclaims": pod_claim_names}[resource]
         for key, cached in list(pods.cacher.store.items()):
             if key.startswith(prefix) and cached.attrs.fields.get("spec.nodeName") == node \
                     and name in visit(cached.obj()):
@@ -226,6 +240,11 @@ class ApiServer:
         except errors.ApiError:
             return None
         return (obj.get("metadata") or {}).get("labels") or {}
+
+    async def _storage_classes(self) -> list[Obj]:
+        """Every StorageClass, from etcd: a default class created a moment ago counts for the next claim."""
+        found = await self.stores[("storage.k8s.io", "storageclasses")].list(None, Predicate())
+        return found.objects()
 
     async def _service_account_exists(self, namespace: str, name: str) -> bool:
         """The watch cache first; etcd when it has not seen the account (yet), as upstream's lister

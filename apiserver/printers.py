@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from machinery.quantity import parse_quantity
 from machinery.timeutil import parse_rfc3339, translate_timestamp_since
 from machinery.types import Obj
 from machinery.validation import is_qualified_name, is_valid_label_value
+from machinery.volumeutil import access_modes_short, claim_class, is_default_class, volume_class
 
 __all__ = ["column_definitions", "table_for"]
 
@@ -717,6 +719,113 @@ def _print_config_map(obj: Obj, now: datetime) -> list[Cell]:
 )
 def _print_secret(obj: Obj, now: datetime) -> list[Cell]:
     return [_name(obj), _s(obj.get("type")), len(_d(obj.get("data"))), _age(obj, now)]
+
+
+def _storage(resources: Any) -> str:
+    """resource.Quantity.String() of resources["storage"] ("0" when missing), canonical as upstream."""
+    value = _d(resources).get("storage")
+    if value is None:
+        return "0"
+    try:
+        return str(parse_quantity(value))
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def _phase(obj: Obj) -> str:
+    """A deleted volume or claim held by its protection finalizer shows Terminating."""
+    if _d(obj.get("metadata")).get("deletionTimestamp"):
+        return "Terminating"
+    return _s(_d(obj.get("status")).get("phase"))
+
+
+def _attributes_class(spec: Obj) -> str:
+    return spec.get("volumeAttributesClassName") or "<unset>"
+
+
+@_printer(
+    "persistentvolumes",
+    [
+        NAME_COLUMN,
+        _col("Capacity", "string", "capacity is the description of the persistent volume's resources and capacity. "
+             "More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#capacity"),
+        _col("Access Modes", "string", "accessModes contains all ways the volume can be mounted. More info: "
+             "https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes"),
+        _col("Reclaim Policy", "string", "persistentVolumeReclaimPolicy defines what happens to a persistent volume "
+             "when released from its claim. Valid options are Retain (default for manually created "
+             "PersistentVolumes), Delete (default for dynamically provisioned PersistentVolumes), and Recycle "
+             "(deprecated). Recycle must be supported by the volume plugin underlying this PersistentVolume. More "
+             "info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#reclaiming"),
+        _col("Status", "string", "phase indicates if a volume is available, bound to a claim, or released by a "
+             "claim. More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#phase"),
+        _col("Claim", "string", "claimRef is part of a bi-directional binding between PersistentVolume and "
+             "PersistentVolumeClaim. Expected to be non-nil when bound. claim.VolumeName is the authoritative bind "
+             "between PV and PVC. More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#binding"),
+        _col("StorageClass", "string", "StorageClass of the pv"),
+        _col("VolumeAttributesClass", "string", "VolumeAttributesClass of the pv"),
+        _col("Reason", "string", "reason is a brief CamelCase string that describes any failure and is meant for "
+             "machine parsing and tidy display in the CLI."),
+        AGE_COLUMN,
+        _col("VolumeMode", "string", "volumeMode defines if a volume is intended to be used with a formatted "
+             "filesystem or to remain in raw block state. Value of Filesystem is implied when not included in spec.",
+             priority=1),
+    ],
+)
+def _print_persistent_volume(obj: Obj, now: datetime) -> list[Cell]:
+    spec = _d(obj.get("spec"))
+    claim = _d(spec.get("claimRef"))
+    claim_ref = f"{_s(claim.get('namespace'))}/{_s(claim.get('name'))}" if spec.get("claimRef") else ""
+    return [_name(obj), _storage(spec.get("capacity")), access_modes_short(spec.get("accessModes")),
+            _s(spec.get("persistentVolumeReclaimPolicy")), _phase(obj), claim_ref, volume_class(obj),
+            _attributes_class(spec), _s(_d(obj.get("status")).get("reason")), _age(obj, now),
+            spec.get("volumeMode") or "<unset>"]
+
+
+@_printer(
+    "persistentvolumeclaims",
+    [
+        NAME_COLUMN,
+        _col("Status", "string", "phase represents the current phase of PersistentVolumeClaim."),
+        _col("Volume", "string", "volumeName is the binding reference to the PersistentVolume backing this claim."),
+        _col("Capacity", "string", "capacity represents the actual resources of the underlying volume."),
+        _col("Access Modes", "string", "accessModes contains the actual access modes the volume backing the PVC "
+             "has. More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes-1"),
+        _col("StorageClass", "string", "StorageClass of the pvc"),
+        _col("VolumeAttributesClass", "string", "VolumeAttributesClass of the pvc"),
+        AGE_COLUMN,
+        _col("VolumeMode", "string", "volumeMode defines what type of volume is required by the claim. Value of "
+             "Filesystem is implied when not included in claim spec.", priority=1),
+    ],
+)
+def _print_persistent_volume_claim(obj: Obj, now: datetime) -> list[Cell]:
+    spec, status = _d(obj.get("spec")), _d(obj.get("status"))
+    capacity = access_modes = ""
+    if spec.get("volumeName"):  # capacity and modes are the bound volume's
+        capacity = _storage(status.get("capacity"))
+        access_modes = access_modes_short(status.get("accessModes"))
+    return [_name(obj), _phase(obj), _s(spec.get("volumeName")), capacity, access_modes, claim_class(obj),
+            _attributes_class(spec), _age(obj, now), spec.get("volumeMode") or "<unset>"]
+
+
+@_printer(
+    "storageclasses",
+    [
+        NAME_COLUMN,
+        _col("Provisioner", "string", "provisioner indicates the type of the provisioner."),
+        _col("ReclaimPolicy", "string", "reclaimPolicy controls the reclaimPolicy for dynamically provisioned "
+             "PersistentVolumes of this storage class. Defaults to Delete."),
+        _col("VolumeBindingMode", "string", "volumeBindingMode indicates how PersistentVolumeClaims should be "
+             "provisioned and bound.  When unset, VolumeBindingImmediate is used. This field is only honored by "
+             "servers that enable the VolumeScheduling feature."),
+        _col("AllowVolumeExpansion", "string", "allowVolumeExpansion shows whether the storage class allow volume "
+             "expand."),
+        AGE_COLUMN,
+    ],
+)
+def _print_storage_class(obj: Obj, now: datetime) -> list[Cell]:
+    name = _name(obj) + (" (default)" if is_default_class(obj) else "")
+    return [name, _s(obj.get("provisioner")), obj.get("reclaimPolicy") or "Delete",
+            obj.get("volumeBindingMode") or "Immediate", bool(obj.get("allowVolumeExpansion")), _age(obj, now)]
 
 
 # ---------------------------------------------------------------------------------------------

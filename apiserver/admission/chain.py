@@ -5,6 +5,8 @@ Mutating, after the resource's defaults and before its validation:
   ServiceAccount             a pod without a service account runs as "default"; validating, a new
                              pod's service account must exist (403 "error looking up service
                              account NS/NAME: serviceaccount "NAME" not found"), mirror pods aside
+  DefaultStorageClass, StorageObjectInUseProtection
+                             a claim's default class, the protection finalizers (storage.py)
   MutatingAdmissionWebhook   MutatingWebhookConfigurations, called one after another over HTTPS
                              with an admission.k8s.io/v1 AdmissionReview; their JSONPatch is
                              applied and the object defaulted again
@@ -12,6 +14,7 @@ Validating, after the resource's validation (schema and rules):
   NodeRestriction            a kubelet may write only its own Node (no forbidden labels, no taint
                              changes) and Lease, and the status (or the final delete) of pods
                              bound to it — checked on the objects (noderestriction.py)
+  PersistentVolumeClaimResize a claim grows only if bound and its class allows it (storage.py)
   PodSecurity                the Pod Security Standards by namespace label (podsecurity/)
   ValidatingAdmissionWebhook ValidatingWebhookConfigurations, called concurrently; any denial
                              refuses the request
@@ -43,6 +46,12 @@ from apiserver import errors
 from apiserver.admission.interfaces import AdmissionAttributes
 from apiserver.admission.noderestriction import node_restriction
 from apiserver.admission.podsecurity.admission import PodSecurity
+from apiserver.admission.storage import (
+    StorageClasses,
+    add_protection_finalizer,
+    set_default_storage_class,
+    validate_claim_resize,
+)
 from apiserver.storage.cacher import Cacher
 from apiserver.warning import add_warning
 from machinery.authn.user import UserInfo
@@ -56,8 +65,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
-ALL_PLUGINS = ("ServiceAccount", "MutatingAdmissionWebhook", "NodeRestriction", "PodSecurity",
-               "ValidatingAdmissionWebhook")
+ALL_PLUGINS = ("ServiceAccount", "DefaultStorageClass", "StorageObjectInUseProtection", "MutatingAdmissionWebhook",
+               "NodeRestriction", "PersistentVolumeClaimResize", "PodSecurity", "ValidatingAdmissionWebhook")
 # webhooks are never called for their own configurations (upstream excludes them, so a broken
 # webhook can always be removed) nor for access reviews
 _NOT_WEBHOOKED = frozenset({"admissionregistration.k8s.io", "authorization.k8s.io"})
@@ -223,7 +232,8 @@ class AdmissionChain:
                  namespace_labels: Callable[[str], dict[str, str] | None],
                  mutating_webhooks: WebhookSource | None = None, validating_webhooks: WebhookSource | None = None,
                  pod_security: PodSecurity | None = None,
-                 service_account_exists: Callable[[str, str], Awaitable[bool]] | None = None):
+                 service_account_exists: Callable[[str, str], Awaitable[bool]] | None = None,
+                 storage_classes: StorageClasses | None = None):
         unknown = set(plugins) - set(ALL_PLUGINS)
         if unknown:
             raise ValueError(f"unknown admission plugins: {', '.join(sorted(unknown))} "
@@ -231,6 +241,7 @@ class AdmissionChain:
         self.plugins = frozenset(plugins)
         self.namespace_labels = namespace_labels
         self.service_account_exists = service_account_exists
+        self.storage_classes = storage_classes
         self.mutating_webhooks = mutating_webhooks if "MutatingAdmissionWebhook" in self.plugins else None
         self.validating_webhooks = validating_webhooks if "ValidatingAdmissionWebhook" in self.plugins else None
         self.pod_security = pod_security if "PodSecurity" in self.plugins else None
@@ -261,6 +272,10 @@ class AdmissionChain:
                 old_spec = (a.old or {}).get("spec") or {}
                 spec["serviceAccountName"] = (spec.get("serviceAccount") or old_spec.get("serviceAccountName")
                                               or "default")
+        if "DefaultStorageClass" in self.plugins and self.storage_classes is not None:
+            await set_default_storage_class(a, self.storage_classes)
+        if "StorageObjectInUseProtection" in self.plugins:
+            add_protection_finalizer(a)
         if self.mutating_webhooks is not None and info.group not in _NOT_WEBHOOKED:
             hooks = [h for h in self.mutating_webhooks.hooks() if self._matches(h, a)]
             if hooks:
@@ -327,6 +342,8 @@ class AdmissionChain:
             await self._service_account_exists(a)
         if "NodeRestriction" in self.plugins and isinstance(a.user, UserInfo) and a.user.node_name is not None:
             self._node_restriction(a, a.user.node_name)
+        if "PersistentVolumeClaimResize" in self.plugins and self.storage_classes is not None:
+            await validate_claim_resize(a, self.storage_classes)
         if self.pod_security is not None:
             await self.pod_security.validate(a)
         if self.validating_webhooks is not None and a.store.info.group not in _NOT_WEBHOOKED:

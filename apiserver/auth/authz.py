@@ -318,6 +318,16 @@ class NodeAuthorizer:
             if name and self.node_refers_to(node, resource, a.namespace, name):
                 return ALLOW, ""
             return NO_OPINION, f"no relationship found between node '{node}' and this object"
+        if group == "" and resource in ("persistentvolumeclaims", "persistentvolumes") and verb == "get" \
+                and (not sub or (sub == "status" and resource == "persistentvolumeclaims")):
+            # upstream's graph: pod -> claim -> volume; a claim's status also to update (expansion)
+            if a.name and self.node_refers_to(node, resource, a.namespace or "", a.name):
+                return ALLOW, ""
+            return NO_OPINION, f"no relationship found between node '{node}' and this object"
+        if group == "" and resource == "persistentvolumeclaims" and sub == "status" and verb in ("update", "patch"):
+            if a.name and self.node_refers_to(node, resource, a.namespace or "", a.name):
+                return ALLOW, ""
+            return NO_OPINION, f"no relationship found between node '{node}' and this object"
         if group == "" and resource == "services" and not sub and verb in self.READ:
             return ALLOW, ""  # upstream NodeRules: the kubelet's service environment variables
         if group == "coordination.k8s.io" and resource == "leases" and not sub:

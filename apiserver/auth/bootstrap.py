@@ -31,11 +31,13 @@ READ = ["get", "list", "watch"]
 CONTROLLER_ACCOUNTS = ("deployment-controller", "replicaset-controller", "generic-garbage-collector",
                        "namespace-controller", "node-controller", "service-account-controller",
                        "endpoint-controller", "endpointslice-controller", "endpointslicemirroring-controller",
-                       "service-controller", "daemon-set-controller")
+                       "service-controller", "daemon-set-controller", "persistent-volume-binder",
+                       "pvc-protection-controller", "pv-protection-controller")
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 # what view reads and edit writes (upstream aggregate-to-view / aggregate-to-edit, for what minik8s serves)
 _VIEW_CORE = ["pods", "pods/status", "pods/log", "events", "namespaces", "serviceaccounts", "services",
-              "services/status", "endpoints", "configmaps"]  # never secrets: view may not read them
+              "services/status", "endpoints", "configmaps", "persistentvolumeclaims",
+              "persistentvolumeclaims/status"]  # never secrets: view may not read them
 _VIEW_APPS = ["deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
               "replicasets/status", "daemonsets", "daemonsets/status", "controllerrevisions"]
 
@@ -92,6 +94,14 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule(READ, [""], ["services"]),  # the kubelet's service environment variables
             # volumes, env and image pull secrets of its pods; the Node authorizer narrows it to those
             rule(READ, [""], ["secrets", "configmaps"]),
+            # the claims of its pods and their volumes (narrowed by the Node authorizer), and resize status
+            rule(["get"], [""], ["persistentvolumeclaims", "persistentvolumes"]),
+            rule(["get", "update", "patch"], [""], ["persistentvolumeclaims/status"]),
+        ],
+        # the scheduler's VolumeBinding (bound to system:kube-scheduler)
+        "system:volume-scheduler": [
+            rule([*READ, "update"], [""], ["persistentvolumes", "persistentvolumeclaims"]),
+            rule(READ, ["storage.k8s.io"], ["storageclasses"]),
         ],
         # kube-proxy (user system:kube-proxy)
         "system:node-proxier": [
@@ -177,6 +187,26 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule(["list", "watch"], [""], ["nodes"]),
             EVENTS,
         ],
+        "system:controller:persistent-volume-binder": [
+            rule([*READ, "update", "create", "delete"], [""], ["persistentvolumes"]),
+            rule(["update"], [""], ["persistentvolumes/status"]),
+            rule([*READ, "update"], [""], ["persistentvolumeclaims"]),
+            rule(["update"], [""], ["persistentvolumeclaims/status"]),
+            rule(["list", "watch", "get", "create", "delete"], [""], ["pods"]),
+            rule(READ, ["storage.k8s.io"], ["storageclasses"]),
+            rule(["get", "list"], [""], ["nodes"]),
+            rule(["watch"], [""], ["events"]),
+            EVENTS,
+        ],
+        "system:controller:pvc-protection-controller": [
+            rule([*READ, "update"], [""], ["persistentvolumeclaims"]),
+            rule(["list", "watch", "get"], [""], ["pods"]),
+            EVENTS,
+        ],
+        "system:controller:pv-protection-controller": [
+            rule([*READ, "update"], [""], ["persistentvolumes"]),
+            EVENTS,
+        ],
         "system:controller:node-controller": [
             rule(["get", "list", "watch", "update", "patch", "delete"], [""], ["nodes"]),
             rule(["patch", "update"], [""], ["nodes/status"]),
@@ -199,7 +229,8 @@ def _edit() -> list[Obj]:
         *_view(),
         rule(READ, [""], ["secrets"]),
         rule(WRITE, [""], ["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "events",
-                           "serviceaccounts", "services", "services/proxy", "configmaps", "secrets"]),
+                           "serviceaccounts", "services", "services/proxy", "configmaps", "secrets",
+                           "persistentvolumeclaims"]),
         rule(["impersonate"], [""], ["serviceaccounts"]),
         rule(["create"], [""], ["serviceaccounts/token"]),
         rule(WRITE, ["apps"], ["deployments", "deployments/rollback", "deployments/scale", "replicasets",
@@ -230,6 +261,7 @@ def cluster_role_bindings() -> dict[str, tuple[str, list[Obj]]]:
         "system:kube-scheduler": ("system:kube-scheduler", [_user("system:kube-scheduler")]),
         "system:kube-controller-manager": ("system:kube-controller-manager",
                                            [_user("system:kube-controller-manager")]),
+        "system:volume-scheduler": ("system:volume-scheduler", [_user("system:kube-scheduler")]),
         "system:node-proxier": ("system:node-proxier", [_user("system:kube-proxy")]),
         "system:kube-dns": ("system:kube-dns", [_service_account("kube-system", "kube-dns"),
                                                 _user("system:kube-dns")]),

@@ -16,6 +16,8 @@ from apiserver.registry.event import EventStrategy
 from apiserver.registry.lease import LeaseStrategy
 from apiserver.registry.namespace import NamespaceStrategy
 from apiserver.registry.node import NodeStrategy
+from apiserver.registry.persistentvolume import PersistentVolumeStrategy
+from apiserver.registry.persistentvolumeclaim import PersistentVolumeClaimStrategy
 from apiserver.registry.pod import PodStrategy
 from apiserver.registry.rbac import (
     ClusterRoleBindingStrategy,
@@ -27,6 +29,7 @@ from apiserver.registry.replicaset import ReplicaSetStrategy
 from apiserver.registry.secret import SecretStrategy
 from apiserver.registry.service import ServiceStrategy
 from apiserver.registry.serviceaccount import ServiceAccountStrategy
+from apiserver.registry.storageclass import StorageClassStrategy
 from apiserver.registry.strategy import Strategy
 
 STRATEGIES: dict[str, Strategy] = {
@@ -38,12 +41,15 @@ STRATEGIES: dict[str, Strategy] = {
     "/services": ServiceStrategy(),
     "/configmaps": ConfigMapStrategy(),
     "/secrets": SecretStrategy(),
+    "/persistentvolumes": PersistentVolumeStrategy(),
+    "/persistentvolumeclaims": PersistentVolumeClaimStrategy(),
     "/endpoints": EndpointsStrategy(),
     "discovery.k8s.io/endpointslices": EndpointSliceStrategy(),
     "apps/deployments": DeploymentStrategy(),
     "apps/replicasets": ReplicaSetStrategy(),
     "apps/daemonsets": DaemonSetStrategy(),
     "apps/controllerrevisions": ControllerRevisionStrategy(),
+    "storage.k8s.io/storageclasses": StorageClassStrategy(),
     "coordination.k8s.io/leases": LeaseStrategy(),
     "rbac.authorization.k8s.io/clusterroles": ClusterRoleStrategy(),
     "rbac.authorization.k8s.io/clusterrolebindings": ClusterRoleBindingStrategy(),

@@ -1,5 +1,5 @@
-"""core/v1: Namespace, Node, Pod, Event, Binding, ServiceAccount, Service, Endpoints, ConfigMap, Secret
-and the types they are built of.
+"""core/v1: Namespace, Node, Pod, Event, Binding, ServiceAccount, Service, Endpoints, ConfigMap, Secret,
+PersistentVolume, PersistentVolumeClaim and the types they are built of.
 
 Field names, wire names, required fields and strategic-merge keys follow upstream's
 k8s.io/api/core/v1/types.go. Enum-like fields (restartPolicy, dnsPolicy, protocol, ...) are
@@ -749,6 +749,103 @@ class Secret(ApiModel):
     data: dict[str, Base64Bytes] | None = None
     string_data: dict[str, str] | None = None
     type: str | None = None
+
+
+# --- PersistentVolume, PersistentVolumeClaim ----------------------------------------------------
+
+class LocalVolumeSource(ApiModel):
+    path: str
+    fs_type: str | None = None
+
+
+class VolumeNodeAffinity(ApiModel):
+    required: NodeSelector | None = None
+
+
+class PersistentVolumeSpec(ApiModel):
+    capacity: ResourceList | None = None
+    access_modes: list[str] | None = None  # ReadWriteOnce | ReadOnlyMany | ReadWriteMany | ReadWriteOncePod
+    claim_ref: ObjectReference | None = None
+    persistent_volume_reclaim_policy: str | None = None  # Retain | Delete | Recycle
+    storage_class_name: str | None = None
+    mount_options: list[str] | None = None
+    volume_mode: str | None = None  # Filesystem | Block
+    node_affinity: VolumeNodeAffinity | None = None
+    volume_attributes_class_name: str | None = None
+    # the volume sources minik8s serves; the rest are kept loose so a manifest naming one is refused
+    # by validation with upstream's message rather than by the decoder
+    host_path: HostPathVolumeSource | None = None
+    local: LocalVolumeSource | None = None
+    nfs: dict[str, Any] | None = None
+    csi: dict[str, Any] | None = None
+
+
+class PersistentVolumeStatus(ApiModel):
+    phase: str | None = None  # Pending | Available | Bound | Released | Failed
+    message: str | None = None
+    reason: str | None = None
+    last_phase_transition_time: Time | None = None
+
+
+class PersistentVolume(ApiModel):
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["PersistentVolume"] = "PersistentVolume"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: PersistentVolumeSpec | None = None
+    status: PersistentVolumeStatus | None = None
+
+
+class TypedLocalObjectReference(ApiModel):
+    api_group: str | None = None
+    kind: str
+    name: str
+
+
+class TypedObjectReference(TypedLocalObjectReference):
+    namespace: str | None = None
+
+
+class VolumeResourceRequirements(ApiModel):
+    limits: ResourceList | None = None
+    requests: ResourceList | None = None
+
+
+class PersistentVolumeClaimSpec(ApiModel):
+    access_modes: list[str] | None = None
+    selector: LabelSelector | None = None
+    resources: VolumeResourceRequirements | None = None
+    volume_name: str | None = None
+    storage_class_name: str | None = None
+    volume_mode: str | None = None
+    data_source: TypedLocalObjectReference | None = None
+    data_source_ref: TypedObjectReference | None = None
+    volume_attributes_class_name: str | None = None
+
+
+class PersistentVolumeClaimCondition(ApiModel):
+    type: str
+    status: str
+    last_probe_time: Time | None = None
+    last_transition_time: Time | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class PersistentVolumeClaimStatus(ApiModel):
+    phase: str | None = None  # Pending | Bound | Lost
+    access_modes: list[str] | None = None
+    capacity: ResourceList | None = None
+    conditions: list[PersistentVolumeClaimCondition] | None = Field(None, json_schema_extra=merge_key("type"))
+    allocated_resources: ResourceList | None = None
+    current_volume_attributes_class_name: str | None = None
+
+
+class PersistentVolumeClaim(ApiModel):
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["PersistentVolumeClaim"] = "PersistentVolumeClaim"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: PersistentVolumeClaimSpec | None = None
+    status: PersistentVolumeClaimStatus | None = None
 
 
 # --- Event -------------------------------------------------------------------------------------

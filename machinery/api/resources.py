@@ -19,6 +19,7 @@ from machinery.api import (
     core_v1,
     discovery_v1,
     rbac_v1,
+    storage_v1,
 )
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -84,6 +85,11 @@ RESOURCES: tuple[ResourceInfo, ...] = (
                  short_names=("svc",), categories=("all",), subresources={"status": "Service"}),
     ResourceInfo("", "v1", "ConfigMap", "configmaps", "configmap", True, core_v1.ConfigMap, short_names=("cm",)),
     ResourceInfo("", "v1", "Secret", "secrets", "secret", True, core_v1.Secret),
+    ResourceInfo("", "v1", "PersistentVolume", "persistentvolumes", "persistentvolume", False,
+                 core_v1.PersistentVolume, short_names=("pv",), subresources={"status": "PersistentVolume"}),
+    ResourceInfo("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim", True,
+                 core_v1.PersistentVolumeClaim, short_names=("pvc",),
+                 subresources={"status": "PersistentVolumeClaim"}),
     ResourceInfo("", "v1", "Endpoints", "endpoints", "endpoints", True, core_v1.Endpoints, short_names=("ep",)),
     ResourceInfo("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice", True,
                  discovery_v1.EndpointSlice),
@@ -97,6 +103,8 @@ RESOURCES: tuple[ResourceInfo, ...] = (
                  short_names=("ds",), categories=("all",), subresources={"status": "DaemonSet"}),
     ResourceInfo("apps", "v1", "ControllerRevision", "controllerrevisions", "controllerrevision", True,
                  apps_v1.ControllerRevision),
+    ResourceInfo("storage.k8s.io", "v1", "StorageClass", "storageclasses", "storageclass", False,
+                 storage_v1.StorageClass, short_names=("sc",)),
     ResourceInfo("coordination.k8s.io", "v1", "Lease", "leases", "lease", True, coordination_v1.Lease),
     ResourceInfo(_RBAC, "v1", "ClusterRole", "clusterroles", "clusterrole", False, rbac_v1.ClusterRole),
     ResourceInfo(_RBAC, "v1", "ClusterRoleBinding", "clusterrolebindings", "clusterrolebinding", False,

@@ -1296,7 +1296,9 @@ class TestLease:
 class TestRegistry:
     def test_keys(self) -> None:
         assert set(STRATEGIES) == {"/namespaces", "/nodes", "/pods", "/events", "/serviceaccounts", "/services",
-                                   "/endpoints", "/configmaps", "/secrets", "discovery.k8s.io/endpointslices",
+                                   "/endpoints", "/configmaps", "/secrets", "/persistentvolumes",
+                                   "/persistentvolumeclaims", "storage.k8s.io/storageclasses",
+                                   "discovery.k8s.io/endpointslices",
                                    "apps/deployments", "apps/daemonsets", "apps/controllerrevisions",
                                    "apps/replicasets", "coordination.k8s.io/leases",
                                    "rbac.authorization.k8s.io/clusterroles",
