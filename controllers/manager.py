@@ -190,6 +190,24 @@ def _servicelb(ctx: ControllerContext, account: str) -> RunnableController:
     return ServiceLoadBalancerController(ctx.client_for(account), ctx.informers)
 
 
+def _persistentvolume_binder(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.volume.persistentvolume import PersistentVolumeController
+
+    return PersistentVolumeController(ctx.client_for(account), ctx.informers)
+
+
+def _pvc_protection(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.volume.pvcprotection import PVCProtectionController
+
+    return PVCProtectionController(ctx.client_for(account), ctx.informers)
+
+
+def _pv_protection(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.volume.pvprotection import PVProtectionController
+
+    return PVProtectionController(ctx.client_for(account), ctx.informers)
+
+
 # `--controllers` name -> spec. Upstream 1.30 accepts both the short names and the
 # `<name>-controller` forms, so those are aliases here.
 CONTROLLERS: dict[str, ControllerSpec] = {
@@ -211,6 +229,12 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     # k3s's ServiceLB (`--disable=servicelb` there); upstream's "service" controller is the cloud
     # provider's, in cloud-controller-manager. It writes as that controller's account, service-controller.
     "servicelb": ControllerSpec("service-controller", _servicelb, aliases=("service-lb-controller",)),
+    "persistentvolume-binder": ControllerSpec("persistent-volume-binder", _persistentvolume_binder,
+                                              aliases=("persistentvolume-binder-controller",)),
+    "pvc-protection": ControllerSpec("pvc-protection-controller", _pvc_protection,
+                                     aliases=("persistentvolumeclaim-protection-controller",)),
+    "pv-protection": ControllerSpec("pv-protection-controller", _pv_protection,
+                                    aliases=("persistentvolume-protection-controller",)),
 }
 
 
