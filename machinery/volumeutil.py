@@ -79,8 +79,8 @@ def pod_claim_names(pod: Obj) -> list[str]:
     name = (pod.get("metadata") or {}).get("name") or ""
     out = []
     for volume in spec.get("volumes") or []:
-        if volume.get("persistentVolumeClaim"):
+        if volume.get("persistentVolumeClaim") is not None:
             out.append(volume["persistentVolumeClaim"].get("claimName") or "")
-        elif volume.get("ephemeral"):
+        elif volume.get("ephemeral") is not None:
             out.append(f"{name}-{volume.get('name')}")  # ephemeral.VolumeClaimName
     return [c for c in out if c]
