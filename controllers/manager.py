@@ -193,7 +193,8 @@ def _servicelb(ctx: ControllerContext, account: str) -> RunnableController:
 def _persistentvolume_binder(ctx: ControllerContext, account: str) -> RunnableController:
     from controllers.volume.persistentvolume import PersistentVolumeController
 
-    return PersistentVolumeController(ctx.client_for(account), ctx.informers)
+    return PersistentVolumeController(ctx.client_for(account), ctx.informers,
+                                      sync_period=ctx.options.pvclaimbinder_sync_period)
 
 
 def _pvc_protection(ctx: ControllerContext, account: str) -> RunnableController:
@@ -304,6 +305,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="how long a silent node stays Ready before it is marked Unknown (default 40s)")
     p.add_argument("--node-startup-grace-period", type=parse_duration, default=60.0)
     p.add_argument("--node-monitor-period", type=parse_duration, default=5.0)
+    p.add_argument("--pvclaimbinder-sync-period", type=parse_duration, default=15.0,
+                   help="how often the persistentvolume-binder looks again at a Pending claim (default 15s)")
     p.add_argument("--pod-eviction-timeout", type=parse_duration, default=300.0,
                    help="grace before pods of an unreachable node are deleted (default 5m0s)")
     p.add_argument("--cluster-cidr", default="10.244.0.0/16")

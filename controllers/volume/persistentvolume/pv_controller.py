@@ -44,6 +44,7 @@ from machinery.volumeutil import (
     BINDING_WAIT_FOR_FIRST_CONSUMER,
     binding_mode,
     claim_class,
+    volume_class,
 )
 
 log = logging.getLogger(__name__)
@@ -79,8 +80,10 @@ def external_provisioning_message(provisioner: str) -> str:
 class PersistentVolumeController(Controller):
     name = "persistentvolume-binder"
 
-    def __init__(self, client: ApiClient, informers: SharedInformerFactory, workers: int = 1) -> None:
+    def __init__(self, client: ApiClient, informers: SharedInformerFactory, workers: int = 1,
+                 sync_period: float = 15.0) -> None:
         super().__init__(workers)
+        self.sync_period = sync_period
         self.client = client
         self.recorder = EventRecorder(client, EVENT_COMPONENT, workers=1)
         self.volumes: Informer[PersistentVolume] = informers.informer_for(PersistentVolume)
@@ -102,6 +105,12 @@ class PersistentVolumeController(Controller):
     def _volume_of(claim: PersistentVolumeClaim) -> list[str]:
         name = claim.spec.volume_name if claim.spec else None
         return [VOLUME_PREFIX + name] if name else []
+
+    def _enqueue_waiting_claims(self, class_name: str) -> None:
+        """A volume just became Available: the unbound claims of its class may now match it."""
+        for claim in self.claims.store.list():
+            if not (claim.spec and claim.spec.volume_name) and claim_class(claim.to_dict()) == class_name:
+                self.queue.add(CLAIM_PREFIX + meta_namespace_key(claim))
 
     def _class_changed(self, storage_class: StorageClass) -> None:
         for claim in self.claims.store.list():
@@ -128,6 +137,8 @@ class PersistentVolumeController(Controller):
             claim = self._claim(namespace, name)
             if claim is not None:
                 await self.sync_claim(claim)
+                if _phase(self._claim(namespace, name) or {}) == "Pending":
+                    return self.sync_period  # upstream's periodic resync (--pvclaimbinder-sync-period)
         else:
             volume = self._volume(key.removeprefix(VOLUME_PREFIX))
             if volume is not None:
@@ -293,6 +304,7 @@ class PersistentVolumeController(Controller):
         ref = spec.get("claimRef")
         if not ref:
             await self._volume_status(volume, "Available")
+            self._enqueue_waiting_claims(volume_class(volume))
             return
         if not ref.get("uid"):  # pre-bound by the user to a claim not bound yet: the claim's sync binds it
             if _phase(volume) != "Bound":
