@@ -25,14 +25,16 @@ import platform
 import random
 from typing import Any
 
-from machinery.api.core_v1 import Node, Pod
+from machinery.api.core_v1 import Node, PersistentVolumeClaim, Pod
+from machinery.api.storage_v1 import StorageClass
 from machinery.client import KUBE_VERSION, ApiClient, ApiError, ClientError
 from machinery.events import EventRecorder
 from machinery.informer import Informer, SharedInformerFactory
 from machinery.timeutil import now_rfc3339
+from machinery.volumeutil import ANN_SELECTED_NODE
 from scheduler.cache import Cache
-from scheduler.framework import FitError, Framework, PodInfo, pod_key
-from scheduler.plugins import default_framework
+from scheduler.framework import Filter, FitError, Framework, PodInfo, pod_key
+from scheduler.plugins import default_framework, volume_binding
 from scheduler.queue import (
     ASSIGNED_POD_DELETE,
     ASSIGNED_POD_UPDATE,
@@ -68,6 +70,10 @@ def user_agent() -> str:
     return f"kube-scheduler/{KUBE_VERSION} ({system}/{_arch()}) minik8s/{SCHEDULER_USERNAME}"
 
 
+# upstream's PersistentVolumeClaimAdd / PersistentVolumeClaimUpdate cluster events, as one
+PVC_CHANGE = "PersistentVolumeClaimChange"
+
+
 class Scheduler:
     def __init__(
         self,
@@ -91,6 +97,16 @@ class Scheduler:
         self.factory = SharedInformerFactory(client)
         self.node_informer: Informer[Node] = self.factory.informer_for(Node)
         self.pod_informer: Informer[Pod] = self.factory.informer_for(Pod, field_selector=POD_FIELD_SELECTOR)
+        self.claim_informer: Informer[PersistentVolumeClaim] = self.factory.informer_for(PersistentVolumeClaim)
+        self.class_informer: Informer[StorageClass] = self.factory.informer_for(StorageClass)
+        # a claim created or bound may make a pod waiting for it schedulable
+        self.claim_informer.add_event_handler(self._on_claim_change, lambda _old, new: self._on_claim_change(new),
+                                              None)
+        self.framework = Framework(
+            [*self.framework.filters, Filter(volume_binding.NAME,
+                                             volume_binding.volume_binding(self._claim, self._storage_class),
+                                             volume_binding.skip)],
+            self.framework.scores, self.framework.percentage_of_nodes_to_score)
         self.node_informer.add_event_handler(self._on_node_add, self._on_node_update, self._on_node_delete)
         self.pod_informer.add_event_handler(self._on_pod_add, self._on_pod_update, self._on_pod_delete)
         self._rng = random.Random(seed)
@@ -102,6 +118,15 @@ class Scheduler:
         self.scheduled = 0
         self.unschedulable = 0
         self.bind_errors = 0
+
+    def _on_claim_change(self, claim: PersistentVolumeClaim) -> None:
+        self.queue.move_all_to_active_or_backoff(PVC_CHANGE)
+
+    def _claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
+        return self.claim_informer.get(name, namespace)
+
+    def _storage_class(self, name: str) -> StorageClass | None:
+        return self.class_informer.get(name)
 
     # -- which pods are ours ----------------------------------------------------------------
 
@@ -247,6 +272,11 @@ class Scheduler:
         info = qpi.pod_info
         try:
             async with self._bind_slots:
+                # VolumeBinding's PreBind: delayed claims learn the node the pod goes to
+                for claim in volume_binding.claims_to_select_node(info, self._claim, self._storage_class):
+                    await self.client.patch(PersistentVolumeClaim, claim.metadata.name or "",
+                                            {"metadata": {"annotations": {ANN_SELECTED_NODE: node}}}, "merge",
+                                            info.namespace)
                 await self.client.bind(info.name, info.namespace, node, pod_uid=info.pod.metadata.uid)
         except ClientError as e:
             self.bind_errors += 1

@@ -21,6 +21,7 @@ from tests.cluster import ApiServer, Etcd, wait_for
 from tests.conftest import etcd_keys
 from tests.controller_process import ControllerProcess
 from tests.kubectl import Kubectl, find_kubectl, kubectl_dir
+from tests.scheduler_process import SchedulerProcess
 
 VERSIONS = ("1.27", "1.33")
 PVS = "/api/v1/persistentvolumes"
@@ -450,3 +451,61 @@ def test_bad_claims_and_classes_store_nothing(api: httpx.Client, etcd: Etcd, nam
     assert r.status_code == 403 and "Only bound persistent volume claims can be expanded" in r.text
     after = get(api, f"{pvcs(namespace)}/fixed")
     assert after["spec"] == before["spec"]
+
+
+# -- the scheduler's VolumeBinding -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def volume_scheduler(workdir: Any, apiserver: ApiServer) -> Iterator[SchedulerProcess]:
+    """A scheduler of its own name: it takes only this module's pods, not other tests' pending ones."""
+    process = SchedulerProcess(workdir, apiserver.url, f"pv-scheduler-{suffix()}")
+    try:
+        process.start()
+        yield process
+    finally:
+        process.stop()
+
+
+def ready_node(api: httpx.Client, name: str) -> None:
+    resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    create(api, "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "labels": {"kubernetes.io/hostname": name}}, "status": {
+        "capacity": resources, "allocatable": resources,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}})
+
+
+def pod_with_claim(name: str, claim_name: str, scheduler: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
+        "schedulerName": scheduler, "containers": [{"name": "c", "image": "busybox"}],
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]}}
+
+
+def test_scheduler_volume_binding(api: httpx.Client, namespace: str, owned: Volumes,
+                                  volume_scheduler: SchedulerProcess) -> None:
+    s = suffix()
+    node, cls = f"pvnode-{s}", f"wffc-{s}"
+    ready_node(api, node)
+    owned.paths.append(f"/api/v1/nodes/{node}")
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    try:
+        # a missing claim, and an unbound Immediate claim, keep a pod unscheduled with upstream's words
+        create(api, pods, pod_with_claim("no-claim", "nope", volume_scheduler.name))
+        event = wait_event(api, namespace, "no-claim", "FailedScheduling")
+        assert 'persistentvolumeclaim "nope" not found' in event[2], event
+        create(api, pvcs(namespace), claim("unbound", "1Gi", f"none-{s}"))
+        create(api, pods, pod_with_claim("waits", "unbound", volume_scheduler.name))
+        event = wait_event(api, namespace, "waits", "FailedScheduling")
+        assert "pod has unbound immediate PersistentVolumeClaims" in event[2], event
+        # a WaitForFirstConsumer claim: the pod is scheduled, the claim learns the node, then binds
+        owned.add(SCS, storage_class(cls, mode="WaitForFirstConsumer", provisioner="kubernetes.io/no-provisioner"))
+        owned.add(PVS, volume(f"wffc-{s}", "1Gi", cls))
+        create(api, pvcs(namespace), claim("late", "1Gi", cls))
+        wait_event(api, namespace, "late", "WaitForFirstConsumer")
+        create(api, pods, pod_with_claim("consumer", "late", volume_scheduler.name))
+        wait_for(lambda: get(api, f"{pods}/consumer")["spec"].get("nodeName") == node, 20, what="pod scheduled")
+        bound = wait_phase(api, f"{pvcs(namespace)}/late", "Bound")
+        assert bound["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == node
+        assert bound["spec"]["volumeName"] == f"wffc-{s}"
+    finally:
+        api.request("DELETE", pods, json={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
