@@ -303,8 +303,9 @@ class PersistentVolumeController(Controller):
         spec = volume.get("spec") or {}
         ref = spec.get("claimRef")
         if not ref:
-            await self._volume_status(volume, "Available")
-            self._enqueue_waiting_claims(volume_class(volume))
+            if _phase(volume) != "Available":  # newly Available (created, or unbound): claims may now fit
+                await self._volume_status(volume, "Available")
+                self._enqueue_waiting_claims(volume_class(volume))
             return
         if not ref.get("uid"):  # pre-bound by the user to a claim not bound yet: the claim's sync binds it
             if _phase(volume) != "Bound":
@@ -337,6 +338,7 @@ class PersistentVolumeController(Controller):
         _meta(volume).get("annotations", {}).pop(ANN_BOUND_BY_CONTROLLER, None)
         updated = await self.client.update(PersistentVolume.from_dict(volume), field_manager=EVENT_COMPONENT)
         await self._volume_status(updated.to_dict(), "Available")
+        self._enqueue_waiting_claims(volume_class(volume))
 
     async def _released(self, volume: Obj) -> None:
         """The claim is gone: Released, then the reclaim policy (reclaimVolume)."""
