@@ -509,3 +509,43 @@ def test_scheduler_volume_binding(api: httpx.Client, namespace: str, owned: Volu
         assert bound["spec"]["volumeName"] == f"wffc-{s}"
     finally:
         api.request("DELETE", pods, json={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
+
+
+def test_kubectl_apply_and_describe(kubectl: Kubectl, api: httpx.Client, namespace: str, owned: Volumes) -> None:
+    """apply validates against the OpenAPI documents (v2 protobuf for 1.27, v3 for 1.33) and then patches."""
+    s = suffix()
+    manifest = f"""
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {{name: ap-{s}}}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: Immediate
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: ap-{s}}}
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteOnce]
+  storageClassName: ap-{s}
+  hostPath: {{path: /tmp/ap-{s}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: ap}}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: ap-{s}
+  resources: {{requests: {{storage: 1Gi}}}}
+"""
+    owned.paths += [f"{SCS}/ap-{s}", f"{PVS}/ap-{s}"]
+    out = kubectl.run("apply", "-f", "-", stdin=manifest).ok().stdout
+    assert f"storageclass.storage.k8s.io/ap-{s} created" in out and f"persistentvolume/ap-{s} created" in out
+    assert "persistentvolumeclaim/ap created" in out
+    wait_phase(api, f"{pvcs(namespace)}/ap", "Bound")
+    grown = manifest.replace("capacity: {storage: 1Gi}", "capacity: {storage: 2Gi}")
+    again = kubectl.run("apply", "-f", "-", stdin=grown).ok().stdout
+    assert f"persistentvolume/ap-{s} configured" in again and "persistentvolumeclaim/ap unchanged" in again
+    assert get(api, f"{PVS}/ap-{s}")["spec"]["capacity"] == {"storage": "2Gi"}
+    described = kubectl.run("describe", "pvc", "ap").ok().stdout
+    assert f"Volume:        ap-{s}" in described and "Bound" in described, described
