@@ -31,7 +31,9 @@ DEFAULT_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 @pytest.fixture(scope="module")
 def controllers(workdir: Any, apiserver: ApiServer) -> Iterator[ControllerProcess]:
-    process = ControllerProcess(workdir, apiserver.url, ["persistentvolume-binder", "pvc-protection", "pv-protection"])
+    # no periodic resync within a test's time: binding must follow from the events themselves
+    process = ControllerProcess(workdir, apiserver.url, ["persistentvolume-binder", "pvc-protection", "pv-protection"],
+                                "--pvclaimbinder-sync-period", "10m")
     try:
         process.start()
         yield process

@@ -40,7 +40,8 @@ def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
 def cm(workdir: Path, secure: SecureApiServer) -> Iterator[ControllerProcess]:
     process = ControllerProcess(workdir, secure.secure_url, ["persistentvolume-binder", "pvc-protection",
                                                              "pv-protection"],
-                                "--kubeconfig", str(secure.kubeconfig("controller-manager")))
+                                "--kubeconfig", str(secure.kubeconfig("controller-manager")),
+                                "--pvclaimbinder-sync-period", "10m")  # binding follows from events alone
     try:
         process.start()
         yield process

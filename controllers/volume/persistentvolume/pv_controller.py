@@ -89,7 +89,8 @@ class PersistentVolumeController(Controller):
         self.volumes: Informer[PersistentVolume] = informers.informer_for(PersistentVolume)
         self.claims: Informer[PersistentVolumeClaim] = informers.informer_for(PersistentVolumeClaim)
         self.classes: Informer[StorageClass] = informers.informer_for(StorageClass)
-        self.watch(self.volumes, lambda v: [VOLUME_PREFIX + meta_namespace_key(v), *self._claim_of(v)])
+        self.watch(self.volumes, lambda v: [VOLUME_PREFIX + meta_namespace_key(v), *self._claim_of(v),
+                                            *self._waiting_claims(v)])
         self.watch(self.claims, lambda c: [CLAIM_PREFIX + meta_namespace_key(c), *self._volume_of(c)])
         # a class appearing can unblock claims that name it
         self.classes.add_event_handler(on_add=self._class_changed, on_update=lambda _o, n: self._class_changed(n),
@@ -106,11 +107,15 @@ class PersistentVolumeController(Controller):
         name = claim.spec.volume_name if claim.spec else None
         return [VOLUME_PREFIX + name] if name else []
 
-    def _enqueue_waiting_claims(self, class_name: str) -> None:
-        """A volume just became Available: the unbound claims of its class may now match it."""
-        for claim in self.claims.store.list():
-            if not (claim.spec and claim.spec.volume_name) and claim_class(claim.to_dict()) == class_name:
-                self.queue.add(CLAIM_PREFIX + meta_namespace_key(claim))
+    def _waiting_claims(self, volume: PersistentVolume) -> list[str]:
+        """The cache shows an Available, unbound volume (created, freed, or its phase just written): the
+        unbound claims of its class may match it now rather than at their next resync."""
+        if volume.spec is None or volume.spec.claim_ref is not None or \
+                volume.status is None or volume.status.phase != "Available":
+            return []
+        class_name = volume_class(volume.to_dict())
+        return [CLAIM_PREFIX + meta_namespace_key(c) for c in self.claims.store.list()
+                if not (c.spec and c.spec.volume_name) and claim_class(c.to_dict()) == class_name]
 
     def _class_changed(self, storage_class: StorageClass) -> None:
         for claim in self.claims.store.list():
@@ -303,9 +308,7 @@ class PersistentVolumeController(Controller):
         spec = volume.get("spec") or {}
         ref = spec.get("claimRef")
         if not ref:
-            if _phase(volume) != "Available":  # newly Available (created, or unbound): claims may now fit
-                await self._volume_status(volume, "Available")
-                self._enqueue_waiting_claims(volume_class(volume))
+            await self._volume_status(volume, "Available")
             return
         if not ref.get("uid"):  # pre-bound by the user to a claim not bound yet: the claim's sync binds it
             if _phase(volume) != "Bound":
@@ -338,7 +341,6 @@ class PersistentVolumeController(Controller):
         _meta(volume).get("annotations", {}).pop(ANN_BOUND_BY_CONTROLLER, None)
         updated = await self.client.update(PersistentVolume.from_dict(volume), field_manager=EVENT_COMPONENT)
         await self._volume_status(updated.to_dict(), "Available")
-        self._enqueue_waiting_claims(volume_class(volume))
 
     async def _released(self, volume: Obj) -> None:
         """The claim is gone: Released, then the reclaim policy (reclaimVolume)."""
