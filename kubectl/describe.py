@@ -28,6 +28,7 @@ from machinery.selectors import escape_field_value
 from machinery.timeutil import parse_rfc3339 as parse_time
 from machinery.timeutil import translate_timestamp_since as since
 from machinery.types import Obj
+from machinery.volumeutil import access_modes_short, claim_class, is_default_class, pod_claim_names, volume_class
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 MAX_ANNOTATION_LEN = 140
@@ -1192,6 +1193,153 @@ async def describe_configmap(ctx: Context, cm: Obj) -> str:
     return configmap_description(cm, await search_events(ctx, cm, "ConfigMap"))
 
 
+# ---------------------------------------------------------------------------------------------
+# Storage (upstream describe.go: PersistentVolumeDescriber, PersistentVolumeClaimDescriber,
+# StorageClassDescriber)
+# ---------------------------------------------------------------------------------------------
+
+
+def _finalizers(meta: Obj) -> str:
+    return "[" + " ".join(_l(meta.get("finalizers"))) + "]"  # Go's %v of a []string
+
+
+def _phase_line(obj: Obj) -> str:
+    deleted = _d(obj.get("metadata")).get("deletionTimestamp")
+    if deleted:
+        return f"Status:\tTerminating (lasts {since(deleted)})\n"
+    return f"Status:\t{_d(obj.get('status')).get('phase') or ''}\n"
+
+
+def _storage_string(resources: Any) -> str:
+    value = _d(resources).get("storage")
+    return str(quantity(value)) if value is not None else "0"
+
+
+def _print_volume_node_affinity(w: PrefixWriter, affinity: Any) -> None:
+    required = _d(affinity).get("required")
+    w.write(0, "Node Affinity:\t")
+    if not required:
+        w.write(0, "<none>\n")
+        return
+    w.write(0, "\n")
+    w.write(1, "Required Terms:\t")
+    terms = _l(_d(required).get("nodeSelectorTerms"))
+    if not terms:
+        w.write(0, "<none>\n")
+        return
+    w.write(0, "\n")
+    for i, term in enumerate(terms):
+        w.write(2, f"Term {i}:\t")
+        expressions = _l(_d(term).get("matchExpressions"))
+        if not expressions:
+            w.write(0, "<none>\n")
+        for j, req in enumerate(expressions):
+            if j:
+                w.write(2, "\t")
+            text = f"{req.get('key', '')} {str(req.get('operator', '')).lower()}"
+            if req.get("values"):
+                text += f" [{', '.join(req['values'])}]"
+            w.write(0, f"{text}\n")
+
+
+def persistent_volume_description(pv: Obj, events: list[Obj] | None) -> str:
+    meta, spec, status = _d(pv.get("metadata")), _d(pv.get("spec")), _d(pv.get("status"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    w.write(0, f"Finalizers:\t{_finalizers(meta)}\n")
+    w.write(0, f"StorageClass:\t{volume_class(pv)}\n")
+    w.write(0, _phase_line(pv))
+    ref = _d(spec.get("claimRef"))
+    w.write(0, f"Claim:\t{ref.get('namespace', '')}/{ref.get('name', '')}\n" if ref else "Claim:\t\n")
+    w.write(0, f"Reclaim Policy:\t{spec.get('persistentVolumeReclaimPolicy') or ''}\n")
+    w.write(0, f"Access Modes:\t{access_modes_short(spec.get('accessModes'))}\n")
+    if spec.get("volumeMode"):
+        w.write(0, f"VolumeMode:\t{spec['volumeMode']}\n")
+    w.write(0, f"Capacity:\t{_storage_string(spec.get('capacity'))}\n")
+    _print_volume_node_affinity(w, spec.get("nodeAffinity"))
+    w.write(0, f"Message:\t{status.get('message') or ''}\n")
+    w.write(0, "Source:\n")
+    if spec.get("hostPath") is not None:
+        host = _d(spec["hostPath"])
+        w.write(2, f"Type:\tHostPath (bare host directory volume)\n    Path:\t{host.get('path', '')}\n"
+                   f"    HostPathType:\t{host.get('type') or ''}\n")
+    elif spec.get("local") is not None:
+        w.write(2, "Type:\tLocalVolume (a persistent volume backed by local storage on a node)\n"
+                   f"    Path:\t{_d(spec['local']).get('path', '')}\n")
+    if events is not None:
+        describe_events(w, events)
+    return w.text()
+
+
+def persistent_volume_claim_description(pvc: Obj, pods: list[Obj], events: list[Obj] | None) -> str:
+    meta, spec, status = _d(pvc.get("metadata")), _d(pvc.get("spec")), _d(pvc.get("status"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    w.write(0, f"StorageClass:\t{claim_class(pvc)}\n")
+    w.write(0, _phase_line(pvc))
+    w.write(0, f"Volume:\t{spec.get('volumeName') or ''}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    w.write(0, f"Finalizers:\t{_finalizers(meta)}\n")
+    capacity = modes = ""
+    if spec.get("volumeName"):
+        capacity = _storage_string(status.get("capacity"))
+        modes = access_modes_short(status.get("accessModes"))
+    w.write(0, f"Capacity:\t{capacity}\n")
+    w.write(0, f"Access Modes:\t{modes}\n")
+    if spec.get("volumeMode"):
+        w.write(0, f"VolumeMode:\t{spec['volumeMode']}\n")
+    names = sorted(_d(p.get("metadata")).get("name", "") for p in pods)
+    w.write(0, "Used By:\t" + ("\n\t".join(names) if names else "<none>") + "\n")
+    if events is not None:
+        describe_events(w, events)
+    return w.text()
+
+
+def storage_class_description(sc: Obj, events: list[Obj] | None) -> str:
+    meta = _d(sc.get("metadata"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"IsDefaultClass:\t{'Yes' if is_default_class(sc) else 'No'}\n")
+    w.write(0, f"Annotations:\t{format_labels(meta.get('annotations'))}\n")
+    w.write(0, f"Provisioner:\t{sc.get('provisioner') or ''}\n")
+    w.write(0, f"Parameters:\t{format_labels(sc.get('parameters'))}\n")
+    expansion = sc.get("allowVolumeExpansion")
+    w.write(0, f"AllowVolumeExpansion:\t{'<unset>' if expansion is None else str(bool(expansion))}\n")
+    options = _l(sc.get("mountOptions"))
+    w.write(0, f"MountOptions:\t{'<none>' if not options else ''}\n")
+    for option in options:
+        w.write(1, f"{option}\n")
+    if sc.get("reclaimPolicy"):
+        w.write(0, f"ReclaimPolicy:\t{sc['reclaimPolicy']}\n")
+    if sc.get("volumeBindingMode"):
+        w.write(0, f"VolumeBindingMode:\t{sc['volumeBindingMode']}\n")
+    if events is not None:
+        describe_events(w, events)
+    return w.text()
+
+
+async def describe_persistent_volume(ctx: Context, pv: Obj) -> str:
+    return persistent_volume_description(pv, await search_events(ctx, pv, "PersistentVolume"))
+
+
+async def describe_persistent_volume_claim(ctx: Context, pvc: Obj) -> str:
+    meta = _d(pvc.get("metadata"))
+    try:
+        pods = await _list(ctx, PODS, meta.get("namespace") or ctx.namespace)
+    except ApiError:
+        pods = []
+    users = [p for p in pods if meta.get("name") in pod_claim_names(p)]
+    return persistent_volume_claim_description(pvc, users, await search_events(ctx, pvc, "PersistentVolumeClaim"))
+
+
+async def describe_storage_class(ctx: Context, sc: Obj) -> str:
+    return storage_class_description(sc, await search_events(ctx, sc, "StorageClass"))
+
+
 _ACRONYMS = {"API", "URL", "UID", "OSB", "GUID", "IP", "CIDR"}
 
 
@@ -1255,6 +1403,9 @@ DESCRIBERS: dict[tuple[str, str], Describer] = {
     ("discovery.k8s.io", "EndpointSlice"): describe_endpoint_slice,
     ("", "Secret"): describe_secret,
     ("", "ConfigMap"): describe_configmap,
+    ("", "PersistentVolume"): describe_persistent_volume,
+    ("", "PersistentVolumeClaim"): describe_persistent_volume_claim,
+    ("storage.k8s.io", "StorageClass"): describe_storage_class,
 }
 
 
