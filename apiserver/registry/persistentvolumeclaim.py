@@ -3,8 +3,9 @@ ValidatePersistentVolumeClaimUpdate and ...StatusUpdate in pkg/apis/core/validat
 pkg/registry/core/persistentvolumeclaim/strategy.go).
 
 A claim's spec is fixed at creation, except resources.requests (growing only; whether the class
-allows it is the PersistentVolumeClaimResize admission's question) and volumeName while unset (the
-binder fills it).
+allows it is the PersistentVolumeClaimResize admission's question), volumeName while unset (the
+binder fills it) and storageClassName while nil (the binder gives it the default class later,
+RetroactiveDefaultStorageClass).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from apiserver.validation import (
     validate_quantity,
 )
 from machinery.types import Obj
+from machinery.volumeutil import BETA_STORAGE_CLASS_ANNOTATION
 
 SPEC_IMMUTABLE = "spec is immutable after creation except resources.requests and volumeAttributesClassName for " \
                  "bound claims"
@@ -63,6 +65,9 @@ class PersistentVolumeClaimStrategy(Strategy):
         spec, old_spec = copy.deepcopy(new.get("spec") or {}), copy.deepcopy(old.get("spec") or {})
         if not old_spec.get("volumeName"):
             old_spec["volumeName"] = spec.get("volumeName")  # set once, by the binder or the user
+        if old_spec.get("storageClassName") is None and spec.get("storageClassName") \
+                and BETA_STORAGE_CLASS_ANNOTATION not in ((old.get("metadata") or {}).get("annotations") or {}):
+            old_spec["storageClassName"] = spec["storageClassName"]  # a class given once (retroactive default)
         for s in (spec, old_spec):
             (s.get("resources") or {}).pop("requests", None)
         errs = []

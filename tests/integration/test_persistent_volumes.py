@@ -551,3 +551,18 @@ spec:
     assert get(api, f"{PVS}/ap-{s}")["spec"]["capacity"] == {"storage": "2Gi"}
     described = kubectl.run("describe", "pvc", "ap").ok().stdout
     assert f"Volume:        ap-{s}" in described and "Bound" in described, described
+
+
+def test_retroactive_default_storage_class(api: httpx.Client, namespace: str, owned: Volumes) -> None:
+    """A claim made while no class was default gets the default class once one exists, then binds."""
+    s = suffix()
+    defaults = [c["metadata"]["name"] for c in get(api, SCS)["items"]
+                if (c["metadata"].get("annotations") or {}).get(DEFAULT_ANNOTATION) == "true"]
+    assert defaults == [], f"another test left a default class: {defaults}"
+    early = create(api, pvcs(namespace), claim("early", "1Gi", None))
+    assert "storageClassName" not in early["spec"]
+    owned.add(PVS, volume(f"late-default-{s}", "1Gi", f"late-default-{s}"))
+    owned.add(SCS, storage_class(f"late-default-{s}", default=True))
+    bound = wait_phase(api, f"{pvcs(namespace)}/early", "Bound")
+    assert bound["spec"]["storageClassName"] == f"late-default-{s}"
+    assert bound["spec"]["volumeName"] == f"late-default-{s}"

@@ -41,9 +41,12 @@ from machinery.volumeutil import (
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
     ANN_STORAGE_PROVISIONER,
+    BETA_STORAGE_CLASS_ANNOTATION,
     BINDING_WAIT_FOR_FIRST_CONSUMER,
     binding_mode,
     claim_class,
+    default_class,
+    is_default_class,
     volume_class,
 )
 
@@ -118,8 +121,14 @@ class PersistentVolumeController(Controller):
                 if not (c.spec and c.spec.volume_name) and claim_class(c.to_dict()) == class_name]
 
     def _class_changed(self, storage_class: StorageClass) -> None:
+        """Claims of the class (or, for a default class, claims of none) may go further now."""
+        default = is_default_class(storage_class.to_dict())
         for claim in self.claims.store.list():
-            if claim_class(claim.to_dict()) == storage_class.metadata.name and _phase(claim.to_dict()) == "Pending":
+            raw = claim.to_dict()
+            if _phase(raw) != "Pending":
+                continue
+            unset = raw.get("spec", {}).get("storageClassName") is None
+            if claim_class(raw) == storage_class.metadata.name or (default and unset):
                 self.queue.add(CLAIM_PREFIX + meta_namespace_key(claim))
 
     # -- lookups from the caches -----------------------------------------------------------------
@@ -159,6 +168,16 @@ class PersistentVolumeController(Controller):
             await self._sync_bound_claim(claim)
 
     async def _sync_unbound_claim(self, claim: Obj) -> None:
+        if (claim.get("spec") or {}).get("storageClassName") is None \
+                and BETA_STORAGE_CLASS_ANNOTATION not in _annotations(claim):
+            # RetroactiveDefaultStorageClass: a claim made before any default class existed gets it now
+            chosen = default_class([c.to_dict() for c in self.classes.store.list()])
+            if chosen is not None:
+                claim = copy.deepcopy(claim)
+                claim["spec"]["storageClassName"] = chosen["metadata"]["name"]
+                log.info("assigning StorageClass[%s] to PersistentVolumeClaim[%s/%s]", chosen["metadata"]["name"],
+                         claim["metadata"].get("namespace"), claim["metadata"]["name"])
+                claim = await self._update_claim(claim)
         volume_name = (claim.get("spec") or {}).get("volumeName") or ""
         if not volume_name:
             delay = self._delay_binding(claim)

@@ -156,6 +156,13 @@ def test_claim_update_rules() -> None:
     assert full(s.validate_update(renamed, named)) == [
         "spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName "
         "for bound claims"]
+    classless = created(s, pvc())
+    given = copy.deepcopy(classless)
+    given["spec"]["storageClassName"] = "std"  # nil -> a class: the binder's retroactive default
+    assert s.validate_update(given, classless) == []
+    changed = copy.deepcopy(given)
+    changed["spec"]["storageClassName"] = "gold"
+    assert len(s.validate_update(changed, given)) == 1
     grown = copy.deepcopy(old)
     grown["spec"]["resources"]["requests"]["storage"] = "2Gi"
     assert s.validate_update(grown, old) == []
