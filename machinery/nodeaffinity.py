@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from machinery.api.core_v1 import NodeSelectorRequirement, NodeSelectorTerm, Pod
+from machinery.api.core_v1 import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod
 from machinery.selectors import (
     DOES_NOT_EXIST,
     EXISTS,
@@ -91,3 +91,9 @@ class RequiredNodeAffinity:
         if self._terms is None:
             return True
         return any(term.matches(labels, node_name) for term in self._terms)
+
+
+def node_selector_matches(selector: NodeSelector, labels: Mapping[str, str], node_name: str) -> bool:
+    """A NodeSelector on its own (a PersistentVolume's spec.nodeAffinity.required, upstream's
+    CheckNodeAffinity): any one term matches; an empty list matches nothing."""
+    return any(NodeSelectorTermMatcher(t).matches(labels, node_name) for t in selector.node_selector_terms)

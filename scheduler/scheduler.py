@@ -25,7 +25,7 @@ import platform
 import random
 from typing import Any
 
-from machinery.api.core_v1 import Node, PersistentVolumeClaim, Pod
+from machinery.api.core_v1 import Node, PersistentVolume, PersistentVolumeClaim, Pod
 from machinery.api.storage_v1 import StorageClass
 from machinery.client import KUBE_VERSION, ApiClient, ApiError, ClientError
 from machinery.events import EventRecorder
@@ -99,12 +99,14 @@ class Scheduler:
         self.pod_informer: Informer[Pod] = self.factory.informer_for(Pod, field_selector=POD_FIELD_SELECTOR)
         self.claim_informer: Informer[PersistentVolumeClaim] = self.factory.informer_for(PersistentVolumeClaim)
         self.class_informer: Informer[StorageClass] = self.factory.informer_for(StorageClass)
+        self.volume_informer: Informer[PersistentVolume] = self.factory.informer_for(PersistentVolume)
         # a claim created or bound may make a pod waiting for it schedulable
         self.claim_informer.add_event_handler(self._on_claim_change, lambda _old, new: self._on_claim_change(new),
                                               None)
         self.framework = Framework(
             [*self.framework.filters, Filter(volume_binding.NAME,
-                                             volume_binding.volume_binding(self._claim, self._storage_class),
+                                             volume_binding.volume_binding(self._claim, self._storage_class,
+                                                                           self.volume_informer.get),
                                              volume_binding.skip)],
             self.framework.scores, self.framework.percentage_of_nodes_to_score)
         self.node_informer.add_event_handler(self._on_node_add, self._on_node_update, self._on_node_delete)

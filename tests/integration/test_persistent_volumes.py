@@ -477,6 +477,15 @@ def ready_node(api: httpx.Client, name: str) -> None:
         "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}})
 
 
+def local_volume(name: str, size: str, cls: str, node: str) -> dict[str, Any]:
+    body = volume(name, size, cls)
+    del body["spec"]["hostPath"]
+    body["spec"]["local"] = {"path": f"/mnt/disks/{name}"}
+    body["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}
+    return body
+
+
 def pod_with_claim(name: str, claim_name: str, scheduler: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
         "schedulerName": scheduler, "containers": [{"name": "c", "image": "busybox"}],
@@ -501,7 +510,9 @@ def test_scheduler_volume_binding(api: httpx.Client, namespace: str, owned: Volu
         assert "pod has unbound immediate PersistentVolumeClaims" in event[2], event
         # a WaitForFirstConsumer claim: the pod is scheduled, the claim learns the node, then binds
         owned.add(SCS, storage_class(cls, mode="WaitForFirstConsumer", provisioner="kubernetes.io/no-provisioner"))
-        owned.add(PVS, volume(f"wffc-{s}", "1Gi", cls))
+        # local volumes: the smaller one is on another node, so only the node filter keeps it out
+        owned.add(PVS, local_volume(f"wffc-{s}", "2Gi", cls, node))
+        owned.add(PVS, local_volume(f"elsewhere-{s}", "1Gi", cls, f"other-{s}"))
         create(api, pvcs(namespace), claim("late", "1Gi", cls))
         wait_event(api, namespace, "late", "WaitForFirstConsumer")
         create(api, pods, pod_with_claim("consumer", "late", volume_scheduler.name))
@@ -509,6 +520,14 @@ def test_scheduler_volume_binding(api: httpx.Client, namespace: str, owned: Volu
         bound = wait_phase(api, f"{pvcs(namespace)}/late", "Bound")
         assert bound["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == node
         assert bound["spec"]["volumeName"] == f"wffc-{s}"
+        assert get(api, f"{PVS}/elsewhere-{s}")["status"]["phase"] == "Available"
+        # a bound local volume of another node keeps its pod off this one
+        owned.add(PVS, local_volume(f"pinned-{s}", "1Gi", f"pin-{s}", f"other-{s}"))
+        create(api, pvcs(namespace), claim("pinned", "1Gi", f"pin-{s}"))
+        wait_phase(api, f"{pvcs(namespace)}/pinned", "Bound")
+        create(api, pods, pod_with_claim("stranded", "pinned", volume_scheduler.name))
+        event = wait_event(api, namespace, "stranded", "FailedScheduling")
+        assert "node(s) had volume node affinity conflict" in event[2], event
     finally:
         api.request("DELETE", pods, json={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
 

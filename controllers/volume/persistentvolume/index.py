@@ -8,6 +8,10 @@ the claim's; a volume pre-bound to the claim (claimRef naming it) wins over all 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from machinery.api.core_v1 import NodeSelector
+from machinery.nodeaffinity import node_selector_matches
 from machinery.quantity import Quantity, parse_quantity
 from machinery.selectors import selector_from_label_selector
 from machinery.types import Obj
@@ -67,8 +71,16 @@ def satisfies_claim(volume: Obj, claim: Obj) -> str:
     return ""
 
 
-def find_best_match(claim: Obj, volumes: list[Obj], delay_binding: bool) -> Obj | None:
-    """findMatchingVolume without the scheduler's node: with delayBinding only a pre-bound volume matches."""
+def volume_allows_node(volume: Obj, labels: Mapping[str, str], node_name: str) -> bool:
+    """CheckNodeAffinity: no required node affinity, or one the node satisfies."""
+    required = ((volume.get("spec") or {}).get("nodeAffinity") or {}).get("required")
+    return required is None or node_selector_matches(NodeSelector.from_dict(required), labels, node_name)
+
+
+def find_best_match(claim: Obj, volumes: list[Obj], delay_binding: bool,
+                    node: tuple[Mapping[str, str], str] | None = None) -> Obj | None:
+    """findMatchingVolume: with delayBinding (and no node chosen) only a pre-bound volume matches; with
+    the scheduler's node (labels, name), only volumes whose node affinity allows it."""
     spec = claim.get("spec") or {}
     requested = claim_request(claim)
     requested_class = claim_class(claim)
@@ -80,15 +92,16 @@ def find_best_match(claim: Obj, volumes: list[Obj], delay_binding: bool) -> Obj 
             continue
         if volume_mode_mismatch(claim, volume) or (volume.get("metadata") or {}).get("deletionTimestamp"):
             continue
+        allowed = node is None or volume_allows_node(volume, *node)
         if is_volume_bound_to_claim(volume, claim):
-            return volume
+            return volume if allowed else None
         if delay_binding:
             continue
         if (volume.get("status") or {}).get("phase") != "Available" or vspec.get("claimRef"):
             continue
         if selector is not None and not selector.matches((volume.get("metadata") or {}).get("labels") or {}):
             continue
-        if volume_class(volume) != requested_class:
+        if volume_class(volume) != requested_class or not allowed:
             continue
         capacity = volume_capacity(volume)
         if capacity >= requested and (smallest is None or volume_capacity(smallest) > capacity):

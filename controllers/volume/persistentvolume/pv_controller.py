@@ -28,7 +28,7 @@ import logging
 from typing import Any
 
 from controllers.volume.persistentvolume.index import find_best_match, is_volume_bound_to_claim, satisfies_claim
-from machinery.api.core_v1 import PersistentVolume, PersistentVolumeClaim
+from machinery.api.core_v1 import Node, PersistentVolume, PersistentVolumeClaim
 from machinery.api.storage_v1 import StorageClass
 from machinery.client import ApiClient, ApiError
 from machinery.controller import Controller
@@ -92,6 +92,8 @@ class PersistentVolumeController(Controller):
         self.volumes: Informer[PersistentVolume] = informers.informer_for(PersistentVolume)
         self.claims: Informer[PersistentVolumeClaim] = informers.informer_for(PersistentVolumeClaim)
         self.classes: Informer[StorageClass] = informers.informer_for(StorageClass)
+        self.nodes: Informer[Node] = informers.informer_for(Node)
+        self.informers.append(self.nodes)
         self.watch(self.volumes, lambda v: [VOLUME_PREFIX + meta_namespace_key(v), *self._claim_of(v),
                                             *self._waiting_claims(v)])
         self.watch(self.claims, lambda c: [CLAIM_PREFIX + meta_namespace_key(c), *self._volume_of(c)])
@@ -181,7 +183,8 @@ class PersistentVolumeController(Controller):
         volume_name = (claim.get("spec") or {}).get("volumeName") or ""
         if not volume_name:
             delay = self._delay_binding(claim)
-            volume = find_best_match(claim, [v.to_dict() for v in self.volumes.store.list()], delay)
+            volume = find_best_match(claim, [v.to_dict() for v in self.volumes.store.list()], delay,
+                                     self._selected_node(claim))
             if volume is None:
                 await self._no_volume(claim, delay)
                 return
@@ -206,6 +209,14 @@ class PersistentVolumeController(Controller):
             self._event(claim, "Warning", "FailedBinding",
                         f'volume "{volume_name}" already bound to a different claim.')
             await self._claim_status(claim, "Pending", None)
+
+    def _selected_node(self, claim: Obj) -> tuple[dict[str, str], str] | None:
+        """The scheduler's node for a delayed claim: its labels (none if it is not in the cache) and name."""
+        name = _annotations(claim).get(ANN_SELECTED_NODE)
+        if not name:
+            return None
+        node = self.nodes.store.get(name)
+        return dict((node.metadata.labels or {}) if node is not None else {}), name
 
     def _delay_binding(self, claim: Obj) -> bool:
         """IsDelayBindingMode, unless the scheduler has chosen a node already."""

@@ -62,3 +62,17 @@ def test_pre_bound_volume_wins_and_survives_delay() -> None:
     assert find_best_match(claim(), [volume("small", "1Gi")], True) is None
     stale = volume("stale", "1Gi", claimRef={"namespace": "ns", "name": "c", "uid": "old"})
     assert find_best_match(claim(), [stale], False) is None  # bound to an earlier claim of the same name
+
+
+def test_node_affinity_with_the_selected_node() -> None:
+    def pinned(name: str, size: str, node: str) -> Obj:
+        return volume(name, size, nodeAffinity={"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}})
+
+    vols = [pinned("on-b", "1Gi", "b"), pinned("on-a", "2Gi", "a"), volume("anywhere", "3Gi")]
+    assert names(find_best_match(claim(), vols, False, ({"kubernetes.io/hostname": "a"}, "a"))) == "on-a"
+    assert names(find_best_match(claim(), vols, False, ({"kubernetes.io/hostname": "c"}, "c"))) == "anywhere"
+    assert names(find_best_match(claim(), vols, False)) == "on-b"  # no node chosen: affinity is not asked
+    mine = pinned("mine", "1Gi", "b")
+    mine["spec"]["claimRef"] = {"namespace": "ns", "name": "c"}
+    assert find_best_match(claim(), [mine], False, ({"kubernetes.io/hostname": "a"}, "a")) is None
