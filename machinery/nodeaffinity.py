@@ -1,5 +1,6 @@
 """Required node affinity matching (upstream k8s.io/component-helpers/scheduling/corev1/nodeaffinity),
-shared by the scheduler's NodeAffinity plugin and the DaemonSet controller's node eligibility.
+shared by the scheduler's NodeAffinity plugin, the DaemonSet controller's node eligibility and, for a
+PersistentVolume's spec.nodeAffinity, the scheduler's VolumeBinding and the volume binder.
 
 nodeSelector needs every label equal; required affinity needs any one of its terms; a term needs all
 of its matchExpressions (on labels: In, NotIn, Exists, DoesNotExist, Gt, Lt) and matchFields

@@ -76,3 +76,14 @@ def test_node_affinity_with_the_selected_node() -> None:
     mine = pinned("mine", "1Gi", "b")
     mine["spec"]["claimRef"] = {"namespace": "ns", "name": "c"}
     assert find_best_match(claim(), [mine], False, ({"kubernetes.io/hostname": "a"}, "a")) is None
+
+
+def test_registered_under_upstream_names_and_accounts() -> None:
+    from controllers.manager import CONTROLLERS, enabled_controllers, parse_args
+
+    assert CONTROLLERS["persistentvolume-binder"].service_account == "persistent-volume-binder"
+    assert CONTROLLERS["pvc-protection"].service_account == "pvc-protection-controller"
+    assert CONTROLLERS["pv-protection"].service_account == "pv-protection-controller"
+    assert {"persistentvolume-binder", "pvc-protection", "pv-protection"} <= set(enabled_controllers(["*"]))
+    assert enabled_controllers(["persistentvolume-binder-controller"]) == ["persistentvolume-binder"]
+    assert parse_args(["--pvclaimbinder-sync-period", "30s"]).pvclaimbinder_sync_period == 30.0
