@@ -1298,6 +1298,7 @@ class TestRegistry:
         assert set(STRATEGIES) == {"/namespaces", "/nodes", "/pods", "/events", "/serviceaccounts", "/services",
                                    "/endpoints", "/configmaps", "/secrets", "discovery.k8s.io/endpointslices",
                                    "apps/deployments", "apps/daemonsets", "apps/controllerrevisions",
+                                   "batch/jobs", "batch/cronjobs",
                                    "apps/replicasets", "coordination.k8s.io/leases",
                                    "rbac.authorization.k8s.io/clusterroles",
                                    "rbac.authorization.k8s.io/clusterrolebindings",
