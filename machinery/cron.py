@@ -34,6 +34,12 @@ class Schedule:
         result: dt.datetime = it.get_next(dt.datetime)
         return result.astimezone(dt.UTC)
 
+    def previous(self, at: dt.datetime) -> dt.datetime:
+        """The last activation at or before `at`."""
+        it = croniter(self.expression, (at + dt.timedelta(seconds=1)).astimezone(self.zone))
+        result: dt.datetime = it.get_prev(dt.datetime)
+        return result.astimezone(dt.UTC)
+
 
 def parse_standard(schedule: str, time_zone: str | None = None) -> Schedule:
     """cron.ParseStandard with the CronJob's time zone (UTC without one, as the controller-manager
