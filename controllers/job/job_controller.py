@@ -103,6 +103,11 @@ def has_tracking_finalizer(pod: Pod) -> bool:
     return JOB_TRACKING_FINALIZER in (pod.metadata.finalizers or [])
 
 
+def has_uncounted(status: JobStatus) -> bool:
+    uncounted = status.uncounted_terminated_pods
+    return uncounted is not None and bool(uncounted.succeeded or uncounted.failed)
+
+
 def set_condition(status: JobStatus, type_: str, cond_status: str, reason: str, message: str,
                   now: dt.datetime) -> bool:
     """ensureJobConditionStatus: add or flip a condition; False when it already said so."""
@@ -324,14 +329,14 @@ class JobController(Controller):
                 self.recorder.event(job, "Warning", reason, message)
             await self._delete_pods(key, job, active)
             active = []
-            if not status.uncounted_terminated_pods:
+            if not has_uncounted(status):
                 set_condition(status, "Failed", "True", reason, message, now)
         elif complete:
             message = "Reached expected number of succeeded pods"
             set_condition(status, "SuccessCriteriaMet", "True", "CompletionsReached", message, now)
             await self._delete_pods(key, job, active)
             active = []
-            if not status.uncounted_terminated_pods and set_condition(
+            if not has_uncounted(status) and set_condition(
                     status, "Complete", "True", "CompletionsReached", message, now):
                 status.completion_time = timeutil.format_rfc3339(now)
                 self.recorder.event(job, "Normal", "Completed", "Job completed")
