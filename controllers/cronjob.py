@@ -2,7 +2,7 @@
 
 One reconcile of a CronJob key:
 1. status.active is brought in line with the Jobs it controls: finished ones leave it (a Complete
-   one moves lastSuccessfulTime), running ones missing from it join it;
+   one moves lastSuccessfulTime); a running one it does not list is reported (UnexpectedJob), not adopted;
 2. suspended, or being deleted: nothing more;
 3. the most recent scheduled time not yet run (upstream's mostRecentScheduleTime): counting from
    lastScheduleTime (or creation), at most startingDeadlineSeconds back; more than 100 missed is
@@ -199,11 +199,12 @@ class CronJobController(Controller):
                 done = timeutil.parse_rfc3339(job.status.completion_time)
                 if done is not None and (last is None or done > last):
                     status.last_successful_time = job.status.completion_time
-        known = {ref.uid for ref in active}
+        listed = {ref.uid for ref in status.active or []}
         for job in jobs:
-            if job.metadata.uid not in known and job_finished(job) is None and job.metadata.deletion_timestamp is None \
-                    and job.metadata.uid not in {r.uid for r in status.active or []}:
-                active.append(_reference(job))
+            # as upstream: a running Job it did not list (made by hand, or before a crash) is reported, not adopted
+            if job.metadata.uid not in listed and job_finished(job) is None and job.metadata.deletion_timestamp is None:
+                self.recorder.event(cj, "Warning", "UnexpectedJob",
+                                    f"Saw a job that the controller did not create or forgot: {job.metadata.name}")
         status.active = active or None
 
     async def _create_job(self, cj: CronJob, name: str, scheduled: dt.datetime) -> Job | None:

@@ -253,7 +253,9 @@ async def _post(ctx: Context, args: argparse.Namespace, info: Any, body: Obj, st
         created: Obj = await ctx.client.request("POST", info.collection_path(ctx.namespace),
                                                 params=creation_params(args, strategy), body=body)
     except ApiError as e:
-        raise CommandError(e.status.message or status_message(e.status, e.code)) from None
+        # kubectl: fmt.Errorf("failed to create job: %v", err) (and "cronjob")
+        message = e.status.message or status_message(e.status, e.code)
+        raise CommandError(f"failed to create {info.singular}: {message}") from None
     return created
 
 

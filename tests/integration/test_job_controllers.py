@@ -9,8 +9,10 @@ next minute's run skipped by concurrencyPolicy Forbid while the first still runs
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,6 +21,7 @@ import pytest
 from tests.cluster import ApiServer, make_workdir, wait_for
 from tests.controller_process import ControllerProcess
 from tests.integration.test_kubelet import log_of
+from tests.kubectl import Kubectl, find_kubectl
 from tests.node_process import BUSYBOX
 
 JSONDict = dict[str, Any]
@@ -232,3 +235,57 @@ def test_cronjob_runs_each_minute_forbids_overlap_and_prunes_history(
     r = api.delete(f"/apis/batch/v1/namespaces/{namespace}/cronjobs/tick",
                    params={"propagationPolicy": "Background"})
     assert r.status_code == 200, r.text
+
+
+# -- real kubectl ---------------------------------------------------------------------------------
+
+KUBECTL_VERSIONS = ("1.27", "1.33")
+
+
+@pytest.fixture(params=KUBECTL_VERSIONS, ids=[f"kubectl{v}" for v in KUBECTL_VERSIONS])
+def kubectl(request: pytest.FixtureRequest, tmp_path: Path, apiserver: ApiServer, namespace: str) -> Kubectl:
+    version: str = request.param
+    binary = find_kubectl(version)
+    if binary is None:
+        pytest.skip(f"kubectl.{version} is not installed")
+    return Kubectl(binary, version, apiserver.url, tmp_path / f"kubectl-{version}", namespace)
+
+
+def _columns(line: str) -> list[str]:
+    return re.split(r"\s{2,}", line.strip())
+
+
+def test_kubectl_create_and_get_jobs_and_cronjobs(kubectl: Kubectl, api: httpx.Client, namespace: str,
+                                                  controllers: ControllerProcess) -> None:
+    r = kubectl.run("create", "cronjob", "tick", f"--image={BUSYBOX}", "--schedule=*/5 * * * *", "--", "echo",
+                    "hi").ok()
+    assert r.stdout == "cronjob.batch/tick created\n", r
+    r = kubectl.run("create", "job", "hello", f"--image={BUSYBOX}", "--", "echo", "hi").ok()
+    assert r.stdout == "job.batch/hello created\n", r
+    r = kubectl.run("create", "job", "manual", "--from=cronjob/tick").ok()
+    assert r.stdout == "job.batch/manual created\n", r
+    manual = get_job(api, namespace, "manual")
+    assert manual["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"] == "manual"
+    assert manual["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
+    assert manual["spec"]["template"]["spec"]["containers"][0]["command"] == ["echo", "hi"]
+    hello = get_job(api, namespace, "hello")
+    container = hello["spec"]["template"]["spec"]["containers"][0]
+    assert (container["name"], container["image"], container["command"]) == ("hello", BUSYBOX, ["echo", "hi"])
+    assert hello["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+
+    lines = kubectl.run("get", "jobs,cronjobs").ok().stdout.splitlines()
+    assert _columns(lines[0]) == ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"], lines
+    jobs = {_columns(line)[0]: _columns(line) for line in lines[1:] if line.startswith("job.batch/")}
+    assert set(jobs) == {"job.batch/hello", "job.batch/manual"}, lines
+    assert jobs["job.batch/hello"][1:3] == ["Running", "0/1"], lines
+    header = next(i for i, line in enumerate(lines) if line.startswith("NAME") and i > 0)
+    assert _columns(lines[header]) == ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST SCHEDULE",
+                                       "AGE"], lines
+    assert _columns(lines[header + 1])[:6] == ["cronjob.batch/tick", "*/5 * * * *", "<none>", "False", "0",
+                                               "<none>"], lines
+
+    r = kubectl.run("create", "cronjob", "bad", f"--image={BUSYBOX}", "--schedule=every minute")
+    assert r.returncode == 1, r
+    assert r.stderr == ('error: failed to create cronjob: CronJob.batch "bad" is invalid: spec.schedule: Invalid '
+                        'value: "every minute": expected exactly 5 fields, found 2: every minute\n'), r
+    assert api.get(f"/apis/batch/v1/namespaces/{namespace}/cronjobs/bad").status_code == 404
