@@ -68,7 +68,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     job.add_argument("--from", dest="from_", default="", help="the name of the resource to create a Job from "
                                                               "(only cronjob is supported)")
     _creation_flags(job)
-    job.set_defaults(run=run_job)
+    job.set_defaults(run=run_job, command_args=[])  # the CLI puts what follows `--` there
     cronjob = kinds.add_parser("cronjob", aliases=["cj"], parents=[common],
                                help="create a cron job with the specified name")
     cronjob.add_argument("names", nargs="*", metavar="NAME [-- COMMAND [args...]]")
@@ -77,7 +77,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     cronjob.add_argument("--restart", default="OnFailure", help="job's restart policy. supported values: OnFailure, "
                                                                 "Never")
     _creation_flags(cronjob)
-    cronjob.set_defaults(run=run_cronjob)
+    cronjob.set_defaults(run=run_cronjob, command_args=[])
 
 
 def parse_ports(spec: str) -> tuple[int, int | str]:
@@ -243,7 +243,7 @@ def _name_and_command(args: argparse.Namespace) -> tuple[str, list[str]]:
     names: list[str] = list(args.names)
     if not names:
         raise CommandError("NAME is required")
-    return names[0], names[1:]
+    return names[0], [*names[1:], *args.command_args]
 
 
 async def _post(ctx: Context, args: argparse.Namespace, info: Any, body: Obj, strategy: str) -> Obj:

@@ -21,6 +21,7 @@ import pytest
 from tests.cluster import ApiServer, make_workdir, wait_for
 from tests.controller_process import ControllerProcess
 from tests.integration.test_kubelet import log_of
+from tests.integration.test_mkubectl import Mk, same_output
 from tests.kubectl import Kubectl, find_kubectl
 from tests.node_process import BUSYBOX
 
@@ -289,3 +290,25 @@ def test_kubectl_create_and_get_jobs_and_cronjobs(kubectl: Kubectl, api: httpx.C
     assert r.stderr == ('error: failed to create cronjob: CronJob.batch "bad" is invalid: spec.schedule: Invalid '
                         'value: "every minute": expected exactly 5 fields, found 2: every minute\n'), r
     assert api.get(f"/apis/batch/v1/namespaces/{namespace}/cronjobs/bad").status_code == 404
+
+
+def test_mkubectl_prints_kubectls_text(api: httpx.Client, apiserver: ApiServer, namespace: str, tmp_path: Path,
+                                       controllers: ControllerProcess, kubelet_node: str) -> None:
+    """mkubectl beside kubectl 1.33 on the same objects: client dry runs of `create job|cronjob` byte for byte,
+    then `describe job|cronjob` and `get jobs,cronjobs -o wide` on a finished Indexed Job and a CronJob."""
+    binary = find_kubectl("1.33")
+    if binary is None:
+        pytest.skip("kubectl.1.33 is not installed: nothing to compare with")
+    kubectl = Kubectl(binary, "1.33", apiserver.url, tmp_path / "kubectl-1.33", namespace)
+    mk = Mk(apiserver.url, tmp_path, namespace)
+    same_output(mk, kubectl, "create", "job", "dry", f"--image={BUSYBOX}", "--dry-run=client", "-o", "yaml", "--",
+                "echo", "hi")
+    same_output(mk, kubectl, "create", "cronjob", "dry", f"--image={BUSYBOX}", "--schedule=0 * * * *",
+                "--restart=Never", "--dry-run=client", "-o", "yaml")
+    create(api, namespace, "jobs", job("shown", kubelet_node, "true", completions=2, completionMode="Indexed"))
+    wait_condition(api, namespace, "shown", "Complete")
+    mk.run("create", "cronjob", "nightly", f"--image={BUSYBOX}", "--schedule=0 3 * * *").ok()
+    described = same_output(mk, kubectl, "describe", "job", "shown")
+    assert "Completed Indexes:  0,1\n" in described or "Completed Indexes:  0-1\n" in described, described
+    same_output(mk, kubectl, "describe", "cronjob", "nightly")
+    same_output(mk, kubectl, "get", "jobs,cronjobs", "-o", "wide")
