@@ -91,7 +91,7 @@ class CronJobStrategy(Strategy):
 
     def prepare_for_create(self, obj: Obj) -> None:
         default_cronjob_spec(obj.setdefault("spec", {}))
-        obj.pop("status", None)
+        obj["status"] = {}  # a fresh status, written as `status: {}` as upstream's
 
     def validate(self, obj: Obj) -> list[FieldError]:
         return validate_cronjob(obj)

@@ -208,7 +208,7 @@ class JobStrategy(Strategy):
     def prepare_for_create(self, obj: Obj) -> None:
         default_job_spec(obj.setdefault("spec", {}))
         generate_selector(obj)
-        obj.pop("status", None)
+        obj["status"] = {}  # a fresh status, written as `status: {}` as upstream's
 
     def validate(self, obj: Obj) -> list[FieldError]:
         return validate_job_spec(obj.get("spec") or {}, "spec") + _manual_selector_checks(obj)

@@ -312,3 +312,44 @@ def test_mkubectl_prints_kubectls_text(api: httpx.Client, apiserver: ApiServer, 
     assert "Completed Indexes:  0,1\n" in described or "Completed Indexes:  0-1\n" in described, described
     same_output(mk, kubectl, "describe", "cronjob", "nightly")
     same_output(mk, kubectl, "get", "jobs,cronjobs", "-o", "wide")
+
+
+def test_official_python_client(apiserver: ApiServer, namespace: str, controllers: ControllerProcess,
+                                kubelet_node: str) -> None:
+    """kubernetes' BatchV1Api: create a Job and a CronJob, read them back typed (defaults, generated selector),
+    watch the Job to Complete, and get a 422 for a bad schedule."""
+    from kubernetes import client, watch
+    from kubernetes.client.exceptions import ApiException
+
+    configuration = client.Configuration()
+    configuration.host = apiserver.url
+    container = client.V1Container(name="c", image=BUSYBOX, command=["true"])
+    pod_spec = client.V1PodSpec(containers=[container], restart_policy="Never", node_name=kubelet_node)
+    job_spec = client.V1JobSpec(template=client.V1PodTemplateSpec(spec=pod_spec), ttl_seconds_after_finished=600)
+    with client.ApiClient(configuration) as api_client:
+        batch = client.BatchV1Api(api_client)
+        created = batch.create_namespaced_job(namespace, client.V1Job(metadata=client.V1ObjectMeta(name="py"),
+                                                                      spec=job_spec))
+        assert created.spec.backoff_limit == 6 and created.spec.completions == 1
+        assert created.spec.selector.match_labels == {"batch.kubernetes.io/controller-uid": created.metadata.uid}
+        complete = None
+        for event in watch.Watch().stream(batch.list_namespaced_job, namespace, field_selector="metadata.name=py",
+                                          timeout_seconds=90):
+            conditions = event["object"].status.conditions or []
+            if any(c.type == "Complete" and c.status == "True" for c in conditions):
+                complete = event["object"]
+                break
+        assert complete is not None and complete.status.succeeded == 1, "the Job did not complete"
+        assert complete.status.completion_time >= complete.status.start_time
+
+        cron = batch.create_namespaced_cron_job(namespace, client.V1CronJob(
+            metadata=client.V1ObjectMeta(name="py-cron"),
+            spec=client.V1CronJobSpec(schedule="0 3 * * *", time_zone="Europe/Berlin",
+                                      job_template=client.V1JobTemplateSpec(spec=job_spec))))
+        assert (cron.spec.concurrency_policy, cron.spec.successful_jobs_history_limit) == ("Allow", 3)
+        assert [c.metadata.name for c in batch.list_namespaced_cron_job(namespace).items] == ["py-cron"]
+        with pytest.raises(ApiException) as e:
+            batch.create_namespaced_cron_job(namespace, client.V1CronJob(
+                metadata=client.V1ObjectMeta(name="py-bad"),
+                spec=client.V1CronJobSpec(schedule="61 * * * *", job_template=client.V1JobTemplateSpec(spec=job_spec))))
+        assert e.value.status == 422 and "failed to parse schedule: 61 * * * *" in e.value.body
