@@ -187,11 +187,17 @@ def _owned_finished_job(api: httpx.Client, ns: str, cronjob: JSONDict, name: str
                 "uid": cronjob["metadata"]["uid"], "controller": True}]},
             "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
                 {"name": "c", "image": BUSYBOX}]}}}}
-    created = create(api, ns, "jobs", body)
-    created["status"] = {"startTime": start, "conditions": [
-        {"type": kind, "status": "True", "lastTransitionTime": start, "reason": "Test", "message": "test"}]}
-    r = api.put(f"/apis/batch/v1/namespaces/{ns}/jobs/{name}/status", json=created)
-    assert r.status_code == 200, r.text
+    create(api, ns, "jobs", body)
+
+    def finish() -> bool:  # the Job controller writes its status too (Suspended): retry on a conflict
+        current = get_job(api, ns, name)
+        current["status"] = {"startTime": start, "conditions": [
+            {"type": kind, "status": "True", "lastTransitionTime": start, "reason": "Test", "message": "test"}]}
+        r = api.put(f"/apis/batch/v1/namespaces/{ns}/jobs/{name}/status", json=current)
+        assert r.status_code in (200, 409), r.text
+        return r.status_code == 200
+
+    wait_for(finish, 20, 0.1, what=f"the status of {name} to be written")
 
 
 def test_cronjob_runs_each_minute_forbids_overlap_and_prunes_history(
@@ -353,3 +359,36 @@ def test_official_python_client(apiserver: ApiServer, namespace: str, controller
                 metadata=client.V1ObjectMeta(name="py-bad"),
                 spec=client.V1CronJobSpec(schedule="61 * * * *", job_template=client.V1JobTemplateSpec(spec=job_spec))))
         assert e.value.status == 422 and "failed to parse schedule: 61 * * * *" in e.value.body
+
+
+def test_bad_jobs_and_cronjobs_are_refused_and_nothing_is_stored(api: httpx.Client, namespace: str,
+                                                                 kubelet_node: str) -> None:
+    """422 Invalid with upstream's field causes; nothing is written."""
+    mismatched = job("mismatch", kubelet_node, "true", manualSelector=True, selector={"matchLabels": {"app": "a"}})
+    mismatched["spec"]["template"]["metadata"] = {"labels": {"app": "b"}}
+    r = api.post(f"/apis/batch/v1/namespaces/{namespace}/jobs", json=mismatched)
+    assert r.status_code == 422, r.text
+    status = r.json()
+    assert (status["reason"], status["details"]["kind"], status["details"]["name"]) == ("Invalid", "Job", "mismatch")
+    assert [(c["field"], c["message"]) for c in status["details"]["causes"]] == [
+        ("spec.template.metadata.labels", 'Invalid value: map[string]string{"app":"b"}: `selector` does not match '
+                                          "template `labels`")]
+    always = job("always", kubelet_node, "true")
+    always["spec"]["template"]["spec"]["restartPolicy"] = "Always"
+    r = api.post(f"/apis/batch/v1/namespaces/{namespace}/jobs", json=always)
+    assert r.status_code == 422 and r.json()["message"].endswith('supported values: "OnFailure", "Never"'), r.text
+    r = api.post(f"/apis/batch/v1/namespaces/{namespace}/cronjobs", json={
+        "apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "bad"},
+        "spec": {"schedule": "* * *", "jobTemplate": {"spec": job("x", kubelet_node, "true")["spec"]}}})
+    assert r.status_code == 422, r.text
+    assert r.json()["message"] == ('CronJob.batch "bad" is invalid: spec.schedule: Invalid value: "* * *": '
+                                   "expected exactly 5 fields, found 3: * * *")
+    for resource in ("jobs", "cronjobs"):
+        assert api.get(f"/apis/batch/v1/namespaces/{namespace}/{resource}").json()["items"] == []
+    # an immutable field of a stored Job
+    create(api, namespace, "jobs", job("fixed", kubelet_node, "sleep 3600", suspend=True))
+    r = api.patch(f"/apis/batch/v1/namespaces/{namespace}/jobs/fixed", json={"spec": {"completions": 5}},
+                  headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 422, r.text
+    assert "spec.completions: Invalid value: 5: field is immutable" in r.json()["message"], r.text
+    assert get_job(api, namespace, "fixed")["spec"]["completions"] == 1
