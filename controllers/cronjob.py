@@ -61,7 +61,7 @@ def most_recent_schedule_time(schedule: Schedule, earliest: dt.datetime, now: dt
     t = schedule.next(earliest)
     missed = 0
     latest: dt.datetime | None = None
-    while t <= now:
+    while t is not None and t <= now:
         latest = t
         missed += 1
         if missed > MAX_MISSED_SCHEDULES:
@@ -145,7 +145,10 @@ class CronJobController(Controller):
         earliest = timeutil.parse_rfc3339(status.last_schedule_time) or timeutil.parse_rfc3339(
             cj.metadata.creation_timestamp) or now
         decision = most_recent_schedule_time(schedule, earliest, now, cj.spec.starting_deadline_seconds)
-        next_wait = max(0.0, (schedule.next(now) - now).total_seconds()) + NEXT_SCHEDULE_DELTA
+        upcoming = schedule.next(now)
+        next_wait: float | None = None  # a schedule that never fires waits for a change of the CronJob
+        if upcoming is not None:
+            next_wait = max(0.0, (upcoming - now).total_seconds()) + NEXT_SCHEDULE_DELTA
         if decision.missed > MAX_MISSED_SCHEDULES:
             marker = (key, status.last_schedule_time or "")
             if marker not in self._too_many_reported:

@@ -8,7 +8,13 @@ import datetime as dt
 
 import pytest
 
-from controllers.cronjob import MAX_MISSED_SCHEDULES, job_name_for, jobs_to_prune, most_recent_schedule_time
+from controllers.cronjob import (
+    MAX_MISSED_SCHEDULES,
+    ScheduleDecision,
+    job_name_for,
+    jobs_to_prune,
+    most_recent_schedule_time,
+)
 from machinery.api.batch_v1 import Job
 from machinery.cron import ScheduleError, parse_standard
 
@@ -28,6 +34,9 @@ def test_most_recent_schedule_time() -> None:
     # startingDeadlineSeconds narrows the window: 10:10 is 120 s ago, out of a 60 s deadline
     assert most_recent_schedule_time(every_5, T0, at(12), 60).most_recent is None
     assert most_recent_schedule_time(every_5, T0, at(12), 180).most_recent == at(10)
+    never = parse_standard("0 0 31 2 *")  # valid, but February has no 31st: robfig's zero time
+    assert never.next(T0) is None
+    assert most_recent_schedule_time(never, T0, at(60 * 24 * 400), None) == ScheduleDecision(None, 0)
 
 
 def test_more_than_100_missed_is_counted_not_replayed() -> None:
@@ -42,12 +51,16 @@ def test_descriptors_and_time_zones() -> None:
     berlin = parse_standard("0 9 * * *", "Europe/Berlin")
     assert berlin.next(T0) == dt.datetime(2026, 1, 2, 8, 0, tzinfo=dt.UTC)  # 09:00 CET is 08:00 UTC
     for bad, message in [("* * *", "expected exactly 5 fields, found 3: * * *"),
-                         ("61 * * * *", "failed to parse schedule: 61 * * * *"),
+                         ("61 * * * *", r"end of range \(61\) above maximum \(59\): 61"),
+                         ("0 0 L * *", "failed to parse schedule: 0 0 L \\* \\*"),
+                         ("1-0 * * * *", r"beginning of range \(1\) beyond end of range \(0\): 1-0"),
                          ("@fortnightly", "unrecognized descriptor: @fortnightly")]:
         with pytest.raises(ScheduleError, match=message):
             parse_standard(bad)
     with pytest.raises(ScheduleError, match="unknown time zone Mars/Base"):
         parse_standard("* * * * *", "Mars/Base")
+    with pytest.raises(ScheduleError, match="unknown time zone"):
+        parse_standard("* * * * *", "x" * 300)  # longer than a file name may be: still only a bad zone
 
 
 def test_job_names_are_minutes_since_the_epoch() -> None:
