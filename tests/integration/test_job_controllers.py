@@ -179,6 +179,18 @@ def test_ttl_after_finished_deletes_job_and_pods(api: httpx.Client, namespace: s
     wait_for(lambda: pods_of(api, namespace, "brief") == [], 60, 0.25, what="its pods to be collected")
 
 
+def test_deleting_a_running_job_leaves_no_pod_held_by_its_finalizer(
+        api: httpx.Client, namespace: str, controllers: ControllerProcess, kubelet_node: str) -> None:
+    create(api, namespace, "jobs", job("doomed", kubelet_node, "sleep 3600", parallelism=2, completions=4))
+    wait_for(lambda: len(pods_of(api, namespace, "doomed")) == 2
+             and all(FINALIZER in (p["metadata"].get("finalizers") or []) for p in pods_of(api, namespace, "doomed")),
+             30, 0.25, what="two tracked pods")
+    r = api.delete(f"/apis/batch/v1/namespaces/{namespace}/jobs/doomed", params={"propagationPolicy": "Background"})
+    assert r.status_code == 200, r.text
+    # the garbage collector deletes the pods; the Job controller lets go of them once their Job is gone
+    wait_for(lambda: pods_of(api, namespace, "doomed") == [], 60, 0.25, what="the orphaned pods to be gone")
+
+
 def _owned_finished_job(api: httpx.Client, ns: str, cronjob: JSONDict, name: str, kind: str, start: str) -> None:
     """A Job the CronJob owns that finished long ago (suspended, so it never runs; its status written)."""
     body = {"apiVersion": "batch/v1", "kind": "Job",
