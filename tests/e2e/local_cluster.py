@@ -45,7 +45,7 @@ from tests.node_process import (
 from tests.scheduler_process import SchedulerProcess
 
 CONTROLLERS = ["deployment", "replicaset", "garbagecollector", "namespace", "nodeipam", "nodelifecycle",
-                "serviceaccount", "endpointslice", "endpoint", "endpointslicemirroring", "servicelb", "daemonset",
+               "serviceaccount", "endpointslice", "endpoint", "endpointslicemirroring", "servicelb", "daemonset",
                "job", "cronjob", "ttl-after-finished"]
 CLUSTER_CIDR = "10.244.0.0/16"
 CLUSTER_DOMAIN = "cluster.local"
