@@ -62,6 +62,7 @@ MODULES: dict[str, tuple[str, str, str]] = {
     "machinery.api.meta": (META_PREFIX, "", "v1"),
     "machinery.api.core_v1": ("io.k8s.api.core.v1", "", "v1"),
     "machinery.api.apps_v1": ("io.k8s.api.apps.v1", "apps", "v1"),
+    "machinery.api.batch_v1": ("io.k8s.api.batch.v1", "batch", "v1"),
     "machinery.api.coordination_v1": ("io.k8s.api.coordination.v1", "coordination.k8s.io", "v1"),
     "machinery.api.discovery_v1": ("io.k8s.api.discovery.v1", "discovery.k8s.io", "v1"),
     "machinery.api.autoscaling_v1": ("io.k8s.api.autoscaling.v1", "autoscaling", "v1"),

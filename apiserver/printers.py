@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from machinery.quantity import parse_quantity
-from machinery.timeutil import parse_rfc3339, translate_timestamp_since
+from machinery.timeutil import human_duration, parse_rfc3339, translate_timestamp_since
 from machinery.types import Obj
 from machinery.validation import is_qualified_name, is_valid_label_value
 from machinery.volumeutil import access_modes_short, claim_class, is_default_class, volume_class
@@ -576,6 +576,90 @@ def _print_controller_revision(obj: Obj, now: datetime) -> list[Cell]:
             controller = f"{kind.lower()}/{_s(ref.get('name'))}"
             break
     return [_name(obj), controller, _i(obj.get("revision")), _age(obj, now)]
+
+
+# ---------------------------------------------------------------------------------------------
+# batch/v1
+# ---------------------------------------------------------------------------------------------
+
+# printJob's STATUS, first condition that holds wins (deletion ranks after Complete and Failed)
+_JOB_STATUS_ORDER = ("Complete", "Failed", "Terminating", "Suspended", "FailureTarget", "SuccessCriteriaMet")
+
+
+def _job_status(obj: Obj) -> str:
+    holding = {_s(_d(c).get("type")) for c in _l(_d(obj.get("status")).get("conditions"))
+               if _d(c).get("status") == "True"}
+    if _d(obj.get("metadata")).get("deletionTimestamp"):
+        holding.add("Terminating")
+    return next((s for s in _JOB_STATUS_ORDER if s in holding), "Running")
+
+
+@_printer(
+    "jobs",
+    [
+        NAME_COLUMN,
+        _col("Status", "string", "Status of the job."),
+        _col("Completions", "string", "The desired number of successfully finished pods the job should be run "
+             "with."),
+        _col("Duration", "string", "Time required to complete the job."),
+        AGE_COLUMN,
+        _col("Containers", "string", _CONTAINERS_DOC, priority=1),
+        _col("Images", "string", _IMAGES_DOC, priority=1),
+        _col("Selector", "string", "A label query over pods that should match the pod count.", priority=1),
+    ],
+)
+def _print_job(obj: Obj, now: datetime) -> list[Cell]:
+    spec, status = _d(obj.get("spec")), _d(obj.get("status"))
+    succeeded = _i(status.get("succeeded"))
+    if spec.get("completions") is not None:
+        completions = f"{succeeded}/{_i(spec.get('completions'))}"
+    elif _i(spec.get("parallelism"), 1) > 1:
+        completions = f"{succeeded}/1 of {_i(spec.get('parallelism'))}"
+    else:
+        completions = f"{succeeded}/1"
+    start = parse_rfc3339(status.get("startTime"))
+    end = parse_rfc3339(status.get("completionTime"))
+    duration = "" if start is None else human_duration((end or now) - start)
+    names, images = _layout_container_cells(_template_containers(obj))
+    return [_name(obj), _job_status(obj), completions, duration, _age(obj, now), names, images,
+            _format_label_selector(spec.get("selector"))]
+
+
+@_printer(
+    "cronjobs",
+    [
+        NAME_COLUMN,
+        _col("Schedule", "string", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron."),
+        _col("Timezone", "string", "The time zone name for the given schedule, see "
+             "https://en.wikipedia.org/wiki/List_of_tz_database_time_zones."),
+        _col("Suspend", "boolean", "This flag tells the controller to suspend subsequent executions, it does not "
+             "apply to already started executions.  Defaults to false."),
+        _col("Active", "integer", "A list of pointers to currently running jobs."),
+        _col("Last Schedule", "string", "Information when was the last time the job was successfully scheduled."),
+        AGE_COLUMN,
+        _col("Containers", "string", _CONTAINERS_DOC, priority=1),
+        _col("Images", "string", _IMAGES_DOC, priority=1),
+        _col("Selector", "string", "A label query over pods that should match the pod count.", priority=1),
+    ],
+)
+def _print_cronjob(obj: Obj, now: datetime) -> list[Cell]:
+    spec, status = _d(obj.get("spec")), _d(obj.get("status"))
+    suspend = spec.get("suspend")
+    last = status.get("lastScheduleTime")
+    job_spec = _d(_d(spec.get("jobTemplate")).get("spec"))
+    names, images = _layout_container_cells(_l(_d(_d(job_spec.get("template")).get("spec")).get("containers")))
+    return [
+        _name(obj),
+        _s(spec.get("schedule")),
+        _s(spec.get("timeZone")) or "<none>",
+        "<unset>" if suspend is None else ("True" if suspend else "False"),
+        len(_l(status.get("active"))),
+        translate_timestamp_since(last, now) if last else "<none>",
+        _age(obj, now),
+        names,
+        images,
+        _format_label_selector(job_spec.get("selector")),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

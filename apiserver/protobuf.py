@@ -373,6 +373,35 @@ SCHEMA: dict[str, str] = {
     "PortStatus": "1 port:int; 2 protocol:str; 3 error:str?",
     "Condition": (
         "1 type:str; 2 status:str; 3 observedGeneration:int; 4 lastTransitionTime:time; 5 reason:str; 6 message:str"),
+    # kubectl create job | cronjob (batch/v1)
+    "Job": "1 metadata:ObjectMeta; 2 spec:JobSpec; 3 status:JobStatus",
+    "JobSpec": (
+        "1 parallelism:int?; 2 completions:int?; 3 activeDeadlineSeconds:int?; 11 podFailurePolicy:PodFailurePolicy; "
+        "16 successPolicy:SuccessPolicy; 7 backoffLimit:int?; 12 backoffLimitPerIndex:int?; 13 maxFailedIndexes:int?; "
+        "4 selector:LabelSelector; 5 manualSelector:bool?; 6 template:PodTemplateSpec; "
+        "8 ttlSecondsAfterFinished:int?; 9 completionMode:str?; 10 suspend:bool?; 14 podReplacementPolicy:str?; "
+        "15 managedBy:str?"),
+    "JobStatus": (
+        "1 conditions:[JobCondition]; 2 startTime:time; 3 completionTime:time; 4 active:int; 5 succeeded:int; "
+        "6 failed:int; 11 terminating:int?; 7 completedIndexes:str; 10 failedIndexes:str?; "
+        "8 uncountedTerminatedPods:UncountedTerminatedPods; 9 ready:int?"),
+    "JobCondition": (
+        "1 type:str; 2 status:str; 3 lastProbeTime:time; 4 lastTransitionTime:time; 5 reason:str; 6 message:str"),
+    "UncountedTerminatedPods": "1 succeeded:[str]; 2 failed:[str]",
+    "PodFailurePolicy": "1 rules:[PodFailurePolicyRule]",
+    "PodFailurePolicyRule": (
+        "1 action:str; 2 onExitCodes:PodFailurePolicyOnExitCodesRequirement; "
+        "3 onPodConditions:[PodFailurePolicyOnPodConditionsPattern]"),
+    "PodFailurePolicyOnExitCodesRequirement": "1 containerName:str?; 2 operator:str; 3 values:[int]",
+    "PodFailurePolicyOnPodConditionsPattern": "1 type:str; 2 status:str",
+    "SuccessPolicy": "1 rules:[SuccessPolicyRule]",
+    "SuccessPolicyRule": "1 succeededIndexes:str?; 2 succeededCount:int?",
+    "CronJob": "1 metadata:ObjectMeta; 2 spec:CronJobSpec; 3 status:CronJobStatus",
+    "CronJobSpec": (
+        "1 schedule:str; 8 timeZone:str?; 2 startingDeadlineSeconds:int?; 3 concurrencyPolicy:str; 4 suspend:bool?; "
+        "5 jobTemplate:JobTemplateSpec; 6 successfulJobsHistoryLimit:int?; 7 failedJobsHistoryLimit:int?"),
+    "JobTemplateSpec": "1 metadata:ObjectMeta; 2 spec:JobSpec",
+    "CronJobStatus": "1 active:[ObjectReference]; 4 lastScheduleTime:time; 5 lastSuccessfulTime:time",
     # kubectl create configmap | secret generic|tls|docker-registry
     "ConfigMap": "1 metadata:ObjectMeta; 4 immutable:bool?; 2 data:{str}; 3 binaryData:{bytes}",
     "Secret": "1 metadata:ObjectMeta; 5 immutable:bool?; 2 data:{bytes}; 4 stringData:{str}; 3 type:str",
@@ -384,6 +413,7 @@ KINDS: dict[tuple[str, str], str] = {
                               "Secret")},
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     **{("apps/v1", k): k for k in ("Deployment", "ReplicaSet")},
+    **{("batch/v1", k): k for k in ("Job", "CronJob")},
     ("coordination.k8s.io/v1", "Lease"): "Lease",
     **{("rbac.authorization.k8s.io/v1", k): k for k in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")},
     **{("admissionregistration.k8s.io/v1", k): k

@@ -209,6 +209,26 @@ def _pv_protection(ctx: ControllerContext, account: str) -> RunnableController:
     return PVProtectionController(ctx.client_for(account), ctx.informers)
 
 
+def _job(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.job import JobController
+
+    return JobController(ctx.client_for(account), ctx.informers, workers=ctx.options.concurrent_job_syncs,
+                         backoff_base=ctx.options.job_pod_failure_backoff)
+
+
+def _cronjob(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.cronjob import CronJobController
+
+    return CronJobController(ctx.client_for(account), ctx.informers, workers=ctx.options.concurrent_cron_job_syncs)
+
+
+def _ttl_after_finished(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.ttlafterfinished import TTLAfterFinishedController
+
+    return TTLAfterFinishedController(ctx.client_for(account), ctx.informers,
+                                      workers=ctx.options.concurrent_ttl_after_finished_syncs)
+
+
 # `--controllers` name -> spec. Upstream 1.30 accepts both the short names and the
 # `<name>-controller` forms, so those are aliases here.
 CONTROLLERS: dict[str, ControllerSpec] = {
@@ -236,6 +256,10 @@ CONTROLLERS: dict[str, ControllerSpec] = {
                                      aliases=("persistentvolumeclaim-protection-controller",)),
     "pv-protection": ControllerSpec("pv-protection-controller", _pv_protection,
                                     aliases=("persistentvolume-protection-controller",)),
+    "job": ControllerSpec("job-controller", _job, aliases=("job-controller",)),
+    "cronjob": ControllerSpec("cronjob-controller", _cronjob, aliases=("cronjob-controller",)),
+    "ttl-after-finished": ControllerSpec("ttl-after-finished-controller", _ttl_after_finished,
+                                         aliases=("ttl-after-finished-controller",)),
 }
 
 
@@ -292,6 +316,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--concurrent-replicaset-syncs", type=int, default=5)
     p.add_argument("--concurrent-daemonset-syncs", type=int, default=2)
     p.add_argument("--concurrent-gc-syncs", type=int, default=20)
+    p.add_argument("--concurrent-job-syncs", type=int, default=5)
+    p.add_argument("--concurrent-cron-job-syncs", type=int, default=5)
+    p.add_argument("--concurrent-ttl-after-finished-syncs", type=int, default=5)
+    p.add_argument("--job-pod-failure-backoff", type=parse_duration, default=10.0,
+                   help="minik8s: the first back-off before a failed Job pod is replaced, doubling up to 6m "
+                        "(upstream's constant DefaultJobPodFailureBackOff, 10s; shorter for tests)")
     p.add_argument("--concurrent-namespace-syncs", type=int, default=10)
     p.add_argument("--concurrent-serviceaccount-syncs", type=int, default=1)
     p.add_argument("--concurrent-service-endpoint-syncs", type=int, default=5,

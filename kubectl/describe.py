@@ -25,6 +25,7 @@ from machinery.api.resources import ResourceInfo, resource_for
 from machinery.client import ApiError
 from machinery.quantity import Quantity, parse_quantity
 from machinery.selectors import escape_field_value
+from machinery.timeutil import human_duration
 from machinery.timeutil import parse_rfc3339 as parse_time
 from machinery.timeutil import translate_timestamp_since as since
 from machinery.types import Obj
@@ -1391,6 +1392,105 @@ async def describe_generic(ctx: Context, obj: Obj, info: ResourceInfo) -> str:
     return w.text()
 
 
+# -- batch/v1 (describeJob, describeCronJob) ------------------------------------------------------
+
+
+def _cap_indexes(indexes: Any, limit: int = 50) -> str:
+    """capIndexesListOrNone: `<none>`, or the list cut after `limit` characters at a comma, with `...`."""
+    text = indexes if isinstance(indexes, str) else ""
+    if not text:
+        return "<none>"
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rfind(",")
+    return (text[:cut] if cut > 0 else text[:limit]) + ",..."
+
+
+def job_description(job: Obj, events: list[Obj] | None) -> str:
+    meta, spec, status = _d(job.get("metadata")), _d(job.get("spec")), _d(job.get("status"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    w.write(0, f"Selector:\t{label_selector_string(spec.get('selector'))}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    if controlled_by := print_controller(job):
+        w.write(0, f"Controlled By:\t{controlled_by}\n")
+    if spec.get("parallelism") is not None:
+        w.write(0, f"Parallelism:\t{spec['parallelism']}\n")
+    w.write(0, f"Completions:\t{spec['completions'] if spec.get('completions') is not None else '<unset>'}\n")
+    if spec.get("completionMode"):
+        w.write(0, f"Completion Mode:\t{spec['completionMode']}\n")
+    if spec.get("suspend") is not None:
+        w.write(0, f"Suspend:\t{_go(spec['suspend'])}\n")
+    if spec.get("backoffLimit") is not None:
+        w.write(0, f"Backoff Limit:\t{spec['backoffLimit']}\n")
+    if spec.get("ttlSecondsAfterFinished") is not None:
+        w.write(0, f"TTL Seconds After Finished:\t{spec['ttlSecondsAfterFinished']}\n")
+    if status.get("startTime"):
+        w.write(0, f"Start Time:\t{rfc1123z(status['startTime'])}\n")
+    if status.get("completionTime"):
+        w.write(0, f"Completed At:\t{rfc1123z(status['completionTime'])}\n")
+    start, end = parse_time(status.get("startTime")), parse_time(status.get("completionTime"))
+    if start is not None and end is not None:
+        w.write(0, f"Duration:\t{human_duration(end - start)}\n")
+    if spec.get("activeDeadlineSeconds") is not None:
+        w.write(0, f"Active Deadline Seconds:\t{spec['activeDeadlineSeconds']}s\n")
+    counts = (status.get("active") or 0, status.get("succeeded") or 0, status.get("failed") or 0)
+    if status.get("ready") is None:
+        w.write(0, f"Pods Statuses:\t{counts[0]} Active / {counts[1]} Succeeded / {counts[2]} Failed\n")
+    else:
+        w.write(0, f"Pods Statuses:\t{counts[0]} Active ({status['ready']} Ready) / {counts[1]} Succeeded / "
+                   f"{counts[2]} Failed\n")
+    if spec.get("completionMode") == "Indexed":
+        w.write(0, f"Completed Indexes:\t{_cap_indexes(status.get('completedIndexes'))}\n")
+    describe_pod_template(w, _d(spec.get("template")))
+    describe_events(w, events)
+    return w.text()
+
+
+async def describe_job(ctx: Context, job: Obj) -> str:
+    return job_description(job, await search_events(ctx, job, "Job"))
+
+
+def cronjob_description(cronjob: Obj, events: list[Obj] | None) -> str:
+    meta, spec, status = _d(cronjob.get("metadata")), _d(cronjob.get("spec")), _d(cronjob.get("status"))
+
+    def unset(value: Any, suffix: str = "") -> str:
+        return "<unset>" if value is None else f"{value}{suffix}"
+
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    w.write(0, f"Schedule:\t{spec.get('schedule', '')}\n")
+    w.write(0, f"Concurrency Policy:\t{spec.get('concurrencyPolicy', '')}\n")
+    suspend = spec.get("suspend")
+    w.write(0, f"Suspend:\t{'<unset>' if suspend is None else ('True' if suspend else 'False')}\n")
+    w.write(0, f"Successful Job History Limit:\t{unset(spec.get('successfulJobsHistoryLimit'))}\n")
+    w.write(0, f"Failed Job History Limit:\t{unset(spec.get('failedJobsHistoryLimit'))}\n")
+    w.write(0, f"Starting Deadline Seconds:\t{unset(spec.get('startingDeadlineSeconds'), 's')}\n")
+    job_spec = _d(_d(spec.get("jobTemplate")).get("spec"))
+    selector = job_spec.get("selector")
+    w.write(0, f"Selector:\t{'<unset>' if selector is None else label_selector_string(selector)}\n")
+    w.write(0, f"Parallelism:\t{unset(job_spec.get('parallelism'))}\n")
+    w.write(0, f"Completions:\t{unset(job_spec.get('completions'))}\n")
+    if job_spec.get("activeDeadlineSeconds") is not None:
+        w.write(0, f"Active Deadline Seconds:\t{job_spec['activeDeadlineSeconds']}s\n")
+    describe_pod_template(w, _d(job_spec.get("template")))
+    last = status.get("lastScheduleTime")
+    w.write(0, f"Last Schedule Time:\t{rfc1123z(last) if last else '<unset>'}\n")
+    active = [_d(a).get("name", "") for a in _l(status.get("active"))]
+    w.write(0, f"Active Jobs:\t{', '.join(active) if active else '<none>'}\n")
+    describe_events(w, events)
+    return w.text()
+
+
+async def describe_cronjob(ctx: Context, cronjob: Obj) -> str:
+    return cronjob_description(cronjob, await search_events(ctx, cronjob, "CronJob"))
+
+
 Describer = Callable[[Context, Obj], Awaitable[str]]
 DESCRIBERS: dict[tuple[str, str], Describer] = {
     ("", "Pod"): describe_pod,
@@ -1406,6 +1506,8 @@ DESCRIBERS: dict[tuple[str, str], Describer] = {
     ("", "PersistentVolume"): describe_persistent_volume,
     ("", "PersistentVolumeClaim"): describe_persistent_volume_claim,
     ("storage.k8s.io", "StorageClass"): describe_storage_class,
+    ("batch", "Job"): describe_job,
+    ("batch", "CronJob"): describe_cronjob,
 }
 
 

@@ -32,12 +32,14 @@ CONTROLLER_ACCOUNTS = ("deployment-controller", "replicaset-controller", "generi
                        "namespace-controller", "node-controller", "service-account-controller",
                        "endpoint-controller", "endpointslice-controller", "endpointslicemirroring-controller",
                        "service-controller", "daemon-set-controller", "persistent-volume-binder",
-                       "pvc-protection-controller", "pv-protection-controller")
+                       "pvc-protection-controller", "pv-protection-controller", "job-controller",
+                       "cronjob-controller", "ttl-after-finished-controller")
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 # what view reads and edit writes (upstream aggregate-to-view / aggregate-to-edit, for what minik8s serves)
 _VIEW_CORE = ["pods", "pods/status", "pods/log", "events", "namespaces", "serviceaccounts", "services",
               "services/status", "endpoints", "configmaps", "persistentvolumeclaims",
               "persistentvolumeclaims/status"]  # never secrets: view may not read them
+_VIEW_BATCH = ["jobs", "jobs/status", "cronjobs", "cronjobs/status"]
 _VIEW_APPS = ["deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
               "replicasets/status", "daemonsets", "daemonsets/status", "controllerrevisions"]
 
@@ -207,6 +209,25 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule([*READ, "update"], [""], ["persistentvolumes"]),
             EVENTS,
         ],
+        "system:controller:job-controller": [
+            rule([*READ, "update", "patch"], ["batch"], ["jobs"]),
+            rule(["update", "patch"], ["batch"], ["jobs/status"]),
+            rule(["update"], ["batch"], ["jobs/finalizers"]),
+            rule([*READ, "create", "delete", "patch"], [""], ["pods"]),
+            EVENTS,
+        ],
+        "system:controller:cronjob-controller": [
+            rule([*READ, "update"], ["batch"], ["cronjobs"]),
+            rule([*READ, "create", "update", "delete", "patch"], ["batch"], ["jobs"]),
+            rule(["update"], ["batch"], ["cronjobs/status"]),
+            rule(["update"], ["batch"], ["cronjobs/finalizers"]),
+            rule(["list", "delete"], [""], ["pods"]),
+            EVENTS,
+        ],
+        "system:controller:ttl-after-finished-controller": [
+            rule(["get", "list", "watch", "delete"], ["batch"], ["jobs"]),
+            EVENTS,
+        ],
         "system:controller:node-controller": [
             rule(["get", "list", "watch", "update", "patch", "delete"], [""], ["nodes"]),
             rule(["patch", "update"], [""], ["nodes/status"]),
@@ -218,7 +239,7 @@ def cluster_roles() -> dict[str, list[Obj]]:
 
 
 def _view() -> list[Obj]:
-    return [rule(READ, [""], _VIEW_CORE), rule(READ, ["apps"], _VIEW_APPS),
+    return [rule(READ, [""], _VIEW_CORE), rule(READ, ["apps"], _VIEW_APPS), rule(READ, ["batch"], _VIEW_BATCH),
             rule(READ, ["discovery.k8s.io"], ["endpointslices"]), rule(READ, ["coordination.k8s.io"], ["leases"])]
 
 
@@ -235,6 +256,7 @@ def _edit() -> list[Obj]:
         rule(["create"], [""], ["serviceaccounts/token"]),
         rule(WRITE, ["apps"], ["deployments", "deployments/rollback", "deployments/scale", "replicasets",
                                "replicasets/scale", "daemonsets"]),
+        rule(WRITE, ["batch"], ["jobs", "cronjobs"]),
     ]
 
 

@@ -8,11 +8,13 @@ from apiserver.registry.admissionregistration import (
     ValidatingWebhookConfigurationStrategy,
 )
 from apiserver.registry.configmap import ConfigMapStrategy
+from apiserver.registry.cronjob import CronJobStrategy
 from apiserver.registry.daemonset import ControllerRevisionStrategy, DaemonSetStrategy
 from apiserver.registry.deployment import DeploymentStrategy
 from apiserver.registry.endpoints import EndpointsStrategy
 from apiserver.registry.endpointslice import EndpointSliceStrategy
 from apiserver.registry.event import EventStrategy
+from apiserver.registry.job import JobStrategy
 from apiserver.registry.lease import LeaseStrategy
 from apiserver.registry.namespace import NamespaceStrategy
 from apiserver.registry.node import NodeStrategy
@@ -50,6 +52,8 @@ STRATEGIES: dict[str, Strategy] = {
     "apps/daemonsets": DaemonSetStrategy(),
     "apps/controllerrevisions": ControllerRevisionStrategy(),
     "storage.k8s.io/storageclasses": StorageClassStrategy(),
+    "batch/jobs": JobStrategy(),
+    "batch/cronjobs": CronJobStrategy(),
     "coordination.k8s.io/leases": LeaseStrategy(),
     "rbac.authorization.k8s.io/clusterroles": ClusterRoleStrategy(),
     "rbac.authorization.k8s.io/clusterrolebindings": ClusterRoleBindingStrategy(),

@@ -1,4 +1,5 @@
-"""`mkubectl create service clusterip|nodeport|loadbalancer|externalname NAME --tcp=PORT[:TARGET]`, as
+"""`mkubectl create job|cronjob` (kubectl's create_job.go, create_cronjob.go) and
+`mkubectl create service clusterip|nodeport|loadbalancer|externalname NAME --tcp=PORT[:TARGET]`, as
 kubectl's create_service.go: the Service is labelled and selects `app=NAME`, each `--tcp` spec is a
 TCP port named after the spec (`80:8080` → `80-8080`), `--node-port` goes on every port, and
 `--clusterip=None` makes a headless Service (ClusterIP type only).
@@ -22,6 +23,8 @@ from machinery.types import Obj
 from machinery.validation import is_dns1123_subdomain, is_valid_port_name, is_valid_port_num
 
 SERVICES = resource_for("", "services")
+JOBS = resource_for("batch", "jobs")
+CRONJOBS = resource_for("batch", "cronjobs")
 FIELD_MANAGER = "kubectl-create"
 SERVICE_TYPES = {"clusterip": "ClusterIP", "nodeport": "NodePort", "loadbalancer": "LoadBalancer",
                  "externalname": "ExternalName"}
@@ -59,6 +62,22 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
             t.add_argument("--external-name", default=None, help="external name of the service")
         _creation_flags(t)
         t.set_defaults(run=run, service_type_name=SERVICE_TYPES[name])
+    job = kinds.add_parser("job", parents=[common], help="create a job with the specified name")
+    job.add_argument("names", nargs="*", metavar="NAME [-- COMMAND [args...]]")
+    job.add_argument("--image", default="", help="image name to run")
+    job.add_argument("--from", dest="from_", default="", help="the name of the resource to create a Job from "
+                                                              "(only cronjob is supported)")
+    _creation_flags(job)
+    job.set_defaults(run=run_job, command_args=[])  # the CLI puts what follows `--` there
+    cronjob = kinds.add_parser("cronjob", aliases=["cj"], parents=[common],
+                               help="create a cron job with the specified name")
+    cronjob.add_argument("names", nargs="*", metavar="NAME [-- COMMAND [args...]]")
+    cronjob.add_argument("--image", default="", help="image name to run")
+    cronjob.add_argument("--schedule", default="", help="a schedule in the Cron format the job should be run with")
+    cronjob.add_argument("--restart", default="OnFailure", help="job's restart policy. supported values: OnFailure, "
+                                                                "Never")
+    _creation_flags(cronjob)
+    cronjob.set_defaults(run=run_cronjob, command_args=[])
 
 
 def parse_ports(spec: str) -> tuple[int, int | str]:
@@ -165,4 +184,121 @@ async def run(ctx: Context, args: argparse.Namespace) -> int:
             message = e.status.message or status_message(e.status, e.code)
             raise CommandError(f"failed to create {service_type} service: {message}") from None
     print_mutation(ctx.out, SERVICES, service, args.output, "created", strategy)
+    return 0
+
+
+# -- jobs and cron jobs -------------------------------------------------------------------------
+
+
+def job_from_image(name: str, image: str, command: list[str], namespace: str = "") -> Obj:
+    """CreateJobOptions.createJob: one container named after the Job, restartPolicy Never."""
+    container: Obj = {"name": name, "image": image, "resources": {}}
+    if command:
+        container["command"] = command
+    metadata: Obj = {"creationTimestamp": None, "name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
+            "spec": {"template": {"metadata": {"creationTimestamp": None},
+                                  "spec": {"containers": [container], "restartPolicy": "Never"}}},
+            "status": {}}
+
+
+def job_from_cronjob(name: str, cronjob: Obj, namespace: str = "") -> Obj:
+    """CreateJobOptions.createJobFromCronJob: the jobTemplate's labels, annotations and spec, the
+    `cronjob.kubernetes.io/instantiate: manual` annotation, owned by the CronJob."""
+    template = cronjob.get("spec", {}).get("jobTemplate") or {}
+    tmeta = template.get("metadata") or {}
+    annotations = {"cronjob.kubernetes.io/instantiate": "manual", **(tmeta.get("annotations") or {})}
+    meta = cronjob.get("metadata") or {}
+    metadata: Obj = {"annotations": annotations, "creationTimestamp": None, "name": name,
+                     "ownerReferences": [{"apiVersion": "batch/v1", "blockOwnerDeletion": True, "controller": True,
+                                          "kind": "CronJob", "name": meta.get("name"), "uid": meta.get("uid")}]}
+    if tmeta.get("labels"):
+        metadata["labels"] = tmeta["labels"]
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": template.get("spec") or {},
+            "status": {}}
+
+
+def cronjob_from_options(name: str, image: str, schedule: str, restart: str, command: list[str],
+                         namespace: str = "") -> Obj:
+    """CreateCronJobOptions.createCronJob."""
+    container: Obj = {"name": name, "image": image, "resources": {}}
+    if command:
+        container["command"] = command
+    metadata: Obj = {"creationTimestamp": None, "name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": metadata,
+            "spec": {"schedule": schedule, "jobTemplate": {
+                "metadata": {"creationTimestamp": None, "name": name},
+                "spec": {"template": {"metadata": {"creationTimestamp": None},
+                                      "spec": {"containers": [container], "restartPolicy": restart}}}}},
+            "status": {}}
+
+
+def _name_and_command(args: argparse.Namespace) -> tuple[str, list[str]]:
+    names: list[str] = list(args.names)
+    if not names:
+        raise CommandError("NAME is required")
+    return names[0], [*names[1:], *args.command_args]
+
+
+async def _post(ctx: Context, args: argparse.Namespace, info: Any, body: Obj, strategy: str) -> Obj:
+    if strategy == "client":
+        return body
+    try:
+        created: Obj = await ctx.client.request("POST", info.collection_path(ctx.namespace),
+                                                params=creation_params(args, strategy), body=body)
+    except ApiError as e:
+        # kubectl: fmt.Errorf("failed to create job: %v", err) (and "cronjob")
+        message = e.status.message or status_message(e.status, e.code)
+        raise CommandError(f"failed to create {info.singular}: {message}") from None
+    return created
+
+
+async def run_job(ctx: Context, args: argparse.Namespace) -> int:
+    assert JOBS is not None and CRONJOBS is not None
+    name, command = _name_and_command(args)
+    image, source = args.image, args.from_
+    if not image and not source:
+        raise CommandError("either --image or --from must be specified")
+    if image and source:
+        raise CommandError("--image and --from are mutually exclusive")
+    if command and source:
+        raise CommandError("cannot specify --from and command")
+    strategy = dry_run(args.dry_run)
+    namespace = ctx.namespace if ctx.explicit_namespace else ""
+    if source:
+        kind, _, source_name = source.partition("/")
+        if kind not in ("cronjob", "cronjobs", "cj", "cronjob.batch", "cronjobs.batch") or not source_name:
+            raise CommandError(f"from must be of type cronjob, got {source!r}")
+        try:
+            cronjob = await ctx.client.request("GET", CRONJOBS.object_path(source_name, ctx.namespace))
+        except ApiError as e:
+            raise CommandError(e.status.message or status_message(e.status, e.code)) from None
+        body = job_from_cronjob(name, cronjob, namespace)
+    else:
+        body = job_from_image(name, image, command, namespace)
+    job = await _post(ctx, args, JOBS, body, strategy)
+    print_mutation(ctx.out, JOBS, job, args.output, "created", strategy)
+    return 0
+
+
+async def run_cronjob(ctx: Context, args: argparse.Namespace) -> int:
+    assert CRONJOBS is not None
+    name, command = _name_and_command(args)
+    if not args.image:
+        raise CommandError("--image must be specified")
+    if not args.schedule:
+        raise CommandError("--schedule must be specified")
+    if args.restart not in ("OnFailure", "Never"):
+        raise CommandError(f"restart policy must be one of [OnFailure Never], got {args.restart!r}")
+    strategy = dry_run(args.dry_run)
+    body = cronjob_from_options(name, args.image, args.schedule, args.restart, command,
+                                ctx.namespace if ctx.explicit_namespace else "")
+    cronjob = await _post(ctx, args, CRONJOBS, body, strategy)
+    print_mutation(ctx.out, CRONJOBS, cronjob, args.output, "created", strategy)
     return 0

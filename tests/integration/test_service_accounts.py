@@ -355,3 +355,66 @@ def test_kubectl_create_get_describe_and_create_token(secure: SecureApiServer, n
     assert missing.returncode != 0 and 'serviceaccounts "nobody" not found' in missing.stderr
     short = kubectl.run("create", "token", "deployer", "--duration=1m")
     assert short.returncode != 0 and "may not specify a duration less than 10 minutes" in short.stderr
+
+
+# -- the batch controllers under their own roles -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def batch_controllers(workdir: Path, secure: SecureApiServer, controllers: ControllerProcess
+                      ) -> Iterator[ControllerProcess]:
+    """The job, cronjob and ttl-after-finished controllers over HTTPS, each on its own account's tokens (the
+    module's other controller-manager keeps the namespaces' default accounts)."""
+    process = ControllerProcess(workdir, secure.secure_url, ["job", "cronjob", "ttl-after-finished"],
+                                "--kubeconfig", str(secure.kubeconfig("controller-manager")))
+    process.start()
+    yield process
+    process.stop()
+
+
+def test_batch_controllers_work_under_their_bootstrap_roles(secure: SecureApiServer, admin: httpx.Client, ns: str,
+                                                            batch_controllers: ControllerProcess) -> None:
+    """A Job whose deadline passes: its pod is created, then deleted, its tracking finalizer removed, the Job
+    marked Failed, then deleted by its TTL; a CronJob prunes a finished Job beyond its history limit. Every
+    write is made by the controller's own account and none is refused."""
+    wait_for(lambda: admin.get(accounts(ns, "default")).status_code == 200, 15, what="the default account")
+    batch = f"/apis/batch/v1/namespaces/{ns}"
+    template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
+    assert admin.post(f"{batch}/jobs", json={"metadata": {"name": "late"}, "spec": {
+        "activeDeadlineSeconds": 2, "ttlSecondsAfterFinished": 1, "template": template}}).status_code == 201
+    wait_for(lambda: admin.get(f"{batch}/jobs/late").status_code == 404, 30,
+             what="the Job to fail on its deadline and be deleted after its TTL")
+    wait_for(lambda: admin.get(f"/api/v1/namespaces/{ns}/pods").json()["items"] == [], 15,
+             what="its pod to be gone (deleted, finalizer removed)")
+
+    cronjob = admin.post(f"{batch}/cronjobs", json={"metadata": {"name": "rare"}, "spec": {
+        "schedule": "0 0 1 1 *", "successfulJobsHistoryLimit": 0, "jobTemplate": {"spec": {"template": template}}}})
+    assert cronjob.status_code == 201, cronjob.text
+    owner = {"apiVersion": "batch/v1", "kind": "CronJob", "name": "rare", "uid": cronjob.json()["metadata"]["uid"],
+             "controller": True}
+    assert admin.post(f"{batch}/jobs", json={"metadata": {"name": "rare-1", "ownerReferences": [owner]},
+                                             "spec": {"suspend": True, "template": template}}).status_code == 201
+
+    def finish() -> bool:
+        current = admin.get(f"{batch}/jobs/rare-1").json()
+        current["status"] = {"conditions": [{"type": "Complete", "status": "True", "reason": "T", "message": "t"}]}
+        return admin.put(f"{batch}/jobs/rare-1/status", json=current).status_code == 200
+
+    wait_for(finish, 15, 0.1, what="the owned Job's Complete status")
+    wait_for(lambda: admin.get(f"{batch}/jobs/rare-1").status_code == 404, 20, what="the history to be pruned")
+
+    def writes_by(account: str) -> list[dict[str, Any]]:
+        return [e for e in secure.audit_events() if e["user"]["username"] == f"system:serviceaccount:kube-system:"
+                f"{account}" and e.get("verb") in ("create", "update", "patch", "delete")
+                and e["objectRef"].get("namespace") == ns]
+
+    def done_by(account: str) -> set[tuple[str, str]]:
+        return {(e["verb"], e["objectRef"]["resource"]) for e in writes_by(account)
+                if e["responseStatus"]["code"] < 300}
+
+    assert done_by("job-controller") >= {("create", "pods"), ("delete", "pods"), ("patch", "pods"), ("update", "jobs")}
+    assert ("delete", "jobs") in done_by("ttl-after-finished-controller")
+    assert ("delete", "jobs") in done_by("cronjob-controller")
+    refused = [e for account in ("job-controller", "cronjob-controller", "ttl-after-finished-controller")
+               for e in writes_by(account) if e["responseStatus"]["code"] in (401, 403)]
+    assert refused == []

@@ -180,6 +180,9 @@ REPLICASET_CONTROLLER = user("system:serviceaccount:kube-system:replicaset-contr
                              "system:serviceaccounts:kube-system")
 DAEMONSET_CONTROLLER = user("system:serviceaccount:kube-system:daemon-set-controller", "system:serviceaccounts",
                             "system:serviceaccounts:kube-system")
+JOB_CONTROLLER = user("system:serviceaccount:kube-system:job-controller", "system:serviceaccounts")
+CRONJOB_CONTROLLER = user("system:serviceaccount:kube-system:cronjob-controller", "system:serviceaccounts")
+TTL_CONTROLLER = user("system:serviceaccount:kube-system:ttl-after-finished-controller", "system:serviceaccounts")
 ADMIN = user("kubernetes-admin", "system:masters")
 NODE_A = user("system:node:node-a", "system:nodes")
 NOBODY = user("alice")
@@ -215,6 +218,27 @@ MATRIX: list[tuple[UserInfo, Attributes, bool]] = [
     (DAEMONSET_CONTROLLER, res(DAEMONSET_CONTROLLER, "create", "controllerrevisions", "default", group="apps"), True),
     (DAEMONSET_CONTROLLER, res(DAEMONSET_CONTROLLER, "update", "daemonsets", "default", "d", group="apps"), False),
     (DAEMONSET_CONTROLLER, res(DAEMONSET_CONTROLLER, "create", "replicasets", "default", group="apps"), False),
+    # the batch controllers: the Job controller's pods (the tracking finalizer comes off by patch), its status and
+    # the jobs/finalizers that a blockOwnerDeletion reference needs; the CronJob controller's Jobs; the TTL one deletes
+    (JOB_CONTROLLER, res(JOB_CONTROLLER, "create", "pods", "default"), True),
+    (JOB_CONTROLLER, res(JOB_CONTROLLER, "patch", "pods", "default", "p"), True),
+    (JOB_CONTROLLER, res(JOB_CONTROLLER, "delete", "pods", "default", "p"), True),
+    (JOB_CONTROLLER, res(JOB_CONTROLLER, "update", "jobs", "default", "j", group="batch", subresource="status"), True),
+    (JOB_CONTROLLER, res(JOB_CONTROLLER, "update", "jobs", "default", "j", group="batch", subresource="finalizers"),
+     True),
+    (JOB_CONTROLLER, res(JOB_CONTROLLER, "create", "events", "default"), True),
+    (JOB_CONTROLLER, res(JOB_CONTROLLER, "delete", "jobs", "default", "j", group="batch"), False),
+    (CRONJOB_CONTROLLER, res(CRONJOB_CONTROLLER, "create", "jobs", "default", group="batch"), True),
+    (CRONJOB_CONTROLLER, res(CRONJOB_CONTROLLER, "delete", "jobs", "default", "j", group="batch"), True),
+    (CRONJOB_CONTROLLER, res(CRONJOB_CONTROLLER, "update", "cronjobs", "default", "c", group="batch",
+                             subresource="status"), True),
+    (CRONJOB_CONTROLLER, res(CRONJOB_CONTROLLER, "update", "cronjobs", "default", "c", group="batch",
+                             subresource="finalizers"), True),
+    (CRONJOB_CONTROLLER, res(CRONJOB_CONTROLLER, "create", "pods", "default"), False),
+    (TTL_CONTROLLER, res(TTL_CONTROLLER, "delete", "jobs", "default", "j", group="batch"), True),
+    (TTL_CONTROLLER, res(TTL_CONTROLLER, "get", "jobs", "default", "j", group="batch"), True),
+    (TTL_CONTROLLER, res(TTL_CONTROLLER, "delete", "pods", "default", "p"), False),
+    (TTL_CONTROLLER, res(TTL_CONTROLLER, "delete", "cronjobs", "default", "c", group="batch"), False),
     # masters: anything
     (ADMIN, res(ADMIN, "delete", "clusterroles", name="cluster-admin", group="rbac.authorization.k8s.io"), True),
     (ADMIN, url(ADMIN, "post", "/anything"), True),
@@ -251,6 +275,19 @@ MATRIX: list[tuple[UserInfo, Attributes, bool]] = [
                               for w, a, _ in MATRIX])
 def test_bootstrap_matrix(authorizer: Authorizer, who: UserInfo, attrs: Attributes, allowed: bool) -> None:
     assert authorizer.authorize(attrs)[0] is allowed
+
+
+def test_view_reads_and_edit_writes_jobs_and_cronjobs() -> None:
+    roles = bootstrap.cluster_roles()
+
+    def grants(role: str, verb: str, resource: str) -> bool:
+        return any("batch" in r.get("apiGroups", []) and resource in r.get("resources", []) and verb in r["verbs"]
+                   for r in roles[role])
+
+    for resource in ("jobs", "cronjobs", "jobs/status", "cronjobs/status"):
+        assert grants("view", "list", resource) and not grants("view", "create", resource)
+    for role in ("edit", "admin"):
+        assert grants(role, "create", "jobs") and grants(role, "delete", "cronjobs")
 
 
 def test_unsecured_is_a_master(authorizer: Authorizer) -> None:
