@@ -72,11 +72,13 @@ class ControllerProcess(ComponentProcess):
 
     def __init__(self, workdir: Path, server: str, controllers: list[str], *flags: str) -> None:
         self.controllers = controllers
+        # the log's name says which controllers run, while that fits a file name (255 bytes)
+        named = "-".join(controllers) if len(controllers) <= 6 else f"{len(controllers)}-controllers"
         super().__init__(Process(
             "controller-manager",
             [sys.executable, "-m", "controllers", "--master", server, "--controllers", ",".join(controllers),
              *leader_election_flags(flags), *flags],
-            workdir / f"controller-manager-{'-'.join(controllers)}-{uuid.uuid4().hex[:6]}.log",
+            workdir / f"controller-manager-{named}-{uuid.uuid4().hex[:6]}.log",
             # no kubeconfig of the machine's: --master alone says where the apiserver is
             env={"KUBECONFIG": str(workdir / "no-kubeconfig")},
         ))
