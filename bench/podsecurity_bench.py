@@ -21,7 +21,6 @@ import asyncio
 import json
 import shutil
 import ssl
-import statistics
 import sys
 import time
 from typing import Any
@@ -32,6 +31,7 @@ import uvloop
 
 from bench.apiserver_bench import CpuMeter, render_table
 from bench.auth_bench import closed_loop
+from bench.closed_loop_summary import busy_caution, medians_and_rows
 from tests.auth_cluster import SecureApiServer
 from tests.cluster import REPO, Etcd, make_workdir, wait_for
 
@@ -116,32 +116,13 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    summary: dict[str, Any] = {}
-    rows = []
-    for label, key, fmt in (("creates/s, 64 clients", ("rate",), "{:,.0f}"),
-                            ("apiserver CPU ms per create", ("cpu_ms_per_create",), "{:.3f}"),
-                            ("create p50 ms, 64 clients", ("latency_ms", "p50"), "{:.1f}"),
-                            ("create p99 ms, 64 clients", ("latency_ms", "p99"), "{:.1f}")):
-        medians = {}
-        for mode in MODES:
-            values = []
-            for row in results[mode]:
-                value: Any = row
-                for k in key:
-                    value = value[k]
-                values.append(float(value))
-            medians[mode] = statistics.median(values)
-        summary[label] = medians
-        base = medians["without"]
-        rows.append((label, *(fmt.format(medians[m]) for m in MODES),
-                     *(f"{medians[m] / base:.3f}x" if base else "—" for m in MODES[1:])))
+    summary, rows = medians_and_rows(results, MODES)
     print()
     print(f"PodSecurity admission benchmark ({'quick' if args.quick else 'full'}, {rounds} rounds, medians)")
     print()
     print(render_table(("figure", *MODES, "privileged/without", "restricted/without"), rows))
-    others = [row["others_cores"] for mode in MODES for row in results[mode]]
-    if max(others) > 0.3:
-        print(f"CAUTION: other processes were busy (up to {max(others):.2f} cores) during the closed loops")
+    if caution := busy_caution(results):
+        print(caution)
     rate = summary["creates/s, 64 clients"]
     costs = {m: round((1 - rate[m] / rate["without"]) * 100, 1) if rate["without"] else None for m in MODES[1:]}
     print(f"throughput cost: privileged namespace {costs['privileged']}%, restricted namespace {costs['restricted']}%")

@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import ssl
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ import uvloop
 from apiserver.storage.encryptionconfig import default_config
 from bench.apiserver_bench import CpuMeter, render_table
 from bench.auth_bench import closed_loop
+from bench.closed_loop_summary import busy_caution, medians_and_rows
 from tests.auth_cluster import SecureApiServer
 from tests.cluster import REPO, Etcd, make_workdir, wait_for
 
@@ -108,24 +108,14 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    summary: dict[str, Any] = {}
-    rows = []
-    for label, key, fmt in (("creates/s, 64 clients", ("rate",), "{:,.0f}"),
-                            ("apiserver CPU ms per create", ("cpu_ms_per_create",), "{:.3f}"),
-                            ("create p50 ms, 64 clients", ("latency_ms", "p50"), "{:.1f}"),
-                            ("create p99 ms, 64 clients", ("latency_ms", "p99"), "{:.1f}")):
-        medians = {mode: statistics.median(float(_dig(row, key)) for row in results[mode]) for mode in MODES}
-        summary[label] = medians
-        rows.append((label, *(fmt.format(medians[m]) for m in MODES),
-                     f"{medians['aescbc'] / medians['off']:.3f}x" if medians["off"] else "—"))
+    summary, rows = medians_and_rows(results, MODES)
     print()
     print(f"Secret creates, encryption at rest off vs aescbc ({'quick' if args.quick else 'full'}, {rounds} rounds, "
           "medians)")
     print()
     print(render_table(("figure", *MODES, "aescbc/off"), rows))
-    others = [row["others_cores"] for mode in MODES for row in results[mode]]
-    if max(others) > 0.3:
-        print(f"CAUTION: other processes were busy (up to {max(others):.2f} cores) during the closed loops")
+    if caution := busy_caution(results):
+        print(caution)
     rate = summary["creates/s, 64 clients"]
     create_ratio = round(rate["aescbc"] / rate["off"], 3) if rate["off"] else None
     print(f"creates/s with encryption ÷ without: {create_ratio}")
@@ -135,13 +125,6 @@ def main(argv: list[str] | None = None) -> int:
                                "create_ratio": create_ratio}, indent=2))
     print(f"JSON: {out}")
     return 0
-
-
-def _dig(row: dict[str, Any], key: tuple[str, ...]) -> Any:
-    value: Any = row
-    for k in key:
-        value = value[k]
-    return value
 
 
 if __name__ == "__main__":
