@@ -1,6 +1,7 @@
 """Fixtures shared by integration modules that need a real node: one kubelet per module on the session's
-apiserver, driving the host's Docker engine (skips when there is none), removed with all it made; and an etcd
-of a module's own."""
+apiserver, driving the host's Docker engine (skips when there is none), removed with all it made; an etcd
+of a module's own; and, for modules that start their own secure apiserver as a `secure` fixture, its admin
+client and a fresh namespace per test."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.auth_cluster import SecureApiServer
 from tests.cluster import ApiServer, Etcd, make_workdir
 
 
@@ -25,6 +27,24 @@ def own_etcd(workdir: Path) -> Iterator[Etcd]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
+    """A cluster-admin client of the module's own `secure` apiserver (each such module defines `secure`)."""
+    with secure.client("admin", timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+def ns(request: pytest.FixtureRequest, admin: httpx.Client) -> Iterator[str]:
+    """A fresh namespace on the module's secure apiserver, named after the module (`NS_PREFIX` overrides)."""
+    module = request.module
+    prefix = getattr(module, "NS_PREFIX", module.__name__.rsplit(".", 1)[-1].removeprefix("test_").replace("_", "-"))
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    assert admin.post("/api/v1/namespaces", json={"metadata": {"name": name}}).status_code == 201
+    yield name
+    admin.delete(f"/api/v1/namespaces/{name}")
 
 
 @pytest.fixture(scope="module")

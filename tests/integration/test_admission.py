@@ -43,12 +43,6 @@ def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
 
 
 @pytest.fixture(scope="module")
-def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
-    with secure.client("admin", timeout=30) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def webhook(secure: SecureApiServer, workdir: Path) -> Iterator[str]:
     """The example webhook server on a free port; its URL."""
     cert, key = pki.issue_serving_cert(secure.root, "sidecar-injector", ["127.0.0.1"])

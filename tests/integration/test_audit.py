@@ -57,20 +57,6 @@ def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
-    with secure.client("admin") as client:
-        yield client
-
-
-@pytest.fixture
-def ns(admin: httpx.Client) -> Iterator[str]:
-    name = f"audit-{uuid.uuid4().hex[:8]}"
-    assert admin.post("/api/v1/namespaces", json={"metadata": {"name": name}}).status_code == 201
-    yield name
-    admin.delete(f"/api/v1/namespaces/{name}")
-
-
 def complete(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if e["stage"] == "ResponseComplete"]
 

@@ -43,20 +43,6 @@ def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
-    with secure.client("admin") as client:
-        yield client
-
-
-@pytest.fixture
-def ns(admin: httpx.Client) -> Iterator[str]:
-    name = f"auth-{uuid.uuid4().hex[:8]}"
-    assert admin.post("/api/v1/namespaces", json={"metadata": {"name": name}}).status_code == 201
-    yield name
-    admin.delete(f"/api/v1/namespaces/{name}")
-
-
 def sa_token(secure: SecureApiServer, name: str) -> str:
     return secure.request_token(name)
 

@@ -39,12 +39,6 @@ def secure(workdir: Path, etcd: Etcd) -> Iterator[SecureApiServer]:
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
-    with secure.client("admin") as client:
-        yield client
-
-
 def rss_kb(pid: int, field: str = "VmRSS") -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):

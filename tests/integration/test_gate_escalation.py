@@ -53,12 +53,6 @@ def secure(workdir: Path) -> Iterator[SecureApiServer]:
         etcd.stop()
 
 
-@pytest.fixture(scope="module")
-def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
-    with secure.client("admin") as client:
-        yield client
-
-
 def role(name: str, *rules: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": {"name": name}, "rules": list(rules)}
 

@@ -31,12 +31,6 @@ def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
 
 
 @pytest.fixture(scope="module")
-def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
-    with secure.client("admin") as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def cm(workdir: Path, secure: SecureApiServer) -> Iterator[ControllerProcess]:
     process = ControllerProcess(workdir, secure.secure_url, ["persistentvolume-binder", "pvc-protection",
                                                              "pv-protection"],

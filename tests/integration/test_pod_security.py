@@ -55,12 +55,6 @@ def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
-    with secure.client("admin", timeout=30) as client:
-        yield client
-
-
 @pytest.fixture
 def make_ns(admin: httpx.Client) -> Iterator[Any]:
     made: list[str] = []

@@ -108,12 +108,6 @@ def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
 
 
 @pytest.fixture(scope="module")
-def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
-    with secure.client("admin", timeout=30) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def ns(secure: SecureApiServer, admin: httpx.Client) -> Iterator[str]:
     """A namespace where the user "writer" (not in system:masters) may create and read pods."""
     name = f"limits-{uuid.uuid4().hex[:8]}"

@@ -33,6 +33,7 @@ from tests.manifests import deployment, pod
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 MAX_EXPIRATION = 12  # seconds: --service-account-max-token-expiration of this module's apiserver
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
+NS_PREFIX = "sa"  # namespaces of the conftest's `ns` fixture
 
 
 @pytest.fixture(scope="module")
@@ -41,20 +42,6 @@ def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
                              "--service-account-max-token-expiration", f"{MAX_EXPIRATION}s").start()
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
-    with secure.client("admin") as client:
-        yield client
-
-
-@pytest.fixture
-def ns(admin: httpx.Client) -> Iterator[str]:
-    name = f"sa-{uuid.uuid4().hex[:8]}"
-    assert admin.post("/api/v1/namespaces", json={"metadata": {"name": name}}).status_code == 201
-    yield name
-    admin.delete(f"/api/v1/namespaces/{name}")
 
 
 def accounts(ns: str, name: str = "") -> str:

@@ -40,12 +40,6 @@ def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
 
 
 @pytest.fixture(scope="module")
-def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
-    with secure.client("admin") as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def nodes(admin: httpx.Client) -> Iterator[dict[str, str]]:
     """Two Ready nodes with InternalIPs (no kubelet behind them)."""
     try:
