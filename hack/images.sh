@@ -168,13 +168,17 @@ build_busybox() {
     log "tagged busybox:1.36 and busybox:latest (MINIK8S_UPSTREAM_ALIASES=1)"
   fi
 
-  version="${version} httpd"
+  # httpd as PID 1 would ignore SIGTERM (the kernel drops signals PID 1 has no handler for), so every pod
+  # of it waited out its grace period: Debian's tini runs first, forwards the signal and reaps.
+  ensure_apt_packages tini:tini-static
+  version="${version} httpd tini $(dpkg-query -W -f '${Version}' tini)"
   recipe="$(recipe_of "${HTTPD_IMAGE}" "${version}")"
   if up_to_date "${HTTPD_IMAGE}" "${recipe}"; then
     log "${HTTPD_IMAGE}: skip, up to date"
     return 0
   fi
   [[ -d "${WORK}/busybox" ]] || busybox_rootfs "${WORK}/busybox"
+  install -m 0755 "$(command -v tini-static)" "${WORK}/busybox/sbin/tini"
   cat >"${WORK}/busybox/var/www/index.html" <<'EOF'
 <!DOCTYPE html>
 <html><head><title>Welcome to minik8s httpd</title></head>
@@ -183,6 +187,7 @@ EOF
   import_rootfs "${WORK}/busybox" "${HTTPD_IMAGE}" "${recipe}" \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'EXPOSE 80/tcp' \
+    --change 'ENTRYPOINT ["/sbin/tini", "--"]' \
     --change 'CMD ["httpd", "-f", "-v", "-p", "80", "-h", "/var/www"]'
 }
 

@@ -1,0 +1,48 @@
+"""The images pods run (hack/images.sh) stop on SIGTERM, as the kubelet's graceful stop expects.
+
+A process that is PID 1 of its namespace gets no default action for a signal it has no handler for: busybox
+httpd as PID 1 ignored SIGTERM, so every pod of minik8s/httpd:1 waited out its whole grace period on delete
+and on each step of a rollout. `docker stop` sends SIGTERM and, after its timeout, SIGKILL: an exit by
+SIGTERM (143, or 0 from a handler) and not by SIGKILL (137) is the proof, with no clock in the test.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import docker
+import pytest
+
+from tests.node_process import HTTPD, PAUSE, ensure_images
+
+LABEL = "io.minik8s.test"
+RUN = f"images-{uuid.uuid4().hex[:6]}"  # the label value of this run's containers
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[docker.DockerClient]:
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as e:
+        pytest.skip(f"no Docker engine: {e}")
+    ensure_images()
+    yield client
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL}={RUN}"}):
+        container.remove(force=True)
+    client.close()
+
+
+@pytest.mark.parametrize("image", [PAUSE, HTTPD])
+def test_the_image_as_it_starts_by_default_exits_on_sigterm(client: docker.DockerClient, image: str) -> None:
+    container = client.containers.run(image, detach=True, labels={LABEL: RUN})
+    try:
+        container.reload()
+        assert container.status == "running", f"{image} did not stay up: {container.logs()!r}"
+        container.stop(timeout=60)  # SIGTERM, then SIGKILL after 60 s
+        container.reload()
+        code = container.attrs["State"]["ExitCode"]
+        assert code in (0, 143), f"{image} ignored SIGTERM and was killed (exit {code}): its PID 1 needs a handler"
+    finally:
+        container.remove(force=True)
