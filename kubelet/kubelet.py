@@ -27,7 +27,6 @@ from pathlib import Path
 
 import uvicorn
 
-from kubelet.backoff import Backoff
 from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import DEFAULT_TIMEOUT, RemoteRuntimeService
 from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
@@ -44,6 +43,7 @@ from machinery.api.core_v1 import Node, Pod
 from machinery.client import KUBE_VERSION, ApiClient
 from machinery.cri.errors import CriError
 from machinery.events import EventRecorder
+from machinery.flowcontrol import Backoff
 from machinery.informer import Informer
 from machinery.kubeconfig import ClientConfig, load_kubeconfig
 from machinery.netutil import default_node_ip

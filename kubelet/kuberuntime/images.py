@@ -4,7 +4,7 @@ shows while an image cannot be had."""
 
 from __future__ import annotations
 
-from kubelet.backoff import Backoff
+from machinery.flowcontrol import Backoff
 
 
 def default_pull_policy(image: str) -> str:

@@ -32,7 +32,6 @@ from typing import Protocol
 import grpc
 import httpx
 
-from kubelet.backoff import Backoff
 from kubelet.container.runtime import (
     ConfigError,
     ContainerState,
@@ -64,6 +63,7 @@ from kubelet.pleg.generic import GenericPLEG
 from machinery.api.core_v1 import Container, LifecycleHandler, Pod
 from machinery.cri import api_pb2 as pb
 from machinery.cri.errors import CriError
+from machinery.flowcontrol import Backoff
 
 log = logging.getLogger(__name__)
 

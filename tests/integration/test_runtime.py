@@ -21,7 +21,6 @@ import pytest
 import pytest_asyncio
 
 from dockershim.cleanup import cleanup_node
-from kubelet.backoff import Backoff
 from kubelet.container.runtime import LogOptions
 from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import RemoteRuntimeService
@@ -30,6 +29,7 @@ from kubelet.pleg.generic import GenericPLEG
 from kubelet.pod_syncer import KubeletRuntimeHelper
 from kubelet.volumes import VolumeManager
 from machinery.api.core_v1 import Pod
+from machinery.flowcontrol import Backoff
 from tests.node_process import BUSYBOX, DockershimProcess, ensure_images, free_pod_cidrs, release_cidr
 
 

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kubelet.backoff import Backoff
 from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import RemoteRuntimeService
 from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
@@ -22,6 +21,7 @@ from kubelet.status_manager import StatusManager
 from kubelet.volumes import VolumeManager
 from machinery.api.core_v1 import Pod
 from machinery.cri.testing.fake_runtime import FakeRuntime
+from machinery.flowcontrol import Backoff
 
 IMAGE = "minik8s/busybox:1.35"
 NODE_IP = "192.0.2.10"

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from kubelet.backoff import Backoff
 from kubelet.kuberuntime.images import default_pull_policy, fmt_duration, image_pull_waiting
 from kubelet.pod_workers import PodWorker, PodWorkers
 from kubelet.status_manager import StatusManager
 from machinery.api.core_v1 import Pod
+from machinery.flowcontrol import Backoff
 
 
 class Clock:

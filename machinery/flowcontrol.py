@@ -1,4 +1,5 @@
-"""Per-key exponential back-off (client-go's flowcontrol.Backoff), for crash loops and image pulls.
+"""Per-key exponential back-off (client-go's util/flowcontrol.Backoff): the kubelet's crash loops and image pulls,
+the daemon controller's failed pods.
 
 The first failure of a key is retried at once; `next()` then opens a window of `base` seconds,
 doubling with every further restart up to `cap` (10 s → 5 min upstream). A key whose last update
