@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -53,6 +54,7 @@ from controllers.daemon.history import (
 from controllers.daemon.util import (
     CONTROLLER_REVISION_HASH_LABEL,
     POD_TEMPLATE_GENERATION_LABEL,
+    FailedPodsBackoff,
     add_daemon_tolerations,
     is_pod_updated,
     node_name_affinity,
@@ -84,7 +86,7 @@ log = logging.getLogger(__name__)
 CONTROLLER_NAME = "daemonset-controller"
 BURST_REPLICAS = 250  # creates/deletes per sync at most (upstream BurstReplicas)
 MAX_CONCURRENT_WRITES = 32
-FAILED_POD_RETRY_SECONDS = 1.0  # upstream backs off per node from 1 s up to 15 min
+BACKOFF_GC_INTERVAL = 60.0  # upstream BackoffGCInterval
 
 
 def _error_text(e: Exception) -> str:
@@ -102,6 +104,8 @@ class DaemonSetsController(Controller):
         self._writes = asyncio.Semaphore(MAX_CONCURRENT_WRITES)
         self.recorder = EventRecorder(client, CONTROLLER_NAME)
         self.expectations = ControllerExpectations()
+        self.failed_pods_backoff = FailedPodsBackoff()
+        self._backoff_gc_at = time.monotonic() + BACKOFF_GC_INTERVAL
         self.ds_informer: Informer[DaemonSet] = informers.informer_for(DaemonSet)
         self.pod_informer: Informer[Pod] = informers.informer_for(Pod)
         self.node_informer: Informer[Node] = informers.informer_for(Node)
@@ -198,6 +202,9 @@ class DaemonSetsController(Controller):
     # -- reconcile ---------------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> float | None:
+        if time.monotonic() >= self._backoff_gc_at:  # upstream runs failedPodsBackoff.GC every minute
+            self.failed_pods_backoff.gc()
+            self._backoff_gc_at = time.monotonic() + BACKOFF_GC_INTERVAL
         namespace, _ = split_meta_namespace_key(key)
         ds = self.ds_informer.store.get(key)
         if ds is None:
@@ -301,11 +308,14 @@ class DaemonSetsController(Controller):
                     if pod.metadata.deletion_timestamp is not None:
                         continue
                     if pod.status is not None and pod.status.phase == "Failed":
+                        delay = self.failed_pods_backoff.admit(ds, name)
+                        if delay is not None:  # deleting it again now would be a hot loop with the kubelet
+                            retry_after = delay if retry_after is None else min(retry_after, delay)
+                            continue
                         self.recorder.event(ds, "Warning", "FailedDaemonPod",
                                             f"Found failed daemon pod {pod.metadata.namespace}/{pod.metadata.name} "
                                             f"on node {name}, will try to kill it")
                         delete.append(pod)
-                        retry_after = FAILED_POD_RETRY_SECONDS
                         continue
                     running.append(pod)
                 delete += self._extra_pods(ds, oldest_first(running), hash_, surge)

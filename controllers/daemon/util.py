@@ -5,6 +5,7 @@ pods are up to date."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 from controllers.deployment.util import int_or_percent
@@ -20,6 +21,7 @@ from machinery.api.core_v1 import (
     PodSpec,
     Toleration,
 )
+from machinery.flowcontrol import Backoff
 from machinery.nodeaffinity import RequiredNodeAffinity
 from machinery.taints import (
     TAINT_NODE_DISK_PRESSURE,
@@ -235,3 +237,33 @@ def oldest_first(pods: Iterable[Pod]) -> list[Pod]:
     """podByCreationTimestampAndPhase, the part that matters here: older first (RFC 3339 times sort as
     text), then by name."""
     return sorted(pods, key=lambda pod: (pod.metadata.creation_timestamp or "~", pod.metadata.name or ""))
+
+
+class FailedPodsBackoff:
+    """upstream's failedPodsBackoff: a failed daemon pod on a node is deleted (and so re-created) at once the
+    first time, then only after a window of 1 s doubling up to 15 min, per DaemonSet generation and node; so a
+    kubelet that keeps rejecting the pod is not fought in a hot loop."""
+
+    BASE = 1.0
+    CAP = 900.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._backoff = Backoff(self.BASE, self.CAP, clock=clock)
+
+    @staticmethod
+    def key(ds: DaemonSet, node: str) -> str:
+        """upstream failedPodsBackoffKey: a new generation of the DaemonSet starts over."""
+        observed = ds.status.observed_generation if ds.status is not None else None
+        return f"{ds.metadata.uid}/{observed or 0}/{node}"
+
+    def admit(self, ds: DaemonSet, node: str) -> float | None:
+        """None when the failed pod on `node` may be deleted now (its window opens or doubles), else the
+        seconds until it may."""
+        key = self.key(ds, node)
+        if self._backoff.in_backoff(key):
+            return self._backoff.remaining_since_update(key)
+        self._backoff.next(key)
+        return None
+
+    def gc(self) -> None:
+        self._backoff.gc()

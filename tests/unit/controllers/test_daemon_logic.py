@@ -8,6 +8,7 @@ from typing import Any
 
 from controllers.daemon.history import matches, new_revision, revision_hash, revision_patch, revisions_to_prune
 from controllers.daemon.util import (
+    FailedPodsBackoff,
     add_daemon_tolerations,
     add_or_update_tolerations,
     node_name_affinity,
@@ -215,3 +216,28 @@ def test_registered_under_upstream_name_and_account() -> None:
     assert enabled_controllers(["daemonset-controller"]) == ["daemonset"]
     assert "daemonset" in enabled_controllers(["*"])
     assert parse_args(["--concurrent-daemonset-syncs", "3"]).concurrent_daemonset_syncs == 3
+
+
+def test_a_failed_daemon_pod_is_replaced_at_once_then_after_a_doubling_window_per_node_and_generation() -> None:
+    now = [1000.0]
+    backoff = FailedPodsBackoff(clock=lambda: now[0])
+    daemon = ds()
+    assert backoff.admit(daemon, "n1") is None  # the first failure: delete (and re-create) now
+    assert backoff.admit(daemon, "n1") == 1.0  # failed again at once: wait out 1 s
+    assert backoff.admit(daemon, "n2") is None  # another node has its own window
+    now[0] += 1.0
+    assert backoff.admit(daemon, "n1") is None  # window passed: delete, and the window doubles
+    now[0] += 1.5
+    assert backoff.admit(daemon, "n1") == 0.5
+    next_generation = DaemonSet.model_validate({**daemon.model_dump(by_alias=True, exclude_none=True),
+                                                "status": {"observedGeneration": 3, "currentNumberScheduled": 0,
+                                                           "numberMisscheduled": 0, "desiredNumberScheduled": 0,
+                                                           "numberReady": 0}})
+    assert backoff.admit(next_generation, "n1") is None  # a new generation starts over
+    for _ in range(15):  # failing again each time the window has passed: it doubles up to 15 min
+        now[0] += 1000
+        assert backoff.admit(daemon, "n1") is None
+    assert backoff.admit(daemon, "n1") == FailedPodsBackoff.CAP
+    now[0] += 2 * FailedPodsBackoff.CAP + 1  # quiet for twice the cap: forgotten
+    assert backoff.admit(daemon, "n1") is None
+    assert backoff.admit(daemon, "n1") == FailedPodsBackoff.BASE
