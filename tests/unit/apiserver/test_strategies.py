@@ -1299,7 +1299,7 @@ class TestRegistry:
                                    "/endpoints", "/configmaps", "/secrets", "/persistentvolumes",
                                    "/persistentvolumeclaims", "storage.k8s.io/storageclasses",
                                    "discovery.k8s.io/endpointslices",
-                                   "apps/deployments", "apps/daemonsets", "apps/controllerrevisions",
+                                   "apps/deployments", "apps/daemonsets", "apps/controllerrevisions", "apps/statefulsets",
                                    "batch/jobs", "batch/cronjobs",
                                    "apps/replicasets", "coordination.k8s.io/leases",
                                    "rbac.authorization.k8s.io/clusterroles",
