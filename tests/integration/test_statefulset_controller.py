@@ -1,7 +1,8 @@
-"""The StatefulSet controller over HTTPS with RBAC: it writes as system:serviceaccount:kube-system:statefulset-controller
-and its bootstrap role lets it make pods, claims (and their owner references), revisions, status and events, never
-denied (the audit log says who wrote what). No kubelet: the pods stay Pending, the Parallel policy makes them all.
-Whole-cluster behaviour (ordering, DNS, updates, kubectl) is tests/e2e/test_statefulsets.py."""
+"""The StatefulSet controller over HTTPS with RBAC: it writes as
+system:serviceaccount:kube-system:statefulset-controller and its bootstrap role lets it make pods, claims (and their
+owner references), revisions, status and events, never denied (the audit log says who wrote what). No kubelet:
+the pods stay Pending, the Parallel policy makes them all. Whole-cluster behaviour (ordering, DNS, updates,
+kubectl) is tests/e2e/test_statefulsets.py."""
 
 from __future__ import annotations
 
