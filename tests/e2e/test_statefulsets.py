@@ -22,6 +22,7 @@ import httpx
 import pytest
 import yaml
 
+from machinery.timeutil import parse_rfc3339
 from tests.cluster import wait_for
 from tests.e2e.local_cluster import CLUSTER_DOMAIN, LocalCluster
 from tests.integration.test_mkubectl import Mk
@@ -266,13 +267,17 @@ def test_scale_down_removes_the_highest_ordinal_first(local_cluster: LocalCluste
     uids = {n: p["metadata"]["uid"] for n, p in before.items()}
 
     def highest_first(pods: dict[str, JSONDict]) -> str | None:
-        web1 = pods.get("web-1")
-        if "web-2" in pods and (web1 is None or web1["metadata"].get("deletionTimestamp")):
-            return f"web-1 going while web-2 is still there: {sorted(pods)}"
+        for lower, higher in (("web-0", "web-1"), ("web-1", "web-2")):
+            pod = pods.get(lower)
+            if higher in pods and (pod is None or pod["metadata"].get("deletionTimestamp")):
+                return f"{lower} going while {higher} is still there: {sorted(pods)}"
         return None
 
-    kube = kubectl_for(local_cluster, ns, tmp_path, "1.27")
     with Sampler(local_cluster.url, ns, "web", highest_first) as sampler:
+        kube = kubectl_for(local_cluster, ns, tmp_path, "1.33")
+        assert kube.run("scale", "sts", "web", "--replicas=2").ok().stdout == "statefulset.apps/web scaled\n"
+        all_ready(local_cluster, api, ns, "web", ["web-0", "web-1"])
+        kube = kubectl_for(local_cluster, ns, tmp_path, "1.27")
         assert kube.run("scale", "sts", "web", "--replicas=1").ok().stdout == "statefulset.apps/web scaled\n"
         after = all_ready(local_cluster, api, ns, "web", ["web-0"])
     assert sampler.complaint is None, sampler.complaint
@@ -369,17 +374,23 @@ def test_rolling_update_with_partition_history_and_undo(local_cluster: LocalClus
     assert revisions == {2, 3}
     status = settled(api, ns, "web", 3)["status"]
     assert status["updateRevision"] == first  # the same revision object, renumbered
-    # mkubectl's undo goes back to 2
-    assert mk.run("rollout", "undo", "sts/web").ok().stdout == "statefulset.apps/web rolled back\n"
+    # kubectl 1.33's undo goes back to 2, mkubectl's to 1 again
+    assert kube.run("rollout", "undo", "sts/web").ok().stdout == "statefulset.apps/web rolled back\n"
     all_ready(local_cluster, api, ns, "web", ["web-0", "web-1", "web-2"], "2")
+    assert mk.run("rollout", "undo", "sts/web").ok().stdout == "statefulset.apps/web rolled back\n"
+    all_ready(local_cluster, api, ns, "web", ["web-0", "web-1", "web-2"], "1")
+    assert {r["revision"] for r in get(api, f"/apis/apps/v1/namespaces/{ns}/controllerrevisions")["items"]} == {4, 5}
     mine, theirs = mk.run("rollout", "undo", "sts/web", "--to-revision=9"), kube.run("rollout", "undo", "sts/web",
                                                                                     "--to-revision=9")
     assert (mine.returncode, mine.stderr) == (theirs.returncode, theirs.stderr), (mine, theirs)
 
 
-def test_on_delete_waits_for_a_delete(local_cluster: LocalCluster, api: httpx.Client, ns: str) -> None:
-    create(api, f"/apis/apps/v1/namespaces/{ns}/statefulsets",
-           stateful_set("manual", 2, updateStrategy={"type": "OnDelete"}))
+def test_on_delete_waits_for_a_delete(local_cluster: LocalCluster, api: httpx.Client, ns: str,
+                                      tmp_path: Path) -> None:
+    manifest = tmp_path / "manual.yaml"
+    manifest.write_text(yaml.safe_dump(stateful_set("manual", 2, updateStrategy={"type": "OnDelete"})))
+    kube = kubectl_for(local_cluster, ns, tmp_path, "1.27")  # its apply validates against /openapi/v2 (protobuf)
+    assert kube.run("apply", "-f", str(manifest)).ok().stdout == "statefulset.apps/manual created\n"
     before = all_ready(local_cluster, api, ns, "manual", ["manual-0", "manual-1"], "1")
     r = api.patch(f"/apis/apps/v1/namespaces/{ns}/statefulsets/manual",
                   json={"spec": {"template": {"spec": {"containers": [
@@ -395,6 +406,26 @@ def test_on_delete_waits_for_a_delete(local_cluster: LocalCluster, api: httpx.Cl
     wait_for(lambda: (p := ready_now(api, ns, "manual", ["manual-0", "manual-1"])) is not None
              and version_of(p["manual-0"]) == "2", TIMEOUT, 0.2, what="manual-0 made at the new revision")
     assert version_of(pods_of(api, ns, "manual")["manual-1"]) == "1"
+    r = kube.run("rollout", "status", "sts/manual")
+    assert r.returncode == 1 and "rollout status is only available for RollingUpdate strategy type" in r.stderr, r
+
+
+def test_min_ready_seconds_holds_the_next_pod(local_cluster: LocalCluster, api: httpx.Client, ns: str) -> None:
+    create(api, f"/apis/apps/v1/namespaces/{ns}/statefulsets", stateful_set("slow", 2, minReadySeconds=3))
+
+    def ready_but_not_available() -> bool:
+        status = sts_of(api, ns, "slow").get("status") or {}
+        return status.get("readyReplicas") == 1 and status.get("availableReplicas") == 0
+    wait_for(ready_but_not_available, TIMEOUT, 0.05, what="slow-0 Ready and not yet available")
+    assert "slow-1" not in pods_of(api, ns, "slow")
+    pods = all_ready(local_cluster, api, ns, "slow", ["slow-0", "slow-1"])
+    ready_at = next(c["lastTransitionTime"] for c in pods["slow-0"]["status"]["conditions"] if c["type"] == "Ready")
+    created, ready = parse_rfc3339(pods["slow-1"]["metadata"]["creationTimestamp"]), parse_rfc3339(ready_at)
+    assert created is not None and ready is not None
+    waited = created - ready
+    assert waited.total_seconds() >= 2, (ready_at, pods["slow-1"]["metadata"]["creationTimestamp"])  # 1 s stamps
+    wait_for(lambda: (sts_of(api, ns, "slow").get("status") or {}).get("availableReplicas") == 2, 30, 0.2,
+             what="both available")
 
 
 # -- claims (API level) ----------------------------------------------------------------------------------------
