@@ -13,6 +13,7 @@ from apiserver.validation import (
     FieldError,
     StringMap,
     forbidden,
+    int_or_percent_value,
     invalid,
     not_supported,
     required,
@@ -131,6 +132,8 @@ def validate_stateful_set_spec(spec: Obj, path: str) -> list[FieldError]:
             max_unavailable = rolling.get("maxUnavailable")
             if max_unavailable is not None:
                 errs += validate_nonnegative_int_or_percent(max_unavailable, f"{rpath}.maxUnavailable")
+                if int_or_percent_value(max_unavailable) == 0:
+                    errs.append(invalid(f"{rpath}.maxUnavailable", max_unavailable, "cannot be 0"))
                 errs += validate_not_more_than_100_percent(max_unavailable, f"{rpath}.maxUnavailable")
     else:
         errs.append(invalid(f"{path}.updateStrategy", strategy, "must be 'RollingUpdate' or 'OnDelete'"))

@@ -53,6 +53,7 @@ from controllers.statefulset.utils import (
     is_running_and_ready,
     is_succeeded,
     is_terminating,
+    max_unavailable_of,
     new_revision,
     new_versioned_stateful_set_pod,
     persistent_volume_claims,
@@ -294,6 +295,11 @@ class StatefulSetController(Controller):
             if strategy is not None and strategy.type == "OnDelete":
                 return status
             partition = (strategy.rolling_update.partition or 0) if strategy and strategy.rolling_update else 0
+            if strategy is not None and strategy.rolling_update is not None \
+                    and strategy.rolling_update.max_unavailable is not None:
+                await self._update_with_max_unavailable(sts, slots, partition, current_name, update_name, status,
+                                                        now)
+                return status
             for target in range(len(slots) - 1, partition - 1, -1):
                 pod = slots[target]
                 if pod_revision(pod) != update_name and not is_terminating(pod):
@@ -308,6 +314,32 @@ class StatefulSetController(Controller):
         except _Wait:
             pass
         return status
+
+    async def _update_with_max_unavailable(self, sts: StatefulSet, slots: list[Pod], partition: int,
+                                           current_name: str, update_name: str, status: StatefulSetStatus,
+                                           now: Any) -> None:
+        """updateStatefulSetAfterInvariantEstablished (MaxUnavailableStatefulSet, honoured here when the field is
+        set): with U of the replicas unavailable, delete up to maxUnavailable - U pods not at the update revision,
+        from the highest ordinal down to the partition."""
+        assert sts.spec is not None and sts.spec.update_strategy is not None
+        rolling = sts.spec.update_strategy.rolling_update
+        assert rolling is not None
+        max_unavailable = max(1, max_unavailable_of(rolling.max_unavailable, len(slots)))
+        min_ready = sts.spec.min_ready_seconds or 0
+        unavailable = sum(1 for p in slots if not (is_running_and_available(p, min_ready, now)
+                                                   and not is_terminating(p)))
+        if unavailable >= max_unavailable:
+            return
+        budget = max_unavailable - unavailable
+        for target in range(len(slots) - 1, partition - 1, -1):
+            if budget <= 0:
+                break
+            pod = slots[target]
+            if pod_revision(pod) != update_name and not is_terminating(pod):
+                await self._delete_pod(sts, pod)
+                budget -= 1
+                if pod_revision(pod) == current_name:
+                    status.current_replicas = (status.current_replicas or 0) - 1
 
     async def _process_replica(self, sts: StatefulSet, current_set: StatefulSet, update_set: StatefulSet,
                                current_name: str, update_name: str, slots: list[Pod], i: int,

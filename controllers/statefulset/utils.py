@@ -14,6 +14,7 @@ from typing import Any
 from controllers import history
 from controllers.controller_ref_manager import new_controller_ref
 from controllers.controller_utils import is_pod_available, is_pod_ready, pod_from_template
+from controllers.deployment.util import int_or_percent
 from machinery.api.apps_v1 import ControllerRevision, StatefulSet, StatefulSetStatus
 from machinery.api.core_v1 import (
     PersistentVolumeClaim,
@@ -164,6 +165,11 @@ def new_stateful_set_pod(sts: StatefulSet, ordinal: int) -> Pod:
         pod.spec.subdomain = sts.spec.service_name
     update_storage(sts, pod)
     return pod
+
+
+def max_unavailable_of(value: int | str | None, replicas: int) -> int:
+    """getStatefulSetMaxUnavailable: a count, or a percent of the replicas rounded down; at least 1."""
+    return max(1, int_or_percent(value, replicas, False))
 
 
 def pod_revision(pod: Pod) -> str:

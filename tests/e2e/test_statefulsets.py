@@ -385,6 +385,31 @@ def test_rolling_update_with_partition_history_and_undo(local_cluster: LocalClus
     assert (mine.returncode, mine.stderr) == (theirs.returncode, theirs.stderr), (mine, theirs)
 
 
+def test_max_unavailable_replaces_two_at_a_time(local_cluster: LocalCluster, api: httpx.Client, ns: str) -> None:
+    """maxUnavailable (upstream's MaxUnavailableStatefulSet; honoured when set): two pods down at once at most, and
+    at some moment two; OrderedReady still brings them back lowest first."""
+    create(api, f"/apis/apps/v1/namespaces/{ns}/statefulsets", stateful_set(
+        "wide", 4, updateStrategy={"type": "RollingUpdate", "rollingUpdate": {"partition": 0, "maxUnavailable": 2}}))
+    all_ready(local_cluster, api, ns, "wide", [f"wide-{i}" for i in range(4)], "1")
+    most = [0]
+
+    def at_most_two(pods: dict[str, JSONDict]) -> str | None:
+        down = 4 - sum(1 for p in pods.values() if is_ready(p))
+        most[0] = max(most[0], down)
+        return f"{down} pods unavailable at once: {sorted(pods)}" if down > 2 else None
+
+    with Sampler(local_cluster.url, ns, "wide", at_most_two) as sampler:
+        r = api.patch(f"/apis/apps/v1/namespaces/{ns}/statefulsets/wide",
+                      json={"spec": {"template": {"spec": {"containers": [
+                          {"name": "web", "env": [{"name": "VERSION", "value": "2"}]}]}}}},
+                      headers={"Content-Type": "application/strategic-merge-patch+json"})
+        assert r.status_code == 200, r.text
+        all_ready(local_cluster, api, ns, "wide", [f"wide-{i}" for i in range(4)], "2")
+    assert sampler.complaint is None, sampler.complaint
+    assert most[0] == 2, f"never two pods replaced at once (at most {most[0]})"
+    settled(api, ns, "wide", 4)
+
+
 def test_on_delete_waits_for_a_delete(local_cluster: LocalCluster, api: httpx.Client, ns: str,
                                       tmp_path: Path) -> None:
     manifest = tmp_path / "manual.yaml"

@@ -20,6 +20,7 @@ from controllers.statefulset.utils import (
     has_stale_owner_ref,
     identity_matches,
     is_member_of,
+    max_unavailable_of,
     new_revision,
     new_stateful_set_pod,
     new_versioned_stateful_set_pod,
@@ -158,6 +159,10 @@ def test_a_new_pod_below_the_partition_gets_the_current_revision() -> None:
         "web-a", "web-b", "web-b"]
     on_delete = sts(updateStrategy={"type": "OnDelete"})
     assert pod_revision(new_versioned_stateful_set_pod(on_delete, current, "web-a", "web-b", 0, 3)) == "web-b"
+
+
+def test_max_unavailable_counts_and_percents() -> None:
+    assert [max_unavailable_of(v, 10) for v in (None, 0, 3, "25%", "5%", "100%")] == [1, 1, 3, 2, 1, 10]
 
 
 def test_replica_counts() -> None:
