@@ -191,7 +191,7 @@ class StatefulSetController(Controller):
         status = status.model_copy(update={"observed_generation": sts.metadata.generation,
                                            "current_revision": current.metadata.name,
                                            "update_revision": update.metadata.name,
-                                           "collision_count": collision_count or None})
+                                           "collision_count": collision_count})  # upstream: always set
         strategy = sts.spec.update_strategy
         if ((strategy is None or strategy.type != "OnDelete") and status.updated_replicas == status.replicas
                 and status.ready_replicas == status.replicas):

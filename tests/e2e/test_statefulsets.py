@@ -211,7 +211,7 @@ def test_ordered_start_identity_and_dns_through_the_headless_service(local_clust
     sts = settled(api, ns, "web", 3)
     status = sts["status"]
     assert status["currentReplicas"] == status["updatedReplicas"] == 3
-    assert status["currentRevision"].startswith("web-") and "collisionCount" not in status
+    assert status["currentRevision"].startswith("web-") and status["collisionCount"] == 0
     for i in range(3):
         pod = pods[f"web-{i}"]
         labels = pod["metadata"]["labels"]
