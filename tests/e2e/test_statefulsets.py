@@ -610,3 +610,7 @@ def test_ordinals_start_and_python_client(local_cluster: LocalCluster, api: http
         assert sts.spec.persistent_volume_claim_retention_policy.when_deleted == "Retain"
         apps.patch_namespaced_stateful_set_scale("late", ns, {"spec": {"replicas": 1}})
     all_ready(local_cluster, api, ns, "late", ["late-3"])
+    mk = Mk(local_cluster.url, tmp_path / "mk", ns)
+    assert mk.run("scale", "sts/late", "--replicas=2", "--current-replicas=1").ok().stdout == (
+        "statefulset.apps/late scaled\n")
+    all_ready(local_cluster, api, ns, "late", ["late-3", "late-4"])
