@@ -556,6 +556,24 @@ def _print_daemon_set(obj: Obj, now: datetime) -> list[Cell]:
 
 
 @_printer(
+    "statefulsets",
+    [
+        NAME_COLUMN,
+        _col("Ready", "string", "Number of the pod with ready state"),
+        AGE_COLUMN,
+        _col("Containers", "string", _CONTAINERS_DOC, priority=1),
+        _col("Images", "string", _IMAGES_DOC, priority=1),
+    ],
+)
+def _print_stateful_set(obj: Obj, now: datetime) -> list[Cell]:
+    """printStatefulSet: READY as ready/desired."""
+    spec, status = _d(obj.get("spec")), _d(obj.get("status"))
+    names, images = _layout_container_cells(_template_containers(obj))
+    return [_name(obj), f"{_i(status.get('readyReplicas'))}/{_i(spec.get('replicas'))}", _age(obj, now), names,
+            images]
+
+
+@_printer(
     "controllerrevisions",
     [
         NAME_COLUMN,

@@ -92,6 +92,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("daemonset", "bench.daemonset_bench", "daemonset.json",
               what="DaemonSet create → available on 100 hollow nodes, rolling update at maxUnavailable 10%, "
                    "controller-manager RSS (issue 13)"),
+    Benchmark("statefulset", "bench.statefulset_bench", "statefulset.json",
+              what="StatefulSet of 10 to all Ready (OrderedReady and Parallel) vs a Deployment of 10, two real "
+                   "kubelets on Docker (issue 13)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -522,6 +525,19 @@ def daemonset_figures(d: JSONDict) -> list[Figure]:
     ]
 
 
+def statefulset_figures(d: JSONDict) -> list[Figure]:
+    replicas = d.get("replicas")
+    real = f"two real kubelets on Docker, median of {d.get('reps')}; busybox pods Ready when their container runs"
+    base = d.get("deployment_s")
+    return [
+        Figure("statefulset.ordered", "statefulset", f"StatefulSet of {replicas} (OrderedReady) create → all Ready",
+               d.get("ordered_s"), "s", f"Deployment of {replicas}", base, d.get("ordered_ratio"),
+               note=f"{real}; {d.get('ordered_per_pod_s')} s per pod in turn"),
+        Figure("statefulset.parallel", "statefulset", f"StatefulSet of {replicas} (Parallel) create → all Ready",
+               d.get("parallel_s"), "s", f"Deployment of {replicas}", base, d.get("parallel_ratio"), note=real),
+    ]
+
+
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
@@ -531,6 +547,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "dns": dns_figures,
     "proxy": proxy_figures,
     "daemonset": daemonset_figures,
+    "statefulset": statefulset_figures,
 }
 
 

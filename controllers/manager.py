@@ -122,6 +122,13 @@ def _daemonset(ctx: ControllerContext, account: str) -> RunnableController:
     return DaemonSetsController(ctx.client_for(account), ctx.informers, workers=ctx.options.concurrent_daemonset_syncs)
 
 
+def _statefulset(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.statefulset import StatefulSetController
+
+    return StatefulSetController(ctx.client_for(account), ctx.informers,
+                                 workers=ctx.options.concurrent_statefulset_syncs)
+
+
 def _garbagecollector(ctx: ControllerContext, account: str) -> RunnableController:
     from controllers.garbage_collector import GarbageCollector
 
@@ -260,6 +267,7 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "cronjob": ControllerSpec("cronjob-controller", _cronjob, aliases=("cronjob-controller",)),
     "ttl-after-finished": ControllerSpec("ttl-after-finished-controller", _ttl_after_finished,
                                          aliases=("ttl-after-finished-controller",)),
+    "statefulset": ControllerSpec("statefulset-controller", _statefulset, aliases=("statefulset-controller",)),
 }
 
 
@@ -315,6 +323,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--concurrent-deployment-syncs", type=int, default=5)
     p.add_argument("--concurrent-replicaset-syncs", type=int, default=5)
     p.add_argument("--concurrent-daemonset-syncs", type=int, default=2)
+    p.add_argument("--concurrent-statefulset-syncs", type=int, default=5)
     p.add_argument("--concurrent-gc-syncs", type=int, default=20)
     p.add_argument("--concurrent-job-syncs", type=int, default=5)
     p.add_argument("--concurrent-cron-job-syncs", type=int, default=5)

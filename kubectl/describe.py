@@ -1491,6 +1491,54 @@ async def describe_cronjob(ctx: Context, cronjob: Obj) -> str:
     return cronjob_description(cronjob, await search_events(ctx, cronjob, "CronJob"))
 
 
+def stateful_set_description(sts: Obj, events: list[Obj] | None, counts: tuple[int, ...]) -> str:
+    """describeStatefulSet (kubectl 1.33), with describeVolumeClaimTemplates."""
+    meta, spec, status = _d(sts.get("metadata")), _d(sts.get("spec")), _d(sts.get("status"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    w.write(0, f"CreationTimestamp:\t{rfc1123z(meta.get('creationTimestamp'))}\n")
+    w.write(0, f"Selector:\t{label_selector_string(spec.get('selector'))}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    w.write(0, f"Replicas:\t{spec.get('replicas', 1)} desired | {status.get('replicas') or 0} total\n")
+    strategy = _d(spec.get("updateStrategy"))
+    w.write(0, f"Update Strategy:\t{strategy.get('type') or ''}\n")
+    rolling = strategy.get("rollingUpdate")
+    if isinstance(rolling, dict) and rolling.get("partition") is not None:
+        w.write(1, f"Partition:\t{rolling['partition']}\n")
+        if rolling.get("maxUnavailable") is not None:
+            w.write(1, f"MaxUnavailable:\t{_int_or_string(rolling['maxUnavailable'])}\n")
+    running, waiting, succeeded, failed = counts
+    w.write(0, f"Pods Status:\t{running} Running / {waiting} Waiting / {succeeded} Succeeded / {failed} Failed\n")
+    describe_pod_template(w, _d(spec.get("template")))
+    templates = _l(spec.get("volumeClaimTemplates"))
+    if not templates:
+        w.write(0, "Volume Claims:\t<none>\n")
+    else:
+        w.write(0, "Volume Claims:\n")
+        for pvc in templates:
+            pvc_meta, pvc_spec = _d(_d(pvc).get("metadata")), _d(_d(pvc).get("spec"))
+            w.write(1, f"Name:\t{pvc_meta.get('name', '')}\n")
+            storage_class = _d(pvc_meta.get("annotations")).get("volume.beta.kubernetes.io/storage-class")
+            if storage_class is None:
+                storage_class = pvc_spec.get("storageClassName") or ""
+            w.write(1, f"StorageClass:\t{storage_class}\n")
+            print_labels_multiline(w, "Labels", pvc_meta.get("labels"), "  ")
+            print_labels_multiline(w, "Annotations", pvc_meta.get("annotations"), "  ")
+            capacity = _d(_d(pvc_spec.get("resources")).get("requests")).get("storage")
+            w.write(1, f"Capacity:\t{quantity(capacity) if capacity is not None else '<default>'}\n")
+            w.write(1, f"Access Modes:\t[{' '.join(str(m) for m in _l(pvc_spec.get('accessModes')))}]\n")
+    describe_events(w, events)
+    return w.text()
+
+
+async def describe_stateful_set(ctx: Context, sts: Obj) -> str:
+    meta, spec = _d(sts.get("metadata")), _d(sts.get("spec"))
+    counts = await pod_status_for_controller(ctx, meta.get("namespace", ""), spec.get("selector"), meta.get("uid", ""))
+    return stateful_set_description(sts, await search_events(ctx, sts, "StatefulSet"), counts)
+
+
 Describer = Callable[[Context, Obj], Awaitable[str]]
 DESCRIBERS: dict[tuple[str, str], Describer] = {
     ("", "Pod"): describe_pod,
@@ -1508,6 +1556,7 @@ DESCRIBERS: dict[tuple[str, str], Describer] = {
     ("storage.k8s.io", "StorageClass"): describe_storage_class,
     ("batch", "Job"): describe_job,
     ("batch", "CronJob"): describe_cronjob,
+    ("apps", "StatefulSet"): describe_stateful_set,
 }
 
 

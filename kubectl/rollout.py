@@ -1,5 +1,5 @@
 """`mkubectl rollout status|history|undo|restart|pause|resume` for Deployments (and status, history, undo,
-restart for DaemonSets), as kubectl does them.
+restart for DaemonSets and StatefulSets), as kubectl does them.
 
 - status: the deployment is listed and watched by name; every state it goes through is judged by
   kubectl's DeploymentStatusViewer and its line printed (`Waiting for deployment "x" rollout to
@@ -14,7 +14,8 @@ restart for DaemonSets), as kubectl does them.
 
 DaemonSets (kubectl's DaemonSetStatusViewer, DaemonSetHistoryViewer, DaemonSetRollbacker): status only for
 RollingUpdate; history and undo read the ControllerRevisions the DaemonSet controls, and undo applies the
-chosen revision's data (a strategic merge patch replacing spec.template) as it is.
+chosen revision's data (a strategic merge patch replacing spec.template) as it is. StatefulSets the same
+way (StatefulSetStatusViewer, StatefulSetHistoryViewer, StatefulSetRollbacker), their status by partition.
 """
 
 from __future__ import annotations
@@ -115,8 +116,41 @@ def daemon_set_status(ds: Obj) -> tuple[str, bool]:
     return "Waiting for daemon set spec update to be observed...", False
 
 
+def stateful_set_status(sts: Obj) -> tuple[str, bool]:
+    """kubectl's StatefulSetStatusViewer.Status."""
+    meta, spec, status = _d(sts.get("metadata")), _d(sts.get("spec")), _d(sts.get("status"))
+    strategy = _d(spec.get("updateStrategy"))
+    if strategy.get("type") != "RollingUpdate":
+        raise CommandError("rollout status is only available for RollingUpdate strategy type")
+    observed = status.get("observedGeneration") or 0
+    if observed == 0 or (meta.get("generation") or 0) > observed:
+        return "Waiting for statefulset spec update to be observed...", False
+    replicas = spec.get("replicas")
+    ready = status.get("readyReplicas") or 0
+    if replicas is not None and ready < replicas:
+        return f"Waiting for {replicas - ready} pods to be ready...", False
+    updated = status.get("updatedReplicas") or 0
+    rolling = strategy.get("rollingUpdate")
+    if isinstance(rolling, dict):
+        partition = rolling.get("partition")
+        if replicas is not None and partition is not None and updated < replicas - partition:
+            return (f"Waiting for partitioned roll out to finish: {updated} out of {replicas - partition} new pods "
+                    "have been updated...", False)
+        return f"partitioned roll out complete: {updated} new pods have been updated...", True
+    if status.get("updateRevision") != status.get("currentRevision"):
+        return (f"waiting for statefulset rolling update to complete {updated} pods at revision "
+                f"{status.get('updateRevision') or ''}...", False)
+    return (f"statefulset rolling update complete {status.get('currentReplicas') or 0} pods at revision "
+            f"{status.get('currentRevision') or ''}...", True)
+
+
 def _is_daemon_set(info: ResourceInfo) -> bool:
-    return (info.group, info.kind) == ("apps", "DaemonSet")
+    """A kind whose history is ControllerRevisions (DaemonSet, StatefulSet)."""
+    return (info.group, info.kind) in (("apps", "DaemonSet"), ("apps", "StatefulSet"))
+
+
+def _workload_status(info: ResourceInfo, obj: Obj) -> tuple[str, bool]:
+    return stateful_set_status(obj) if info.kind == "StatefulSet" else daemon_set_status(obj)
 
 
 async def daemon_set_history(ctx: Context, ds: Obj) -> dict[int, Obj]:
@@ -164,7 +198,7 @@ async def status(ctx: Context, args: argparse.Namespace) -> int:
         def judge(etype: str, obj: Obj | None, info: ResourceInfo = info) -> bool:
             if etype == "DELETED" or obj is None:
                 raise CommandError("object has been deleted")
-            line, done = daemon_set_status(obj) if _is_daemon_set(info) else deployment_status(obj, args.revision)
+            line, done = _workload_status(info, obj) if _is_daemon_set(info) else deployment_status(obj, args.revision)
             ctx.print(line)
             return done or not args.watch
 
@@ -279,6 +313,8 @@ async def _undo_daemon_set(ctx: Context, info: ResourceInfo, name: str, path: st
     """DaemonSetRollbacker.Rollback: the previous (or the named) revision's patch, applied as it is."""
     history = await daemon_set_history(ctx, ds)
     if to_revision == 0 and len(history) <= 1:
+        if info.kind == "StatefulSet":  # findHistory finds none: revisionNotFoundErr(0)
+            raise CommandError("unable to find specified revision 0 in history")
         raise CommandError("no last revision to roll back to")
     if to_revision == 0:
         target = history[sorted(history)[-2]]

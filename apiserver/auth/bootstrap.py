@@ -33,7 +33,7 @@ CONTROLLER_ACCOUNTS = ("deployment-controller", "replicaset-controller", "generi
                        "endpoint-controller", "endpointslice-controller", "endpointslicemirroring-controller",
                        "service-controller", "daemon-set-controller", "persistent-volume-binder",
                        "pvc-protection-controller", "pv-protection-controller", "job-controller",
-                       "cronjob-controller", "ttl-after-finished-controller")
+                       "cronjob-controller", "ttl-after-finished-controller", "statefulset-controller")
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 # what view reads and edit writes (upstream aggregate-to-view / aggregate-to-edit, for what minik8s serves)
 _VIEW_CORE = ["pods", "pods/status", "pods/log", "events", "namespaces", "serviceaccounts", "services",
@@ -41,7 +41,8 @@ _VIEW_CORE = ["pods", "pods/status", "pods/log", "events", "namespaces", "servic
               "persistentvolumeclaims/status"]  # never secrets: view may not read them
 _VIEW_BATCH = ["jobs", "jobs/status", "cronjobs", "cronjobs/status"]
 _VIEW_APPS = ["deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
-              "replicasets/status", "daemonsets", "daemonsets/status", "controllerrevisions"]
+              "replicasets/status", "daemonsets", "daemonsets/status", "controllerrevisions",
+              "statefulsets", "statefulsets/scale", "statefulsets/status"]
 
 
 def rule(verbs: list[str], groups: list[str], resources: list[str], names: list[str] | None = None) -> Obj:
@@ -149,6 +150,18 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule([*READ, "create", "delete", "update", "patch"], ["apps"], ["controllerrevisions"]),
             EVENTS,
         ],
+        "system:controller:statefulset-controller": [
+            rule(["list", "watch"], [""], ["pods"]),
+            rule(READ, ["apps"], ["statefulsets"]),
+            rule(["update"], ["apps"], ["statefulsets/status"]),
+            rule(["update"], ["apps"], ["statefulsets/finalizers"]),
+            rule(["get", "create", "delete", "update", "patch"], [""], ["pods"]),
+            rule(["get", "create", "delete", "update", "patch", "list", "watch"], ["apps"], ["controllerrevisions"]),
+            rule(["get", "create"], [""], ["persistentvolumeclaims"]),
+            EVENTS,
+            # StatefulSetAutoDeletePVC (on since 1.27): owner references on claims per the retention policy
+            rule(["update", "delete"], [""], ["persistentvolumeclaims"]),
+        ],
         "system:controller:generic-garbage-collector": [
             rule(["get", "list", "watch", "patch", "update", "delete"], ["*"], ["*"]),
             EVENTS,
@@ -255,7 +268,8 @@ def _edit() -> list[Obj]:
         rule(["impersonate"], [""], ["serviceaccounts"]),
         rule(["create"], [""], ["serviceaccounts/token"]),
         rule(WRITE, ["apps"], ["deployments", "deployments/rollback", "deployments/scale", "replicasets",
-                               "replicasets/scale", "daemonsets"]),
+                               "replicasets/scale", "daemonsets", "statefulsets",
+                               "statefulsets/scale"]),
         rule(WRITE, ["batch"], ["jobs", "cronjobs"]),
     ]
 

@@ -31,6 +31,7 @@ from apiserver.registry.replicaset import ReplicaSetStrategy
 from apiserver.registry.secret import SecretStrategy
 from apiserver.registry.service import ServiceStrategy
 from apiserver.registry.serviceaccount import ServiceAccountStrategy
+from apiserver.registry.statefulset import StatefulSetStrategy
 from apiserver.registry.storageclass import StorageClassStrategy
 from apiserver.registry.strategy import Strategy
 
@@ -51,6 +52,7 @@ STRATEGIES: dict[str, Strategy] = {
     "apps/replicasets": ReplicaSetStrategy(),
     "apps/daemonsets": DaemonSetStrategy(),
     "apps/controllerrevisions": ControllerRevisionStrategy(),
+    "apps/statefulsets": StatefulSetStrategy(),
     "storage.k8s.io/storageclasses": StorageClassStrategy(),
     "batch/jobs": JobStrategy(),
     "batch/cronjobs": CronJobStrategy(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 
+from controllers import history
 from controllers.deployment.util import int_or_percent
 from machinery.api.apps_v1 import DaemonSet
 from machinery.api.core_v1 import (
@@ -35,7 +36,7 @@ from machinery.taints import (
 )
 
 # apps/v1 labels on every daemon pod (k8s.io/api/apps/v1 types.go, extensions DaemonSetTemplateGenerationKey)
-CONTROLLER_REVISION_HASH_LABEL = "controller-revision-hash"
+CONTROLLER_REVISION_HASH_LABEL = history.CONTROLLER_REVISION_HASH_LABEL
 POD_TEMPLATE_GENERATION_LABEL = "pod-template-generation"
 TEMPLATE_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
 OBJECT_NAME_FIELD = "metadata.name"

@@ -1,4 +1,5 @@
-"""apps/v1: Deployment, ReplicaSet, DaemonSet and ControllerRevision, as in upstream's k8s.io/api/apps/v1/types.go."""
+"""apps/v1: Deployment, ReplicaSet, DaemonSet, StatefulSet and ControllerRevision, as in upstream's
+k8s.io/api/apps/v1/types.go."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from machinery.api.base import ApiModel, merge_key
-from machinery.api.core_v1 import IntOrString, PodTemplateSpec
+from machinery.api.core_v1 import IntOrString, PersistentVolumeClaim, PodTemplateSpec
 from machinery.api.meta import LabelSelector, ObjectMeta, Time
 
 # --- Deployment --------------------------------------------------------------------------------
@@ -147,6 +148,71 @@ class DaemonSet(ApiModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: DaemonSetSpec | None = None
     status: DaemonSetStatus | None = None
+
+
+# --- StatefulSet -------------------------------------------------------------------------------
+
+
+class RollingUpdateStatefulSetStrategy(ApiModel):
+    partition: int | None = None  # default 0
+    max_unavailable: IntOrString | None = None  # MaxUnavailableStatefulSet (alpha): default 1
+
+
+class StatefulSetUpdateStrategy(ApiModel):
+    type: str | None = None  # RollingUpdate | OnDelete
+    rolling_update: RollingUpdateStatefulSetStrategy | None = None
+
+
+class StatefulSetPersistentVolumeClaimRetentionPolicy(ApiModel):
+    when_deleted: str | None = None  # Retain | Delete
+    when_scaled: str | None = None  # Retain | Delete
+
+
+class StatefulSetOrdinals(ApiModel):
+    start: int | None = None
+
+
+class StatefulSetSpec(ApiModel):
+    replicas: int | None = None
+    selector: LabelSelector
+    template: PodTemplateSpec
+    volume_claim_templates: list[PersistentVolumeClaim] | None = None
+    service_name: str | None = None
+    pod_management_policy: str | None = None  # OrderedReady | Parallel
+    update_strategy: StatefulSetUpdateStrategy | None = None
+    revision_history_limit: int | None = None
+    min_ready_seconds: int | None = None
+    persistent_volume_claim_retention_policy: StatefulSetPersistentVolumeClaimRetentionPolicy | None = None
+    ordinals: StatefulSetOrdinals | None = None
+
+
+class StatefulSetCondition(ApiModel):
+    type: str
+    status: str
+    last_transition_time: Time | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class StatefulSetStatus(ApiModel):
+    observed_generation: int | None = None
+    replicas: int = 0
+    ready_replicas: int | None = None
+    current_replicas: int | None = None
+    updated_replicas: int | None = None
+    current_revision: str | None = None
+    update_revision: str | None = None
+    collision_count: int | None = None
+    conditions: list[StatefulSetCondition] | None = Field(None, json_schema_extra=merge_key("type"))
+    available_replicas: int = 0
+
+
+class StatefulSet(ApiModel):
+    api_version: Literal["apps/v1"] = "apps/v1"
+    kind: Literal["StatefulSet"] = "StatefulSet"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: StatefulSetSpec | None = None
+    status: StatefulSetStatus | None = None
 
 
 # --- ControllerRevision ------------------------------------------------------------------------

@@ -1300,6 +1300,7 @@ class TestRegistry:
                                    "/persistentvolumeclaims", "storage.k8s.io/storageclasses",
                                    "discovery.k8s.io/endpointslices",
                                    "apps/deployments", "apps/daemonsets", "apps/controllerrevisions",
+                                   "apps/statefulsets",
                                    "batch/jobs", "batch/cronjobs",
                                    "apps/replicasets", "coordination.k8s.io/leases",
                                    "rbac.authorization.k8s.io/clusterroles",
