@@ -1,9 +1,9 @@
 """The HTTP side of the subresources (upstream: k8s.io/apiserver/pkg/endpoints/handlers over each
 subresource's REST storage): status (the object's .status alone), finalize, scale (autoscaling/v1
 Scale over spec.replicas: registry/scale.py), binding (the scheduler's way to set a pod's node: the
-write in the pod's BindingREST, registry/podstorage.py), serviceaccounts/token (registry/token.py), pods/eviction (registry/eviction.py),
-log and exec (relayed to the kubelet: endpoints/proxy.py); and the POST of the virtual access
-reviews (registry/authorization.py)."""
+write in the pod's BindingREST, registry/podstorage.py), serviceaccounts/token (registry/token.py),
+pods/eviction (the pod's EvictionREST, registry/eviction.py), log and exec (relayed to the kubelet:
+endpoints/proxy.py); and the POST of the virtual access reviews (registry/authorization.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from apiserver.endpoints.proxy import exec_endpoints, log_endpoints
 from apiserver.endpoints.request import check_duplicates, decode_object, read_body, write_options
 from apiserver.endpoints.responsewriters import json_response
 from apiserver.patch import UnsupportedPatchType, apply_patch
-from apiserver.registry.generic import loc_to_path
 from apiserver.registry.eviction import EvictionREST
+from apiserver.registry.generic import loc_to_path
 from apiserver.registry.podstorage import BindingREST
 from apiserver.registry.scale import scale_of, write_scale
 from apiserver.registry.token import TokenIssuer, create_token
