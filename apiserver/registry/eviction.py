@@ -83,7 +83,7 @@ def pdbs_for_pod(pdbs: list[Obj], pod: Obj) -> list[Obj]:
 def update_disruption_allowed_condition(status: Obj, observed_generation: int | None) -> None:
     """pdbhelper.UpdateDisruptionAllowedCondition via apimeta.SetStatusCondition."""
     allowed = (status.get("disruptionsAllowed") or 0) > 0
-    wanted = {"type": DISRUPTION_ALLOWED_CONDITION, "status": "True" if allowed else "False",
+    wanted: dict[str, Any] = {"type": DISRUPTION_ALLOWED_CONDITION, "status": "True" if allowed else "False",
               "reason": "SufficientPods" if allowed else INSUFFICIENT_PODS_REASON, "message": ""}
     if observed_generation is not None:
         wanted["observedGeneration"] = observed_generation
