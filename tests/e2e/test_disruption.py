@@ -8,6 +8,7 @@ kubectl 1.33 and 1.27:
   Ready pods; the disruption controller's status of the budget along the way;
 - `--ignore-daemonsets`, `--force` and `--delete-emptydir-data`: a DaemonSet's pod stays, a bare pod with an
   emptyDir goes, and without the flags drain refuses with kubectl's messages; cordon and uncordon;
+- mkubectl's cordon, uncordon, drain and `describe pdb` beside kubectl 1.33's;
 - the pod garbage collector (its period and quarantine shortened by the controller-manager's flags,
   threshold 3): the pods of a deleted Node are marked Failed with DisruptionTarget and deleted; terminated
   pods over the threshold go, oldest first.
@@ -25,6 +26,7 @@ import pytest
 
 from tests.cluster import wait_for
 from tests.e2e.local_cluster import LocalCluster
+from tests.integration.test_mkubectl import Mk, same_output
 from tests.kubectl import Kubectl, find_kubectl
 from tests.node_process import HTTPD
 from tests.watching import WatchStream
@@ -262,3 +264,46 @@ def test_podgc_trims_terminated_pods_over_the_threshold_oldest_first(api: httpx.
         assert sorted(p["metadata"]["name"] for p in left) == sorted(["running", *names[2:]])
     finally:
         api.delete(f"/api/v1/nodes/{node}")
+
+
+def test_mkubectl_cordon_drain_and_describe_as_kubectl(local_cluster: LocalCluster, api: httpx.Client,
+                                                        namespace: str, tmp_path: Path) -> None:
+    kubectl = kubectl_of(local_cluster, namespace, tmp_path, "1.33")
+    mk = Mk(local_cluster.url, tmp_path / "mk", namespace)
+    node_a, node_b = local_cluster.node_names
+    try:
+        assert mk.run("cordon", node_b).ok().stdout == f"node/{node_b} cordoned\n"
+        assert same_output(mk, kubectl, "cordon", node_b) == f"node/{node_b} already cordoned\n"
+        create(api, f"/apis/apps/v1/namespaces/{namespace}/deployments", deployment("web", 2))
+        create(api, f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets",
+               {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}})
+        wait_for(lambda: pdb_status(api, namespace, "web").get("disruptionsAllowed") == 1, 120, 0.5,
+                 what="2 Ready pods of web and the budget allowing 1")
+        assert same_output(mk, kubectl, "get", "pdb").splitlines()[1].split()[:4] == ["web", "1", "N/A", "1"]
+        described = same_output(mk, kubectl, "describe", "pdb", "web")
+        assert "Min available:  1" in described and "Allowed disruptions:  1" in described
+        # a bare pod with an emptyDir volume: drain refuses it, in kubectl's words (Go's map order varies)
+        create(api, f"/api/v1/namespaces/{namespace}/pods", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare"},
+            "spec": {"nodeName": node_a, "terminationGracePeriodSeconds": 1,
+                     "volumes": [{"name": "scratch", "emptyDir": {}}],
+                     "containers": [{"name": "web", "image": HTTPD}]}})
+        ours, theirs = mk.run("drain", node_a), kubectl.run("drain", node_a)
+        assert ours.returncode == theirs.returncode == 1
+        assert sorted(ours.stderr.splitlines()[1:]) == sorted(theirs.stderr.splitlines()[1:]), (ours, theirs)
+        assert "cannot delete Pods with local storage (use --delete-emptydir-data to override)" in ours.stderr
+        assert mk.run("uncordon", node_b).ok().stdout == f"node/{node_b} uncordoned\n"
+        drained = mk.run("drain", node_a, "--ignore-daemonsets", "--force", "--delete-emptydir-data",
+                         "--timeout=240s", timeout=300).ok()
+        out = drained.stdout + drained.stderr
+        assert f"Warning: deleting Pods that declare no controller: {namespace}/bare" in out, out
+        assert out.count(" evicted") == 3 and f"node/{node_a} drained" in out, out
+        assert f"(will retry after 5s): {MESSAGE}" in out, out
+        after = pods(api, namespace, "app=web")
+        assert len(after) == 2 and all(p["spec"]["nodeName"] == node_b for p in after)
+        assert mk.run("uncordon", node_a).ok().stdout == f"node/{node_a} uncordoned\n"
+    finally:
+        for node in (node_a, node_b):
+            api.patch(f"/api/v1/nodes/{node}", json={"spec": {"unschedulable": None}},
+                      headers={"Content-Type": "application/merge-patch+json"})
