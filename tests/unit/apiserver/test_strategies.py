@@ -1300,7 +1300,7 @@ class TestRegistry:
                                    "/persistentvolumeclaims", "storage.k8s.io/storageclasses",
                                    "discovery.k8s.io/endpointslices",
                                    "apps/deployments", "apps/daemonsets", "apps/controllerrevisions",
-                                   "batch/jobs", "batch/cronjobs",
+                                   "batch/jobs", "batch/cronjobs", "policy/poddisruptionbudgets",
                                    "apps/replicasets", "coordination.k8s.io/leases",
                                    "rbac.authorization.k8s.io/clusterroles",
                                    "rbac.authorization.k8s.io/clusterrolebindings",
