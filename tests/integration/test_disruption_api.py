@@ -242,3 +242,33 @@ def test_evicted_pod_gets_disruption_target_and_the_grace_asked(api: httpx.Clien
     # evicting a terminating pod again needs no budget and changes nothing
     assert evict(api, namespace, "bound").status_code == 201
     api.delete(f"/api/v1/namespaces/{namespace}/pods/bound", params={"gracePeriodSeconds": 0})
+
+
+@pytest.mark.kubectl
+@pytest.mark.parametrize("version", ["1.27", "1.33"])
+def test_kubectl_apply_create_get_and_describe_pdb(api: httpx.Client, namespace: str, apiserver: Any,
+                                                    tmp_path: Any, version: str) -> None:
+    from tests.kubectl import Kubectl, find_kubectl
+
+    binary = find_kubectl(version)
+    if binary is None:
+        pytest.skip(f"kubectl {version} is not installed")
+    kubectl = Kubectl(binary, version, apiserver.url, tmp_path / "kubectl", namespace)
+    manifest = ("apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: applied\nspec:\n"
+                "  maxUnavailable: 25%\n  selector:\n    matchLabels:\n      app: web\n")
+    assert kubectl.run("apply", "-f", "-", stdin=manifest).ok().stdout.strip() == \
+        "poddisruptionbudget.policy/applied created"
+    # `create pdb` is a typed create (protobuf from kubectl 1.32 on)
+    assert kubectl.run("create", "pdb", "made", "--selector=app=db", "--min-available=1").ok().stdout.strip() == \
+        "poddisruptionbudget.policy/made created"
+    made = api.get(f"{POLICY}/namespaces/{namespace}/poddisruptionbudgets/made").json()
+    assert made["spec"] == {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}
+    bad = kubectl.run("create", "pdb", "both", "--selector=app=db", "--min-available=1", "--max-unavailable=1")
+    assert bad.returncode != 0  # kubectl refuses it before the server: one of the two
+    rows = kubectl.run("get", "pdb").ok().stdout.splitlines()
+    assert rows[0].split() == ["NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED", "DISRUPTIONS", "AGE"]
+    assert sorted(r.split()[:4] for r in rows[1:]) == [["applied", "N/A", "25%", "0"], ["made", "1", "N/A", "0"]]
+    described = kubectl.run("describe", "pdb", "applied").ok().stdout
+    assert "Max unavailable:  25%" in described and "Selector:         app=web" in described
+    missing = kubectl.run("drain", "no-such-node")
+    assert missing.returncode != 0 and 'nodes "no-such-node" not found' in missing.stderr
