@@ -159,3 +159,29 @@ def test_a_kubelet_evicts_only_its_own_pods(secure: SecureApiServer, admin: http
         assert r.status_code == 201, r.text
         pod_now = admin.get(f"/api/v1/namespaces/{ns}/pods/mine").json()  # held for node-a's kubelet to stop it
         assert pod_now["metadata"].get("deletionTimestamp")
+
+
+def test_podgc_force_deletes_terminating_pods_on_out_of_service_nodes(admin: httpx.Client, ns: str,
+                                                                      controllers: ControllerProcess) -> None:
+    """A NotReady node (no kubelet: no Ready condition) holds a deleted pod for ever, until an admin taints it
+    node.kubernetes.io/out-of-service; a terminating pod of a node without the taint stays."""
+    for node in (f"down-{ns}", f"slow-{ns}"):
+        assert admin.post("/api/v1/nodes", json={"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}
+                          ).status_code == 201
+        r = admin.post(f"/api/v1/namespaces/{ns}/pods", json={**pod(f"on-{node}", node, {"app": "x"}),
+                                                              "spec": {**pod("x", node)["spec"],
+                                                                       "terminationGracePeriodSeconds": 600}})
+        assert r.status_code == 201, r.text
+        assert admin.delete(f"/api/v1/namespaces/{ns}/pods/on-{node}").status_code == 200
+    try:
+        r = admin.patch(f"/api/v1/nodes/down-{ns}", json={"spec": {"taints": [
+            {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}]}},
+            headers={"Content-Type": "application/merge-patch+json"})
+        assert r.status_code == 200, r.text
+        wait_for(lambda: admin.get(f"/api/v1/namespaces/{ns}/pods/on-down-{ns}").status_code == 404, 30, 0.2,
+                 what="the terminating pod of the out-of-service node force-deleted")
+        held = admin.get(f"/api/v1/namespaces/{ns}/pods/on-slow-{ns}")
+        assert held.status_code == 200 and held.json()["metadata"]["deletionTimestamp"]
+    finally:
+        for node in (f"down-{ns}", f"slow-{ns}"):
+            admin.delete(f"/api/v1/nodes/{node}")
