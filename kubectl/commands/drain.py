@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from kubectl.context import Context
-from kubectl.errors import CommandError, format_error
+from kubectl.errors import format_error
 from kubectl.flags import duration
 from machinery.client import ApiError
 from machinery.timeutil import format_go_duration
@@ -162,15 +162,33 @@ async def pods_for_deletion(ctx: Context, node: str, args: argparse.Namespace
             [f"cannot delete {m}: {', '.join(p)}" for m, p in _grouped(errors)])
 
 
+class DrainFailed(Exception):
+    """Pods refused by the filters (`cannot delete ...`) or evictions that failed: kubectl's aggregate."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
+        self.errors = errors
+
+
+def _timed_out(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
 async def _evict_one(ctx: Context, pod: dict[str, Any], args: argparse.Namespace, deadline: float | None) -> None:
+    """evictPods' goroutine for one pod: evict (429: say so, retry after 5 s) until done or the global timeout,
+    then waitForDelete. Raises DrainFailed with kubectl's words."""
     meta = pod["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+    timeout = format_go_duration(args.timeout)
     options: dict[str, Any] = {}
     if args.grace_period >= 0:
         options["gracePeriodSeconds"] = args.grace_period
-    ctx.print(f"evicting pod {namespace}/{name}")
     while True:
+        ctx.print(f"evicting pod {namespace}/{name}")
+        if _timed_out(deadline):
+            raise DrainFailed([f'error when evicting pods/"{name}" -n "{namespace}": global timeout reached: '
+                               f"{timeout}"])
         try:
             if args.disable_eviction:
                 await ctx.client.request("DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions", **options})
@@ -185,11 +203,8 @@ async def _evict_one(ctx: Context, pod: dict[str, Any], args: argparse.Namespace
             if e.is_not_found:
                 return
             if e.code != 429:
-                raise CommandError(f'error when evicting pods/"{name}" -n "{namespace}": {e.message}') from None
+                raise DrainFailed([f'error when evicting pods/"{name}" -n "{namespace}": {e.message}']) from None
             ctx.warn(f'error when evicting pods/"{name}" -n "{namespace}" (will retry after 5s): {e.message}')
-            if deadline is not None and time.monotonic() + RETRY_AFTER > deadline:
-                await asyncio.sleep(max(deadline - time.monotonic(), 0))
-                raise TimeoutError from None
             await asyncio.sleep(RETRY_AFTER)
     while True:  # waitForDelete: gone, or a new pod of the same name
         try:
@@ -200,38 +215,38 @@ async def _evict_one(ctx: Context, pod: dict[str, Any], args: argparse.Namespace
             raise
         if (current.get("metadata") or {}).get("uid") != meta.get("uid"):
             break
+        if _timed_out(deadline):
+            raise DrainFailed([f'error when waiting for pod "{name}" in namespace "{namespace}" to terminate: '
+                               f"global timeout reached: {timeout}"])
         await asyncio.sleep(1.0)
-    ctx.print(f"pod/{name} evicted")
-
-
-class DrainRefused(Exception):
-    """Pods the filters refuse: kubectl's aggregate of `cannot delete ...` errors."""
-
-    def __init__(self, errors: list[str]) -> None:
-        super().__init__(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
-        self.errors = errors
+    ctx.print(f"pod/{name} {'deleted' if args.disable_eviction else 'evicted'}")
 
 
 async def drain_node(ctx: Context, node: str, args: argparse.Namespace) -> None:
+    """deleteOrEvictPodsSimple: the filters' errors refuse the drain; evictions that fail name the pods left."""
     pods, warnings, errors = await pods_for_deletion(ctx, node, args)
     if errors:
-        raise DrainRefused(errors)
+        raise DrainFailed(errors)
     if warnings:
         ctx.warn("Warning: " + "; ".join(warnings))
     deadline = time.monotonic() + args.timeout if args.timeout > 0 else None
-    tasks = [asyncio.create_task(_evict_one(ctx, p, args, deadline)) for p in pods]
-    try:
-        done = asyncio.gather(*tasks)
-        if deadline is None:
-            await done
-        else:
-            await asyncio.wait_for(done, max(deadline - time.monotonic(), 0))
-    except TimeoutError:
-        raise CommandError(f"drain did not complete within {format_go_duration(args.timeout)}") from None
-    finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    results = await asyncio.gather(*(_evict_one(ctx, p, args, deadline) for p in pods), return_exceptions=True)
+    failed: list[str] = []
+    for result in results:
+        if isinstance(result, DrainFailed):
+            failed.extend(result.errors)
+        elif isinstance(result, ApiError):
+            failed.append(format_error(result, ctx.client.server).removeprefix("error: "))
+        elif isinstance(result, BaseException):
+            raise result
+    if failed:
+        error = DrainFailed(failed)
+        pending, _, _ = await pods_for_deletion(ctx, node, args)
+        if pending:
+            ctx.warn(f'There are pending pods in node "{node}" when an error occurred: {error}')
+            for pod in pending:
+                ctx.warn(f"pod/{pod['metadata']['name']}")
+        raise error
 
 
 async def run_drain(ctx: Context, args: argparse.Namespace) -> int:
@@ -240,11 +255,11 @@ async def run_drain(ctx: Context, args: argparse.Namespace) -> int:
     for node in args.nodes:
         try:
             await drain_node(ctx, node, args)
-        except (CommandError, DrainRefused) as e:
-            ctx.warn(f'error: unable to drain node "{node}" due to error:{e}, continuing command...')
+        except DrainFailed as e:
+            ctx.warn(f'error: unable to drain node "{node}" due to error: {e}, continuing command...')
             ctx.warn("There are pending nodes to be drained:")
             ctx.warn(f" {node}")
-            for line in e.errors if isinstance(e, DrainRefused) else [format_error(e, ctx.client.server)]:
+            for line in e.errors:
                 ctx.warn(line)
             return 1
         except ApiError as e:

@@ -272,3 +272,35 @@ def test_kubectl_apply_create_get_and_describe_pdb(api: httpx.Client, namespace:
     assert "Max unavailable:  25%" in described and "Selector:         app=web" in described
     missing = kubectl.run("drain", "no-such-node")
     assert missing.returncode != 0 and 'nodes "no-such-node" not found' in missing.stderr
+
+
+@pytest.mark.kubectl
+def test_drain_timeout_reads_as_kubectl_1_33(api: httpx.Client, namespace: str, apiserver: Any, tmp_path: Any
+                                             ) -> None:
+    """A budget that allows nothing and a pod that will not go: `drain --timeout=3s` gives up after its 5 s
+    retry, naming the pod left, in the same words from mkubectl and kubectl 1.33."""
+    from tests.integration.test_mkubectl import Mk
+    from tests.kubectl import Kubectl, find_kubectl
+
+    binary = find_kubectl("1.33")
+    if binary is None:
+        pytest.skip("kubectl 1.33 is not installed")
+    node = f"n-{namespace}"
+    assert api.post("/api/v1/nodes", json={"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}
+                    ).status_code == 201
+    try:
+        make_pdb(api, namespace, "web", minAvailable=1)
+        set_pdb_status(api, namespace, "web", disruptionsAllowed=0, currentHealthy=1, desiredHealthy=1,
+                       expectedPods=1)
+        make_pod(api, namespace, "a", node=node)
+        kubectl = Kubectl(binary, "1.33", apiserver.url, tmp_path / "kubectl", namespace)
+        mk = Mk(apiserver.url, tmp_path / "mk", namespace)
+        ours = mk.run("drain", node, "--force", "--timeout=3s")
+        theirs = kubectl.run("drain", node, "--force", "--timeout=3s")
+        assert ours.returncode == theirs.returncode == 1
+        assert ours.stderr == theirs.stderr, (ours, theirs)
+        assert ours.stdout.splitlines()[1:] == theirs.stdout.splitlines()[1:] == [f"evicting pod {namespace}/a"] * 2
+        assert f'error when evicting pods/"a" -n "{namespace}": global timeout reached: 3s' in ours.stderr
+        assert api.get(f"/api/v1/namespaces/{namespace}/pods/a").status_code == 200
+    finally:
+        api.delete(f"/api/v1/nodes/{node}")
