@@ -304,3 +304,28 @@ def test_drain_timeout_reads_as_kubectl_1_33(api: httpx.Client, namespace: str, 
         assert api.get(f"/api/v1/namespaces/{namespace}/pods/a").status_code == 200
     finally:
         api.delete(f"/api/v1/nodes/{node}")
+
+
+def test_concurrent_evictions_spend_the_budget_once(api: httpx.Client, namespace: str, apiserver: Any) -> None:
+    """Six evictions at once against a budget allowing 2: the status writes race on the budget's
+    resourceVersion and are re-read and retried, so exactly 2 pods go and 4 evictions get 429."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = [f"p{i}" for i in range(6)]
+    make_pdb(api, namespace, "web", minAvailable=4)
+    for name in names:
+        make_pod(api, namespace, name)
+    set_pdb_status(api, namespace, "web", disruptionsAllowed=2, currentHealthy=6, desiredHealthy=4, expectedPods=6)
+
+    def one(name: str) -> int:
+        with httpx.Client(base_url=apiserver.url, timeout=30) as client:
+            return evict(client, namespace, name).status_code
+
+    with ThreadPoolExecutor(len(names)) as pool:
+        codes = list(pool.map(one, names))
+    assert sorted(codes) == [201, 201, 429, 429, 429, 429], codes
+    budget = api.get(f"{POLICY}/namespaces/{namespace}/poddisruptionbudgets/web").json()["status"]
+    assert budget["disruptionsAllowed"] == 0
+    gone = {n for n, c in zip(names, codes, strict=True) if c == 201}
+    assert set(budget["disruptedPods"]) == gone
+    assert {n for n in names if not pod_exists(api, namespace, n)} == gone

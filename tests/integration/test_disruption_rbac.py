@@ -53,9 +53,12 @@ def controllers(secure: SecureApiServer) -> Iterator[ControllerProcess]:
 
 
 @pytest.fixture
-def ns(admin: httpx.Client) -> Iterator[str]:
+def ns(admin: httpx.Client, controllers: ControllerProcess) -> Iterator[str]:
+    """A namespace whose default service account exists (the ServiceAccount admission wants it for pods)."""
     name = f"pdb-{uuid.uuid4().hex[:8]}"
     assert admin.post("/api/v1/namespaces", json={"metadata": {"name": name}}).status_code == 201
+    wait_for(lambda: admin.get(f"/api/v1/namespaces/{name}/serviceaccounts/default").status_code == 200, 30,
+             0.1, what="the namespace's default service account")
     yield name
     admin.delete(f"/api/v1/namespaces/{name}")
 
@@ -185,3 +188,28 @@ def test_podgc_force_deletes_terminating_pods_on_out_of_service_nodes(admin: htt
     finally:
         for node in (f"down-{ns}", f"slow-{ns}"):
             admin.delete(f"/api/v1/nodes/{node}")
+
+
+def test_a_budget_that_cannot_be_computed_fails_safe(admin: httpx.Client, ns: str,
+                                                     controllers: ControllerProcess) -> None:
+    """A pod whose controller cannot be found (a kind with no scale served here) under a maxUnavailable
+    budget: the status allows nothing, with DisruptionAllowed False, reason SyncFailed (upstream failSafe)."""
+    owner = {"apiVersion": "example.com/v1", "kind": "Widget", "name": "w", "uid": "0f0f", "controller": True}
+    body = pod("owned", None, {"app": "owned"})
+    body["metadata"]["ownerReferences"] = [owner]
+    r = admin.post(f"/api/v1/namespaces/{ns}/pods", json=body)
+    assert r.status_code == 201, r.text
+    r = admin.post(f"{POLICY}/namespaces/{ns}/poddisruptionbudgets", json={
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "owned"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "owned"}}}})
+    assert r.status_code == 201, r.text
+
+    def condition() -> dict[str, Any] | None:
+        status = admin.get(f"{POLICY}/namespaces/{ns}/poddisruptionbudgets/owned").json().get("status") or {}
+        return next((c for c in status.get("conditions") or [] if c["reason"] == "SyncFailed"), None)
+
+    found = wait_for(condition, 30, 0.2, what="the SyncFailed condition")
+    assert isinstance(found, dict)
+    assert found["status"] == "False" and found["message"] == 'found no controllers for pod "owned"'
+    status = admin.get(f"{POLICY}/namespaces/{ns}/poddisruptionbudgets/owned").json()["status"]
+    assert status["disruptionsAllowed"] == 0
