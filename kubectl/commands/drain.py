@@ -185,7 +185,8 @@ async def _evict_one(ctx: Context, pod: dict[str, Any], args: argparse.Namespace
     if args.grace_period >= 0:
         options["gracePeriodSeconds"] = args.grace_period
     while True:
-        ctx.print(f"evicting pod {namespace}/{name}")
+        if not args.disable_eviction:  # kubectl says so for evictions only
+            ctx.print(f"evicting pod {namespace}/{name}")
         if _timed_out(deadline):
             raise DrainFailed([f'error when evicting pods/"{name}" -n "{namespace}": global timeout reached: '
                                f"{timeout}"])

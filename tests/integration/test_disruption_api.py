@@ -329,3 +329,37 @@ def test_concurrent_evictions_spend_the_budget_once(api: httpx.Client, namespace
     gone = {n for n, c in zip(names, codes, strict=True) if c == 201}
     assert set(budget["disruptedPods"]) == gone
     assert {n for n in names if not pod_exists(api, namespace, n)} == gone
+
+
+@pytest.mark.kubectl
+def test_drain_disable_eviction_pod_selector_and_grace_as_kubectl_1_33(api: httpx.Client, namespace: str,
+                                                                       apiserver: Any, tmp_path: Any) -> None:
+    """`--disable-eviction` deletes past a budget that allows nothing, `--pod-selector` keeps the other pods,
+    `--grace-period=0` removes at once: the same lines from mkubectl (on one node) and kubectl 1.33 (on its twin)."""
+    from tests.integration.test_mkubectl import Mk
+    from tests.kubectl import Kubectl, find_kubectl
+
+    binary = find_kubectl("1.33")
+    if binary is None:
+        pytest.skip("kubectl 1.33 is not installed")
+    make_pdb(api, namespace, "web", minAvailable=2)
+    set_pdb_status(api, namespace, "web", disruptionsAllowed=0, currentHealthy=2, desiredHealthy=2, expectedPods=2)
+    runners = {"mk": Mk(apiserver.url, tmp_path / "mk", namespace),
+               "kubectl": Kubectl(binary, "1.33", apiserver.url, tmp_path / "kubectl", namespace)}
+    outputs = {}
+    try:
+        for who, runner in runners.items():
+            node = f"{who}-{namespace}"
+            assert api.post("/api/v1/nodes", json={"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}
+                            ).status_code == 201
+            make_pod(api, namespace, f"web-{who}", node=node)
+            make_pod(api, namespace, f"other-{who}", node=node, labels={"app": "other"})
+            result = runner.run("drain", node, "--force", "--disable-eviction", "--grace-period=0",
+                                "--pod-selector=app=web", "--timeout=30s").ok()
+            outputs[who] = (result.stdout + result.stderr).replace(who, "WHO")
+            assert not pod_exists(api, namespace, f"web-{who}") and pod_exists(api, namespace, f"other-{who}")
+        assert outputs["mk"] == outputs["kubectl"]
+        assert "pod/web-WHO deleted" in outputs["mk"]
+    finally:
+        for who in runners:
+            api.delete(f"/api/v1/nodes/{who}-{namespace}")
