@@ -5,6 +5,7 @@ exclude deleting and promised ones, and the status' allowed count and condition.
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,10 @@ from controllers.disruption import (
     new_status,
     scaled_value,
 )
-from machinery.api.core_v1 import Pod
+from machinery.api.apps_v1 import Deployment, ReplicaSet
+from machinery.api.core_v1 import Pod, PodCondition
+from machinery.api.meta import OwnerReference
+from machinery.api.policy_v1 import PodDisruptionBudget
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, 0, tzinfo=dt.UTC)
 
@@ -80,3 +84,108 @@ def test_condition_transition_time_stays_when_the_status_does_not_change() -> No
     first = new_status({}, 1, current_healthy=3, desired_healthy=1, expected=3, disrupted={}, now=at(100))
     again = new_status(first, 1, current_healthy=2, desired_healthy=1, expected=3, disrupted={}, now=at(0))
     assert again["conditions"][0]["lastTransitionTime"] == at(100)
+
+
+# -- the controller's reconcile over filled caches, a stub client and a fake clock ---------------------------
+
+
+class StubClient:
+    """Records the controller's writes; answers nothing else."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, Any, Any]] = []
+
+    async def update_raw(self, resource: Any, name: str, body: Any, namespace: Any = None, **kw: Any) -> Any:
+        self.writes.append(("update", name, body))
+        return body
+
+    async def patch_raw(self, resource: Any, name: str, patch: Any, patch_type: str = "merge", namespace: Any = None,
+                        **kw: Any) -> Any:
+        self.writes.append(("patch", name, patch))
+        return patch
+
+
+class StubRecorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def event(self, obj: Any, type_: str, reason: str, message: str) -> None:
+        self.events.append((type_, reason, message))
+
+
+def controller() -> tuple[Any, StubClient, StubRecorder]:
+    from controllers.disruption import DisruptionController
+    from machinery.informer import SharedInformerFactory
+
+    client = StubClient()
+    dc = DisruptionController(client, SharedInformerFactory(client), clock=lambda: NOW)  # type: ignore[arg-type]
+    recorder = StubRecorder()
+    dc.recorder = recorder  # type: ignore[assignment]
+    return dc, client, recorder
+
+
+def owned_pod(name: str, rs_uid: str, ready: bool = True) -> Pod:
+    p = pod(name, ready)
+    p.metadata.labels = {"app": "web"}
+    p.metadata.owner_references = [OwnerReference.from_dict({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                                             "name": "web-1", "uid": rs_uid, "controller": True})]
+    return p
+
+
+async def test_reconcile_counts_a_deployments_scale_for_a_percent() -> None:
+    dc, client, recorder = controller()
+    dc.deployments.store.upsert(Deployment.from_dict({"metadata": {"name": "web", "namespace": "ns", "uid": "d1"},
+                                                      "spec": {"replicas": 4, "selector": {}, "template": {}}}))
+    dc.replicasets.store.upsert(ReplicaSet.from_dict({
+        "metadata": {"name": "web-1", "namespace": "ns", "uid": "r1", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "d1", "controller": True}]},
+        "spec": {"replicas": 4, "selector": {}}}))
+    for i, ready in enumerate((True, True, True, False)):
+        dc.pods.store.upsert(owned_pod(f"web-{i}", "r1", ready))
+    dc.pdbs.store.upsert(PodDisruptionBudget.from_dict({
+        "metadata": {"name": "web", "namespace": "ns", "generation": 2, "resourceVersion": "7"},
+        "spec": {"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptedPods": {"web-0": at(30), "web-9": at(10)}}}))
+    assert await dc.reconcile("ns/web") == pytest.approx(90.0)  # web-0's promise expires in 90 s
+    [(verb, name, body)] = client.writes
+    status = body["status"]
+    assert (verb, name) == ("update", "web")
+    assert {k: status[k] for k in ("expectedPods", "desiredHealthy", "currentHealthy", "disruptionsAllowed",
+                                   "observedGeneration")} == {"expectedPods": 4, "desiredHealthy": 2,
+                                                              "currentHealthy": 2, "disruptionsAllowed": 0,
+                                                              "observedGeneration": 2}
+    assert status["disruptedPods"] == {"web-0": at(30)}  # web-9 is no pod of the budget any more
+    assert recorder.events == []
+
+
+async def test_reconcile_fails_safe_when_a_controller_is_missing() -> None:
+    dc, client, recorder = controller()
+    dc.pods.store.upsert(owned_pod("web-0", "gone"))
+    dc.pdbs.store.upsert(PodDisruptionBudget.from_dict({
+        "metadata": {"name": "web", "namespace": "ns", "generation": 1},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": 3}}))
+    assert await dc.reconcile("ns/web") is None
+    status = client.writes[0][2]["status"]
+    assert status["disruptionsAllowed"] == 0
+    assert (status["conditions"][0]["reason"], status["conditions"][0]["message"]) == (
+        "SyncFailed", 'found no controllers for pod "web-0"')
+    assert recorder.events[0][:2] == ("Warning", "CalculateExpectedPodCountFailed")
+
+
+async def test_stale_disruption_target_is_cleared_after_two_minutes() -> None:
+    dc, client, _ = controller()
+    fresh, stale = pod("fresh"), pod("stale")
+    for p, ago in ((fresh, 30), (stale, 121)):
+        assert p.status is not None and p.status.conditions is not None
+        p.status.conditions.append(PodCondition(type="DisruptionTarget", status="True",
+                                                last_transition_time=at(ago)))
+        dc.pods.store.upsert(p)
+    assert dc._keys_for_pod(fresh) == ["stale/ns/fresh"]
+    assert await dc.reconcile("stale/ns/fresh") == pytest.approx(90.0)
+    assert client.writes == []
+    assert await dc.reconcile("stale/ns/stale") is None
+    [(verb, name, patch)] = client.writes
+    assert (verb, name) == ("patch", "stale")
+    assert patch["status"]["conditions"][0]["type"] == "DisruptionTarget"
+    assert patch["status"]["conditions"][0]["status"] == "False"
