@@ -270,6 +270,13 @@ def test_kubectl_apply_create_get_and_describe_pdb(api: httpx.Client, namespace:
     assert sorted(r.split()[:4] for r in rows[1:]) == [["applied", "N/A", "25%", "0"], ["made", "1", "N/A", "0"]]
     described = kubectl.run("describe", "pdb", "applied").ok().stdout
     assert "Max unavailable:  25%" in described and "Selector:         app=web" in described
+    if version == "1.33":  # mkubectl describes and lists as kubectl 1.33
+        from tests.integration.test_mkubectl import Mk, same_output
+
+        mk = Mk(apiserver.url, tmp_path / "mk", namespace)
+        for name in ("applied", "made"):
+            same_output(mk, kubectl, "describe", "pdb", name)
+        same_output(mk, kubectl, "get", "pdb")
     missing = kubectl.run("drain", "no-such-node")
     assert missing.returncode != 0 and 'nodes "no-such-node" not found' in missing.stderr
 
