@@ -3,7 +3,8 @@ staging/src/k8s.io/kubectl/pkg/drain: cordon.go, filters.go, drain.go).
 
 cordon/uncordon: a strategic merge patch of spec.unschedulable (`node/X cordoned`, `already cordoned`).
 drain: cordon, then the node's pods (field selector spec.nodeName, all namespaces, `--pod-selector`)
-through kubectl's filters in its order: DaemonSet pods (refused, or skipped with `--ignore-daemonsets`;
+through kubectl's filters in its order: pods deleted more than `--skip-wait-for-delete-timeout` ago (skipped),
+DaemonSet pods (refused, or skipped with `--ignore-daemonsets`;
 one whose DaemonSet is gone needs `--force`), mirror pods (skipped), pods with emptyDir volumes
 (`--delete-emptydir-data`), pods with no controller (`--force`); finished pods always go. What is
 refused is one error, `cannot delete <what>: ns/pod, ...`; what is allowed with a warning is one
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import time
 from typing import Any
 
@@ -24,7 +26,7 @@ from kubectl.context import Context
 from kubectl.errors import format_error
 from kubectl.flags import duration
 from machinery.client import ApiError
-from machinery.timeutil import format_go_duration
+from machinery.timeutil import format_go_duration, now, parse_rfc3339
 
 NODES = "/api/v1/nodes"
 DAEMONSET_FATAL = "DaemonSet-managed Pods (use --ignore-daemonsets to ignore)"
@@ -57,6 +59,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--pod-selector", default="", help="label selector to filter pods on the node")
     p.add_argument("--disable-eviction", action="store_true", help="delete pods instead of evicting them, "
                    "bypassing PodDisruptionBudgets")
+    p.add_argument("--skip-wait-for-delete-timeout", type=int, default=0, help="skip pods whose deletion began "
+                   "more than this many seconds ago (0: never)")
     p.set_defaults(run=run_drain)
 
 
@@ -105,6 +109,10 @@ async def pod_delete_status(ctx: Context, pod: dict[str, Any], args: argparse.Na
     (delete, "warning" | "error" | "", message)."""
     meta = pod.get("metadata") or {}
     status: tuple[bool, str, str] = (True, "", "")
+    deleted = parse_rfc3339(meta.get("deletionTimestamp")) if meta.get("deletionTimestamp") else None
+    if deleted is not None and args.skip_wait_for_delete_timeout > 0 and \
+            deleted + dt.timedelta(seconds=args.skip_wait_for_delete_timeout) < now():
+        return False, "", ""  # skipDeletedFilter
     ref = _controller(pod)
     if ref is not None and ref.get("kind") == "DaemonSet" and not _finished(pod):
         try:

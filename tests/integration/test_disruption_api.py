@@ -370,3 +370,39 @@ def test_drain_disable_eviction_pod_selector_and_grace_as_kubectl_1_33(api: http
     finally:
         for who in runners:
             api.delete(f"/api/v1/nodes/{who}-{namespace}")
+
+
+@pytest.mark.kubectl
+def test_drain_skips_pods_deleted_long_ago_as_kubectl_1_33(api: httpx.Client, namespace: str, apiserver: Any,
+                                                          tmp_path: Any) -> None:
+    """A pod terminating for more than --skip-wait-for-delete-timeout seconds (its kubelet is gone) is left to
+    itself: drain succeeds at once, from mkubectl and from kubectl 1.33 alike."""
+    from machinery.timeutil import now, parse_rfc3339
+    from tests.cluster import wait_for
+    from tests.integration.test_mkubectl import Mk
+    from tests.kubectl import Kubectl, find_kubectl
+
+    binary = find_kubectl("1.33")
+    if binary is None:
+        pytest.skip("kubectl 1.33 is not installed")
+    node = f"n-{namespace}"
+    assert api.post("/api/v1/nodes", json={"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}
+                    ).status_code == 201
+    try:
+        make_pod(api, namespace, "stuck", node=node)
+        r = api.delete(f"/api/v1/namespaces/{namespace}/pods/stuck", params={"gracePeriodSeconds": 1})
+        assert r.status_code == 200 and r.json()["metadata"]["deletionTimestamp"]
+        deleted = parse_rfc3339(r.json()["metadata"]["deletionTimestamp"])
+        assert deleted is not None
+        wait_for(lambda: (now() - deleted).total_seconds() > 2, 10, 0.1,
+                 what="the deletion older than the 1 s the flag allows")
+        outputs = []
+        for runner in (Mk(apiserver.url, tmp_path / "mk", namespace),
+                       Kubectl(binary, "1.33", apiserver.url, tmp_path / "kubectl", namespace)):
+            result = runner.run("drain", node, "--force", "--skip-wait-for-delete-timeout=1", "--timeout=20s").ok()
+            outputs.append(result.stdout.splitlines()[1:] + result.stderr.splitlines())
+        assert outputs[0] == outputs[1] == [f"node/{node} drained"]
+        assert pod_exists(api, namespace, "stuck")
+    finally:
+        api.delete(f"/api/v1/nodes/{node}")
+        api.delete(f"/api/v1/namespaces/{namespace}/pods/stuck", params={"gracePeriodSeconds": 0})
