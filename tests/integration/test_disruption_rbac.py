@@ -213,3 +213,20 @@ def test_a_budget_that_cannot_be_computed_fails_safe(admin: httpx.Client, ns: st
     assert found["status"] == "False" and found["message"] == 'found no controllers for pod "owned"'
     status = admin.get(f"{POLICY}/namespaces/{ns}/poddisruptionbudgets/owned").json()["status"]
     assert status["disruptionsAllowed"] == 0
+
+
+def test_podgc_fails_unscheduled_terminating_pods(admin: httpx.Client, ns: str, controllers: ControllerProcess
+                                                  ) -> None:
+    """A pod never scheduled, deleted but held by a finalizer: the pod garbage collector marks it Failed and
+    deletes it (the finalizer, not PodGC, keeps it until its owner lets go)."""
+    body = pod("unscheduled", None, {"app": "x"})
+    body["metadata"]["finalizers"] = ["example.com/hold"]
+    assert admin.post(f"/api/v1/namespaces/{ns}/pods", json=body).status_code == 201
+    assert admin.delete(f"/api/v1/namespaces/{ns}/pods/unscheduled").status_code == 200
+    path = f"/api/v1/namespaces/{ns}/pods/unscheduled"
+    wait_for(lambda: (admin.get(path).json().get("status") or {}).get("phase") == "Failed", 30, 0.2,
+             what="the unscheduled terminating pod marked Failed")
+    r = admin.patch(path, json={"metadata": {"finalizers": None}},
+                    headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    wait_for(lambda: admin.get(path).status_code == 404, 10, what="the pod gone once its finalizer is")
