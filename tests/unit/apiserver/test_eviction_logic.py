@@ -69,3 +69,19 @@ def test_429_carries_the_disruption_budget_cause() -> None:
     assert status["details"] == {"causes": [{"reason": "DisruptionBudget", "message": "The disruption budget web "
                                              "needs 2 healthy pods and has 2 currently"}]}
     assert too_many_requests("x", 10).status()["details"]["retryAfterSeconds"] == 10
+
+
+def test_a_webhook_reviews_an_eviction_as_one() -> None:
+    from apiserver.admission.chain import admission_review
+    from apiserver.admission.interfaces import AdmissionAttributes
+    from machinery.api.resources import resource_for
+
+    class Store:
+        info = resource_for("", "pods")
+
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p", "namespace": "ns"}}
+    attrs = AdmissionAttributes("CREATE", Store(), "ns", "p", "eviction", eviction, pod(), "someone", False)
+    request = admission_review(attrs, "uid-1")["request"]
+    assert request["kind"] == request["requestKind"] == {"group": "policy", "version": "v1", "kind": "Eviction"}
+    assert request["resource"] == {"group": "", "version": "v1", "resource": "pods"}
+    assert (request["subResource"], request["operation"], request["object"]) == ("eviction", "CREATE", eviction)
