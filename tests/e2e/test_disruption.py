@@ -12,7 +12,8 @@ kubectl 1.33 and 1.27:
 - the pod garbage collector (its period and quarantine shortened by the controller-manager's flags,
   threshold 3): the pods of a deleted Node are marked Failed with DisruptionTarget and deleted; terminated
   pods over the threshold go, oldest first.
-Every wait has a deadline; every node cordoned is uncordoned again."""
+The drain under a budget runs with both kubectl versions. Every wait has a deadline; every node cordoned is
+uncordoned again."""
 
 from __future__ import annotations
 
@@ -121,9 +122,10 @@ class ReadyCounter:
         self.stream.close()
 
 
+@pytest.mark.parametrize("version", ["1.33", "1.27"])
 def test_drain_respects_a_budget_of_min_available_2(local_cluster: LocalCluster, api: httpx.Client, namespace: str,
-                                                     tmp_path: Path) -> None:
-    kubectl = kubectl_of(local_cluster, namespace, tmp_path, "1.33")
+                                                     tmp_path: Path, version: str) -> None:
+    kubectl = kubectl_of(local_cluster, namespace, tmp_path, version)
     node_a, node_b = local_cluster.node_names
     try:
         assert kubectl.run("cordon", node_b).ok().stdout.strip() == f"node/{node_b} cordoned"
