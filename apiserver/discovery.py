@@ -16,6 +16,7 @@ _SUBRESOURCE_VERBS = {
     "log": ["get"],
     "exec": ["create", "get"],
     "token": ["create"],
+    "eviction": ["create"],
 }
 
 
@@ -64,6 +65,8 @@ def _subresource_entry(info: ResourceInfo, sub: str, kind: str) -> dict[str, Any
         entry.update(group="autoscaling", version="v1")
     elif kind == "Binding":
         entry.update(group="", version="v1")
+    elif kind == "Eviction":
+        entry.update(group="policy", version="v1")
     elif kind == "TokenRequest":
         entry.update(group="authentication.k8s.io", version="v1")
     return entry

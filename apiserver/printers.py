@@ -1268,3 +1268,27 @@ def table_for(
         "columnDefinitions": column_definitions(resource),
         "rows": rows,
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# policy
+# ---------------------------------------------------------------------------------------------
+
+
+@_printer(
+    "poddisruptionbudgets",
+    [
+        NAME_COLUMN,
+        _col("Min Available", "string", "The minimum number of pods that must be available."),
+        _col("Max Unavailable", "string", "The maximum number of pods that may be unavailable."),
+        _col("Allowed Disruptions", "integer", "Calculated number of pods that may be disrupted at this time."),
+        AGE_COLUMN,
+    ],
+)
+def _print_pod_disruption_budget(obj: Obj, now: datetime) -> list[Cell]:
+    """printPodDisruptionBudget: N/A for the bound that is not set."""
+    spec = _d(obj.get("spec"))
+    min_available, max_unavailable = spec.get("minAvailable"), spec.get("maxUnavailable")
+    return [_name(obj), "N/A" if min_available is None else str(min_available),
+            "N/A" if max_unavailable is None else str(max_unavailable),
+            _i(_d(obj.get("status")).get("disruptionsAllowed")), _age(obj, now)]

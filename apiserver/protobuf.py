@@ -355,6 +355,11 @@ SCHEMA: dict[str, str] = {
         "1 gracePeriodSeconds:int?; 2 preconditions:Preconditions; 3 orphanDependents:bool?; "
         "4 propagationPolicy:str?; 5 dryRun:[str]"),
     "Preconditions": "1 uid:str?; 2 resourceVersion:str?",
+    # kubectl drain (policy/v1 Eviction through the typed client), kubectl create poddisruptionbudget
+    "Eviction": "1 metadata:ObjectMeta; 2 deleteOptions:DeleteOptions",
+    "PodDisruptionBudget": "1 metadata:ObjectMeta; 2 spec:PodDisruptionBudgetSpec",
+    "PodDisruptionBudgetSpec": ("1 minAvailable:intorstr; 2 selector:LabelSelector; 3 maxUnavailable:intorstr; "
+                                "4 unhealthyPodEvictionPolicy:str?"),
     # kubectl create service clusterip|nodeport|loadbalancer|externalname
     "Service": "1 metadata:ObjectMeta; 2 spec:ServiceSpec; 3 status:ServiceStatus",
     "ServiceSpec": (
@@ -415,6 +420,8 @@ KINDS: dict[tuple[str, str], str] = {
     **{("apps/v1", k): k for k in ("Deployment", "ReplicaSet")},
     **{("batch/v1", k): k for k in ("Job", "CronJob")},
     ("coordination.k8s.io/v1", "Lease"): "Lease",
+    **{(v, "Eviction"): "Eviction" for v in ("policy/v1", "policy/v1beta1")},
+    ("policy/v1", "PodDisruptionBudget"): "PodDisruptionBudget",
     **{("rbac.authorization.k8s.io/v1", k): k for k in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")},
     **{("admissionregistration.k8s.io/v1", k): k
        for k in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")},

@@ -95,6 +95,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("statefulset", "bench.statefulset_bench", "statefulset.json",
               what="StatefulSet of 10 to all Ready (OrderedReady and Parallel) vs a Deployment of 10, two real "
                    "kubelets on Docker (issue 13)"),
+    Benchmark("controller_manager", "bench.controller_manager_bench", "controller_manager.json",
+              what="controller-manager peak RSS with every controller on vs deployment+replicaset alone, same "
+                   "workload (issue 13)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -147,6 +150,8 @@ TARGETS: dict[str, Target] = {
     "proxy.1000.latency_p99": Target(11, False, 1.0, "s", "network programming p99 ≤ 1 s at 1,000 Services"),
     "proxy.throughput_ratio": Target(11, True, 0.9, "ratio", "throughput through a ClusterIP ≥ 0.9x direct"),
     "proxy.rss": Target(11, False, 100, "MB", "kube-proxy RSS ≤ 100 MB with 1,000 Services"),
+    "controller_manager.rss_all": Target(13, False, 120, "MB", "controller-manager RSS with every controller on "
+                                                                "≤ 120 MB"),
 }
 
 
@@ -538,6 +543,17 @@ def statefulset_figures(d: JSONDict) -> list[Figure]:
     ]
 
 
+def controller_manager_figures(d: JSONDict) -> list[Figure]:
+    work, base, every = d.get("workload") or {}, d.get("baseline") or {}, d.get("all") or {}
+    size = (f"{work.get('deployments')} Deployments x {work.get('replicas')} (+ a Service and a PDB each), a "
+            f"DaemonSet, {work.get('jobs')} Jobs, 2 CronJobs, {work.get('nodes')} hollow nodes")
+    return [Figure("controller_manager.rss_all", "controller-manager",
+                   f"controller-manager peak RSS, every controller ({d.get('controllers')}) on", every.get("rss_mb"),
+                   "MB", "deployment+replicaset alone, same workload", base.get("rss_mb"),
+                   _ratio(every.get("rss_mb"), base.get("rss_mb")), note=size,
+                   full_size=not d.get("quick"))]
+
+
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
@@ -548,6 +564,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "proxy": proxy_figures,
     "daemonset": daemonset_figures,
     "statefulset": statefulset_figures,
+    "controller_manager": controller_manager_figures,
 }
 
 

@@ -236,6 +236,21 @@ def _ttl_after_finished(ctx: ControllerContext, account: str) -> RunnableControl
                                       workers=ctx.options.concurrent_ttl_after_finished_syncs)
 
 
+def _disruption(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.disruption import DisruptionController
+
+    return DisruptionController(ctx.client_for(account), ctx.informers)
+
+
+def _podgc(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.podgc import PodGCController
+
+    opts = ctx.options
+    return PodGCController(ctx.client_for(account), ctx.informers,
+                           terminated_pod_gc_threshold=opts.terminated_pod_gc_threshold,
+                           period=opts.podgc_period, quarantine=opts.podgc_quarantine)
+
+
 # `--controllers` name -> spec. Upstream 1.30 accepts both the short names and the
 # `<name>-controller` forms, so those are aliases here.
 CONTROLLERS: dict[str, ControllerSpec] = {
@@ -268,6 +283,8 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "ttl-after-finished": ControllerSpec("ttl-after-finished-controller", _ttl_after_finished,
                                          aliases=("ttl-after-finished-controller",)),
     "statefulset": ControllerSpec("statefulset-controller", _statefulset, aliases=("statefulset-controller",)),
+    "disruption": ControllerSpec("disruption-controller", _disruption, aliases=("disruption-controller",)),
+    "podgc": ControllerSpec("pod-garbage-collector", _podgc, aliases=("pod-garbage-collector-controller",)),
 }
 
 
@@ -348,6 +365,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="how often the persistentvolume-binder looks again at a Pending claim (default 15s)")
     p.add_argument("--pod-eviction-timeout", type=parse_duration, default=300.0,
                    help="grace before pods of an unreachable node are deleted (default 5m0s)")
+    p.add_argument("--terminated-pod-gc-threshold", type=int, default=12500,
+                   help="terminated pods kept before the pod garbage collector deletes the oldest (0: never)")
+    p.add_argument("--podgc-period", type=parse_duration, default=20.0,
+                   help="minik8s: how often the pod garbage collector looks (upstream's constant gcCheckPeriod, 20s)")
+    p.add_argument("--podgc-quarantine", type=parse_duration, default=40.0,
+                   help="minik8s: how long a missing node's pods wait before they are deleted as orphans "
+                        "(upstream's constant quarantineTime, 40s)")
     p.add_argument("--cluster-cidr", default="10.244.0.0/16")
     p.add_argument("--node-cidr-mask-size", type=int, default=None)
     p.add_argument("--allocate-node-cidrs", type=_bool, nargs="?", const=True, default=True)

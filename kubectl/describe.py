@@ -1533,10 +1533,35 @@ def stateful_set_description(sts: Obj, events: list[Obj] | None, counts: tuple[i
     return w.text()
 
 
+def pod_disruption_budget_description(pdb: Obj, events: list[Obj] | None) -> str:
+    """describePodDisruptionBudgetV1: the bound that is set, the selector, the controller's counts."""
+    meta, spec, status = _d(pdb.get("metadata")), _d(pdb.get("spec")), _d(pdb.get("status"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    if spec.get("minAvailable") is not None:
+        w.write(0, f"Min available:\t{_int_or_string(spec['minAvailable'])}\n")
+    elif spec.get("maxUnavailable") is not None:
+        w.write(0, f"Max unavailable:\t{_int_or_string(spec['maxUnavailable'])}\n")
+    selector = spec.get("selector")
+    w.write(0, f"Selector:\t{'<unset>' if selector is None else format_label_selector(selector)}\n")
+    w.write(0, "Status:\n")
+    w.write(2, f"Allowed disruptions:\t{status.get('disruptionsAllowed') or 0}\n")
+    w.write(2, f"Current:\t{status.get('currentHealthy') or 0}\n")
+    w.write(2, f"Desired:\t{status.get('desiredHealthy') or 0}\n")
+    w.write(2, f"Total:\t{status.get('expectedPods') or 0}\n")
+    describe_events(w, events)
+    return w.text()
+
+
 async def describe_stateful_set(ctx: Context, sts: Obj) -> str:
     meta, spec = _d(sts.get("metadata")), _d(sts.get("spec"))
     counts = await pod_status_for_controller(ctx, meta.get("namespace", ""), spec.get("selector"), meta.get("uid", ""))
     return stateful_set_description(sts, await search_events(ctx, sts, "StatefulSet"), counts)
+
+
+async def describe_pod_disruption_budget(ctx: Context, pdb: Obj) -> str:
+    return pod_disruption_budget_description(pdb, await search_events(ctx, pdb, "PodDisruptionBudget"))
 
 
 Describer = Callable[[Context, Obj], Awaitable[str]]
@@ -1557,6 +1582,7 @@ DESCRIBERS: dict[tuple[str, str], Describer] = {
     ("batch", "Job"): describe_job,
     ("batch", "CronJob"): describe_cronjob,
     ("apps", "StatefulSet"): describe_stateful_set,
+    ("policy", "PodDisruptionBudget"): describe_pod_disruption_budget,
 }
 
 

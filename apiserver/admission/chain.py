@@ -175,6 +175,8 @@ class WebhookSource:
 def _gvk(a: AdmissionAttributes) -> tuple[Obj, Obj]:
     info = a.store.info
     kind = {"group": info.group, "version": info.version, "kind": info.kind}
+    if a.subresource == "eviction":  # the object is the policy/v1 Eviction, as upstream's review says
+        kind = {"group": "policy", "version": "v1", "kind": "Eviction"}
     resource = {"group": info.group, "version": info.version, "resource": info.plural}
     return kind, resource
 

@@ -7,7 +7,8 @@ Node authorizer saw only names; this looks at the objects a kubelet (system:node
   kubelet.kubernetes.io/ and node.kubernetes.io/), never a `node-restriction.kubernetes.io/` or
   `node-role.kubernetes.io/` one, on create or update; taints it may set when it registers, not
   change after; nor may it point its Node at a config source;
-- pods: only the status (and the final delete) of pods bound to it; minik8s has no mirror pods;
+- pods: only the status (and the final delete) of pods bound to it, and evictions of those;
+  minik8s has no mirror pods;
 - leases in kube-node-lease: only its own.
 """
 
@@ -72,6 +73,12 @@ def node_restriction(a: AdmissionAttributes, node: str) -> None:
     if info.group == "" and info.plural == "nodes":
         admit_node(a, node)
     elif info.group == "" and info.plural == "pods":
+        if a.operation == "CREATE" and a.subresource == "eviction":
+            # admitPodEviction: a.old is the pod to evict
+            if ((a.old or {}).get("spec") or {}).get("nodeName") != node:
+                raise errors.forbidden(info, name, f'node "{node}" can only evict pods with spec.nodeName set to '
+                                       "itself")
+            return
         if a.operation == "CREATE" and not a.subresource:
             raise errors.forbidden(info, name, f'node "{node}" can only create mirror pods, and minik8s has none')
         bound = ((a.old or {}).get("spec") or {}).get("nodeName")

@@ -309,6 +309,10 @@ class NodeAuthorizer:
                 # expects it); writes to a pod still stored are checked again by NodeRestriction
                 if bound == node or bound is None:
                     return ALLOW, ""
+            if sub == "eviction" and verb == "create":  # upstream: a kubelet may evict its own pods
+                bound = self.pod_node(a.namespace, a.name)
+                if bound == node or bound is None:
+                    return ALLOW, ""
             return NO_OPINION, f"no relationship found between node '{node}' and this object"
         if group in ("", "events.k8s.io") and resource == "events" and verb in ("create", "update", "patch"):
             return ALLOW, ""

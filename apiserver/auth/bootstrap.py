@@ -33,7 +33,8 @@ CONTROLLER_ACCOUNTS = ("deployment-controller", "replicaset-controller", "generi
                        "endpoint-controller", "endpointslice-controller", "endpointslicemirroring-controller",
                        "service-controller", "daemon-set-controller", "persistent-volume-binder",
                        "pvc-protection-controller", "pv-protection-controller", "job-controller",
-                       "cronjob-controller", "ttl-after-finished-controller", "statefulset-controller")
+                       "cronjob-controller", "ttl-after-finished-controller", "statefulset-controller",
+                       "disruption-controller", "pod-garbage-collector")
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 # what view reads and edit writes (upstream aggregate-to-view / aggregate-to-edit, for what minik8s serves)
 _VIEW_CORE = ["pods", "pods/status", "pods/log", "events", "namespaces", "serviceaccounts", "services",
@@ -100,6 +101,7 @@ def cluster_roles() -> dict[str, list[Obj]]:
             # the claims of its pods and their volumes (narrowed by the Node authorizer), and resize status
             rule(["get"], [""], ["persistentvolumeclaims", "persistentvolumes"]),
             rule(["get", "update", "patch"], [""], ["persistentvolumeclaims/status"]),
+            rule(["create"], [""], ["pods/eviction"]),  # its own pods only (Node authorizer, NodeRestriction)
         ],
         # the scheduler's VolumeBinding (bound to system:kube-scheduler)
         "system:volume-scheduler": [
@@ -241,6 +243,22 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule(["get", "list", "watch", "delete"], ["batch"], ["jobs"]),
             EVENTS,
         ],
+        "system:controller:disruption-controller": [
+            rule(READ, ["extensions", "apps"], ["deployments"]),
+            rule(READ, ["apps", "extensions"], ["replicasets"]),
+            rule(READ, [""], ["replicationcontrollers"]),
+            rule(READ, ["policy"], ["poddisruptionbudgets"]),
+            rule(READ, ["apps"], ["statefulsets"]),
+            rule(["update"], ["policy"], ["poddisruptionbudgets/status"]),
+            rule(["get"], ["*"], ["*/scale"]),
+            rule(["patch", "update"], [""], ["pods/status"]),  # stale DisruptionTarget conditions
+            EVENTS,
+        ],
+        "system:controller:pod-garbage-collector": [
+            rule(["list", "watch", "delete"], [""], ["pods"]),
+            rule(["get", "list"], [""], ["nodes"]),
+            rule(["patch"], [""], ["pods/status"]),
+        ],
         "system:controller:node-controller": [
             rule(["get", "list", "watch", "update", "patch", "delete"], [""], ["nodes"]),
             rule(["patch", "update"], [""], ["nodes/status"]),
@@ -253,7 +271,8 @@ def cluster_roles() -> dict[str, list[Obj]]:
 
 def _view() -> list[Obj]:
     return [rule(READ, [""], _VIEW_CORE), rule(READ, ["apps"], _VIEW_APPS), rule(READ, ["batch"], _VIEW_BATCH),
-            rule(READ, ["discovery.k8s.io"], ["endpointslices"]), rule(READ, ["coordination.k8s.io"], ["leases"])]
+            rule(READ, ["discovery.k8s.io"], ["endpointslices"]), rule(READ, ["coordination.k8s.io"], ["leases"]),
+            rule(READ, ["policy"], ["poddisruptionbudgets", "poddisruptionbudgets/status"])]
 
 
 def _edit() -> list[Obj]:
@@ -271,6 +290,8 @@ def _edit() -> list[Obj]:
                                "replicasets/scale", "daemonsets", "statefulsets",
                                "statefulsets/scale"]),
         rule(WRITE, ["batch"], ["jobs", "cronjobs"]),
+        rule(["create"], [""], ["pods/eviction"]),
+        rule(WRITE, ["policy"], ["poddisruptionbudgets"]),
     ]
 
 

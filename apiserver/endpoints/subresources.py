@@ -2,8 +2,8 @@
 subresource's REST storage): status (the object's .status alone), finalize, scale (autoscaling/v1
 Scale over spec.replicas: registry/scale.py), binding (the scheduler's way to set a pod's node: the
 write in the pod's BindingREST, registry/podstorage.py), serviceaccounts/token (registry/token.py),
-log and exec (relayed to the kubelet: endpoints/proxy.py); and the POST of the virtual access
-reviews (registry/authorization.py)."""
+pods/eviction (the pod's EvictionREST, registry/eviction.py), log and exec (relayed to the kubelet:
+endpoints/proxy.py); and the POST of the virtual access reviews (registry/authorization.py)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,14 @@ from apiserver.endpoints.proxy import exec_endpoints, log_endpoints
 from apiserver.endpoints.request import check_duplicates, decode_object, read_body, write_options
 from apiserver.endpoints.responsewriters import json_response
 from apiserver.patch import UnsupportedPatchType, apply_patch
+from apiserver.registry.eviction import EvictionREST
 from apiserver.registry.generic import loc_to_path
 from apiserver.registry.podstorage import BindingREST
 from apiserver.registry.scale import scale_of, write_scale
 from apiserver.registry.token import TokenIssuer, create_token
 from machinery.api.autoscaling_v1 import Scale
 from machinery.api.core_v1 import Binding
+from machinery.api.policy_v1 import Eviction
 from machinery.patch import PatchError
 from machinery.types import Obj
 
@@ -107,6 +109,28 @@ def binding_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
     return {"POST": post}
 
 
+# -- eviction ----------------------------------------------------------------------------------
+
+def eviction_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
+    """The HTTP side of pods/eviction (policy/v1 Eviction, and v1beta1 for old clients); the pod's
+    EvictionREST (registry/eviction.py) checks the budget and deletes."""
+
+    async def post(request: Request, name: str, namespace: str | None = None) -> Response:
+        opts = write_options(request)
+        body, dups = decode_object(await read_body(request), request.headers.get("content-type", "application/json"))
+        check_duplicates(dups, opts, "Eviction")
+        try:
+            eviction = Eviction.from_dict(body).to_dict()
+        except ValidationError as e:
+            raise errors.bad_request(f"invalid Eviction: {e.errors()[0]['msg']} at "
+                                     f"{loc_to_path(e.errors()[0]['loc'])}") from e
+        assert namespace is not None  # pods are namespaced: the installer refuses the path without one
+        rest = EvictionREST(h.store, request.app.state.server.stores[("policy", "poddisruptionbudgets")])
+        return json_response(await rest.create(namespace, name, eviction, opts), 201)
+
+    return {"POST": post}
+
+
 # -- serviceaccounts/token -----------------------------------------------------------------------
 
 def token_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
@@ -148,4 +172,5 @@ SUBRESOURCE_HANDLERS: dict[str, Callable[[ResourceHandlers], dict[str, Endpoint]
     "log": log_endpoints,
     "exec": exec_endpoints,
     "token": token_endpoints,
+    "eviction": eviction_endpoints,
 }

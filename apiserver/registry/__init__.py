@@ -21,6 +21,7 @@ from apiserver.registry.node import NodeStrategy
 from apiserver.registry.persistentvolume import PersistentVolumeStrategy
 from apiserver.registry.persistentvolumeclaim import PersistentVolumeClaimStrategy
 from apiserver.registry.pod import PodStrategy
+from apiserver.registry.poddisruptionbudget import PodDisruptionBudgetStrategy
 from apiserver.registry.rbac import (
     ClusterRoleBindingStrategy,
     ClusterRoleStrategy,
@@ -57,6 +58,7 @@ STRATEGIES: dict[str, Strategy] = {
     "batch/jobs": JobStrategy(),
     "batch/cronjobs": CronJobStrategy(),
     "coordination.k8s.io/leases": LeaseStrategy(),
+    "policy/poddisruptionbudgets": PodDisruptionBudgetStrategy(),
     "rbac.authorization.k8s.io/clusterroles": ClusterRoleStrategy(),
     "rbac.authorization.k8s.io/clusterrolebindings": ClusterRoleBindingStrategy(),
     "rbac.authorization.k8s.io/roles": RoleStrategy(),

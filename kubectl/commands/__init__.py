@@ -10,6 +10,7 @@ from kubectl.commands import (
     create,
     delete,
     describe,
+    drain,
     exec_,
     expose,
     get,
@@ -20,4 +21,4 @@ from kubectl.commands import (
 )
 
 COMMANDS: tuple[ModuleType, ...] = (create, expose, apply, get, describe, delete, logs, scale, rollout, exec_, version,
-                                   config)
+                                   config, drain)

@@ -1301,7 +1301,7 @@ class TestRegistry:
                                    "discovery.k8s.io/endpointslices",
                                    "apps/deployments", "apps/daemonsets", "apps/controllerrevisions",
                                    "apps/statefulsets",
-                                   "batch/jobs", "batch/cronjobs",
+                                   "batch/jobs", "batch/cronjobs", "policy/poddisruptionbudgets",
                                    "apps/replicasets", "coordination.k8s.io/leases",
                                    "rbac.authorization.k8s.io/clusterroles",
                                    "rbac.authorization.k8s.io/clusterrolebindings",
