@@ -33,6 +33,7 @@ from kubelet.cri.remote_runtime import DEFAULT_TIMEOUT, RemoteRuntimeService
 from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
 from kubelet.network.dns import Configurer as DNSConfigurer
 from kubelet.node_status import NodeFacts, NodeStatusManager
+from kubelet.object_watcher import ObjectWatcher
 from kubelet.pleg.generic import GenericPLEG
 from kubelet.pod_syncer import KubeletPodSyncer, KubeletRuntimeHelper
 from kubelet.pod_workers import PodWorkers
@@ -141,6 +142,9 @@ class Kubelet:
                                        self.client, self._event, config.node_ip,
                                        lambda: self.node_status.network_ready)
         self.workers = PodWorkers(self.syncer, self.status_manager.is_own_status_write)
+        # the ConfigMaps and Secrets of the pods, each watched; a change wakes the pods using it
+        self.syncer.objects.watcher = ObjectWatcher(self.client, self._wake)
+        self.volumes.allocatable = lambda: (self.node_status.cpu_millis, self.node_status.memory_bytes)
         self.server = KubeletServer(self)
         self.pod_informer: Informer[Pod] | None = None
         self.node_informer: Informer[Node] | None = None
@@ -249,6 +253,8 @@ class Kubelet:
             if informer is not None:
                 informer.stop()
         await self.workers.stop()
+        if self.syncer.objects.watcher is not None:
+            await self.syncer.objects.watcher.stop()
         await self.probes.close()
         if self._uvicorn is not None:
             self._uvicorn.should_exit = True

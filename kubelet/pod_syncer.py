@@ -31,6 +31,8 @@ from kubelet.kuberuntime.container_config import MountSpec, RunContainerOptions
 from kubelet.probes import ProbeManager
 from kubelet.status import TERMINAL_PHASES, PodRuntimeState, compute_pod_status
 from kubelet.status_manager import StatusManager
+from kubelet.token_manager import TokenError, TokenKey, TokenManager
+from kubelet.volume_projected import token_keys
 from kubelet.volumes import HostVolume, VolumeError, VolumeManager, VolumeSetUpError
 from machinery.api.core_v1 import Container, Pod
 from machinery.client import ApiClient, ApiError, ApiUnavailable
@@ -67,7 +69,7 @@ class KubeletRuntimeHelper:
         warnings: list[tuple[str, str]] = []
         try:
             envs = container_env(pod, container, ctx, self.pod_objects.get(uid), warnings)
-            binds = self.volumes.binds(container, self.pod_volumes.get(uid, {}))
+            binds = self.volumes.binds(container, self.pod_volumes.get(uid, {}), dict(envs))
         except VolumeError as e:
             raise ConfigError(str(e)) from e
         mounts = []
@@ -99,6 +101,7 @@ class KubeletPodSyncer:
         self._network_reported: set[str] = set()
         self._mount_failures: dict[str, int] = {}
         self.objects = ConfigMapSecretManager(client)
+        self.tokens = TokenManager(client)
 
     # -- status ---------------------------------------------------------------------------------
 
@@ -147,6 +150,7 @@ class KubeletPodSyncer:
             return None
         try:
             objects = self.helper.pod_objects[uid] = await self.objects.fetch(pod)
+            objects.tokens = await self._tokens(pod)
             self.helper.pod_volumes[uid] = await asyncio.to_thread(self.volumes.setup, pod, objects)
         except (VolumeError, OSError) as e:
             failures = self._mount_failures[uid] = self._mount_failures.get(uid, 0) + 1
@@ -161,7 +165,20 @@ class KubeletPodSyncer:
         if status.get("phase") in TERMINAL_PHASES:
             await self._give_back_sandbox(pod)  # finished: give the address back now, not at the next sync
             await self.update_status(self.status_manager.latest(pod))
+        refresh = self.tokens.next_refresh(uid)  # a projected token is rewritten when it is due
+        if refresh is not None and (result.requeue_after is None or refresh < result.requeue_after):
+            return refresh + 1.0
         return result.requeue_after
+
+    async def _tokens(self, pod: Pod) -> dict[TokenKey, str | Exception]:
+        """The tokens of the pod's projected volumes (cached, refreshed when due), or why there is none."""
+        out: dict[TokenKey, str | Exception] = {}
+        for key in token_keys(pod):
+            try:
+                out[key] = await self.tokens.get(key)
+            except TokenError as e:
+                out[key] = e
+        return out
 
     async def _give_back_sandbox(self, pod: Pod) -> None:
         uid = pod.metadata.uid or ""
@@ -185,6 +202,9 @@ class KubeletPodSyncer:
         self.runtime.forget_pod(uid)
         self.helper.pod_volumes.pop(uid, None)
         self.helper.pod_objects.pop(uid, None)
+        self.tokens.delete_pod(uid)
+        if self.objects.watcher is not None:
+            self.objects.watcher.unregister_pod(uid)
         self._network_reported.discard(uid)
         if removed:
             self.status_manager.forget(uid)
