@@ -173,7 +173,8 @@ class ApiServer:
                                               False),
             pod_security=PodSecurity(load_admission_config(config.admission_control_config_file),
                                      namespace_labels=self._namespace_labels_or_read, pods_in_namespace=self._pods_in),
-            service_account_exists=self._service_account_exists, storage_classes=self._storage_classes)
+            service_account_exists=self._service_account_exists, storage_classes=self._storage_classes,
+            service_account=self._service_account)
         if config.admission_plugins:
             for store in self.stores.values():
                 store.admission = self.admission
@@ -214,7 +215,7 @@ class ApiServer:
         pods = self.stores[("", "pods")]
         prefix = pods.prefix(namespace)
         visit = {"secrets": pod_secret_names, "configmaps": pod_configmap_names,
-                 "persistentvolumeclaims": pod_claim_names}[resource]
+                 "persistentvolumeclaims": pod_claim_names, "serviceaccounts": _pod_service_account}[resource]
         for key, cached in list(pods.cacher.store.items()):
             if key.startswith(prefix) and cached.attrs.fields.get("spec.nodeName") == node \
                     and name in visit(cached.obj()):
@@ -245,6 +246,19 @@ class ApiServer:
         """Every StorageClass, from etcd: a default class created a moment ago counts for the next claim."""
         found = await self.stores[("storage.k8s.io", "storageclasses")].list(None, Predicate())
         return found.objects()
+
+    async def _service_account(self, namespace: str, name: str) -> Obj | None:
+        """The ServiceAccount from the watch cache, or etcd when the cache has not seen it (yet)."""
+        accounts = self.stores[("", "serviceaccounts")]
+        cached = accounts.cached(namespace, name)
+        if cached is not None:
+            return cached.obj()
+        try:
+            return await accounts.get(namespace, name)
+        except errors.ApiError as e:
+            if e.code == 404:
+                return None
+            raise
 
     async def _service_account_exists(self, namespace: str, name: str) -> bool:
         """The watch cache first; etcd when it has not seen the account (yet), as upstream's lister
@@ -560,3 +574,8 @@ def create_app(config: ApiServerConfig) -> FastAPI:
                                         watch_dispatchers))
 
     return app
+
+
+def _pod_service_account(pod: Obj) -> set[str]:
+    """The Node authorizer's pod -> serviceaccount edge."""
+    return {(pod.get("spec") or {}).get("serviceAccountName") or "default"}

@@ -229,6 +229,25 @@ def _ttl_after_finished(ctx: ControllerContext, account: str) -> RunnableControl
                                       workers=ctx.options.concurrent_ttl_after_finished_syncs)
 
 
+def _root_ca_cert_publisher(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.rootcacertpublisher import RootCACertPublisher
+
+    return RootCACertPublisher(ctx.client_for(account), ctx.informers, root_ca_bundle(ctx.options, ctx.config))
+
+
+def root_ca_bundle(options: argparse.Namespace, config: ClientConfig) -> str:
+    """upstream startRootCACertPublisher: --root-ca-file, else the CA the manager's kubeconfig trusts ("" for a
+    plain-HTTP apiserver)."""
+    path = getattr(options, "root_ca_file", None) or config.ca_file
+    if not path:
+        return ""
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        raise ValueError(f"error parsing root-ca-file at {path}: {e}") from e
+
+
 # `--controllers` name -> spec. Upstream 1.30 accepts both the short names and the
 # `<name>-controller` forms, so those are aliases here.
 CONTROLLERS: dict[str, ControllerSpec] = {
@@ -260,6 +279,8 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "cronjob": ControllerSpec("cronjob-controller", _cronjob, aliases=("cronjob-controller",)),
     "ttl-after-finished": ControllerSpec("ttl-after-finished-controller", _ttl_after_finished,
                                          aliases=("ttl-after-finished-controller",)),
+    "root-ca-cert-publisher": ControllerSpec("root-ca-cert-publisher", _root_ca_cert_publisher,
+                                             aliases=("root-ca-certificate-publisher-controller",)),
 }
 
 
@@ -346,6 +367,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--service-account-private-key-file", default=None,
                    help="upstream signs legacy token Secrets with it; minik8s serves no Secrets, so it is "
                         "accepted and unused (controllers get their tokens through TokenRequest)")
+    p.add_argument("--root-ca-file", default=None,
+                   help="the CA bundle the root-ca-cert-publisher puts in every namespace's kube-root-ca.crt "
+                        "(default: the kubeconfig's certificate authority)")
     p.add_argument("--use-service-account-credentials", type=_bool, nargs="?", const=True, default=True,
                    help="each controller authenticates as its own service account, with tokens from "
                         "TokenRequest (over HTTPS; the kubeconfig's identity must be allowed to ask for them)")

@@ -54,6 +54,8 @@ class KubeletRuntimeHelper:
         self.allocatable = allocatable  # (cpu millis, memory bytes)
         self.pod_volumes: dict[str, dict[str, HostVolume]] = {}  # uid -> the volumes set up last
         self.pod_objects: dict[str, PodObjects] = {}  # uid -> the ConfigMaps and Secrets its last sync read
+        # (namespace, enableServiceLinks) -> the Services as env vars (kubelet/service_env.py)
+        self.service_env: Callable[[str, bool], dict[str, str]] = lambda _ns, _links: {}
 
     def pod_ip_for_host_network(self) -> str:
         return self.node_ip
@@ -64,8 +66,10 @@ class KubeletRuntimeHelper:
     def generate_run_container_options(self, pod: Pod, container: Container, pod_ip: str) -> RunContainerOptions:
         uid = pod.metadata.uid or ""
         cpu, memory = self.allocatable()
+        links = pod.spec is None or pod.spec.enable_service_links is not False
         ctx = PodContext(pod_ip=pod_ip, host_ip=self.node_ip, node_name=self.node_name,
-                         node_allocatable_cpu_millis=cpu, node_allocatable_memory=memory)
+                         node_allocatable_cpu_millis=cpu, node_allocatable_memory=memory,
+                         service_env=self.service_env(pod.metadata.namespace or "", links))
         warnings: list[tuple[str, str]] = []
         try:
             envs = container_env(pod, container, ctx, self.pod_objects.get(uid), warnings)

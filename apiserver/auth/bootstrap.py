@@ -33,7 +33,7 @@ CONTROLLER_ACCOUNTS = ("deployment-controller", "replicaset-controller", "generi
                        "endpoint-controller", "endpointslice-controller", "endpointslicemirroring-controller",
                        "service-controller", "daemon-set-controller", "persistent-volume-binder",
                        "pvc-protection-controller", "pv-protection-controller", "job-controller",
-                       "cronjob-controller", "ttl-after-finished-controller")
+                       "cronjob-controller", "ttl-after-finished-controller", "root-ca-cert-publisher")
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 # what view reads and edit writes (upstream aggregate-to-view / aggregate-to-edit, for what minik8s serves)
 _VIEW_CORE = ["pods", "pods/status", "pods/log", "events", "namespaces", "serviceaccounts", "services",
@@ -226,6 +226,10 @@ def cluster_roles() -> dict[str, list[Obj]]:
         ],
         "system:controller:ttl-after-finished-controller": [
             rule(["get", "list", "watch", "delete"], ["batch"], ["jobs"]),
+            EVENTS,
+        ],
+        "system:controller:root-ca-cert-publisher": [
+            rule(["create", "update"], [""], ["configmaps"]),
             EVENTS,
         ],
         "system:controller:node-controller": [
