@@ -129,8 +129,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.pki_dir:
         from apiserver.auth import pki
 
+        # upstream's serving certificate also names the `kubernetes` Service's ClusterIP, which in-cluster
+        # clients (KUBERNETES_SERVICE_HOST) connect to and verify against the CA of their kube-root-ca.crt
+        hosts = [args.bind_address, *_kubernetes_service_ip(args.service_cluster_ip_range)]
         layout = pki.ensure_pki(args.pki_dir, f"https://{args.bind_address}:{args.secure_port}",
-                                server_hosts=[args.bind_address], log=True)
+                                server_hosts=hosts, log=True)
         args.tls_cert_file = args.tls_cert_file or str(layout.serving_cert)
         args.tls_private_key_file = args.tls_private_key_file or str(layout.serving_key)
         args.client_ca_file = args.client_ca_file or str(layout.ca_cert)
@@ -159,6 +162,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.secure and not args.port:
         p.error("nothing to serve: --port is 0 and there is no secure port (give --pki-dir or --tls-cert-file)")
     return args
+
+
+def _kubernetes_service_ip(ranges: str) -> list[str]:
+    """The first address of the first Service range (the `kubernetes` Service's), if it parses."""
+    try:
+        return [str(ipaddress.ip_network(ranges.split(",")[0].strip(), strict=False)[1])]
+    except (ValueError, IndexError):
+        return []
 
 
 def _with_port(address: str, port: int) -> str:
