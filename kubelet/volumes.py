@@ -128,8 +128,9 @@ class VolumeManager:
                 os.chmod(path, 0o777)
                 if volume.empty_dir.medium == "Memory" and not _mounted(path):
                     options = "mode=0777"
-                    if volume.empty_dir.size_limit is not None:
-                        options += f",size={parse_quantity(volume.empty_dir.size_limit).int_value()}"
+                    size = memory_backed_size(pod, volume.empty_dir.size_limit, self.allocatable()[1])
+                    if size:
+                        options += f",size={size}"
                     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
                                           capture_output=True, text=True, timeout=30)
                     if proc.returncode != 0:
@@ -337,3 +338,27 @@ def _prepare_sub_path(volume: Path, sub_path: str, mount: str, container: str) -
     if resolved != root and not resolved.startswith(root + os.sep):
         raise VolumeError(f'failed to prepare subPath for volumeMount "{mount}" of container "{container}"')
     return Path(resolved)
+
+
+def memory_backed_size(pod: Pod, size_limit: str | int | float | None, node_allocatable: int) -> int:
+    """upstream calculateEmptyDirMemorySize (SizeMemoryBackedVolumes): the node's allocatable memory, or less:
+    the pod's memory limit (when every container has one), or less: the volume's sizeLimit. 0: no size option
+    (the host's default, half its memory)."""
+    size = node_allocatable
+    containers = list(pod.spec.containers) if pod.spec else []
+    init_containers = list(pod.spec.init_containers or []) if pod.spec else []
+
+    def memory_limit(c: Container) -> int:
+        limits = (c.resources.limits if c.resources else None) or {}
+        return parse_quantity(limits["memory"]).int_value() if "memory" in limits else 0
+
+    limits = [memory_limit(c) for c in containers]
+    if containers and all(limits):
+        pod_limit = max([sum(limits), *(memory_limit(c) for c in init_containers)])
+        if pod_limit > 0 and (not size or pod_limit <= size):
+            size = pod_limit
+    if size_limit is not None:
+        volume_limit = parse_quantity(size_limit).int_value()
+        if volume_limit > 0 and (not size or volume_limit <= size):
+            size = volume_limit
+    return size

@@ -441,3 +441,36 @@ def test_node_reads_only_its_pods_objects(cluster: SecureCluster, admin: httpx.C
         assert unbound.status_code == 403
         assert unbound.json()["message"] == ('serviceaccounts "two" is forbidden: node requested token not bound '
                                              "to a pod")
+
+
+# -- emptyDir in memory; the root CA ConfigMap ---------------------------------------------------------------
+
+
+def test_memory_empty_dir_is_a_sized_tmpfs(cluster: SecureCluster, admin: httpx.Client, ns: str) -> None:
+    script = ("grep ' /cache ' /proc/mounts; dd if=/dev/zero of=/cache/big bs=1M count=12 2>&1 | tail -1; "
+              "echo SIZE=$(du -k /cache/big | cut -f1); sleep 3600")
+    create(admin, ns, "pods", pod("mem", cluster.nodes[1], script, container={
+        "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]},
+        volumes=[{"name": "cache", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}}]))
+    wait_for(lambda: "SIZE=" in log(admin, ns, "mem"), 60, what="the memory emptyDir pod's output")
+    out = log(admin, ns, "mem")
+    assert any(line.startswith("tmpfs /cache tmpfs") and "size=8192k" in line for line in out.splitlines()), out
+    assert "8+0 records out" in out and "SIZE=8192" in out  # 12 MiB asked, the tmpfs took 8
+
+
+def test_root_ca_configmap_is_kept(cluster: SecureCluster, admin: httpx.Client, ns: str) -> None:
+    path = f"/api/v1/namespaces/{ns}/configmaps/kube-root-ca.crt"
+    ca = cluster.pki.ca_cert.read_text()
+    cm = admin.get(path).json()
+    assert cm["data"] == {"ca.crt": ca}
+    assert cm["metadata"]["annotations"]["kubernetes.io/description"].startswith(
+        "Contains a CA bundle that can be used to verify the kube-apiserver")
+    r = admin.patch(path, json={"data": {"ca.crt": "forged"}}, headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200
+    wait_for(lambda: admin.get(path).json()["data"] == {"ca.crt": ca}, 30, what="the CA put back")
+    assert admin.delete(path).status_code == 200
+    wait_for(lambda: admin.get(path).status_code == 200, 30, what="kube-root-ca.crt made again")
+    # a user may read it (view), as upstream's clients do; its writer is the controller's own account
+    with cluster.client("controller-manager") as manager:  # the manager's identity itself may not write it
+        r = manager.put(path, json=admin.get(path).json())
+        assert r.status_code == 403, r.text

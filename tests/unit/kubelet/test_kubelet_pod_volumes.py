@@ -28,7 +28,7 @@ from kubelet.volume_projected import (
     token_key,
     token_keys,
 )
-from kubelet.volumes import HostVolume, VolumeError, VolumeManager, expand_sub_path_expr
+from kubelet.volumes import HostVolume, VolumeError, VolumeManager, expand_sub_path_expr, memory_backed_size
 from machinery.api.core_v1 import Container, DownwardAPIVolumeFile, Pod, Service
 from machinery.api.meta import Status
 from machinery.client import ApiError
@@ -336,3 +336,21 @@ def test_container_env_wins_over_service_env() -> None:
     env = dict(container_env(pod, container, ctx))
     assert env["KUBERNETES_SERVICE_PORT"] == "8443" and env["API"] == "https://10.96.0.1"
     assert env["KUBERNETES_SERVICE_HOST"] == "10.96.0.1"
+
+
+# -- emptyDir medium Memory ---------------------------------------------------------------------------------
+
+
+def test_memory_backed_empty_dir_size() -> None:
+    def sized(limits: list[str | None], size_limit: str | None, allocatable: int = 8 << 30) -> int:
+        containers = [{"name": f"c{i}", "image": "i", **({"resources": {"limits": {"memory": m}}} if m else {})}
+                      for i, m in enumerate(limits)]
+        pod = Pod.model_validate({"metadata": {"name": "p"}, "spec": {"containers": containers}})
+        return memory_backed_size(pod, size_limit, allocatable)
+
+    assert sized([None], None) == 8 << 30  # the node's allocatable memory
+    assert sized(["64Mi", "64Mi"], None) == 128 << 20  # the pod's limit, when every container has one
+    assert sized(["64Mi", None], None) == 8 << 30
+    assert sized(["64Mi"], "8Mi") == 8 << 20  # sizeLimit when smaller
+    assert sized(["64Mi"], "1Gi") == 64 << 20  # ... never above what the pod may use
+    assert sized([None], "16Mi", allocatable=0) == 16 << 20
