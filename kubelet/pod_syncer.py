@@ -41,6 +41,7 @@ from machinery.timeutil import now_rfc3339
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[Pod, str, str, str], None]
+TOKEN_RETRY_SECONDS = 10.0
 
 
 class KubeletRuntimeHelper:
@@ -160,9 +161,14 @@ class KubeletPodSyncer:
             failures = self._mount_failures[uid] = self._mount_failures.get(uid, 0) + 1
             message = str(e) if isinstance(e, VolumeSetUpError) else f"Unable to attach or mount volumes: {e}"
             self.recorder(pod, "Warning", "FailedMount", message)
-            await self.update_status(pod)
-            return min(2.0 * 2 ** (failures - 1), 30.0)
-        self._mount_failures.pop(uid, None)
+            if uid not in self.helper.pod_volumes:
+                await self.update_status(pod)
+                return min(2.0 * 2 ** (failures - 1), 30.0)
+            # mounted before: the volumes keep what they hold (a ConfigMap deleted under a running pod, a token
+            # that cannot be refreshed yet) and the pod's containers are still looked after, as upstream's
+            # volume manager leaves a mounted volume mounted when a remount fails
+        else:
+            self._mount_failures.pop(uid, None)
         self.probes.add_pod(pod)
         result = await self.runtime.sync_pod(pod)
         status = await self.update_status(self.status_manager.latest(pod))
@@ -170,8 +176,10 @@ class KubeletPodSyncer:
             await self._give_back_sandbox(pod)  # finished: give the address back now, not at the next sync
             await self.update_status(self.status_manager.latest(pod))
         refresh = self.tokens.next_refresh(uid)  # a projected token is rewritten when it is due
-        if refresh is not None and (result.requeue_after is None or refresh < result.requeue_after):
-            return refresh + 1.0
+        if refresh is not None:
+            refresh = max(refresh + 1.0, TOKEN_RETRY_SECONDS)  # a refresh that failed is not retried in a loop
+            if result.requeue_after is None or refresh < result.requeue_after:
+                return refresh
         return result.requeue_after
 
     async def _tokens(self, pod: Pod) -> dict[TokenKey, str | Exception]:

@@ -339,6 +339,16 @@ def test_projected_and_downward_api(cluster: SecureCluster, admin: httpx.Client,
     wait_for(lambda: 'L=tier="db" v="2"|C=version=2|' in log(admin, ns, "proj"), RESYNC / 3,
              what="the new label and ConfigMap in the files, well before a periodic resync")
     assert time.monotonic() - started < RESYNC
+    # the ConfigMap deleted under the running pod: FailedMount, the files keep what they held, the pod runs on
+    assert admin.delete(f"/api/v1/namespaces/{ns}/configmaps/app").status_code == 200
+    wait_for(lambda: any(e["reason"] == "FailedMount" and e["message"] ==
+                         'MountVolume.SetUp failed for volume "all" : configmap "app" not found'
+                         for e in events(admin, ns, "proj")), 30, what="FailedMount for the deleted ConfigMap")
+    lines = len(log(admin, ns, "proj").splitlines())
+    wait_for(lambda: len(log(admin, ns, "proj").splitlines()) > lines + 2, 30, what="the pod to go on writing")
+    assert log(admin, ns, "proj").splitlines()[-1].startswith('L=tier="db" v="2"|C=version=2|')
+    current = admin.get(f"/api/v1/namespaces/{ns}/pods/proj").json()["status"]
+    assert current["phase"] == "Running" and current["containerStatuses"][0]["restartCount"] == 0
 
 
 def test_missing_secret_waits_then_starts(cluster: SecureCluster, admin: httpx.Client, ns: str) -> None:
