@@ -92,6 +92,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("daemonset", "bench.daemonset_bench", "daemonset.json",
               what="DaemonSet create → available on 100 hollow nodes, rolling update at maxUnavailable 10%, "
                    "controller-manager RSS (issue 13)"),
+    Benchmark("pod_volumes", "bench.pod_volumes_bench", "pod_volumes.json",
+              what="pod start with the service-account volume, and with configMap/secret/downwardAPI/projected "
+                   "volumes, vs none; ConfigMap update → mounted file vs label → downwardAPI file (issue 12)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -144,6 +147,10 @@ TARGETS: dict[str, Target] = {
     "proxy.1000.latency_p99": Target(11, False, 1.0, "s", "network programming p99 ≤ 1 s at 1,000 Services"),
     "proxy.throughput_ratio": Target(11, True, 0.9, "ratio", "throughput through a ClusterIP ≥ 0.9x direct"),
     "proxy.rss": Target(11, False, 100, "MB", "kube-proxy RSS ≤ 100 MB with 1,000 Services"),
+    # issue 12 bounds a pod with volumes at 1.3x one without (its own figure counts a PVC: the storage benchmark's)
+    "pod_volumes.sa_ratio": Target(12, False, 1.3, "x", "pod start with the kube-api-access volume ≤ 1.3x without"),
+    "pod_volumes.all_ratio": Target(12, False, 1.3, "x", "pod start with configMap/secret/downwardAPI/projected "
+                                                         "volumes ≤ 1.3x without"),
 }
 
 
@@ -522,6 +529,21 @@ def daemonset_figures(d: JSONDict) -> list[Figure]:
     ]
 
 
+def pod_volumes_figures(d: JSONDict) -> list[Figure]:
+    p50 = d.get("start_p50_s") or {}
+    bare = "pod without volumes (automount off), same run"
+    return [
+        Figure("pod_volumes.sa_ratio", "pod volumes", "pod create → Running p50, with the kube-api-access volume",
+               p50.get("sa"), "s", bare, p50.get("bare"), d.get("sa_ratio")),
+        Figure("pod_volumes.all_ratio", "pod volumes",
+               "pod create → Running p50, kube-api-access + configMap, secret, downwardAPI, projected volumes",
+               p50.get("all"), "s", bare, p50.get("bare"), d.get("all_ratio")),
+        Figure("pod_volumes.configmap_propagation", "pod volumes", "ConfigMap update → mounted file changed p50",
+               d.get("configmap_p50_s"), "s", "pod label update → downwardAPI file (same run)", d.get("label_p50_s"),
+               d.get("configmap_vs_label"), "without the kubelet's watch: up to its 60 s periodic sync"),
+    ]
+
+
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
@@ -531,6 +553,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "dns": dns_figures,
     "proxy": proxy_figures,
     "daemonset": daemonset_figures,
+    "pod_volumes": pod_volumes_figures,
 }
 
 
