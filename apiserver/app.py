@@ -75,6 +75,7 @@ class ApiServerConfig:
     service_account_signing_key_file: str | None = None
     api_audiences: list[str] = field(default_factory=list)
     service_account_max_token_expiration: int = 0  # seconds; 0: no limit
+    service_account_extend_token_expiration: bool = True
     authorization_modes: list[str] = field(default_factory=lambda: ["Node", "RBAC"])
     admission_plugins: list[str] = field(default_factory=lambda: list(ALL_PLUGINS))
     admission_control_config_file: str | None = None  # PodSecurity's defaults and exemptions
@@ -148,7 +149,8 @@ class ApiServer:
         if config.service_account_signing_key_file:
             self.token_issuer = TokenIssuer(load_signing_key(config.service_account_signing_key_file),
                                             config.service_account_issuer, audiences,
-                                            config.service_account_max_token_expiration)
+                                            config.service_account_max_token_expiration,
+                                            config.service_account_extend_token_expiration)
         # authorization
         deciders: list[Decider] = []
         # the RBAC rule resolver: the RBAC authorizer, and the escalation checks whatever the modes

@@ -8,6 +8,8 @@ stopped when the last of them goes. A sync reads the object from its informer on
 missing object is None: the volume or env that needs it says so); before that, the caller reads it
 directly, as upstream's Get falls back after its wait.
 
+An immutable object is no longer watched once read (upstream's isImmutable): its cached copy serves.
+
 Unlike upstream, which leaves the change to the next periodic sync of the pod, a change (the object
 created, updated or deleted) wakes the pods that name it at once: a mounted ConfigMap's files follow an
 update within a second or two, and a pod waiting for a missing ConfigMap starts as soon as it appears.
@@ -91,12 +93,14 @@ class ObjectWatcher:
         informer: Informer[Any] = Informer(self.client, model, namespace=namespace,
                                            field_selector={"metadata.name": name})
 
-        def changed(*_: Any) -> None:
+        def changed(*objs: Any) -> None:
             watched = self.watched.get(key)
             for uid in list(watched.pods if watched is not None else ()):
                 self.wake(uid)
+            if objs and getattr(objs[-1], "immutable", None):
+                informer.stop()  # upstream: an immutable object cannot change; its cached copy is kept
 
-        informer.add_event_handler(on_add=changed, on_update=changed, on_delete=changed)
+        informer.add_event_handler(on_add=changed, on_update=changed, on_delete=lambda obj: changed())
         return _Watched(informer, informer.start())
 
     async def get(self, model: Kind, namespace: str, name: str, wait: float = 1.0) -> tuple[bool, Obj | None]:

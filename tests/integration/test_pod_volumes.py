@@ -122,7 +122,9 @@ def test_service_account_mount(cluster: SecureCluster, admin: httpx.Client, ns: 
     assert claims["kubernetes.io"]["pod"] == {"name": "sa", "uid": uid}
     account = admin.get(f"/api/v1/namespaces/{ns}/serviceaccounts/default").json()
     assert claims["kubernetes.io"]["serviceaccount"] == {"name": "default", "uid": account["metadata"]["uid"]}
-    assert claims["exp"] - claims["iat"] == 3607
+    # upstream's extension of the kube-api-access token: valid a year, warned of after the 3607 s asked for
+    assert claims["exp"] - claims["iat"] == 365 * 24 * 3600
+    assert claims["kubernetes.io"]["warnafter"] - claims["iat"] == 3607
     assert f"NS={ns}" in out
     ca = out.split("CA-BEGIN\n", 1)[1].split("CA-END", 1)[0]
     assert ca.strip() == cluster.pki.ca_cert.read_text().strip()
@@ -315,7 +317,16 @@ def test_node_reads_only_its_pods_objects(cluster: SecureCluster, admin: httpx.C
             "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "on-2", "uid": created["metadata"]["uid"]}}}
         path = f"/api/v1/namespaces/{ns}/serviceaccounts/two/token"
         assert kubelet1.post(path, json=token_request).status_code == 403
-        assert kubelet2.post(path, json=token_request).status_code == 201
+        answer = kubelet2.post(path, json=token_request)
+        assert answer.status_code == 201
+        claims = jwt_claims(answer.json()["status"]["token"])  # 3600 s asked: no extension
+        assert claims["exp"] - claims["iat"] == 3600 and "warnafter" not in claims["kubernetes.io"]
+        token_request["spec"]["expirationSeconds"] = 3607
+        extended = jwt_claims(kubelet2.post(path, json=token_request).json()["status"]["token"])
+        assert extended["exp"] - extended["iat"] == 365 * 24 * 3600
+        token_request["spec"]["audiences"] = ["vault"]  # not the apiserver's own audience: not extended
+        foreign = jwt_claims(kubelet2.post(path, json=token_request).json()["status"]["token"])
+        assert foreign["exp"] - foreign["iat"] == 3607 and "warnafter" not in foreign["kubernetes.io"]
         unbound = kubelet2.post(path, json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                                             "spec": {}})
         assert unbound.status_code == 403

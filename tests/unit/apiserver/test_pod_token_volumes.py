@@ -6,11 +6,14 @@ check, and the root-ca-cert-publisher's RBAC role. No processes."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
+import json
 import re
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from apiserver import errors
 from apiserver.admission.noderestriction import admit_token_request
@@ -22,7 +25,9 @@ from apiserver.admission.serviceaccount import (
 )
 from apiserver.auth import bootstrap
 from apiserver.auth.authz import Attributes, Authorizer, NodeAuthorizer, RBACAuthorizer, StaticRbac
+from apiserver.registry.generic import WriteOptions
 from apiserver.registry.pod import default_pod_spec, validate_pod_spec
+from apiserver.registry.token import TokenIssuer, create_token
 from machinery.api.resources import resource_for
 from machinery.authn.user import UserInfo
 
@@ -215,3 +220,47 @@ def test_root_ca_cert_publisher_role() -> None:
     binding = next(b for b in bindings if b["metadata"]["name"] == "system:controller:root-ca-cert-publisher")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "root-ca-cert-publisher",
                                     "namespace": "kube-system"}]
+
+
+# -- the kube-api-access token's extension ---------------------------------------------------------------------
+
+
+class _Store:
+    def __init__(self, objects: dict[str, dict[str, Any]]) -> None:
+        self.objects = objects
+        self.cacher = type("Cacher", (), {"rv": 10**9})()
+
+    async def get(self, namespace: str | None, name: str) -> dict[str, Any]:
+        return self.objects[name]
+
+
+def _token(spec: dict[str, Any], extend: bool = True) -> dict[str, Any]:
+    issuer = TokenIssuer(ec.generate_private_key(ec.SECP256R1()), "https://kubernetes.default.svc",
+                         ("https://kubernetes.default.svc",), extend_expiration=extend)
+    accounts = _Store({"default": {"metadata": {"name": "default", "uid": "sa-uid", "resourceVersion": "1"}}})
+    pods = _Store({"web": {"metadata": {"name": "web", "uid": "u-web", "resourceVersion": "2"},
+                           "spec": {"serviceAccountName": "default"}}})
+    answer = asyncio.run(create_token(accounts, pods, issuer, "prod", "default",  # type: ignore[arg-type]
+                                      {"spec": spec}, WriteOptions()))
+    token = answer["status"]["token"].split(".")[1]
+    claims: dict[str, Any] = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    return {"claims": claims, "answer": answer}
+
+
+BOUND = {"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "u-web"}}
+
+
+def test_pod_bound_3607_second_tokens_are_extended() -> None:
+    got = _token({"expirationSeconds": 3607, **BOUND})
+    claims = got["claims"]
+    assert claims["exp"] - claims["iat"] == 365 * 24 * 3600
+    assert claims["kubernetes.io"]["warnafter"] == claims["iat"] + 3607
+    assert claims["kubernetes.io"]["pod"] == {"name": "web", "uid": "u-web"}
+    assert got["answer"]["spec"]["expirationSeconds"] == 3607  # what the kubelet refreshes by
+    for spec, extend in (({"expirationSeconds": 3607, **BOUND}, False),  # --service-account-extend-token-expiration
+                         ({"expirationSeconds": 3607}, True),  # not bound to a pod
+                         ({"expirationSeconds": 3600, **BOUND}, True),  # not the kube-api-access volume's 3607
+                         ({"expirationSeconds": 3607, "audiences": ["vault"], **BOUND}, True)):  # another audience
+        claims = _token(spec, extend)["claims"]
+        assert claims["exp"] - claims["iat"] == spec["expirationSeconds"], spec
+        assert "warnafter" not in claims["kubernetes.io"], spec
