@@ -18,17 +18,21 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import shutil
 import ssl
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.cluster import REPO, wait_for
+from tests.kubectl import Kubectl, find_kubectl
 from tests.node_process import BUSYBOX
 from tests.secure_cluster import SecureCluster
 
@@ -365,3 +369,32 @@ def test_root_ca_configmap_is_kept(cluster: SecureCluster, admin: httpx.Client, 
     with cluster.client("controller-manager") as manager:  # the manager's identity itself may not write it
         r = manager.put(path, json=admin.get(path).json())
         assert r.status_code == 403, r.text
+
+
+# -- real kubectl ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.kubectl
+@pytest.mark.parametrize("version", ["1.27", "1.33"])
+def test_kubectl_describes_the_service_account_volume(cluster: SecureCluster, admin: httpx.Client, ns: str,
+                                                      version: str, tmp_path: Path) -> None:
+    binary = find_kubectl(version)
+    if binary is None:
+        pytest.skip(f"no kubectl.{version} on this machine")
+    kubectl = Kubectl(binary, version, cluster.url, tmp_path / f"kubectl-{version}")
+    shutil.copy(cluster.pki.kubeconfig("admin"), kubectl.kubeconfig)
+    created = create(admin, ns, "pods", pod("described", cluster.nodes[0], "sleep 3600"))
+    volume = next(v["name"] for v in created["spec"]["volumes"])
+    wait_for(lambda: (admin.get(f"/api/v1/namespaces/{ns}/pods/described").json().get("status") or {})
+             .get("phase") == "Running", 60, what="the pod running")
+    out = kubectl.run("describe", "pod", "described", "-n", ns).ok().stdout
+    assert re.search(rf"{volume}:\n\s+Type:\s+Projected \(a volume that contains injected data from multiple "
+                     r"sources\)\n\s+TokenExpirationSeconds:\s+3607\n\s+ConfigMapName:\s+kube-root-ca\.crt\n"
+                     r"\s+(ConfigMapOptional:\s+<nil>|Optional:\s+false)\n\s+DownwardAPI:\s+true\n", out), out
+    # (1.27 prints ConfigMapOptional: <nil>, 1.33 Optional: false)
+    assert re.search(rf"/var/run/secrets/kubernetes\.io/serviceaccount from {volume} \(ro\)", out), out
+    token = kubectl.run("create", "token", "default", "-n", ns, "--bound-object-kind", "Pod",
+                        "--bound-object-name", "described").ok().stdout.strip()
+    assert jwt_claims(token)["kubernetes.io"]["pod"] == {"name": "described", "uid": created["metadata"]["uid"]}
+    table = kubectl.run("get", "configmap", "kube-root-ca.crt", "-n", ns).ok().stdout.splitlines()
+    assert table[0].split() == ["NAME", "DATA", "AGE"] and table[1].split()[:2] == ["kube-root-ca.crt", "1"]
