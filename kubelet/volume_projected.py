@@ -187,8 +187,8 @@ def projected_data(volume: Volume, pod: Pod, objects: PodObjects, ctx: PodContex
     default_mode = DEFAULT_MODE if volume.projected.default_mode is None else volume.projected.default_mode
     payload: Payload = {}
     for source in volume.projected.sources or []:
-        if source.secret is not None or source.config_map is not None:
-            obj_source: ConfigMapProjection | SecretProjection = source.secret or source.config_map  # type: ignore[assignment]
+        obj_source: ConfigMapProjection | SecretProjection | None = source.secret or source.config_map
+        if obj_source is not None:
             kind = "secret" if source.secret is not None else "configmap"
             optional = bool(obj_source.optional)
             data = _object_data(obj_source, objects)
