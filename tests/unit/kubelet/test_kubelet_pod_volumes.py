@@ -354,3 +354,84 @@ def test_memory_backed_empty_dir_size() -> None:
     assert sized(["64Mi"], "8Mi") == 8 << 20  # sizeLimit when smaller
     assert sized(["64Mi"], "1Gi") == 64 << 20  # ... never above what the pod may use
     assert sized([None], "16Mi", allocatable=0) == 16 << 20
+
+
+# -- the object watcher ---------------------------------------------------------------------------------------
+
+
+class FakeWatchClient:
+    """list and watch of single objects (fieldSelector metadata.name=NAME), events pushed by the test."""
+
+    def __init__(self, objects: dict[tuple[str, str, str], Any]) -> None:
+        self.objects = objects  # (plural, namespace, name) -> model
+        self.queues: dict[tuple[str, str, str], asyncio.Queue[Any]] = {}
+        self.lists: list[tuple[str, str, str]] = []
+
+    @staticmethod
+    def _key(model: Any, namespace: str, field_selector: str) -> tuple[str, str, str]:
+        return ("configmaps" if model.__name__ == "ConfigMap" else "secrets", namespace,
+                field_selector.split("=", 1)[1])
+
+    async def list(self, model: Any, namespace: str, *, label_selector: Any = None, field_selector: str = ""
+                   ) -> tuple[list[Any], str, None]:
+        key = self._key(model, namespace, field_selector)
+        self.lists.append(key)
+        obj = self.objects.get(key)
+        return ([obj] if obj is not None else []), "1", None
+
+    async def watch(self, model: Any, namespace: str, *, field_selector: str = "", **_: Any) -> Any:
+        queue = self.queues.setdefault(self._key(model, namespace, field_selector), asyncio.Queue())
+        while True:
+            yield await queue.get()
+
+
+def test_object_watcher_wakes_pods_and_releases_watches() -> None:
+    from types import SimpleNamespace
+
+    from kubelet.object_watcher import ObjectWatcher
+    from machinery.api.core_v1 import ConfigMap, Secret
+
+    def cm(data: str, rv: str, immutable: bool | None = None) -> ConfigMap:
+        return ConfigMap.model_validate({"metadata": {"name": "app", "namespace": "prod", "resourceVersion": rv},
+                                         "data": {"k": data}, **({"immutable": immutable} if immutable else {})})
+
+    def pod_using(uid: str, *volumes: dict[str, Any]) -> Pod:
+        return Pod.model_validate({"metadata": {"name": uid, "namespace": "prod", "uid": uid},
+                                   "spec": {"containers": [{"name": "c", "image": "i"}], "volumes": list(volumes)}})
+
+    async def go() -> None:
+        client = FakeWatchClient({("configmaps", "prod", "app"): cm("1", "5")})
+        woken: list[str] = []
+        watcher = ObjectWatcher(client, woken.append)  # type: ignore[arg-type]
+        a = pod_using("a", {"name": "v", "configMap": {"name": "app"}}, {"name": "s", "secret": {"secretName": "db"}})
+        b = pod_using("b", {"name": "v", "configMap": {"name": "app"}})
+        watcher.register_pod(a)
+        watcher.register_pod(b)
+        assert set(watcher.watched) == {("configmaps", "prod", "app"), ("secrets", "prod", "db")}
+        assert await watcher.get(ConfigMap, "prod", "app") == (True, cm("1", "5").to_dict())
+        assert await watcher.get(Secret, "prod", "db") == (True, None)  # listed: it does not exist
+        assert await watcher.get(Secret, "prod", "other") == (False, None)  # not watched: read it directly
+        assert sorted(client.lists) == [("configmaps", "prod", "app"), ("secrets", "prod", "db")]  # one list each
+        woken.clear()
+        await client.queues[("configmaps", "prod", "app")].put(
+            SimpleNamespace(type="MODIFIED", object=cm("2", "6"), resource_version="6"))
+        for _ in range(100):
+            if set(woken) == {"a", "b"}:
+                break
+            await asyncio.sleep(0.01)
+        assert set(woken) == {"a", "b"}  # both pods using it, at once
+        assert (await watcher.get(ConfigMap, "prod", "app"))[1]["data"] == {"k": "2"}  # type: ignore[index]
+        watcher.unregister_pod("a")
+        assert set(watcher.watched) == {("configmaps", "prod", "app")}  # the Secret only a used
+        watcher.unregister_pod("b")
+        assert watcher.watched == {}
+        # an immutable object is read once, then no longer watched
+        client.objects[("configmaps", "prod", "app")] = cm("3", "7", immutable=True)
+        watcher.register_pod(b)
+        assert (await watcher.get(ConfigMap, "prod", "app"))[1]["data"] == {"k": "3"}  # type: ignore[index]
+        task = watcher.watched[("configmaps", "prod", "app")].task
+        await asyncio.wait_for(task, 5)  # the informer stopped by itself
+        assert (await watcher.get(ConfigMap, "prod", "app"))[0] is True
+        await watcher.stop()
+
+    asyncio.run(go())
