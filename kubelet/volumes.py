@@ -1,4 +1,5 @@
-"""Pod volumes on the host (the kubelet's volume manager, for emptyDir, hostPath, configMap and secret).
+"""Pod volumes on the host (the kubelet's volume manager: emptyDir, hostPath, configMap, secret, projected,
+downwardAPI).
 
 Everything of a pod lives under `<root-dir>/pods/<uid>/`: emptyDir volumes in
 `volumes/kubernetes.io~empty-dir/<name>` (a tmpfs mounted there for `medium: Memory`), configMap and
@@ -8,6 +9,12 @@ rewritten when the object changes (upstream pkg/volume/configmap, pkg/volume/sec
 termination-message file per container instance in `containers/<name>/`, and the pod's managed
 `etc-hosts`. Containers get them as bind mounts. Removing the pod removes the directory (after
 unmounting any tmpfs).
+
+projected and downwardAPI volumes are kubelet/volume_projected.py's (`kubernetes.io~projected` on a
+tmpfs, `kubernetes.io~downward-api`); a memory-backed emptyDir's tmpfs is sized as upstream's
+calculateEmptyDirMemorySize; hostPath types are checked with upstream's messages (host_path.go
+checkType); subPath and subPathExpr ($(VAR) from the container's env) follow makeMounts: relative, no
+`..`, created with the volume's mode when missing, and never resolving outside the volume.
 """
 
 from __future__ import annotations
