@@ -77,6 +77,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--service-account-max-token-expiration", type=duration_flag, default=0.0,
                    help="longest a TokenRequest token may live (e.g. 24h); 0: no limit. Upstream refuses "
                         "values under 1h; minik8s takes any, so tests can watch tokens expire and be refreshed")
+    p.add_argument("--service-account-extend-token-expiration", type=_bool_flag, nargs="?", const=True,
+                   default=True,
+                   help="pod-bound tokens asked for 3607 s (the kube-api-access volume's) live a year, warned of "
+                        "after 3607 s, as upstream's safe transition to bound tokens (default true)")
     p.add_argument("--authorization-mode", default="Node,RBAC",
                    help="ordered authorizers: Node, RBAC, AlwaysAllow (default %(default)s)")
     p.add_argument("--enable-admission-plugins", default=",".join(ALL_PLUGINS),
@@ -129,8 +133,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.pki_dir:
         from apiserver.auth import pki
 
+        # upstream's serving certificate also names the `kubernetes` Service's ClusterIP, which in-cluster
+        # clients (KUBERNETES_SERVICE_HOST) connect to and verify against the CA of their kube-root-ca.crt
+        hosts = [args.bind_address, *_kubernetes_service_ip(args.service_cluster_ip_range)]
         layout = pki.ensure_pki(args.pki_dir, f"https://{args.bind_address}:{args.secure_port}",
-                                server_hosts=[args.bind_address], log=True)
+                                server_hosts=hosts, log=True)
         args.tls_cert_file = args.tls_cert_file or str(layout.serving_cert)
         args.tls_private_key_file = args.tls_private_key_file or str(layout.serving_key)
         args.client_ca_file = args.client_ca_file or str(layout.ca_cert)
@@ -159,6 +166,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.secure and not args.port:
         p.error("nothing to serve: --port is 0 and there is no secure port (give --pki-dir or --tls-cert-file)")
     return args
+
+
+def _bool_flag(value: str) -> bool:
+    if value.lower() in ("true", "1", "t", "yes"):
+        return True
+    if value.lower() in ("false", "0", "f", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean {value!r}")
+
+
+def _kubernetes_service_ip(ranges: str) -> list[str]:
+    """The first address of the first Service range (the `kubernetes` Service's), if it parses."""
+    try:
+        return [str(ipaddress.ip_network(ranges.split(",")[0].strip(), strict=False)[1])]
+    except (ValueError, IndexError):
+        return []
 
 
 def _with_port(address: str, port: int) -> str:
@@ -202,6 +225,7 @@ def main(argv: list[str] | None = None) -> None:
         service_account_signing_key_file=args.service_account_signing_key_file,
         api_audiences=_names(args.api_audiences),
         service_account_max_token_expiration=int(args.service_account_max_token_expiration),
+        service_account_extend_token_expiration=args.service_account_extend_token_expiration,
         authorization_modes=_names(args.authorization_mode),
         admission_plugins=[name for name in _names(args.enable_admission_plugins) if name not in disabled],
         audit_log_path=args.audit_log_path,

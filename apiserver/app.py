@@ -75,6 +75,7 @@ class ApiServerConfig:
     service_account_signing_key_file: str | None = None
     api_audiences: list[str] = field(default_factory=list)
     service_account_max_token_expiration: int = 0  # seconds; 0: no limit
+    service_account_extend_token_expiration: bool = True
     authorization_modes: list[str] = field(default_factory=lambda: ["Node", "RBAC"])
     admission_plugins: list[str] = field(default_factory=lambda: list(ALL_PLUGINS))
     admission_control_config_file: str | None = None  # PodSecurity's defaults and exemptions
@@ -148,7 +149,8 @@ class ApiServer:
         if config.service_account_signing_key_file:
             self.token_issuer = TokenIssuer(load_signing_key(config.service_account_signing_key_file),
                                             config.service_account_issuer, audiences,
-                                            config.service_account_max_token_expiration)
+                                            config.service_account_max_token_expiration,
+                                            config.service_account_extend_token_expiration)
         # authorization
         deciders: list[Decider] = []
         # the RBAC rule resolver: the RBAC authorizer, and the escalation checks whatever the modes
@@ -173,7 +175,8 @@ class ApiServer:
                                               False),
             pod_security=PodSecurity(load_admission_config(config.admission_control_config_file),
                                      namespace_labels=self._namespace_labels_or_read, pods_in_namespace=self._pods_in),
-            service_account_exists=self._service_account_exists, storage_classes=self._storage_classes)
+            service_account_exists=self._service_account_exists, storage_classes=self._storage_classes,
+            service_account=self._service_account)
         if config.admission_plugins:
             for store in self.stores.values():
                 store.admission = self.admission
@@ -214,7 +217,7 @@ class ApiServer:
         pods = self.stores[("", "pods")]
         prefix = pods.prefix(namespace)
         visit = {"secrets": pod_secret_names, "configmaps": pod_configmap_names,
-                 "persistentvolumeclaims": pod_claim_names}[resource]
+                 "persistentvolumeclaims": pod_claim_names, "serviceaccounts": _pod_service_account}[resource]
         for key, cached in list(pods.cacher.store.items()):
             if key.startswith(prefix) and cached.attrs.fields.get("spec.nodeName") == node \
                     and name in visit(cached.obj()):
@@ -245,6 +248,19 @@ class ApiServer:
         """Every StorageClass, from etcd: a default class created a moment ago counts for the next claim."""
         found = await self.stores[("storage.k8s.io", "storageclasses")].list(None, Predicate())
         return found.objects()
+
+    async def _service_account(self, namespace: str, name: str) -> Obj | None:
+        """The ServiceAccount from the watch cache, or etcd when the cache has not seen it (yet)."""
+        accounts = self.stores[("", "serviceaccounts")]
+        cached = accounts.cached(namespace, name)
+        if cached is not None:
+            return cached.obj()
+        try:
+            return await accounts.get(namespace, name)
+        except errors.ApiError as e:
+            if e.code == 404:
+                return None
+            raise
 
     async def _service_account_exists(self, namespace: str, name: str) -> bool:
         """The watch cache first; etcd when it has not seen the account (yet), as upstream's lister
@@ -560,3 +576,8 @@ def create_app(config: ApiServerConfig) -> FastAPI:
                                         watch_dispatchers))
 
     return app
+
+
+def _pod_service_account(pod: Obj) -> set[str]:
+    """The Node authorizer's pod -> serviceaccount edge."""
+    return {(pod.get("spec") or {}).get("serviceAccountName") or "default"}

@@ -98,6 +98,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("controller_manager", "bench.controller_manager_bench", "controller_manager.json",
               what="controller-manager peak RSS with every controller on vs deployment+replicaset alone, same "
                    "workload (issue 13)"),
+    Benchmark("pod_volumes", "bench.pod_volumes_bench", "pod_volumes.json",
+              what="pod start with the service-account volume, and with configMap/secret/downwardAPI/projected "
+                   "volumes, vs none; ConfigMap update → mounted file vs label → downwardAPI file (issue 12)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -152,6 +155,10 @@ TARGETS: dict[str, Target] = {
     "proxy.rss": Target(11, False, 100, "MB", "kube-proxy RSS ≤ 100 MB with 1,000 Services"),
     "controller_manager.rss_all": Target(13, False, 120, "MB", "controller-manager RSS with every controller on "
                                                                 "≤ 120 MB"),
+    # issue 12 bounds a pod with volumes at 1.3x one without (its own figure counts a PVC: the storage benchmark's)
+    "pod_volumes.sa_ratio": Target(12, False, 1.3, "x", "pod start with the kube-api-access volume ≤ 1.3x without"),
+    "pod_volumes.all_ratio": Target(12, False, 1.3, "x", "pod start with configMap/secret/downwardAPI/projected "
+                                                         "volumes ≤ 1.3x without"),
 }
 
 
@@ -554,6 +561,21 @@ def controller_manager_figures(d: JSONDict) -> list[Figure]:
                    full_size=not d.get("quick"))]
 
 
+def pod_volumes_figures(d: JSONDict) -> list[Figure]:
+    p50 = d.get("start_p50_s") or {}
+    bare = "pod without volumes (automount off), same run"
+    return [
+        Figure("pod_volumes.sa_ratio", "pod volumes", "pod create → Running p50, with the kube-api-access volume",
+               p50.get("sa"), "s", bare, p50.get("bare"), d.get("sa_ratio")),
+        Figure("pod_volumes.all_ratio", "pod volumes",
+               "pod create → Running p50, kube-api-access + configMap, secret, downwardAPI, projected volumes",
+               p50.get("all"), "s", bare, p50.get("bare"), d.get("all_ratio")),
+        Figure("pod_volumes.configmap_propagation", "pod volumes", "ConfigMap update → mounted file changed p50",
+               d.get("configmap_p50_s"), "s", "pod label update → downwardAPI file (same run)", d.get("label_p50_s"),
+               d.get("configmap_vs_label"), "without the kubelet's watch: up to its 60 s periodic sync"),
+    ]
+
+
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
@@ -565,6 +587,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "daemonset": daemonset_figures,
     "statefulset": statefulset_figures,
     "controller_manager": controller_manager_figures,
+    "pod_volumes": pod_volumes_figures,
 }
 
 

@@ -251,6 +251,25 @@ def _podgc(ctx: ControllerContext, account: str) -> RunnableController:
                            period=opts.podgc_period, quarantine=opts.podgc_quarantine)
 
 
+def _root_ca_cert_publisher(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.rootcacertpublisher import RootCACertPublisher
+
+    return RootCACertPublisher(ctx.client_for(account), ctx.informers, root_ca_bundle(ctx.options, ctx.config))
+
+
+def root_ca_bundle(options: argparse.Namespace, config: ClientConfig) -> str:
+    """upstream startRootCACertPublisher: --root-ca-file, else the CA the manager's kubeconfig trusts ("" for a
+    plain-HTTP apiserver)."""
+    path = getattr(options, "root_ca_file", None) or config.ca_file
+    if not path:
+        return ""
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        raise ValueError(f"error parsing root-ca-file at {path}: {e}") from e
+
+
 # `--controllers` name -> spec. Upstream 1.30 accepts both the short names and the
 # `<name>-controller` forms, so those are aliases here.
 CONTROLLERS: dict[str, ControllerSpec] = {
@@ -285,6 +304,8 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "statefulset": ControllerSpec("statefulset-controller", _statefulset, aliases=("statefulset-controller",)),
     "disruption": ControllerSpec("disruption-controller", _disruption, aliases=("disruption-controller",)),
     "podgc": ControllerSpec("pod-garbage-collector", _podgc, aliases=("pod-garbage-collector-controller",)),
+    "root-ca-cert-publisher": ControllerSpec("root-ca-cert-publisher", _root_ca_cert_publisher,
+                                             aliases=("root-ca-certificate-publisher-controller",)),
 }
 
 
@@ -379,6 +400,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--service-account-private-key-file", default=None,
                    help="upstream signs legacy token Secrets with it; minik8s serves no Secrets, so it is "
                         "accepted and unused (controllers get their tokens through TokenRequest)")
+    p.add_argument("--root-ca-file", default=None,
+                   help="the CA bundle the root-ca-cert-publisher puts in every namespace's kube-root-ca.crt "
+                        "(default: the kubeconfig's certificate authority)")
     p.add_argument("--use-service-account-credentials", type=_bool, nargs="?", const=True, default=True,
                    help="each controller authenticates as its own service account, with tokens from "
                         "TokenRequest (over HTTPS; the kubeconfig's identity must be allowed to ask for them)")

@@ -33,6 +33,7 @@ fi
 ensure_apt_packages "${MINIK8S_APT_PACKAGES[@]}"
 ensure_dockerd
 "${MINIK8S_ROOT}/hack/images.sh"  # the pause, busybox and httpd images pods run (built locally: no registry)
+"${MINIK8S_ROOT}/hack/python-image.sh"  # minik8s/python:1, the official client in a pod (in-cluster tests)
 ensure_venv
 
 for f in /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback; do

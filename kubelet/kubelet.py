@@ -32,14 +32,16 @@ from kubelet.cri.remote_runtime import DEFAULT_TIMEOUT, RemoteRuntimeService
 from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
 from kubelet.network.dns import Configurer as DNSConfigurer
 from kubelet.node_status import NodeFacts, NodeStatusManager
+from kubelet.object_watcher import ObjectWatcher
 from kubelet.pleg.generic import GenericPLEG
 from kubelet.pod_syncer import KubeletPodSyncer, KubeletRuntimeHelper
 from kubelet.pod_workers import PodWorkers
 from kubelet.probes import ProbeManager, ProbeTarget
 from kubelet.server import KubeletServer
+from kubelet.service_env import service_env
 from kubelet.status_manager import StatusManager
 from kubelet.volumes import VolumeManager
-from machinery.api.core_v1 import Node, Pod
+from machinery.api.core_v1 import Node, Pod, Service
 from machinery.client import KUBE_VERSION, ApiClient
 from machinery.cri.errors import CriError
 from machinery.events import EventRecorder
@@ -141,8 +143,12 @@ class Kubelet:
                                        self.client, self._event, config.node_ip,
                                        lambda: self.node_status.network_ready)
         self.workers = PodWorkers(self.syncer, self.status_manager.is_own_status_write)
+        # the ConfigMaps and Secrets of the pods, each watched; a change wakes the pods using it
+        self.syncer.objects.watcher = ObjectWatcher(self.client, self._wake)
+        self.volumes.allocatable = lambda: (self.node_status.cpu_millis, self.node_status.memory_bytes)
         self.server = KubeletServer(self)
         self.pod_informer: Informer[Pod] | None = None
+        self.service_informer: Informer[Service] | None = None  # the Services as env vars (service_env.py)
         self.node_informer: Informer[Node] | None = None
         self.pod_cidr: str | None = None
         self._uvicorn: uvicorn.Server | None = None
@@ -212,13 +218,20 @@ class Kubelet:
         self.pod_informer.add_event_handler(on_add=self.workers.update,
                                             on_update=lambda _old, new: self.workers.update(new),
                                             on_delete=self.workers.remove)
+        self.service_informer = Informer(self.client, Service)
+        services = self.service_informer
+        self.helper.service_env = lambda ns, links: service_env(services.list(), ns, links)
         self.node_informer.start()
+        self.service_informer.start()
         self.pod_informer.start()
 
         await self._start_server()
         self._tasks.append(asyncio.create_task(self.node_status.run(), name="node-status"))
         self._tasks.append(asyncio.create_task(self._runtime_status_loop(), name="runtime-status"))
         await self.pod_informer.wait_for_sync()
+        # upstream refuses to start containers before the services were read once; a kubelet that cannot
+        # read them (yet) starts its pods without their variables rather than not at all
+        await self.service_informer.wait_for_sync(10.0)
         self._tasks.append(asyncio.create_task(self._housekeeping_loop(), name="housekeeping"))
         self.ready.set()
         log.info("kubelet %s ready (runtime %s at %s, node IP %s, port %d, root %s)", config.node_name,
@@ -245,10 +258,12 @@ class Kubelet:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        for informer in (self.pod_informer, self.node_informer):
+        for informer in (self.pod_informer, self.node_informer, self.service_informer):
             if informer is not None:
                 informer.stop()
         await self.workers.stop()
+        if self.syncer.objects.watcher is not None:
+            await self.syncer.objects.watcher.stop()
         await self.probes.close()
         if self._uvicorn is not None:
             self._uvicorn.should_exit = True

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -31,6 +32,8 @@ class PodContext:
     node_name: str = ""
     node_allocatable_cpu_millis: int = 0
     node_allocatable_memory: int = 0
+    # the Services as environment variables (kubelet/service_env.py); the container's own env wins
+    service_env: Mapping[str, str] = field(default_factory=dict)
 
 
 def field_ref_value(pod: Pod, path: str, ctx: PodContext) -> str:
@@ -124,7 +127,7 @@ def container_env(pod: Pod, container: Container, ctx: PodContext, objects: PodO
     objects = objects or PodObjects(pod.metadata.namespace or "")
     namespace = pod.metadata.namespace or ""
     out: list[tuple[str, str]] = []
-    seen: dict[str, str] = {}
+    seen: dict[str, str] = dict(ctx.service_env)  # $(VAR) may name a Service's variables
     from_objects = _env_from(container, objects, warnings if warnings is not None else [])
     overridden = {var.name for var in container.env or []}
     for name, value in from_objects.items():
@@ -176,4 +179,6 @@ def container_env(pod: Pod, container: Container, ctx: PodContext, objects: PodO
                 raise ConfigError(f"env {var.name}: valueFrom names no source")
         seen[var.name] = value
         out.append((var.name, value))
+    defined = {name for name, _ in out}
+    out += [(name, value) for name, value in sorted(ctx.service_env.items()) if name not in defined]
     return out

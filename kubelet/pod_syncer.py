@@ -31,6 +31,8 @@ from kubelet.kuberuntime.container_config import MountSpec, RunContainerOptions
 from kubelet.probes import ProbeManager
 from kubelet.status import TERMINAL_PHASES, PodRuntimeState, compute_pod_status
 from kubelet.status_manager import StatusManager
+from kubelet.token_manager import TokenError, TokenKey, TokenManager
+from kubelet.volume_projected import token_keys
 from kubelet.volumes import HostVolume, VolumeError, VolumeManager, VolumeSetUpError
 from machinery.api.core_v1 import Container, Pod
 from machinery.client import ApiClient, ApiError, ApiUnavailable
@@ -39,6 +41,7 @@ from machinery.timeutil import now_rfc3339
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[Pod, str, str, str], None]
+TOKEN_RETRY_SECONDS = 10.0
 
 
 class KubeletRuntimeHelper:
@@ -52,6 +55,8 @@ class KubeletRuntimeHelper:
         self.allocatable = allocatable  # (cpu millis, memory bytes)
         self.pod_volumes: dict[str, dict[str, HostVolume]] = {}  # uid -> the volumes set up last
         self.pod_objects: dict[str, PodObjects] = {}  # uid -> the ConfigMaps and Secrets its last sync read
+        # (namespace, enableServiceLinks) -> the Services as env vars (kubelet/service_env.py)
+        self.service_env: Callable[[str, bool], dict[str, str]] = lambda _ns, _links: {}
 
     def pod_ip_for_host_network(self) -> str:
         return self.node_ip
@@ -62,12 +67,14 @@ class KubeletRuntimeHelper:
     def generate_run_container_options(self, pod: Pod, container: Container, pod_ip: str) -> RunContainerOptions:
         uid = pod.metadata.uid or ""
         cpu, memory = self.allocatable()
+        links = pod.spec is None or pod.spec.enable_service_links is not False
         ctx = PodContext(pod_ip=pod_ip, host_ip=self.node_ip, node_name=self.node_name,
-                         node_allocatable_cpu_millis=cpu, node_allocatable_memory=memory)
+                         node_allocatable_cpu_millis=cpu, node_allocatable_memory=memory,
+                         service_env=self.service_env(pod.metadata.namespace or "", links))
         warnings: list[tuple[str, str]] = []
         try:
             envs = container_env(pod, container, ctx, self.pod_objects.get(uid), warnings)
-            binds = self.volumes.binds(container, self.pod_volumes.get(uid, {}))
+            binds = self.volumes.binds(container, self.pod_volumes.get(uid, {}), dict(envs))
         except VolumeError as e:
             raise ConfigError(str(e)) from e
         mounts = []
@@ -99,6 +106,7 @@ class KubeletPodSyncer:
         self._network_reported: set[str] = set()
         self._mount_failures: dict[str, int] = {}
         self.objects = ConfigMapSecretManager(client)
+        self.tokens = TokenManager(client)
 
     # -- status ---------------------------------------------------------------------------------
 
@@ -147,21 +155,42 @@ class KubeletPodSyncer:
             return None
         try:
             objects = self.helper.pod_objects[uid] = await self.objects.fetch(pod)
+            objects.tokens = await self._tokens(pod)
             self.helper.pod_volumes[uid] = await asyncio.to_thread(self.volumes.setup, pod, objects)
         except (VolumeError, OSError) as e:
             failures = self._mount_failures[uid] = self._mount_failures.get(uid, 0) + 1
             message = str(e) if isinstance(e, VolumeSetUpError) else f"Unable to attach or mount volumes: {e}"
             self.recorder(pod, "Warning", "FailedMount", message)
-            await self.update_status(pod)
-            return min(2.0 * 2 ** (failures - 1), 30.0)
-        self._mount_failures.pop(uid, None)
+            if uid not in self.helper.pod_volumes:
+                await self.update_status(pod)
+                return min(2.0 * 2 ** (failures - 1), 30.0)
+            # mounted before: the volumes keep what they hold (a ConfigMap deleted under a running pod, a token
+            # that cannot be refreshed yet) and the pod's containers are still looked after, as upstream's
+            # volume manager leaves a mounted volume mounted when a remount fails
+        else:
+            self._mount_failures.pop(uid, None)
         self.probes.add_pod(pod)
         result = await self.runtime.sync_pod(pod)
         status = await self.update_status(self.status_manager.latest(pod))
         if status.get("phase") in TERMINAL_PHASES:
             await self._give_back_sandbox(pod)  # finished: give the address back now, not at the next sync
             await self.update_status(self.status_manager.latest(pod))
+        refresh = self.tokens.next_refresh(uid)  # a projected token is rewritten when it is due
+        if refresh is not None:
+            refresh = max(refresh + 1.0, TOKEN_RETRY_SECONDS)  # a refresh that failed is not retried in a loop
+            if result.requeue_after is None or refresh < result.requeue_after:
+                return refresh
         return result.requeue_after
+
+    async def _tokens(self, pod: Pod) -> dict[TokenKey, str | Exception]:
+        """The tokens of the pod's projected volumes (cached, refreshed when due), or why there is none."""
+        out: dict[TokenKey, str | Exception] = {}
+        for key in token_keys(pod):
+            try:
+                out[key] = await self.tokens.get(key)
+            except TokenError as e:
+                out[key] = e
+        return out
 
     async def _give_back_sandbox(self, pod: Pod) -> None:
         uid = pod.metadata.uid or ""
@@ -185,6 +214,9 @@ class KubeletPodSyncer:
         self.runtime.forget_pod(uid)
         self.helper.pod_volumes.pop(uid, None)
         self.helper.pod_objects.pop(uid, None)
+        self.tokens.delete_pod(uid)
+        if self.objects.watcher is not None:
+            self.objects.watcher.unregister_pod(uid)
         self._network_reported.discard(uid)
         if removed:
             self.status_manager.forget(uid)

@@ -1,4 +1,5 @@
-"""Pod volumes on the host (the kubelet's volume manager, for emptyDir, hostPath, configMap and secret).
+"""Pod volumes on the host (the kubelet's volume manager: emptyDir, hostPath, configMap, secret, projected,
+downwardAPI).
 
 Everything of a pod lives under `<root-dir>/pods/<uid>/`: emptyDir volumes in
 `volumes/kubernetes.io~empty-dir/<name>` (a tmpfs mounted there for `medium: Memory`), configMap and
@@ -8,6 +9,12 @@ rewritten when the object changes (upstream pkg/volume/configmap, pkg/volume/sec
 termination-message file per container instance in `containers/<name>/`, and the pod's managed
 `etc-hosts`. Containers get them as bind mounts. Removing the pod removes the directory (after
 unmounting any tmpfs).
+
+projected and downwardAPI volumes are kubelet/volume_projected.py's (`kubernetes.io~projected` on a
+tmpfs, `kubernetes.io~downward-api`); a memory-backed emptyDir's tmpfs is sized as upstream's
+calculateEmptyDirMemorySize; hostPath types are checked with upstream's messages (host_path.go
+checkType); subPath and subPathExpr ($(VAR) from the container's env) follow makeMounts: relative, no
+`..`, created with the volume's mode when missing, and never resolving outside the volume.
 """
 
 from __future__ import annotations
@@ -19,11 +26,15 @@ import shutil
 import stat
 import subprocess
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubelet import atomic_writer
+from kubelet import atomic_writer, volume_projected
 from kubelet.configmap_secret_manager import PodObjects
+from kubelet.container.helpers import VAR_REFERENCE as _VAR_REFERENCE
+from kubelet.container.helpers import expand
+from kubelet.kubelet_pods import PodContext
 from machinery.api.core_v1 import Container, KeyToPath, Pod, Volume
 from machinery.quantity import parse_quantity
 
@@ -57,9 +68,9 @@ def _payload(volume: str, kind: str, name: str, data: dict[str, bytes] | None, i
         if item.key not in data:
             if optional:
                 continue
-            what = "configmap" if kind == "configmap" else "secret"
-            raise VolumeSetUpError(f'MountVolume.SetUp failed for volume "{volume}" : {what} references '
-                                   f"non-existent {'config' if kind == 'configmap' else 'secret'} key: {item.key}")
+            what = "configmap references non-existent config" if kind == "configmap" else \
+                "references non-existent secret"  # upstream's two MakePayloads word it so
+            raise VolumeSetUpError(f'MountVolume.SetUp failed for volume "{volume}" : {what} key: {item.key}')
         path = posixpath.normpath(item.path)
         if path.startswith(("/", "..")):
             raise VolumeSetUpError(f'MountVolume.SetUp failed for volume "{volume}" : invalid path {item.path!r}')
@@ -85,6 +96,8 @@ def _mounted(path: Path) -> bool:
 class VolumeManager:
     def __init__(self, root_dir: Path) -> None:
         self.root_dir = root_dir
+        # what downwardAPI resourceFieldRefs default limits to: the node's (cpu millis, memory bytes)
+        self.allocatable: Callable[[], tuple[int, int]] = lambda: (0, 0)
 
     def pods_dir(self) -> Path:
         return self.root_dir / "pods"
@@ -106,26 +119,41 @@ class VolumeManager:
             if volume.config_map is not None or volume.secret is not None:
                 out[volume.name] = HostVolume(self._object_volume(uid, volume, objects), read_only=True)
                 continue
+            if volume.projected is not None or volume.downward_api is not None:  # volume_projected.py
+                cpu, memory = self.allocatable()
+                ctx = PodContext(node_allocatable_cpu_millis=cpu, node_allocatable_memory=memory)
+                try:
+                    path = volume_projected.setup(self.pod_dir(uid), volume, pod, objects, ctx, objects.tokens,
+                                                  _mounted)
+                except volume_projected.SetUpError as e:
+                    raise VolumeSetUpError(str(e)) from e
+                out[volume.name] = HostVolume(path, read_only=True)
+                continue
             if volume.empty_dir is not None:
                 path = self.pod_dir(uid) / "volumes" / EMPTY_DIR / volume.name
                 path.mkdir(parents=True, exist_ok=True)
                 os.chmod(path, 0o777)
                 if volume.empty_dir.medium == "Memory" and not _mounted(path):
                     options = "mode=0777"
-                    if volume.empty_dir.size_limit is not None:
-                        options += f",size={parse_quantity(volume.empty_dir.size_limit).int_value()}"
+                    size = memory_backed_size(pod, volume.empty_dir.size_limit, self.allocatable()[1])
+                    if size:
+                        options += f",size={size}"
                     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
                                           capture_output=True, text=True, timeout=30)
                     if proc.returncode != 0:
                         raise VolumeError(f"mounting tmpfs for volume {volume.name!r}: {proc.stderr.strip()}")
                 out[volume.name] = HostVolume(path)
             elif volume.host_path is not None:
-                out[volume.name] = HostVolume(self._host_path(volume.name, volume.host_path.path,
-                                                              volume.host_path.type or ""))
+                try:
+                    host_path = self._host_path(volume.name, volume.host_path.path, volume.host_path.type or "")
+                except VolumeError as e:
+                    raise VolumeSetUpError(f'MountVolume.SetUp failed for volume "{volume.name}" : {e}') from e
+                out[volume.name] = HostVolume(host_path)
             else:
                 kinds = [k for k, v in volume.model_dump(exclude_none=True).items() if k != "name" and v is not None]
                 raise VolumeError(f"volume {volume.name!r}: unsupported volume type {', '.join(kinds) or 'none'} "
-                                  "(minik8s supports emptyDir, hostPath, configMap and secret)")
+                                  "(minik8s supports emptyDir, hostPath, configMap, secret, projected and "
+                                  "downwardAPI)")
         return out
 
     def _object_volume(self, uid: str, volume: Volume, objects: PodObjects) -> Path:
@@ -155,50 +183,62 @@ class VolumeManager:
 
     @staticmethod
     def _host_path(name: str, path_text: str, kind: str) -> Path:
+        """upstream hostPathMounter.SetUp and checkType (pkg/volume/hostpath/host_path.go), their messages."""
         path = Path(path_text)
+        if ".." in path_text.split("/"):
+            raise VolumeError(f"invalid HostPath `{path_text}`: must not contain '..'")
         if not path.is_absolute():
-            raise VolumeError(f"hostPath volume {name!r}: path {path_text!r} is not absolute")
-        try:
-            mode = path.stat().st_mode if path.exists() else None
-        except OSError as e:
-            raise VolumeError(f"hostPath volume {name!r}: {e}") from e
-        if kind == "DirectoryOrCreate":
-            if mode is None:
+            raise VolumeError(f"invalid HostPath `{path_text}`: must be an absolute path")
+        if not kind:
+            return path
+        if kind == "DirectoryOrCreate" and not path.exists():
+            try:
                 path.mkdir(parents=True, mode=0o755, exist_ok=True)
-            elif not stat.S_ISDIR(mode):
-                raise VolumeError(f"hostPath type check failed: {path_text} is not a directory")
-        elif kind == "FileOrCreate":
-            if mode is None:
-                path.touch(mode=0o644)
-            elif not stat.S_ISREG(mode):
-                raise VolumeError(f"hostPath type check failed: {path_text} is not a file")
-        elif kind:
-            checks = {"Directory": stat.S_ISDIR, "File": stat.S_ISREG, "Socket": stat.S_ISSOCK,
-                      "CharDevice": stat.S_ISCHR, "BlockDevice": stat.S_ISBLK}
-            check = checks.get(kind)
-            if check is None:
-                raise VolumeError(f"hostPath volume {name!r}: unknown type {kind!r}")
-            if mode is None or not check(mode):
-                article = "an" if kind[0] in "AEIOU" else "a"
-                raise VolumeError(f"hostPath type check failed: {path_text} is not {article} {kind.lower()}")
+            except OSError as e:
+                raise VolumeError(f"mkdir {path_text}: {_go_errno(e)}") from e
+            return path
+        if kind == "FileOrCreate" and not path.exists():
+            try:
+                with open(path, "a"):
+                    pass
+                path.chmod(0o644)
+            except OSError as e:
+                raise VolumeError(f"open {path_text}: {_go_errno(e)}") from e
+            return path
+        expected = {"DirectoryOrCreate": ("Directory", "directory"), "Directory": ("Directory", "directory"),
+                    "FileOrCreate": ("File", "file"), "File": ("File", "file"), "Socket": ("Socket", "socket file"),
+                    "CharDevice": ("CharDevice", "character device"),
+                    "BlockDevice": ("BlockDevice", "block device")}.get(kind)
+        if expected is None:
+            raise VolumeError(f"{kind} is an invalid volume type")
+        want, description = expected
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            raise VolumeError(f"hostPath {path_text} doesn't exist") from None
+        found = _file_type(mode)
+        if found is None:
+            raise VolumeError(f"hostPath type check failed, {path_text} is not a {description}, unable to determine "
+                              "its type: only recognise file, directory, socket, block device and character device")
+        if found != want:
+            raise VolumeError(f"hostPath type check failed: {path_text} is not a {description}, it's a {found}")
         return path
 
-    def binds(self, container: Container, volumes: dict[str, HostVolume]) -> list[str]:
-        """Bind specs (`src:dst:ro|rw`) for the container's volumeMounts (CRI mounts, made by the runtime helper)."""
+    def binds(self, container: Container, volumes: dict[str, HostVolume],
+               env: dict[str, str] | None = None) -> list[str]:
+        """Bind specs (`src:dst:ro|rw`) for the container's volumeMounts (CRI mounts, made by the runtime helper);
+        subPath and subPathExpr (expanded against the container's environment) as upstream's makeMounts."""
         out = []
         for mount in container.volume_mounts or []:
             volume = volumes.get(mount.name)
             if volume is None:
                 raise VolumeError(f"volumeMount {mount.name!r} of container {container.name!r} names no volume")
             src = volume.path
-            if mount.sub_path:
-                sub = posixpath.normpath(mount.sub_path)
-                if sub.startswith(("/", "..")):
-                    raise VolumeError(f"subPath {mount.sub_path!r} must be a relative path inside the volume")
-                src = src / sub
-                if not src.exists():
-                    src.mkdir(parents=True, exist_ok=True)
-                    os.chmod(src, 0o777)
+            sub_path = mount.sub_path or ""
+            if mount.sub_path_expr:
+                sub_path = expand_sub_path_expr(mount.sub_path_expr, env or {})
+            if sub_path:
+                src = _prepare_sub_path(volume.path, sub_path, mount.name, container.name)
             mode = "ro" if mount.read_only or volume.read_only else "rw"
             out.append(f"{src}:{mount.mount_path}:{mode}")
         return out
@@ -246,7 +286,7 @@ class VolumeManager:
         d = self.pod_dir(uid)
         if not d.exists():
             return
-        in_memory = [d / "volumes" / EMPTY_DIR, d / "volumes" / SECRET]
+        in_memory = [d / "volumes" / EMPTY_DIR, d / "volumes" / SECRET, d / "volumes" / volume_projected.PROJECTED]
         for kind in in_memory:
             if kind.is_dir():
                 for v in kind.iterdir():
@@ -256,3 +296,76 @@ class VolumeManager:
             return  # never recurse into something still mounted
         with contextlib.suppress(OSError):
             shutil.rmtree(d)
+
+
+def _go_errno(e: OSError) -> str:
+    """An OSError as Go's syscall.Errno prints it ("no such file or directory")."""
+    return (e.strerror or str(e)).lower()
+
+
+def _file_type(mode: int) -> str | None:
+    """upstream hostutil GetFileType."""
+    for check, name in ((stat.S_ISDIR, "Directory"), (stat.S_ISREG, "File"), (stat.S_ISSOCK, "Socket"),
+                        (stat.S_ISCHR, "CharDevice"), (stat.S_ISBLK, "BlockDevice")):
+        if check(mode):
+            return name
+    return None
+
+
+def expand_sub_path_expr(expr: str, env: dict[str, str]) -> str:
+    """upstream kubecontainer.ExpandContainerVolumeMounts: $(VAR) from the container's env; a reference to
+    a variable that is unset or empty is an error."""
+    names = {m.group(1) for m in _VAR_REFERENCE.finditer(expr) if m.group(1)}
+    missing = sorted(name for name in names if not env.get(name))
+    if missing:
+        raise VolumeError(f"missing value for {', '.join(missing)}")
+    return expand(expr, env)
+
+
+def _prepare_sub_path(volume: Path, sub_path: str, mount: str, container: str) -> Path:
+    """upstream makeMounts + PrepareSafeSubpath: a relative path without backsteps, created when missing
+    with the volume's mode, that resolves (symlinks followed) inside the volume."""
+    if posixpath.isabs(sub_path):
+        raise VolumeError(f"error SubPath `{sub_path}` must not be an absolute path")
+    if ".." in sub_path.split("/"):
+        raise VolumeError(f"unable to provision SubPath `{sub_path}`: must not contain '..'")
+    src = volume / sub_path
+    root = os.path.realpath(volume)
+    if not os.path.lexists(src):
+        try:
+            perm = stat.S_IMODE(os.stat(volume).st_mode)
+            if not os.path.realpath(src.parent).startswith(root):
+                raise OSError("outside the volume")
+            src.mkdir(parents=True, exist_ok=True)
+            os.chmod(src, perm)
+        except OSError:
+            raise VolumeError(f'failed to create subPath directory for volumeMount "{mount}" of container '
+                              f'"{container}"') from None
+    resolved = os.path.realpath(src)
+    if resolved != root and not resolved.startswith(root + os.sep):
+        raise VolumeError(f'failed to prepare subPath for volumeMount "{mount}" of container "{container}"')
+    return Path(resolved)
+
+
+def memory_backed_size(pod: Pod, size_limit: str | int | float | None, node_allocatable: int) -> int:
+    """upstream calculateEmptyDirMemorySize (SizeMemoryBackedVolumes): the node's allocatable memory, or less:
+    the pod's memory limit (when every container has one), or less: the volume's sizeLimit. 0: no size option
+    (the host's default, half its memory)."""
+    size = node_allocatable
+    containers = list(pod.spec.containers) if pod.spec else []
+    init_containers = list(pod.spec.init_containers or []) if pod.spec else []
+
+    def memory_limit(c: Container) -> int:
+        limits = (c.resources.limits if c.resources else None) or {}
+        return parse_quantity(limits["memory"]).int_value() if "memory" in limits else 0
+
+    limits = [memory_limit(c) for c in containers]
+    if containers and all(limits):
+        pod_limit = max([sum(limits), *(memory_limit(c) for c in init_containers)])
+        if pod_limit > 0 and (not size or pod_limit <= size):
+            size = pod_limit
+    if size_limit is not None:
+        volume_limit = parse_quantity(size_limit).int_value()
+        if volume_limit > 0 and (not size or volume_limit <= size):
+            size = volume_limit
+    return size

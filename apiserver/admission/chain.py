@@ -2,8 +2,10 @@
 chain the generic store runs on every write that came through the API (internal writes skip it).
 
 Mutating, after the resource's defaults and before its validation:
-  ServiceAccount             a pod without a service account runs as "default"; validating, a new
-                             pod's service account must exist (403 "error looking up service
+  ServiceAccount             a pod without a service account runs as "default"; a new one gets the
+                             kube-api-access projected volume (token, ca.crt, namespace) unless
+                             automountServiceAccountToken is false (serviceaccount.py); validating,
+                             a new pod's service account must exist (403 "error looking up service
                              account NS/NAME: serviceaccount "NAME" not found"), mirror pods aside
   DefaultStorageClass, StorageObjectInUseProtection
                              a claim's default class, the protection finalizers (storage.py)
@@ -46,6 +48,7 @@ from apiserver import errors
 from apiserver.admission.interfaces import AdmissionAttributes
 from apiserver.admission.noderestriction import node_restriction
 from apiserver.admission.podsecurity.admission import PodSecurity
+from apiserver.admission.serviceaccount import admit_pod
 from apiserver.admission.storage import (
     StorageClasses,
     add_protection_finalizer,
@@ -235,7 +238,8 @@ class AdmissionChain:
                  mutating_webhooks: WebhookSource | None = None, validating_webhooks: WebhookSource | None = None,
                  pod_security: PodSecurity | None = None,
                  service_account_exists: Callable[[str, str], Awaitable[bool]] | None = None,
-                 storage_classes: StorageClasses | None = None):
+                 storage_classes: StorageClasses | None = None,
+                 service_account: Callable[[str, str], Awaitable[Obj | None]] | None = None):
         unknown = set(plugins) - set(ALL_PLUGINS)
         if unknown:
             raise ValueError(f"unknown admission plugins: {', '.join(sorted(unknown))} "
@@ -243,6 +247,7 @@ class AdmissionChain:
         self.plugins = frozenset(plugins)
         self.namespace_labels = namespace_labels
         self.service_account_exists = service_account_exists
+        self.service_account = service_account  # (namespace, name) -> the ServiceAccount or None
         self.storage_classes = storage_classes
         self.mutating_webhooks = mutating_webhooks if "MutatingAdmissionWebhook" in self.plugins else None
         self.validating_webhooks = validating_webhooks if "ValidatingAdmissionWebhook" in self.plugins else None
@@ -274,6 +279,11 @@ class AdmissionChain:
                 old_spec = (a.old or {}).get("spec") or {}
                 spec["serviceAccountName"] = (spec.get("serviceAccount") or old_spec.get("serviceAccountName")
                                               or "default")
+            if a.operation == "CREATE" and self.service_account is not None \
+                    and MIRROR_POD_ANNOTATION not in ((obj.get("metadata") or {}).get("annotations") or {}):
+                account = await self.service_account(a.namespace or "", spec["serviceAccountName"])
+                if account is not None:  # a missing one is refused by validate, with upstream's message
+                    admit_pod(obj, account)  # the kube-api-access volume (serviceaccount.py)
         if "DefaultStorageClass" in self.plugins and self.storage_classes is not None:
             await set_default_storage_class(a, self.storage_classes)
         if "StorageObjectInUseProtection" in self.plugins:

@@ -9,13 +9,18 @@ Node authorizer saw only names; this looks at the objects a kubelet (system:node
   change after; nor may it point its Node at a config source;
 - pods: only the status (and the final delete) of pods bound to it, and evictions of those;
   minik8s has no mirror pods;
-- leases in kube-node-lease: only its own.
+- leases in kube-node-lease: only its own;
+- serviceaccounts/token: only tokens bound to a pod (with its uid) scheduled on it (admit_token_request,
+  called by the token endpoint, which the generic store's admission does not see).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from apiserver import errors
 from apiserver.admission.interfaces import AdmissionAttributes
+from machinery.api.resources import ResourceInfo
 from machinery.nodelabels import in_namespace, is_kubelet_label, is_kubernetes_label, label_namespace
 from machinery.types import Obj
 
@@ -90,3 +95,20 @@ def node_restriction(a: AdmissionAttributes, node: str) -> None:
     elif info.group == "coordination.k8s.io" and info.plural == "leases" and a.namespace == "kube-node-lease" \
             and name != node:
         raise errors.forbidden(info, name, "can only access node lease with the same name as the requesting node")
+
+
+async def admit_token_request(info: ResourceInfo, account: str, body: Obj,
+                              get_pod: Callable[[str], Awaitable[Obj]], node: str) -> None:
+    """upstream admitServiceAccount: a TokenRequest from a node is bound to a pod scheduled on that node.
+    `get_pod(name)` reads the bound pod as stored (a missing one raises NotFound, as upstream answers)."""
+    ref = ((body.get("spec") or {}).get("boundObjectRef")) or {}
+    if not ref or ref.get("apiVersion") != "v1" or ref.get("kind") != "Pod" or not ref.get("name"):
+        raise errors.forbidden(info, account, "node requested token not bound to a pod")
+    if not ref.get("uid"):
+        raise errors.forbidden(info, account, "node requested token with a pod binding without a uid")
+    pod = await get_pod(ref["name"])
+    if ref["uid"] != (pod.get("metadata") or {}).get("uid"):
+        raise errors.forbidden(info, account, f"the UID in the bound object reference ({ref['uid']}) does not "
+                               "match the UID in record. The object might have been deleted and then recreated")
+    if (pod.get("spec") or {}).get("nodeName") != node:
+        raise errors.forbidden(info, account, "node requested token bound to a pod scheduled on a different node")

@@ -4,8 +4,9 @@
 - system:masters may do everything (upstream's privileged-group authorizer, ahead of the rest);
 - the Node authorizer answers for kubelets (system:node:NAME in system:nodes): their own Node and
   Lease, the pods bound to them (reads, status, the final delete), pods listed or watched only
-  with `fieldSelector=spec.nodeName=NAME`, events, and the Secrets and ConfigMaps its pods refer to
-  (upstream's graph: pod -> secret/configmap edges from volumes, env, envFrom and imagePullSecrets);
+  with `fieldSelector=spec.nodeName=NAME`, events, the Secrets and ConfigMaps its pods refer to
+  (upstream's graph: pod -> secret/configmap edges from volumes, env, envFrom and imagePullSecrets),
+  and tokens (serviceaccounts/NAME/token) of the accounts its pods run as;
 - RBAC answers from Role/ClusterRole/RoleBinding/ClusterRoleBinding objects as the watch caches
   hold them: an index from subject to rules, rebuilt when any of the four changes, and a decision
   cache in front of it, so an authorized request costs a dictionary lookup.
@@ -330,6 +331,15 @@ class NodeAuthorizer:
             return NO_OPINION, f"no relationship found between node '{node}' and this object"
         if group == "" and resource == "persistentvolumeclaims" and sub == "status" and verb in ("update", "patch"):
             if a.name and self.node_refers_to(node, resource, a.namespace or "", a.name):
+                return ALLOW, ""
+            return NO_OPINION, f"no relationship found between node '{node}' and this object"
+        if group == "" and resource == "serviceaccounts":
+            # upstream authorizeCreateToken: a token of an account one of its pods runs as
+            if verb != "create" or not a.name:
+                return NO_OPINION, "can only create tokens for individual service accounts"
+            if sub != "token":
+                return NO_OPINION, "can only create token subresource of serviceaccount"
+            if self.node_refers_to(node, resource, a.namespace or "", a.name):
                 return ALLOW, ""
             return NO_OPINION, f"no relationship found between node '{node}' and this object"
         if group == "" and resource == "services" and not sub and verb in self.READ:

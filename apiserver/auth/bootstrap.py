@@ -34,7 +34,7 @@ CONTROLLER_ACCOUNTS = ("deployment-controller", "replicaset-controller", "generi
                        "service-controller", "daemon-set-controller", "persistent-volume-binder",
                        "pvc-protection-controller", "pv-protection-controller", "job-controller",
                        "cronjob-controller", "ttl-after-finished-controller", "statefulset-controller",
-                       "disruption-controller", "pod-garbage-collector")
+                       "disruption-controller", "pod-garbage-collector", "root-ca-cert-publisher")
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 # what view reads and edit writes (upstream aggregate-to-view / aggregate-to-edit, for what minik8s serves)
 _VIEW_CORE = ["pods", "pods/status", "pods/log", "events", "namespaces", "serviceaccounts", "services",
@@ -258,6 +258,10 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule(["list", "watch", "delete"], [""], ["pods"]),
             rule(["get", "list"], [""], ["nodes"]),
             rule(["patch"], [""], ["pods/status"]),
+        ],
+        "system:controller:root-ca-cert-publisher": [
+            rule(["create", "update"], [""], ["configmaps"]),
+            EVENTS,
         ],
         "system:controller:node-controller": [
             rule(["get", "list", "watch", "update", "patch", "delete"], [""], ["nodes"]),

@@ -97,13 +97,15 @@ class BoundObject:
 
 def sign_token(key: SigningKey, namespace: str, name: str, *, uid: str = "", issuer: str = DEFAULT_ISSUER,
                audiences: tuple[str, ...] = (DEFAULT_ISSUER,), expiration_seconds: int | None = None,
-               now: float | None = None, bound: BoundObject | None = None) -> str:
+               now: float | None = None, bound: BoundObject | None = None, warn_after: int | None = None) -> str:
     """A signed service-account token for NAMESPACE/NAME (upstream serviceaccount.Claims); no `exp`
     when expiration_seconds is None."""
     issued = int(now if now is not None else time.time())
     k8s: dict[str, Any] = {"namespace": namespace, "serviceaccount": {"name": name, "uid": uid}}
     if bound is not None:
         k8s[bound.kind.lower()] = {"name": bound.name, "uid": bound.uid}
+    if warn_after is not None:  # upstream's extended pod tokens: past this, a use is warned of, not refused
+        k8s["warnafter"] = issued + warn_after
     claims: dict[str, Any] = {
         "iss": issuer, "aud": list(audiences), "sub": username(namespace, name), "iat": issued, "nbf": issued,
         "jti": str(uuid.uuid4()), "kubernetes.io": k8s,

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from apiserver import errors
+from apiserver.admission.noderestriction import admit_token_request
 from apiserver.endpoints.handlers import ResourceHandlers
 from apiserver.endpoints.proxy import exec_endpoints, log_endpoints
 from apiserver.endpoints.request import check_duplicates, decode_object, read_body, write_options
@@ -28,6 +29,7 @@ from apiserver.registry.token import TokenIssuer, create_token
 from machinery.api.autoscaling_v1 import Scale
 from machinery.api.core_v1 import Binding
 from machinery.api.policy_v1 import Eviction
+from machinery.authn.user import UserInfo
 from machinery.patch import PatchError
 from machinery.types import Obj
 
@@ -144,6 +146,11 @@ def token_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
         opts = write_options(request)
         body, dups = decode_object(await read_body(request), request.headers.get("content-type", "application/json"))
         check_duplicates(dups, opts, "TokenRequest")
+        user = opts.user
+        admission = server.admission
+        if isinstance(user, UserInfo) and user.node_name is not None and "NodeRestriction" in admission.plugins:
+            pods = server.stores[("", "pods")]
+            await admit_token_request(h.store.info, name, body, lambda pod: pods.get(namespace, pod), user.node_name)
         answer = await create_token(h.store, server.stores[("", "pods")], issuer, namespace, name, body, opts)
         return json_response(answer, 201, opts.warnings)
 

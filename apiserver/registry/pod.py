@@ -165,6 +165,22 @@ def default_volume(volume: Obj) -> None:
         source = volume.get(key)
         if source is not None and source.get("defaultMode") is None:
             source["defaultMode"] = 0o644
+    _default_projections(volume)
+
+
+def _default_projections(volume: Obj) -> None:
+    """SetDefaults_ObjectFieldSelector (apiVersion v1) in downwardAPI items, SetDefaults_ServiceAccountTokenProjection
+    (expirationSeconds 3600)."""
+    downward = [volume.get("downwardAPI") or {}]
+    for source in (volume.get("projected") or {}).get("sources") or []:
+        downward.append(source.get("downwardAPI") or {})
+        token = source.get("serviceAccountToken")
+        if token is not None and token.get("expirationSeconds") is None:
+            token["expirationSeconds"] = 3600
+    for item in (i for d in downward for i in d.get("items") or []):
+        field_ref = item.get("fieldRef")
+        if field_ref is not None and not field_ref.get("apiVersion"):
+            field_ref["apiVersion"] = "v1"
 
 
 def default_pod_spec(spec: Obj) -> None:
@@ -507,7 +523,7 @@ def _validate_env(env: list[Obj], path: str) -> list[FieldError]:
     return errs
 
 
-def _validate_field_ref(ref: Obj, path: str) -> list[FieldError]:
+def _validate_field_ref(ref: Obj, path: str, field_paths: list[str] = ENV_FIELD_PATHS) -> list[FieldError]:
     """The downward API: a supported field, or one label or annotation by key."""
     if not ref.get("apiVersion"):
         return [required(f"{path}.apiVersion")]
@@ -522,8 +538,8 @@ def _validate_field_ref(ref: Obj, path: str) -> list[FieldError]:
         if base == "metadata.labels":
             return validate_qualified_name(subscript, path)
         return [invalid(path, base, "does not support subscript")]
-    if field_path not in ENV_FIELD_PATHS:
-        return [not_supported(f"{path}.fieldPath", field_path, ENV_FIELD_PATHS)]
+    if field_path not in field_paths:
+        return [not_supported(f"{path}.fieldPath", field_path, field_paths)]
     return []
 
 
@@ -581,6 +597,11 @@ def _validate_volume_mounts(mounts: list[Obj], volumes: set[str], path: str) -> 
         mount_points.add(mount_path)
         if mount.get("subPath"):
             errs += _validate_local_descending_path(mount["subPath"], f"{path}.subPath")
+        if mount.get("subPathExpr"):
+            if mount.get("subPath"):
+                errs.append(invalid(f"{idx}.subPathExpr", mount["subPathExpr"],
+                                    "subPathExpr and subPath are mutually exclusive"))
+            errs += _validate_local_descending_path(mount["subPathExpr"], f"{path}.subPathExpr")
         if mount.get("mountPropagation") is not None and mount["mountPropagation"] not in MOUNT_PROPAGATION_MODES:
             errs.append(not_supported(f"{path}.mountPropagation", mount["mountPropagation"], MOUNT_PROPAGATION_MODES))
     return errs
@@ -658,8 +679,95 @@ def _validate_volume_source(volume: Obj, path: str) -> list[FieldError]:
     elif kind == "persistentVolumeClaim":
         if not source.get("claimName"):
             errs.append(required(f"{spath}.claimName"))
-    elif kind in ("downwardAPI", "projected"):
+    elif kind == "downwardAPI":
         errs += _validate_mode(source.get("defaultMode"), f"{spath}.defaultMode")
+        for item in source.get("items") or []:
+            errs += _validate_downward_api_file(item, spath)  # upstream passes the source's path, not the item's
+    elif kind == "projected":
+        errs += _validate_mode(source.get("defaultMode"), f"{spath}.defaultMode")
+        errs += _validate_projection_sources(source, spath)
+    return errs
+
+
+VOLUME_FIELD_PATHS = ["metadata.annotations", "metadata.labels", "metadata.name", "metadata.namespace",
+                      "metadata.uid"]  # upstream validVolumeDownwardAPIFieldPathExpressions
+
+
+def _validate_downward_api_file(item: Obj, path: str) -> list[FieldError]:
+    """upstream validateDownwardAPIVolumeFile."""
+    errs: list[FieldError] = []
+    if not item.get("path"):
+        errs.append(required(f"{path}.path"))
+    errs += _validate_local_non_reserved_path(item.get("path") or "", f"{path}.path")
+    if item.get("fieldRef") is not None:
+        errs += _validate_field_ref(item["fieldRef"], f"{path}.fieldRef", VOLUME_FIELD_PATHS)
+        if item.get("resourceFieldRef") is not None:
+            errs.append(invalid(path, "resource", "fieldRef and resourceFieldRef can not be specified simultaneously"))
+    elif item.get("resourceFieldRef") is not None:
+        ref, rpath = item["resourceFieldRef"], f"{path}.resourceFieldRef"
+        resource = ref.get("resource") or ""
+        if not ref.get("containerName"):
+            errs.append(required(f"{rpath}.containerName"))
+        elif not resource:
+            errs.append(required(f"{rpath}.resource"))
+        elif resource not in ENV_RESOURCE_FIELDS and not resource.split(".", 1)[-1].startswith("hugepages-"):
+            errs.append(not_supported(f"{rpath}.resource", resource, ENV_RESOURCE_FIELDS))
+    else:
+        errs.append(required(path, "one of fieldRef and resourceFieldRef is required"))
+    errs += _validate_mode(item.get("mode"), f"{path}.mode")
+    return errs
+
+
+def _validate_projection_sources(projection: Obj, path: str) -> list[FieldError]:
+    """upstream validateProjectionSources: one kind per source, paths unique across sources, tokens of 10 minutes
+    to 2^32 seconds at a local path."""
+    errs: list[FieldError] = []
+    all_paths: set[str] = set()
+
+    def claim(p: str, value: str) -> None:
+        if p in all_paths:
+            errs.append(invalid(path, value, "conflicting duplicate paths"))
+        all_paths.add(p)
+
+    for i, source in enumerate(projection.get("sources") or []):
+        spath = f"{path}.sources[{i}]"
+        kinds = 0
+        for kind in ("secret", "configMap"):
+            obj = source.get(kind)
+            if obj is None:
+                continue
+            kinds += 1
+            if not obj.get("name"):
+                errs.append(required(f"{spath}.{kind}.name"))
+            items = obj.get("items") or []
+            errs += _validate_items(items, f"{spath}.{kind}.items")
+            for item in items:
+                if item.get("path"):
+                    claim(item["path"], obj.get("name") or "")
+        if source.get("downwardAPI") is not None:
+            kinds += 1
+            for item in source["downwardAPI"].get("items") or []:
+                errs += _validate_downward_api_file(item, f"{spath}.downwardAPI")
+                if item.get("path"):
+                    claim(item["path"], item["path"])
+        token = source.get("serviceAccountToken")
+        if token is not None:
+            kinds += 1
+            tpath = f"{spath}.serviceAccountToken"
+            seconds = token.get("expirationSeconds") or 0
+            if seconds < 600:
+                errs.append(invalid(f"{tpath}.expirationSeconds", seconds, "may not specify a duration less than 10 "
+                                    "minutes"))
+            if seconds > 1 << 32:
+                errs.append(invalid(f"{tpath}.expirationSeconds", seconds, "may not specify a duration larger than "
+                                    "2^32 seconds"))
+            if not token.get("path"):
+                errs.append(required(f"{path}.path"))
+            else:
+                errs += _validate_local_non_reserved_path(token["path"], f"{path}.path")
+        kinds += sum(1 for k in ("clusterTrustBundle", "podCertificate") if source.get(k) is not None)
+        if kinds > 1:
+            errs.append(forbidden(spath, "may not specify more than 1 volume type per source"))
     return errs
 
 

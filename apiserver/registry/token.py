@@ -6,7 +6,9 @@
   expirationSeconds to 3600 (at least 600, at most 2^32, shortened to
   --service-account-max-token-expiration with a warning), optionally bound to a Pod of the namespace
   running as that account; answered 201 with status.token (a JWT signed with
-  --service-account-signing-key-file) and expirationTimestamp.
+  --service-account-signing-key-file) and expirationTimestamp. A pod-bound token asked for 3607 s for the
+  apiserver's audiences (the kube-api-access volume's) is valid a year, its `kubernetes.io.warnafter` at
+  3607 s, unless --service-account-extend-token-expiration=false (upstream's default is true too).
 - LiveTokenValidator: upstream's pkg/serviceaccount/claims.go validator: the token's service account
   must exist with the token's uid and not have been deleted more than a minute ago, and so must a
   bound pod. It reads the watch caches (a dictionary lookup per request, no etcd read).
@@ -33,6 +35,8 @@ from machinery.types import Obj
 DEFAULT_EXPIRATION_SECONDS = 3600  # upstream v1 defaulting of TokenRequestSpec.expirationSeconds
 MIN_EXPIRATION_SECONDS = 600  # "may not specify a duration less than 10 minutes"
 MAX_EXPIRATION_SECONDS = 1 << 32
+WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS = 3607  # upstream serviceaccount.WarnOnlyBoundTokenExpirationSeconds
+EXPIRATION_EXTENSION_SECONDS = 24 * 365 * 60 * 60  # upstream serviceaccount.ExpirationExtensionSeconds
 CACHE_WAIT = 2.0  # how long a TokenRequest waits for the watch cache to hold what it read
 
 
@@ -45,6 +49,7 @@ class TokenIssuer:
     issuer: str
     audiences: tuple[str, ...]
     max_expiration_seconds: int = 0  # 0: no limit beyond validation's
+    extend_expiration: bool = True  # --service-account-extend-token-expiration
 
 
 def _deletion_time(value: Any) -> float | None:
@@ -124,9 +129,15 @@ async def create_token(accounts: Store, pods: Store, issuer: TokenIssuer, namesp
     audiences = tuple(spec.get("audiences") or issuer.audiences)
     spec["audiences"] = list(audiences)
     now = time.time()
+    # upstream's safe transition to bound tokens: a pod-bound token asked for 3607 s (the kube-api-access
+    # volume's) for the apiserver's own audiences lives a year, warned of after the 3607 s
+    lifetime, warn_after = expiration, None
+    if issuer.extend_expiration and bound is not None and expiration == WARN_ONLY_BOUND_TOKEN_EXPIRATION_SECONDS \
+            and set(audiences) <= set(issuer.audiences):
+        lifetime, warn_after = EXPIRATION_EXTENSION_SECONDS, expiration
     token = tokens.sign_token(issuer.key, namespace or "", name, uid=account["metadata"]["uid"],
-                              issuer=issuer.issuer, audiences=audiences, expiration_seconds=expiration,
-                              now=now, bound=bound)
+                              issuer=issuer.issuer, audiences=audiences, expiration_seconds=lifetime,
+                              now=now, bound=bound, warn_after=warn_after)
     await _cached_by(accounts, account)
     meta.update(name=name, namespace=namespace, creationTimestamp=None)
     req["status"] = {"token": token, "expirationTimestamp": format_rfc3339(int(now) + expiration)}

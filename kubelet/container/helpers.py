@@ -11,7 +11,7 @@ import re
 
 from machinery.api.core_v1 import Container
 
-_VAR_RE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+VAR_REFERENCE = _VAR_RE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
 def expand(text: str, env: dict[str, str]) -> str:

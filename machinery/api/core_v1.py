@@ -4,8 +4,8 @@ PersistentVolume, PersistentVolumeClaim and the types they are built of.
 Field names, wire names, required fields and strategic-merge keys follow upstream's
 k8s.io/api/core/v1/types.go. Enum-like fields (restartPolicy, dnsPolicy, protocol, ...) are
 plain strings: as upstream, a wrong value is a validation error (422), not a decoding error.
-A few rarely used corners (downwardAPI and projected volumes, seLinuxOptions, ...) are kept
-as loose dicts.
+A few rarely used corners (seLinuxOptions, the volume plugins minik8s does not mount, ...) are
+kept as loose dicts.
 """
 
 from __future__ import annotations
@@ -405,6 +405,55 @@ class PersistentVolumeClaimVolumeSource(ApiModel):
     read_only: bool | None = None
 
 
+class DownwardAPIVolumeFile(ApiModel):
+    path: str
+    field_ref: ObjectFieldSelector | None = None
+    resource_field_ref: ResourceFieldSelector | None = None
+    mode: int | None = None
+
+
+class DownwardAPIVolumeSource(ApiModel):
+    items: list[DownwardAPIVolumeFile] | None = None
+    default_mode: int | None = None
+
+
+class DownwardAPIProjection(ApiModel):
+    items: list[DownwardAPIVolumeFile] | None = None
+
+
+class ConfigMapProjection(ApiModel):
+    name: str | None = None
+    items: list[KeyToPath] | None = None
+    optional: bool | None = None
+
+
+class SecretProjection(ApiModel):
+    name: str | None = None
+    items: list[KeyToPath] | None = None
+    optional: bool | None = None
+
+
+class ServiceAccountTokenProjection(ApiModel):
+    audience: str | None = None
+    expiration_seconds: int | None = None
+    path: str
+
+
+class VolumeProjection(ApiModel):
+    secret: SecretProjection | None = None
+    downward_api: DownwardAPIProjection | None = Field(None, alias="downwardAPI")
+    config_map: ConfigMapProjection | None = None
+    service_account_token: ServiceAccountTokenProjection | None = None
+    # served by the API, not projected by minik8s's kubelet (a pod naming one fails to mount)
+    cluster_trust_bundle: dict[str, Any] | None = None
+    pod_certificate: dict[str, Any] | None = None
+
+
+class ProjectedVolumeSource(ApiModel):
+    sources: list[VolumeProjection] | None = None
+    default_mode: int | None = None
+
+
 class Volume(ApiModel):
     name: str
     empty_dir: EmptyDirVolumeSource | None = None
@@ -412,8 +461,8 @@ class Volume(ApiModel):
     config_map: ConfigMapVolumeSource | None = None
     secret: SecretVolumeSource | None = None
     persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
-    projected: dict[str, Any] | None = None
-    downward_api: dict[str, Any] | None = Field(None, alias="downwardAPI")
+    projected: ProjectedVolumeSource | None = None
+    downward_api: DownwardAPIVolumeSource | None = Field(None, alias="downwardAPI")
     nfs: dict[str, Any] | None = None
     csi: dict[str, Any] | None = None
     ephemeral: dict[str, Any] | None = None

@@ -67,13 +67,16 @@ def webhook(secure: SecureApiServer, workdir: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def ns(admin: httpx.Client) -> Iterator[str]:
+def ns(admin: httpx.Client, secure: SecureApiServer) -> Iterator[str]:
     name = f"adm-{uuid.uuid4().hex[:8]}"
     r = admin.post("/api/v1/namespaces", json={"metadata": {"name": name, "labels": {"webhook-test": name}}})
     assert r.status_code == 201
     # what the service-account controller would make (none runs here): ServiceAccount admission wants it
     assert admin.post(f"/api/v1/namespaces/{name}/serviceaccounts", json={"metadata": {"name": "default"}}) \
         .status_code == 201
+    # and what the root-ca-cert-publisher would: a pod's kube-api-access volume projects its ca.crt
+    root_ca = {"metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": secure.pki.ca_cert.read_text()}}
+    assert admin.post(f"/api/v1/namespaces/{name}/configmaps", json=root_ca).status_code == 201
     yield name
     admin.delete(f"/api/v1/namespaces/{name}")
 

@@ -1,7 +1,8 @@
 """A real kubelet (Docker through the dockershim) gives pods their ConfigMaps and Secrets: env valueFrom and
-envFrom, configMap and secret volumes (a Secret on tmpfs), an updated ConfigMap reaching the files within the
-kubelet's sync period, and pods whose ConfigMap is missing waiting with upstream's reasons
-(CreateContainerConfigError, FailedMount) until it appears. One kubelet for the module (kubelet_node)."""
+envFrom, configMap and secret volumes (a Secret on tmpfs), an updated ConfigMap reaching the files in seconds
+(the kubelet watches each object its pods use, kubelet/object_watcher.py), and pods whose ConfigMap is
+missing waiting with upstream's reasons (CreateContainerConfigError, FailedMount) until it appears. One
+kubelet for the module (kubelet_node)."""
 
 from __future__ import annotations
 
@@ -94,8 +95,8 @@ def test_env_and_volumes_with_an_update(api: httpx.Client, namespace: str, kubel
     r = api.patch(f"/api/v1/namespaces/{namespace}/configmaps/app", json={"data": {"conf.txt": "version=2"}},
                   headers={"Content-Type": "application/merge-patch+json"})
     assert r.status_code == 200, r.text
-    wait_for(lambda: "conf: version=2" in log(api, namespace, "reader"), SYNC_PERIOD + 15,
-             what="the updated ConfigMap in the pod's volume")
+    wait_for(lambda: "conf: version=2" in log(api, namespace, "reader"), SYNC_PERIOD / 4,
+             what="the updated ConfigMap in the pod's volume (the kubelet watches it: well before a resync)")
     lines = [line for line in log(api, namespace, "reader").splitlines() if line.startswith("conf: ")]
     assert set(lines) <= {"conf: version=1", "conf: version=2"}, lines
 

@@ -166,3 +166,13 @@ def test_proxy_figures_judge_latency_at_1000_throughput_and_rss() -> None:
     assert figures["proxy.10.latency_p99"].verdict == "—"  # the target is set at 1,000 Services
     assert figures["proxy.throughput_ratio"].verdict == "NOT MET"
     assert figures["proxy.rss"].verdict == "met" and figures["proxy.1000.full_sync"].ratio == 4.0
+
+
+def test_pod_volumes_judges_the_start_ratios_and_reports_propagation() -> None:
+    data = {"pod_volumes": {"start_p50_s": {"bare": 1.0, "sa": 1.2, "all": 1.4}, "sa_ratio": 1.2, "all_ratio": 1.4,
+                            "configmap_p50_s": 0.01, "label_p50_s": 0.008, "configmap_vs_label": 1.25}}
+    figures = {f.key: f for f in build_figures(data)}
+    assert figures["pod_volumes.sa_ratio"].verdict == "met" and figures["pod_volumes.sa_ratio"].baseline == 1.0
+    assert figures["pod_volumes.all_ratio"].verdict == "NOT MET"  # 1.4x > 1.3x
+    assert figures["pod_volumes.configmap_propagation"].value == 0.01
+    assert figures["pod_volumes.configmap_propagation"].verdict == "—"  # no target: a figure with its baseline
