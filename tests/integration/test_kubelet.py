@@ -275,9 +275,14 @@ def test_env_field_refs_command_args_workdir_user_and_volumes(nodes: tuple[Kubel
     pod = wait_pod(api, namespace, "envvol", running, what="envvol running")
     ip = pod["status"]["podIP"]
     wait_for(lambda: "read-only" in log_of(api, namespace, "envvol", container="reader"), 15, what="reader output")
+    # each container writes its lines on its own time: wait for them all, then compare
+    wait_for(lambda: len(log_of(api, namespace, "envvol", container="writer").splitlines()) >= 3, 15,
+             what="writer output")
     out = log_of(api, namespace, "envvol", container="writer").splitlines()
     assert out[0] == f"name=envvol ns={namespace} ip={ip} node={a.node}"
     assert out[1:3] == ["hello from envvol", "/tmp"]
+    wait_for(lambda: len(log_of(api, namespace, "envvol", container="user").splitlines()) >= 2, 15,
+             what="user output")
     assert log_of(api, namespace, "envvol", container="user").splitlines() == ["1000", "3000"]
     assert log_of(api, namespace, "envvol", container="reader").splitlines() == ["shared", "read-only"]
     wait_for(lambda: (host_dir / "out").exists(), 10, what="file written through the hostPath volume")
