@@ -13,6 +13,7 @@ import asyncio
 import base64
 from dataclasses import dataclass, field
 
+from kubelet import volume_pvc
 from machinery.api.core_v1 import ConfigMap, Pod, Secret
 from machinery.client import ApiClient, ApiError
 from machinery.podutil import pod_configmap_names, pod_secret_names
@@ -26,6 +27,7 @@ class PodObjects:
     namespace: str = ""
     configmaps: dict[str, Obj | None] = field(default_factory=dict)
     secrets: dict[str, Obj | None] = field(default_factory=dict)
+    claims: dict[str, volume_pvc.ClaimState] = field(default_factory=dict)  # claim name -> it and its volume
 
     def configmap_data(self, name: str) -> dict[str, bytes] | None:
         """A ConfigMap's keys and their bytes (data as UTF-8, binaryData decoded); None if it is missing."""
@@ -65,4 +67,5 @@ class ConfigMapSecretManager:
         found = await asyncio.gather(*(self._get(ConfigMap, n, namespace) for n in cm_names),
                                      *(self._get(Secret, n, namespace) for n in secret_names))
         return PodObjects(namespace, dict(zip(cm_names, found[:len(cm_names)], strict=True)),
-                          dict(zip(secret_names, found[len(cm_names):], strict=True)))
+                          dict(zip(secret_names, found[len(cm_names):], strict=True)),
+                          await volume_pvc.fetch(self.client, pod))

@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubelet import atomic_writer
+from kubelet import atomic_writer, volume_pvc
 from kubelet.configmap_secret_manager import PodObjects
 from machinery.api.core_v1 import Container, KeyToPath, Pod, Volume
 from machinery.quantity import parse_quantity
@@ -102,7 +102,14 @@ class VolumeManager:
         uid = pod.metadata.uid or ""
         objects = objects or PodObjects(pod.metadata.namespace or "")
         out: dict[str, HostVolume] = {}
+        claimed = volume_pvc.resolve(pod, objects.claims)  # raises ClaimsNotReady: the pod waits
         for volume in (pod.spec.volumes if pod.spec else None) or []:
+            if volume.persistent_volume_claim is not None:
+                source = claimed[volume.name]
+                path = self._host_path(volume.name, source.path, source.host_path_type) \
+                    if source.host_path_type is not None else volume_pvc.local_path(volume.name, source.path)
+                out[volume.name] = HostVolume(path, read_only=source.read_only)
+                continue
             if volume.config_map is not None or volume.secret is not None:
                 out[volume.name] = HostVolume(self._object_volume(uid, volume, objects), read_only=True)
                 continue
