@@ -54,6 +54,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if command == "install":
         p.add_argument("--no-default-class", action="store_true",
                        help="do not mark the StorageClass local-path as the cluster's default")
+        p.add_argument("--write-kubeconfig", default=None, metavar="FILE",
+                       help="then write the provisioner's kubeconfig (a TokenRequest token of its account) here")
+        p.add_argument("--token-expiration", type=leaderelection.parse_duration, default=None,
+                       help="lifetime of that token (default 8760h)")
     else:
         p.add_argument("--provisioner-name", default=manifests.PROVISIONER_NAME,
                        help="the provisioner classes name (default %(default)s)")
@@ -99,11 +103,16 @@ async def load_config(client: ApiClient, args: argparse.Namespace) -> Config:
 
 
 async def install(args: argparse.Namespace) -> int:
-    client = ApiClient(build_config_from_flags(args.master, args.kubeconfig, user_agent()), user_agent=user_agent())
+    config = build_config_from_flags(args.master, args.kubeconfig, user_agent())
+    client = ApiClient(config, user_agent=user_agent())
     try:
         for line in await manifests.install(client, args.path or manifests.DEFAULT_PATH,
                                             default_class=not args.no_default_class):
             print(line)
+        if args.write_kubeconfig:
+            seconds = int(args.token_expiration) if args.token_expiration else manifests.TOKEN_EXPIRATION
+            await manifests.write_token_kubeconfig(client, config, args.write_kubeconfig, seconds)
+            print(f"kubeconfig: wrote {args.write_kubeconfig} ({manifests.user()}, token for {seconds}s)")
     finally:
         await client.close()
     return 0

@@ -9,6 +9,11 @@ The provisioner's identity may not create any of this (it may not write RBAC nor
 applies it once at bring-up: `python -m local_path_provisioner install --kubeconfig admin.conf [--path DIR]`
 (local-up and compose do). Applying is create, or update when it differs: safe to repeat.
 
+`--write-kubeconfig FILE` then asks TokenRequest for a token of the service account (a year by default,
+`--token-expiration`; a client certificate cannot carry the account's 79-character name: X.509 caps a
+CN at 64) and writes the provisioner's kubeconfig with it; bring-up runs install each time, so the
+token is renewed with every `local-up`.
+
 The one addition to rancher's rules: leases in the namespace, for leader election among replicas
 (rancher runs one replica with election off; sig-storage-lib-external-provisioner elects on a Lease).
 """
@@ -22,6 +27,7 @@ from machinery.api.core_v1 import ConfigMap, Namespace, ServiceAccount
 from machinery.api.rbac_v1 import ClusterRole, ClusterRoleBinding, Role, RoleBinding
 from machinery.api.storage_v1 import StorageClass
 from machinery.client import ApiClient, ApiError
+from machinery.kubeconfig import ClientConfig, write_kubeconfig
 from machinery.types import Obj
 from machinery.volumeutil import IS_DEFAULT_STORAGE_CLASS_ANNOTATION
 
@@ -116,3 +122,20 @@ async def install(client: ApiClient, path: str = DEFAULT_PATH, *, default_class:
         await client.update_raw(model, meta["name"], current, meta.get("namespace"))
         done.append(f"{what} configured")
     return done
+
+
+TOKEN_EXPIRATION = 365 * 24 * 3600
+
+
+async def write_token_kubeconfig(client: ApiClient, config: ClientConfig, path: str,
+                                 expiration_seconds: int = TOKEN_EXPIRATION) -> None:
+    """A kubeconfig for the provisioner: the admin's server and CA, a TokenRequest token of its account."""
+    answer = await client.request(
+        "POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{SERVICE_ACCOUNT}/token",
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+              "spec": {"expirationSeconds": expiration_seconds}})
+    token = ((answer or {}).get("status") or {}).get("token")
+    if not token:
+        raise RuntimeError(f"TokenRequest for {NAMESPACE}/{SERVICE_ACCOUNT} answered no token")
+    write_kubeconfig(path, config.server, user(), ca_file=config.ca_file, token=token, embed=True,
+                     insecure=config.insecure, context=f"{SERVICE_ACCOUNT}@minik8s")

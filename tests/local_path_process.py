@@ -26,10 +26,11 @@ def install(server: str, path: Path, *flags: str) -> str:
 
 
 class ProvisionerProcess(ComponentProcess):
-    def __init__(self, workdir: Path, server: str, path: Path, *flags: str) -> None:
+    def __init__(self, workdir: Path, server: str, path: Path | None, *flags: str) -> None:
+        """`path` None: the provisioner reads its base directory from the ConfigMap install wrote."""
         self.path = path
-        argv = [sys.executable, "-m", "local_path_provisioner", "--master", server, "--path", str(path),
-                *leader_election_flags(flags), *flags]
+        argv = [sys.executable, "-m", "local_path_provisioner", "--master", server,
+                *(["--path", str(path)] if path is not None else []), *leader_election_flags(flags), *flags]
         super().__init__(Process("local-path-provisioner", argv,
                                  workdir / f"local-path-provisioner-{uuid.uuid4().hex[:6]}.log",
                                  env={"KUBECONFIG": str(workdir / "no-kubeconfig")}))

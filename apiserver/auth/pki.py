@@ -17,16 +17,13 @@ SAN now asked for, or is not signed by the CA on disk):
     DIR/pki/controller-manager.crt ...        system:kube-controller-manager
     DIR/pki/kube-dns.crt ...                  system:kube-dns (the cluster DNS)
     DIR/pki/kube-proxy.crt ...                system:kube-proxy
-    DIR/pki/local-path-provisioner.crt ...    system:serviceaccount:local-path-storage:local-path-provisioner-
-                                              service-account (the local-path provisioner, as rancher's account)
     DIR/pki/kubelet-NODE.crt ...              system:node:NODE, O=system:nodes
     DIR/pki/apiserver-kubelet-client.crt .key kube-apiserver-kubelet-client, O=system:masters: the
                                               apiserver's identity towards kubelets (kubeadm's name)
     DIR/pki/kubelets/NODE/kubelet.crt .key    NODE's kubelet serving certificate (SANs: NODE, this host's
                                               name and default-route address, localhost, 127.0.0.1,
                                               --kubelet-san ...)
-    DIR/admin.conf scheduler.conf controller-manager.conf kube-dns.conf kube-proxy.conf
-    local-path-provisioner.conf kubelet-NODE.conf
+    DIR/admin.conf scheduler.conf controller-manager.conf kube-dns.conf kube-proxy.conf kubelet-NODE.conf
                                               (certificates embedded)
 
 and, with `--etcd-member NAME[=HOST,...]` (repeatable), etcd's own PKI as kubeadm lays it out:
@@ -85,10 +82,6 @@ SCHEDULER_USER = "system:kube-scheduler"
 PROXY_USER = "system:kube-proxy"
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 KUBE_DNS_USER = "system:kube-dns"  # the cluster DNS (python -m dns), bound to system:kube-dns
-# the local-path provisioner (python -m local_path_provisioner) as rancher's service account, in its groups;
-# bound by its own manifests (local_path_provisioner/manifests.py) to rancher's roles
-LOCAL_PATH_USER = "system:serviceaccount:local-path-storage:local-path-provisioner-service-account"
-LOCAL_PATH_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:local-path-storage")
 NODES_GROUP = "system:nodes"
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 KUBELET_CLIENT = "apiserver-kubelet-client"  # file name under pki/
@@ -431,7 +424,6 @@ def component_identities(nodes: Iterable[str] = ()) -> list[tuple[str, str, tupl
         ("controller-manager", CONTROLLER_MANAGER_USER, ()),
         ("kube-dns", KUBE_DNS_USER, ()),
         ("kube-proxy", PROXY_USER, ()),
-        ("local-path-provisioner", LOCAL_PATH_USER, LOCAL_PATH_GROUPS),
     ]
     out += [(f"kubelet-{node}", node_user(node), (NODES_GROUP,)) for node in nodes]
     return out
