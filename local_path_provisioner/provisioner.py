@@ -17,7 +17,7 @@ point and started again finishes the same work: no second volume, no second dire
 while its helper ran leaves a helper pod whose claim is gone: its directory is removed by a teardown
 helper (no orphan directory).
 
-Volumes: one this provisioner made, Released or being deleted, with reclaim policy Delete: the helper
+Volumes: one this provisioner made, Released (being deleted or not), with reclaim policy Delete: the helper
 pod `helper-pod-delete-pvc-<uid>` runs the teardown script (`rm -rf`) on the volume's node (skipped when
 the node is gone, as rancher does), then the volume is deleted and the finalizer dropped. Retain keeps
 the directory (the finalizer is dropped when the volume object is deleted).
@@ -381,8 +381,8 @@ class LocalPathProvisioner(Controller):
             if deleting:
                 await self._drop_finalizer(volume)
             return None
-        if not deleting and _phase(volume) != "Released":
-            return None
+        if _phase(volume) not in ("Released", "Failed"):
+            return None  # bound still (a deleted volume in use waits for pv-protection; the data stays)
         node, path = volume_node(volume), volume_path(volume)
         helper_name = hp.helper_pod_name(hp.ACTION_DELETE, name)
         helper = self._helper(helper_name)
