@@ -281,7 +281,8 @@ def storage_figures(d: JSONDict) -> list[Figure]:
     return [
         Figure("storage.volumes_ratio", "storage", "pod create → Running p50, 3 configMap/secret volumes + a PVC",
                with_volumes, "s", "the same pod without volumes (same run)", plain, _ratio(with_volumes, plain),
-               note=f"{volumes.get('reps')} pods of each, alternating, one warm node"),
+               note=f"{volumes.get('reps')} pods of each, alternating, one warm node; fastest of each: "
+                    f"{volumes.get('ratio_min')}x"),
         Figure("storage.claim_bound", "storage", "claim (local-path, WaitForFirstConsumer) created → Bound p50",
                _get(claims, "bound_s", "p50"), "s"),
         Figure("storage.claim_to_running", "storage", "claim created → its pod Running p50 (provisioned on the way)",

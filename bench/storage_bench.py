@@ -6,8 +6,9 @@ scheduler, one kubelet on this host's Docker and the local-path provisioner (aft
 
 (a) volumes: a busybox pod given to the node (spec.nodeName) with 2 configMap volumes, 1 secret volume (a
     tmpfs) and a persistentVolumeClaim (a claim bound beforehand to a hostPath volume), against the same pod
-    without volumes, alternating, N times each: creation → Running as a watch sees it. The ratio of the
-    medians is the figure (target ≤ 1.3x).
+    without volumes, alternating (each first every other time), N times each: creation → Running as a watch
+    sees it. The ratio of the medians is the figure (target ≤ 1.3x); the ratio of the fastest of each is in
+    the JSON too (steadier on a loaded machine).
 (b) claim → Running: a claim of the default class local-path (WaitForFirstConsumer) and a pod using it are
     created together on the warm node (images present, pods ran there): the scheduler picks the node and
     writes selected-node, the provisioner's helper pod makes the directory, the volume is created and
@@ -160,7 +161,7 @@ def bench_volumes(api: httpx.Client, node: str, workdir: Path, reps: int) -> JSO
     times: dict[str, list[float]] = {"plain": [], "volumes": []}
     pods = f"/api/v1/namespaces/{ns}/pods"
     for i in range(reps + 1):  # the first pair warms the node (image, cgroups) and is not counted
-        for kind in ("plain", "volumes"):
+        for kind in (("plain", "volumes") if i % 2 == 0 else ("volumes", "plain")):  # neither always first
             name = f"{kind}-{i}"
             start = time.perf_counter()
             made = create(api, pods, pod_body(name, node, kind == "volumes", "data"))
@@ -170,7 +171,9 @@ def bench_volumes(api: httpx.Client, node: str, workdir: Path, reps: int) -> JSO
             delete_and_wait(api, f"{pods}/{name}")
     plain, volumes = summary(times["plain"]), summary(times["volumes"])
     ratio = round(volumes["p50"] / plain["p50"], 3) if plain.get("p50") else None
-    return {"plain_s": plain, "volumes_s": volumes, "ratio": ratio, "reps": reps,
+    # the fastest of each: what is left of the volumes' cost when the loaded machine lets both run undisturbed
+    ratio_min = round(volumes["min"] / plain["min"], 3) if plain.get("min") else None
+    return {"plain_s": plain, "volumes_s": volumes, "ratio": ratio, "ratio_min": ratio_min, "reps": reps,
             "volumes": "2 configMap, 1 secret, 1 persistentVolumeClaim (hostPath, bound beforehand)"}
 
 
@@ -205,11 +208,11 @@ def bench_claims(api: httpx.Client, reps: int) -> JSONDict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.storage_bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="3 repetitions")
-    p.add_argument("--reps", type=int, default=None, help="repetitions of each measurement (default 9)")
+    p.add_argument("--reps", type=int, default=None, help="repetitions of each measurement (default 15)")
     p.add_argument("--output", default=str(OUTPUT / "storage.json"))
     p.add_argument("--keep", action="store_true", help="keep the work directory")
     args = p.parse_args(argv)
-    reps = args.reps or (3 if args.quick else 9)
+    reps = args.reps or (3 if args.quick else 15)
     ensure_images()
     workdir = make_workdir("minik8s-storage-bench-")
     try:
@@ -226,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     ratio = volumes["ratio"]
     running_p50 = claims["running_s"].get("p50")
     print(f"(a) pod start, 3 configMap/secret volumes + a PVC: p50 {volumes['volumes_s'].get('p50')} s vs "
-          f"{volumes['plain_s'].get('p50')} s without volumes: {ratio}x (target ≤ {TARGET_RATIO}x: "
+          f"{volumes['plain_s'].get('p50')} s without volumes: {ratio}x, fastest of each "
+          f"{volumes['ratio_min']}x (target ≤ {TARGET_RATIO}x: "
           f"{'met' if ratio is not None and ratio <= TARGET_RATIO else 'MISSED'})")
     print(f"(b) claim created → Bound p50 {claims['bound_s'].get('p50')} s, → pod Running p50 {running_p50} s "
           f"(target ≤ {TARGET_CLAIM_S} s: "

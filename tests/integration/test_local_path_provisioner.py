@@ -353,6 +353,24 @@ def test_read_write_many_is_refused_by_the_provisioner(cluster: Cluster, ns: str
     gone(api, f"{PVS}/pvc-{once['metadata']['uid']}")
 
 
+def test_volume_type_local_is_mounted_too(cluster: Cluster, ns: str) -> None:
+    """rancher's `volumeType: local` claim annotation: a `local` volume (its path must exist, and does: the helper
+    made it) instead of hostPath; the kubelet mounts it the same way."""
+    api = cluster.api
+    uid = create(api, claims(ns), claim("loc", annotations={"volumeType": "local"}))["metadata"]["uid"]
+    create(api, f"/api/v1/namespaces/{ns}/pods", pod("lw", "loc", "echo local-ok > /data/f; sleep 3600"))
+    wait_phase(api, f"/api/v1/namespaces/{ns}/pods/lw", "Running")
+    pv = must_get(api, f"{PVS}/pvc-{uid}")
+    path = cluster.base / f"pvc-{uid}_{ns}_loc"
+    assert pv["spec"]["local"] == {"path": str(path)} and "hostPath" not in pv["spec"]
+    wait_for(lambda: (path / "f").exists() and (path / "f").read_text() == "local-ok\n", 30,
+             what="the file in the local volume")
+    delete(api, f"/api/v1/namespaces/{ns}/pods/lw")
+    delete(api, f"{claims(ns)}/loc")
+    gone(api, f"{PVS}/pvc-{uid}")
+    assert not path.exists()
+
+
 @pytest.fixture
 def gated_setup(cluster: Cluster) -> Iterator[None]:
     set_setup_script(cluster.api, GATED_SETUP)
@@ -410,6 +428,40 @@ def test_kill_9_then_the_claim_goes_leaves_no_orphan_directory(cluster: Cluster,
     wait_for(lambda: not helper_pods(api), 60, what="both helper pods to be removed")
     assert get(api, f"{PVS}/pvc-{uid}") is None
     marker.unlink()
+
+
+GATED_TEARDOWN = '#!/bin/sh\nset -eu\nwhile [ ! -e "$VOL_DIR.go" ]; do sleep 0.1; done\nrm -rf "$VOL_DIR"\n'
+TEARDOWN = '#!/bin/sh\nset -eu\nrm -rf "$VOL_DIR"\n'
+
+
+def test_kill_9_mid_teardown_still_removes_the_directory_once(cluster: Cluster, ns: str) -> None:
+    api = cluster.api
+    uid = create(api, claims(ns), claim("brief", "local-path", annotations={
+        "volume.kubernetes.io/selected-node": cluster.node}))["metadata"]["uid"]
+    wait_phase(api, f"{claims(ns)}/brief", "Bound")
+    path = cluster.base / f"pvc-{uid}_{ns}_brief"
+    assert path.is_dir()
+    r = api.patch(f"/api/v1/namespaces/{HELPER_NS}/configmaps/local-path-config",
+                  json={"data": {"teardown": GATED_TEARDOWN}}, headers=MERGE)
+    assert r.status_code == 200, r.text
+    marker = cluster.base / f"pvc-{uid}_{ns}_brief.go"
+    try:
+        delete(api, f"{claims(ns)}/brief")
+        wait_for(lambda: phase(get(api, f"/api/v1/namespaces/{HELPER_NS}/pods/helper-pod-delete-pvc-{uid}")) ==
+                 "Running", 90, what="the teardown helper to run (gated)")
+        cluster.provisioner.kill()
+        cluster.provisioner.start()
+        assert path.is_dir() and get(api, f"{PVS}/pvc-{uid}") is not None  # nothing done behind the gate
+        marker.touch()
+        gone(api, f"{PVS}/pvc-{uid}")
+        assert not path.exists()
+        wait_for(lambda: not helper_pods(api), 60, what="the teardown helper to be removed")
+    finally:
+        r = api.patch(f"/api/v1/namespaces/{HELPER_NS}/configmaps/local-path-config",
+                      json={"data": {"teardown": TEARDOWN}}, headers=MERGE)
+        marker.unlink(missing_ok=True)
+        if not cluster.provisioner.alive():
+            cluster.provisioner.start()
 
 
 @pytest.fixture(params=VERSIONS, ids=[f"kubectl{v}" for v in VERSIONS])
