@@ -19,7 +19,7 @@ import yaml
 
 from local_path_provisioner.manifests import user
 from tests.auth_cluster import SecureApiServer
-from tests.cluster import ALL_ADMISSION, Etcd, wait_for
+from tests.cluster import ALL_ADMISSION, Etcd, free_port, wait_for
 from tests.controller_process import ControllerProcess
 from tests.local_path_process import ProvisionerProcess, install
 
@@ -69,8 +69,8 @@ def replicas(workdir: Path, secure: SecureApiServer, conf: Path) -> Iterator[lis
     cm = ControllerProcess(workdir, secure.secure_url, ["persistentvolume-binder", "pvc-protection", "pv-protection"],
                            "--kubeconfig", str(secure.kubeconfig("controller-manager")),
                            "--pvclaimbinder-sync-period", "10m")
-    started = [ProvisionerProcess(workdir, secure.secure_url, None, "--kubeconfig", str(conf), *ELECTION)
-               for _ in range(2)]
+    started = [ProvisionerProcess(workdir, secure.secure_url, None, "--kubeconfig", str(conf), *ELECTION,
+                                  "--health-port", str(free_port())) for _ in range(2)]
     try:
         cm.start()
         for replica in started:
@@ -131,6 +131,15 @@ def test_leader_provisions_and_deletes_as_its_service_account(secure: SecureApiS
     finish_helper(admin, f"helper-pod-delete-pvc-{uid}")
     wait_for(lambda: admin.get(f"{PVS}/pvc-{uid}").status_code == 404, 30, what="the volume deleted")
     leader.start(wait_synced=False)  # back as the standby, for the module's teardown
+
+
+def test_health_and_ready_on_every_replica(replicas: list[ProvisionerProcess]) -> None:
+    """local-up waits for /ready (the caches synced): a standby's caches are warm too."""
+    for replica in replicas:
+        port = replica.process.argv[replica.process.argv.index("--health-port") + 1]
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).text == "OK"
+        wait_for(lambda port=port: httpx.get(f"http://127.0.0.1:{port}/ready", timeout=5).status_code == 200, 30,
+                 what="/ready")
 
 
 def test_provisioner_identity_reads_no_secrets(secure: SecureApiServer, conf: Path) -> None:
