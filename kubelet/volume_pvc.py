@@ -16,7 +16,8 @@ the pod waiting: the sync fails with upstream's
 as the `FailedMount` event (the populator's own error after the colon where upstream, having waited its
 2 minutes, says "timed out waiting for the condition"), and is tried again every 300 ms
 (podAttachAndMountRetryInterval) — for two minutes, then every 5 s — so the pod starts as soon as the
-binder and the provisioner are done; the event is repeated once per two minutes of waiting.
+binder and the provisioner are done. The event comes once the pod has waited 10 s (a claim being provisioned
+is bound before that, and leaves no warning), then once per two minutes of waiting.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ class ClaimsNotReady(Exception):
         self.volumes = volumes
 
 
+FIRST_REPORT = 10.0  # seconds of waiting before the first event: a claim being provisioned binds well before
 FAST_TRIES = int(MOUNT_TIMEOUT / RETRY_INTERVAL)
-SLOW_TRIES = int(MOUNT_TIMEOUT / SLOW_RETRY_INTERVAL)
 
 
 def retry_after(failures: int) -> float:
@@ -70,9 +71,20 @@ def retry_after(failures: int) -> float:
     return RETRY_INTERVAL if failures <= FAST_TRIES else SLOW_RETRY_INTERVAL
 
 
+def waited(failures: int) -> float:
+    """About how long the pod has waited after `failures` tries."""
+    return min(failures, FAST_TRIES) * RETRY_INTERVAL + max(0, failures - FAST_TRIES) * SLOW_RETRY_INTERVAL
+
+
 def report_now(failures: int) -> bool:
-    """The first failure, then once per mount timeout's worth of tries."""
-    return failures == 1 or (failures > FAST_TRIES and (failures - FAST_TRIES - 1) % SLOW_TRIES == 0)
+    """Once the pod has waited FIRST_REPORT seconds, then once per mount timeout (upstream reports after each
+    2-minute WaitForAttachAndMount; sooner here, so that a claim that will not bind shows why within seconds,
+    while one being provisioned, bound in a second or two, leaves no warning)."""
+    def period(n: int) -> int:
+        elapsed = waited(n) - FIRST_REPORT
+        return -1 if elapsed < 0 else int(elapsed // MOUNT_TIMEOUT)
+
+    return period(failures) > period(failures - 1)
 
 
 def claim_volumes(pod: Pod) -> dict[str, tuple[str, bool]]:

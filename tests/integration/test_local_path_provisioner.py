@@ -253,6 +253,8 @@ def test_claim_survives_its_pod_and_delete_removes_the_directory(cluster: Cluste
     assert reasons["ProvisioningSucceeded"][2] == f"Successfully provisioned volume pvc-{uid}"
     assert reasons["ProvisioningSucceeded"][3].startswith(f"{PROVISIONER}_")
     wait_for(lambda: not helper_pods(api), 60, what="the helper pod to be removed")
+    # the pod waited a moment for its claim to be provisioned: too short a wait for a FailedMount warning
+    assert not [e for e in events(api, ns, "writer") if e[1] == "FailedMount"]
 
     delete(api, f"/api/v1/namespaces/{ns}/pods/writer")
     gone(api, f"/api/v1/namespaces/{ns}/pods/writer")
