@@ -3,6 +3,7 @@ cannot mount yet says so in upstream's words, for every such volume of the pod."
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 from kubelet import volume_pvc
 from kubelet.volume_pvc import ClaimsNotReady, ClaimState, resolve
 from machinery.api.core_v1 import Pod
+from machinery.api.meta import Status
+from machinery.client import ApiError
 
 
 def pod(*claims: tuple[str, str, bool]) -> Pod:
@@ -65,3 +68,40 @@ def test_polled_every_300ms_then_slower_and_reported_after_10s_then_per_timeout(
     assert len(reported) >= 3
     gaps = [b - a for a, b in itertools.pairwise(reported)]
     assert all(123 - 5 <= gap <= 123 + 5 for gap in gaps), reported  # the mount timeout, to a slow try
+
+
+class FakeClient:
+    """get_raw over a dict of (kind, namespace, name) → object; a miss is the apiserver's 404."""
+
+    def __init__(self, objects: dict[tuple[str, str | None, str], dict[str, object]]) -> None:
+        self.objects = objects
+
+    async def get_raw(self, model: type, name: str, namespace: str | None = None) -> dict[str, object]:
+        found = self.objects.get((model.__name__, namespace, name))
+        if found is None:
+            resource = "persistentvolumeclaims" if model.__name__ == "PersistentVolumeClaim" else "persistentvolumes"
+            raise ApiError(Status(reason="NotFound", code=404, message=f'{resource} "{name}" not found'), 404)
+        return found
+
+
+def fetch(objects: dict[tuple[str, str | None, str], dict[str, object]], claim: str = "c") -> ClaimState:
+    states = asyncio.run(volume_pvc.fetch(FakeClient(objects), pod(("data", claim, False))))  # type: ignore[arg-type]
+    return states[claim]
+
+
+def test_what_the_kubelet_reads_and_says_for_each_claim_state() -> None:
+    assert fetch({}).error == ('error processing PVC ns/c: failed to fetch PVC from API server: '
+                               'persistentvolumeclaims "c" not found')
+    claim = {"metadata": {"name": "c", "uid": "u1"}, "spec": {"volumeName": "v"}, "status": {"phase": "Bound"}}
+    assert fetch({("PersistentVolumeClaim", "ns", "c"): claim}).error == (
+        'error processing PVC ns/c: failed to fetch PV v from API server: persistentvolumes "v" not found')
+    deleting = {**claim, "metadata": {"name": "c", "uid": "u1", "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    assert fetch({("PersistentVolumeClaim", "ns", "c"): deleting}).error == (
+        "error processing PVC ns/c: can't start pod because PVC ns/c is being deleted")
+    other = {"metadata": {"name": "v"}, "spec": {"claimRef": {"uid": "u2"}, "hostPath": {"path": "/h"}}}
+    assert fetch({("PersistentVolumeClaim", "ns", "c"): claim, ("PersistentVolume", None, "v"): other}).error == (
+        "error processing PVC ns/c: found PV object v but its pv.Spec.ClaimRef.UID (u2) does not point to "
+        "claim.UID (u1)")
+    mine = {"metadata": {"name": "v"}, "spec": {"claimRef": {"uid": "u1"}, "hostPath": {"path": "/h"}}}
+    state = fetch({("PersistentVolumeClaim", "ns", "c"): claim, ("PersistentVolume", None, "v"): mine})
+    assert state.error == "" and state.volume == mine
