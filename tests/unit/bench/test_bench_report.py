@@ -166,3 +166,15 @@ def test_proxy_figures_judge_latency_at_1000_throughput_and_rss() -> None:
     assert figures["proxy.10.latency_p99"].verdict == "—"  # the target is set at 1,000 Services
     assert figures["proxy.throughput_ratio"].verdict == "NOT MET"
     assert figures["proxy.rss"].verdict == "met" and figures["proxy.1000.full_sync"].ratio == 4.0
+
+
+def test_storage_figures_judge_the_volume_ratio_and_the_claim_to_running_p50() -> None:
+    data = {"storage": {"volumes": {"plain_s": {"p50": 0.8}, "volumes_s": {"p50": 1.2}, "ratio": 1.5,
+                                    "ratio_min": 1.1, "reps": 15},
+                        "claims": {"bound_s": {"p50": 0.9}, "running_s": {"p50": 1.8}, "reps": 15}}}
+    figures = {f.key: f for f in build_figures(data)}
+    assert figures["storage.volumes_ratio"].ratio == 1.5
+    assert figures["storage.volumes_ratio"].verdict == "NOT MET"  # judged on the ratio: 1.5 > 1.3, not on 1.2 s
+    assert "fastest of each: 1.1x" in figures["storage.volumes_ratio"].note
+    assert figures["storage.claim_to_running"].verdict == "met"  # 1.8 <= 2 s
+    assert figures["storage.claim_bound"].value == 0.9 and figures["storage.claim_bound"].verdict == "—"
