@@ -172,7 +172,8 @@ class LocalPathProvisioner(Controller):
         self.watch(self.helpers, self._helper_keys)
         self.classes.add_event_handler(on_add=self._class_changed, on_update=lambda _o, n: self._class_changed(n),
                                        on_delete=lambda _c: None)
-        self.nodes.add_event_handler(on_add=lambda _n: None, on_update=lambda _o, _n: None,
+        # a node appearing unblocks the claims selected for it (retried with back-off until then)
+        self.nodes.add_event_handler(on_add=self._node_added, on_update=lambda _o, _n: None,
                                      on_delete=lambda _n: None)
         self.informers += [self.classes, self.nodes]
         self.provisioned = 0
@@ -205,6 +206,12 @@ class LocalPathProvisioner(Controller):
         for claim in self.claims.store.list():
             unbound = not (claim.spec and claim.spec.volume_name)
             if unbound and claim_class(claim.to_dict()) == storage_class.metadata.name:
+                self.queue.add(CLAIM + meta_namespace_key(claim))
+
+    def _node_added(self, node: Node) -> None:
+        for claim in self.claims.store.list():
+            if (claim.metadata.annotations or {}).get(ANN_SELECTED_NODE) == node.metadata.name and \
+                    not (claim.spec and claim.spec.volume_name):
                 self.queue.add(CLAIM + meta_namespace_key(claim))
 
     # -- caches ----------------------------------------------------------------------------------
@@ -240,6 +247,8 @@ class LocalPathProvisioner(Controller):
 
     def _event_once(self, obj: Obj, type_: str, reason: str, message: str) -> None:
         key = (str(obj["metadata"].get("uid")), f"{reason}:{message}")
+        if len(self._reported) > 10_000:  # a bound: at worst an event is said twice
+            self._reported.clear()
         if key not in self._reported:
             self._reported.add(key)
             self._event(obj, type_, reason, message)
