@@ -31,6 +31,7 @@ ANN_CLAIM = "local.path.provisioner/claim"  # namespace/name
 ANN_CLAIM_UID = "local.path.provisioner/claim-uid"
 ANN_PATH = "local.path.provisioner/path"
 ANN_NODE = "local.path.provisioner/node"
+ANN_PROVISIONER = "local.path.provisioner/provisioner"  # whose helper it is (two may share a namespace)
 LABEL_HELPER = "local.path.provisioner/helper"  # "true" on every helper pod
 
 
@@ -40,8 +41,9 @@ def helper_pod_name(action: str, volume: str) -> str:
 
 def helper_pod(*, action: str, volume: str, path: str, node: str, namespace: str, image: str,
                service_account: str, config_map: str, size_bytes: int, mode: str = "Filesystem",
-               claim: tuple[str, str, str] | None = None) -> Obj:
-    """The pod running `/bin/sh /script/<setup|teardown>` for `path` on `node`."""
+               claim: tuple[str, str, str] | None = None, provisioner: str = "") -> Obj:
+    """The pod running `/bin/sh /script/<setup|teardown>` for `path` on `node` (none: the scheduler picks one,
+    for a shared file system)."""
     if not path or not posixpath.isabs(path):
         raise ValueError(f"volume path {path!r} is not absolute")
     path = posixpath.normpath(path)
@@ -50,6 +52,8 @@ def helper_pod(*, action: str, volume: str, path: str, node: str, namespace: str
         raise ValueError(f"invalid path {path} for {action}: cannot find parent dir or volume dir")
     script = "setup" if action == ACTION_CREATE else "teardown"
     annotations = {ANN_ACTION: action, ANN_VOLUME: volume, ANN_PATH: path, ANN_NODE: node}
+    if provisioner:
+        annotations[ANN_PROVISIONER] = provisioner
     if claim is not None:
         annotations[ANN_CLAIM] = f"{claim[0]}/{claim[1]}"
         annotations[ANN_CLAIM_UID] = claim[2]
@@ -67,7 +71,8 @@ def helper_pod(*, action: str, volume: str, path: str, node: str, namespace: str
         "metadata": {"name": helper_pod_name(action, volume), "namespace": namespace,
                      "labels": {LABEL_HELPER: "true"}, "annotations": annotations},
         "spec": {
-            "nodeName": node, "serviceAccountName": service_account, "restartPolicy": "Never",
+            **({"nodeName": node} if node else {}),
+            "serviceAccountName": service_account, "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 0,
             "tolerations": [{"key": "node.kubernetes.io/disk-pressure", "operator": "Exists",
                              "effect": "NoSchedule"}],

@@ -24,7 +24,9 @@ the directory (the finalizer is dropped when the volume object is deleted).
 
 Refused as rancher refuses them, with the library's `ProvisioningFailed` event (`failed to provision volume
 with StorageClass "local-path": ...`): access modes other than ReadWriteOnce / ReadWriteOncePod, a
-selector, no selected node.
+selector, no selected node — unless the config names a `sharedFileSystemPath` (a directory every node
+sees: here, with every node on one host, any directory is one): then any access mode and any node do, the
+volume has no node affinity, and the helper pods are scheduled like any pod.
 """
 
 from __future__ import annotations
@@ -75,14 +77,28 @@ class ProvisioningError(Exception):
 
 @dataclass
 class Config:
-    """rancher's config.json: base paths per node (DEFAULT_PATH_FOR_NON_LISTED_NODES for the rest)."""
+    """rancher's config.json: base paths per node (DEFAULT_PATH_FOR_NON_LISTED_NODES for the rest), or one
+    sharedFileSystemPath that every node sees (then volumes have no node affinity, and ReadWriteMany is fine)."""
 
     node_paths: dict[str, list[str]] = field(default_factory=lambda: {DEFAULT_NODE_KEY: [DEFAULT_PATH]})
     cmd_timeout: int = DEFAULT_CMD_TIMEOUT
+    shared_path: str = ""
+
+    @property
+    def shared(self) -> bool:
+        return bool(self.shared_path)
 
     @classmethod
     def parse(cls, text: str) -> Config:
         data = json.loads(text)
+        shared = data.get("sharedFileSystemPath") or ""
+        if shared and data.get("nodePathMap"):
+            raise ValueError("both nodePathMap and sharedFileSystemPath are defined. Please make sure only one is "
+                             "in use")
+        if shared:
+            if not posixpath.isabs(shared):
+                raise ValueError(f"config: path {shared} must be absolute")
+            return cls({}, int(data.get("cmdTimeoutSeconds") or DEFAULT_CMD_TIMEOUT), posixpath.normpath(shared))
         paths: dict[str, list[str]] = {}
         for entry in data.get("nodePathMap") or []:
             node = entry.get("node") or ""
@@ -93,10 +109,12 @@ class Config:
                     raise ValueError(f"config: path {p} must be absolute")
             paths[node] = [posixpath.normpath(p) for p in entry.get("paths") or []]
         if not paths:
-            raise ValueError("config: nodePathMap is empty")
+            raise ValueError("both nodePathMap and sharedFileSystemPath are unconfigured")
         return cls(paths, int(data.get("cmdTimeoutSeconds") or DEFAULT_CMD_TIMEOUT))
 
     def path_on_node(self, node: str, requested: str = "") -> str:
+        if self.shared:
+            return self.shared_path
         paths = self.node_paths.get(node)
         if paths is None:
             paths = self.node_paths.get(DEFAULT_NODE_KEY)
@@ -190,9 +208,10 @@ class LocalPathProvisioner(Controller):
             keys.append(f"{CLAIM}{ref.namespace}/{ref.name}")
         return keys
 
-    @staticmethod
-    def _helper_keys(pod: Pod) -> list[str]:
+    def _helper_keys(self, pod: Pod) -> list[str]:
         annotations = pod.metadata.annotations or {}
+        if annotations.get(hp.ANN_PROVISIONER, self.provisioner_name) != self.provisioner_name:
+            return []  # another provisioner's helper in the same namespace
         keys = [HELPER + (pod.metadata.name or "")]
         if annotations.get(hp.ANN_CLAIM):
             keys.append(CLAIM + annotations[hp.ANN_CLAIM])
@@ -290,15 +309,16 @@ class LocalPathProvisioner(Controller):
 
     async def _provision(self, claim: Obj, storage_class: Obj, name: str, node: str) -> float | None:
         spec = claim.get("spec") or {}
-        if spec.get("selector"):
-            raise ProvisioningError("claim.Spec.Selector is not supported")
-        for mode in spec.get("accessModes") or []:
-            if mode not in ("ReadWriteOnce", "ReadWriteOncePod"):
-                raise ProvisioningError(MODES_ERROR)
-        if not node:
-            raise ProvisioningError("configuration error, no node was specified")
-        node_obj = self.nodes.store.get(node)
-        if node_obj is None:
+        if not self.config.shared:  # a shared file system: any node, any access mode
+            if spec.get("selector"):
+                raise ProvisioningError("claim.Spec.Selector is not supported")
+            for mode in spec.get("accessModes") or []:
+                if mode not in ("ReadWriteOnce", "ReadWriteOncePod"):
+                    raise ProvisioningError(MODES_ERROR)
+            if not node:
+                raise ProvisioningError("configuration error, no node was specified")
+        node_obj = self.nodes.store.get(node) if node else None
+        if node and node_obj is None:
             raise RuntimeError(f'failed to get target node: node "{node}" not found')  # retried
         helper_name = hp.helper_pod_name(hp.ACTION_CREATE, name)
         helper = self._helper(helper_name)
@@ -318,14 +338,16 @@ class LocalPathProvisioner(Controller):
                                 image=self.helper_image, service_account=self.service_account,
                                 config_map=self.config_map, size_bytes=size,
                                 mode=spec.get("volumeMode") or "Filesystem",
-                                claim=(meta.get("namespace") or "", meta["name"], meta.get("uid") or ""))
+                                claim=(meta.get("namespace") or "", meta["name"], meta.get("uid") or ""),
+                                provisioner=self.provisioner_name)
             await self._create_pod(pod)
             return float(self.config.cmd_timeout)  # the helper's changes requeue the claim before that
         phase = _phase(helper)
         annotations = _annotations(helper)
         if phase == "Succeeded":
+            labels = (node_obj.metadata.labels or {}) if node_obj is not None else {}
             volume = self._volume_for(claim, storage_class, name, annotations.get(hp.ANN_NODE) or node,
-                                      annotations.get(hp.ANN_PATH) or "", node_obj.metadata.labels or {})
+                                      annotations.get(hp.ANN_PATH) or "", labels)
             try:
                 await self.client.create_raw(PersistentVolume, volume)
             except ApiError as e:
@@ -367,8 +389,8 @@ class LocalPathProvisioner(Controller):
                 "volumeMode": "Filesystem",
                 "capacity": {"storage": ((spec.get("resources") or {}).get("requests") or {}).get("storage")},
                 **source,
-                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                    {"key": key, "operator": "In", "values": [node_labels.get(key, node)]}]}]}},
+                **({} if self.config.shared else {"nodeAffinity": {"required": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": key, "operator": "In", "values": [node_labels.get(key, node)]}]}]}}}),
                 "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": meta.get("namespace"),
                              "name": meta["name"], "uid": meta.get("uid"),
                              "resourceVersion": meta.get("resourceVersion")},
@@ -396,11 +418,11 @@ class LocalPathProvisioner(Controller):
         helper_name = hp.helper_pod_name(hp.ACTION_DELETE, name)
         helper = self._helper(helper_name)
         if helper is None:
-            if not path or not node:
+            if not path or (not node and not self.config.shared):
                 self._event(volume, "Warning", "VolumeFailedDelete",
                             f"failed to delete volume {name}: no path or no node affinity set")
                 return None
-            if self.nodes.store.get(node) is None:
+            if node and self.nodes.store.get(node) is None:
                 log.info("Node %s does not exist, skipping cleanup of volume %s", node, name)
                 await self._finish_delete(volume, helper_name)
                 return None
@@ -409,7 +431,7 @@ class LocalPathProvisioner(Controller):
             await self._create_pod(hp.helper_pod(
                 action=hp.ACTION_DELETE, volume=name, path=path, node=node, namespace=self.namespace,
                 image=self.helper_image, service_account=self.service_account, config_map=self.config_map,
-                size_bytes=size))
+                size_bytes=size, provisioner=self.provisioner_name))
             return float(self.config.cmd_timeout)
         phase = _phase(helper)
         if phase == "Succeeded":
@@ -486,15 +508,18 @@ class LocalPathProvisioner(Controller):
             if not done:
                 return None  # let it finish, then undo it (its changes requeue this key)
             teardown = hp.helper_pod_name(hp.ACTION_DELETE, volume)
-            if self._helper(teardown) is None and annotations.get(hp.ANN_NODE) in self.nodes.store:
+            node = annotations.get(hp.ANN_NODE) or ""
+            node_there = not node or node in self.nodes.store
+            if self._helper(teardown) is None and node_there:
                 log.info("Claim %s is gone: removing the directory %s made for it", annotations.get(hp.ANN_CLAIM),
                          annotations.get(hp.ANN_PATH))
                 await self._create_pod(hp.helper_pod(
                     action=hp.ACTION_DELETE, volume=volume, path=annotations.get(hp.ANN_PATH) or "",
-                    node=annotations.get(hp.ANN_NODE) or "", namespace=self.namespace, image=self.helper_image,
-                    service_account=self.service_account, config_map=self.config_map, size_bytes=0))
+                    node=node, namespace=self.namespace, image=self.helper_image,
+                    service_account=self.service_account, config_map=self.config_map, size_bytes=0,
+                    provisioner=self.provisioner_name))
                 return None
-            if annotations.get(hp.ANN_NODE) not in self.nodes.store:
+            if not node_there:
                 await self._delete_pod(name)
             return None
         # a delete helper with no volume: an orphan's teardown, or a deletion finished before the pod was removed

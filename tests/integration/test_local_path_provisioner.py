@@ -373,6 +373,49 @@ def test_volume_type_local_is_mounted_too(cluster: Cluster, ns: str) -> None:
     assert not path.exists()
 
 
+def test_shared_file_system_takes_read_write_many(cluster: Cluster, ns: str) -> None:
+    """rancher's sharedFileSystemPath: a second provisioner (its own name, the same helper namespace) whose
+    config names one directory every node sees: a ReadWriteMany claim of an Immediate class is provisioned with
+    no node at all, its volume has no node affinity, and two pods share it."""
+    api = cluster.api
+    name = "example.com/shared-path"
+    shared = cluster.workdir / "shared"
+    config = cluster.workdir / "shared-config.json"
+    config.write_text(f'{{"sharedFileSystemPath": "{shared}"}}')
+    second = ProvisionerProcess(cluster.workdir, cluster.apiserver.url, None, "--config", str(config),
+                                "--provisioner-name", name)
+    cls = f"shared-{uuid.uuid4().hex[:6]}"
+    create(api, "/apis/storage.k8s.io/v1/storageclasses", {"metadata": {"name": cls}, "provisioner": name,
+                                                          "reclaimPolicy": "Delete"})
+    second.start()
+    try:
+        uid = create(api, claims(ns), claim("both", cls, modes=("ReadWriteMany",)))["metadata"]["uid"]
+        bound = wait_phase(api, f"{claims(ns)}/both", "Bound")
+        assert bound["spec"]["volumeName"] == f"pvc-{uid}"
+        pv = must_get(api, f"{PVS}/pvc-{uid}")
+        path = shared / f"pvc-{uid}_{ns}_both"
+        assert pv["spec"]["hostPath"]["path"] == str(path) and "nodeAffinity" not in pv["spec"]
+        assert pv["spec"]["accessModes"] == ["ReadWriteMany"]
+        assert pv["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"] == name
+        for writer in ("one", "two"):
+            create(api, f"/api/v1/namespaces/{ns}/pods", pod(writer, "both", f"echo {writer} > /data/{writer}; "
+                                                                             "sleep 3600"))
+        for writer in ("one", "two"):
+            wait_phase(api, f"/api/v1/namespaces/{ns}/pods/{writer}", "Running")
+        wait_for(lambda: (path / "one").exists() and (path / "two").exists(), 30, what="both pods' files")
+        for writer in ("one", "two"):
+            delete(api, f"/api/v1/namespaces/{ns}/pods/{writer}")
+        delete(api, f"{claims(ns)}/both")
+        gone(api, f"{PVS}/pvc-{uid}")
+        assert not path.exists()
+        wait_for(lambda: not helper_pods(api), 60, what="the shared provisioner's helpers to be removed")
+        # the node-local provisioner left the other's helpers alone (its log names none of them)
+        assert f"pvc-{uid}" not in cluster.provisioner.log_text()
+    finally:
+        second.stop()
+        api.delete(f"/apis/storage.k8s.io/v1/storageclasses/{cls}")
+
+
 @pytest.fixture
 def gated_setup(cluster: Cluster) -> Iterator[None]:
     set_setup_script(cluster.api, GATED_SETUP)

@@ -86,3 +86,16 @@ def test_command_line() -> None:
         parse_args(["--master", "http://x", "--path", "relative"])
     with pytest.raises(SystemExit):
         parse_args(["--path", "/base"])
+
+
+def test_shared_file_system_config() -> None:
+    config = Config.parse('{"sharedFileSystemPath": "/shared/"}')
+    assert config.shared and config.path_on_node("any") == "/shared" and config.path_on_node("") == "/shared"
+    with pytest.raises(ValueError, match="both nodePathMap and sharedFileSystemPath are defined"):
+        Config.parse('{"sharedFileSystemPath": "/s", "nodePathMap": [{"node": "n", "paths": ["/p"]}]}')
+    with pytest.raises(ValueError, match="both nodePathMap and sharedFileSystemPath are unconfigured"):
+        Config.parse("{}")
+    unscheduled = hp.helper_pod(action="create", volume="v", path="/shared/v", node="", namespace="n", image="i",
+                                service_account="s", config_map="c", size_bytes=0, provisioner="example.com/p")
+    assert "nodeName" not in unscheduled["spec"]
+    assert unscheduled["metadata"]["annotations"][hp.ANN_PROVISIONER] == "example.com/p"
