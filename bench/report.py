@@ -101,6 +101,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("pod_volumes", "bench.pod_volumes_bench", "pod_volumes.json",
               what="pod start with the service-account volume, and with configMap/secret/downwardAPI/projected "
                    "volumes, vs none; ConfigMap update → mounted file vs label → downwardAPI file (issue 12)"),
+    Benchmark("storage", "bench.storage_bench", "storage.json",
+              what="pod start with 3 configMap/secret volumes and a PVC vs none, claim → bound → pod Running "
+                   "through the local-path provisioner (issue 12)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -142,6 +145,10 @@ TARGETS: dict[str, Target] = {
     "auth.throughput_cost": Target(10, False, 10, "%", "the chain (PodSecurity enforcing baseline incl.) costs ≤ 10% "
                                                        "of throughput"),
     "secrets.create_ratio": Target(12, True, 0.8, "ratio", "Secret creates/s with encryption on ÷ off ≥ 0.8"),
+    "storage.volumes_ratio": Target(12, False, 1.3, "x", "pod start with 3 configMap/secret volumes and a PVC "
+                                                        "≤ 1.3x the same pod without volumes"),
+    "storage.claim_to_running": Target(12, False, 2.0, "s", "claim created → bound and pod Running p50 ≤ 2 s "
+                                                           "on a warm node"),
     "watch_memory.kb_per_watch": Target(10, False, 20, "KB", "RSS per watch at 1,000 concurrent watches ≤ 20 KB"),
     "dos.p99": Target(10, False, 2.0, "x", "GET p99 under the attack ≤ 2x without it"),
     "dos.leases_lost": Target(10, False, 0, "components", "no component loses its lease"),
@@ -281,6 +288,21 @@ def secrets_figures(d: JSONDict) -> list[Figure]:
     out.append(Figure("secrets.create_ratio", "secrets", "Secret creates/s, encryption on ÷ off",
                       d.get("create_ratio"), "ratio"))
     return out
+
+
+def storage_figures(d: JSONDict) -> list[Figure]:
+    volumes, claims = d.get("volumes") or {}, d.get("claims") or {}
+    plain, with_volumes = _get(volumes, "plain_s", "p50"), _get(volumes, "volumes_s", "p50")
+    return [
+        Figure("storage.volumes_ratio", "storage", "pod create → Running p50, 3 configMap/secret volumes + a PVC",
+               with_volumes, "s", "the same pod without volumes (same run)", plain, _ratio(with_volumes, plain),
+               note=f"{volumes.get('reps')} pods of each, alternating, one warm node; fastest of each: "
+                    f"{volumes.get('ratio_min')}x"),
+        Figure("storage.claim_bound", "storage", "claim (local-path, WaitForFirstConsumer) created → Bound p50",
+               _get(claims, "bound_s", "p50"), "s"),
+        Figure("storage.claim_to_running", "storage", "claim created → its pod Running p50 (provisioned on the way)",
+               _get(claims, "running_s", "p50"), "s", note=f"{claims.get('reps')} claims, one warm node"),
+    ]
 
 
 def _unit_of(label: str) -> str:
@@ -588,6 +610,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "statefulset": statefulset_figures,
     "controller_manager": controller_manager_figures,
     "pod_volumes": pod_volumes_figures,
+    "storage": storage_figures,
 }
 
 

@@ -5,6 +5,7 @@
 #   2. whatever a node could not remove (a node container killed, or never started): its pod
 #      containers (CNI DEL first), bridge, address leases and state dir (python -m dockershim.cleanup),
 #      and the shared iptables rules once no node agent (kubelet, dockershim) and no pod is left on this host;
+#      the local-path volumes' directories (/var/lib/minik8s/local-path/<project>);
 #      kube-proxy's chains of MINIK8S_PROXY_CHAIN_PREFIX (python -m proxy --cleanup)
 #   3. the shared mount compose-up.sh made, and the admin kubeconfig; with --purge also the rest of the
 #      state dir (_output/compose: the PKI, the per-identity kubeconfigs, the audit log), which a
@@ -114,6 +115,9 @@ step_node_leftovers() {
       ip link delete "${br}" 2>/dev/null || warn "cannot delete bridge ${br}"
     fi
   done < <(bridges)
+  # the local-path volumes (helper pods made them; their PersistentVolumes went with etcd's data)
+  rm -rf --one-file-system "${KUBELET_STATE_ROOT}/local-path/${COMPOSE_PROJECT_NAME:?}" 2>/dev/null || true
+  rmdir "${KUBELET_STATE_ROOT}/local-path" 2>/dev/null || true
   for node in "${COMPOSE_NODES[@]}"; do
     rm -rf --one-file-system "${KUBELET_STATE_ROOT}/kubelet/${node}" 2>/dev/null || true
     rm -f "/run/minik8s/kubelets/${node}" "/run/minik8s/kubelets/${node}.dockershim"
@@ -203,6 +207,8 @@ step_check() {
     [[ -z "${br}" || ! -e "/sys/class/net/${br}" ]] || problems+=("bridge ${br}")
   done < <(bridges)
   local node
+  [[ ! -e "${KUBELET_STATE_ROOT}/local-path/${COMPOSE_PROJECT_NAME}" ]] ||
+    problems+=("local-path volumes ${KUBELET_STATE_ROOT}/local-path/${COMPOSE_PROJECT_NAME}")
   for node in "${COMPOSE_NODES[@]}"; do
     [[ ! -e "${KUBELET_STATE_ROOT}/kubelet/${node}" ]] || problems+=("state dir ${KUBELET_STATE_ROOT}/kubelet/${node}")
   done

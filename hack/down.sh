@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Stops what hack/local-up-cluster.sh started, newest first (kubelets, their
-# runtimes: dockershims or containerds, kube-proxy, the cluster DNS, scheduler, controllers, apiserver, etcd), each
+# runtimes: dockershims or containerds, kube-proxy, the cluster DNS, scheduler, controllers, apiserver, etcd; the
+# local-path provisioner first, so it starts no helper pod while the nodes go), each
 # with its supervisor:
 # SIGTERM, then SIGKILL after a deadline. Then removes what the nodes made (pod containers, CNI attachments,
-# bridges, host rules; a containerd node's shims, mounts and dirs) and kube-proxy's chains. Keeps etcd's data dir and the logs unless
-# --purge is given.
+# bridges, host rules; a containerd node's shims, mounts and dirs; helper pods are pod containers like any
+# other) and kube-proxy's chains. Keeps etcd's data dir, the local-path volumes and the logs unless --purge is given.
 #   hack/down.sh [--purge]
 set -euo pipefail
 
@@ -20,7 +21,7 @@ for arg in "$@"; do
   case "${arg}" in
     --purge) purge=1 ;;
     -h | --help)
-      sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *) die "unknown argument: ${arg} (usage: hack/down.sh [--purge])" ;;
@@ -39,7 +40,8 @@ if [[ -d "${OUT}" ]]; then
     nodes+=("--node" "${name#kubelet-}")
   done
   stopped=0
-  for pidfile in "${kubelets[@]}" "${shims[@]}" "${containerds[@]}" "${OUT}/proxy.pid" "${OUT}/dns.pid" \
+  for pidfile in "${OUT}/local-path-provisioner.pid" "${kubelets[@]}" "${shims[@]}" "${containerds[@]}" \
+    "${OUT}/proxy.pid" "${OUT}/dns.pid" \
     "${OUT}/scheduler.pid" "${OUT}/controllers.pid" "${OUT}/apiserver.pid" "${OUT}/etcd.pid"; do
     [[ -f "${pidfile}" ]] || continue
     name="$(basename "${pidfile}" .pid)"
@@ -92,6 +94,17 @@ fi
 if [[ -f "${OUT}/proxy.log" ]] && command -v iptables-restore >/dev/null 2>&1; then
   log "removing kube-proxy's rules and chains (python -m proxy --cleanup)"
   "${MINIK8S_VENV}/bin/python" -m proxy --cleanup || warn "kube-proxy's clean-up failed (see above)"
+fi
+
+# the local-path volumes' directories (made by helper pods as root, under _output/local-up/local-path unless
+# LOCAL_PATH_DIR moved them) hold the data of PersistentVolumes that etcd's data still names: they go with it
+LOCAL_PATH_DIR="${LOCAL_PATH_DIR:-${OUT}/local-path}"
+# (only a directory local-up marked as its own: .minik8s-local-path)
+if [[ ${purge} -eq 1 && -f "${LOCAL_PATH_DIR}/.minik8s-local-path" ]]; then
+  log "--purge: removing the local-path volumes in ${LOCAL_PATH_DIR#"${MINIK8S_ROOT}"/}"
+  rm -rf --one-file-system "${LOCAL_PATH_DIR:?}"
+elif [[ -d "${LOCAL_PATH_DIR}" ]]; then
+  log "kept the local-path volumes in ${LOCAL_PATH_DIR#"${MINIK8S_ROOT}"/} with etcd's data (--purge removes both)"
 fi
 
 if [[ ${purge} -eq 1 ]]; then

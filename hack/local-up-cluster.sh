@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings a local minik8s cluster up on this machine (after upstream's
 # hack/local-up-cluster.sh): setup, then etcd, the apiserver, the
-# controller-manager, the scheduler, the cluster DNS, kube-proxy (one for the host) and, per node, its
+# controller-manager, the scheduler, the cluster DNS, kube-proxy (one for the host), the local-path
+# provisioner (volumes under _output/local-up/local-path; StorageClass local-path) and, per node, its
 # CRI runtime (dockershim,
 # as cri-dockerd runs beside a kubelet) and its kubelet, each a
 # background process with its log and pid file under _output/local-up/, kept
@@ -14,7 +15,7 @@
 # _output/local-up/ on first start (and reused after): the CA, its serving
 # certificate, and one kubeconfig per identity — admin.conf (kubernetes-admin,
 # system:masters), controller-manager.conf, scheduler.conf, kube-dns.conf, kube-proxy.conf,
-# kubelet-NODE.conf.
+# kubelet-NODE.conf (and local-path-provisioner.conf, a token of its service account, from its install).
 # The controllers each authenticate as their service account with tokens the
 # controller-manager asks the apiserver for (TokenRequest; only the apiserver
 # holds pki/sa.key). Every request is in audit.log. Secrets are encrypted in etcd
@@ -91,6 +92,11 @@ DNS_HEALTH_PORT="${DNS_HEALTH_PORT:-9153}"
 CLUSTER_DNS="${CLUSTER_DNS:-10.96.0.10}"
 dns_ready() { curl -fsS --max-time 2 "http://127.0.0.1:${DNS_HEALTH_PORT}/ready" >/dev/null 2>&1; }
 proxy_healthy() { curl -fsS --max-time 2 "http://127.0.0.1:${PROXY_HEALTHZ_PORT}/healthz" >/dev/null 2>&1; }
+# the local-path provisioner (rancher's, python -m local_path_provisioner): volumes of the default StorageClass
+# local-path under ${LOCAL_PATH_DIR} on every node (all on this host); /ready on :${LOCAL_PATH_HEALTH_PORT}
+LOCAL_PATH_DIR="${LOCAL_PATH_DIR:-${OUT}/local-path}"
+LOCAL_PATH_HEALTH_PORT="${LOCAL_PATH_HEALTH_PORT:-10270}"
+local_path_ready() { curl -fsS --max-time 2 "http://127.0.0.1:${LOCAL_PATH_HEALTH_PORT}/ready" >/dev/null 2>&1; }
 
 # start_component NAME HEALTH_FN CMD [ARG...]
 # Skips NAME when its pid file names a live process that passes HEALTH_FN
@@ -239,6 +245,17 @@ main() {
       --cluster-dns "${CLUSTER_DNS}" --cluster-domain cluster.local
     kubelet_port=$((kubelet_port + 1))
   done
+  # the local-path provisioner: rancher's manifests (namespace, service account, RBAC, the default StorageClass
+  # local-path, the ConfigMap with the helper pods' scripts) applied as kubernetes-admin, and a kubeconfig with a
+  # token of its service account (TokenRequest, a year; renewed at every local-up); then the provisioner as it
+  mkdir -p "${LOCAL_PATH_DIR}"
+  touch "${LOCAL_PATH_DIR}/.minik8s-local-path"  # hack/down.sh --purge removes only a directory so marked
+  "${PY}" -m local_path_provisioner install --kubeconfig "${OUT}/admin.conf" --path "${LOCAL_PATH_DIR}" \
+    --write-kubeconfig "${OUT}/local-path-provisioner.conf" \
+    || die "applying the local-path provisioner's manifests failed"
+  start_component local-path-provisioner local_path_ready "${PY}" -m local_path_provisioner \
+    --kubeconfig "${OUT}/local-path-provisioner.conf" --path "${LOCAL_PATH_DIR}" \
+    --health-port "${LOCAL_PATH_HEALTH_PORT}"
 
   cat <<EOF
 

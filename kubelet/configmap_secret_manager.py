@@ -13,6 +13,7 @@ import asyncio
 import base64
 from dataclasses import dataclass, field
 
+from kubelet import volume_pvc
 from kubelet.object_watcher import ObjectWatcher
 from kubelet.token_manager import TokenKey
 from machinery.api.core_v1 import ConfigMap, Pod, Secret
@@ -30,6 +31,7 @@ class PodObjects:
     secrets: dict[str, Obj | None] = field(default_factory=dict)
     # the service-account tokens of its projected volumes (kubelet/token_manager.py), or why there is none
     tokens: dict[TokenKey, str | Exception] = field(default_factory=dict)
+    claims: dict[str, volume_pvc.ClaimState] = field(default_factory=dict)  # claim name -> it and its volume
 
     def configmap_data(self, name: str) -> dict[str, bytes] | None:
         """A ConfigMap's keys and their bytes (data as UTF-8, binaryData decoded); None if it is missing."""
@@ -76,4 +78,5 @@ class ConfigMapSecretManager:
         found = await asyncio.gather(*(self._get(ConfigMap, n, namespace) for n in cm_names),
                                      *(self._get(Secret, n, namespace) for n in secret_names))
         return PodObjects(namespace, dict(zip(cm_names, found[:len(cm_names)], strict=True)),
-                          dict(zip(secret_names, found[len(cm_names):], strict=True)))
+                          dict(zip(secret_names, found[len(cm_names):], strict=True)),
+                          claims=await volume_pvc.fetch(self.client, pod))

@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from kubelet import volume_pvc
 from kubelet.configmap_secret_manager import ConfigMapSecretManager, PodObjects
 from kubelet.container.runtime import ConfigError, Runtime
 from kubelet.kubelet_pods import PodContext, container_env
@@ -157,13 +158,15 @@ class KubeletPodSyncer:
             objects = self.helper.pod_objects[uid] = await self.objects.fetch(pod)
             objects.tokens = await self._tokens(pod)
             self.helper.pod_volumes[uid] = await asyncio.to_thread(self.volumes.setup, pod, objects)
-        except (VolumeError, OSError) as e:
+        except (VolumeError, OSError, volume_pvc.ClaimsNotReady) as e:
             failures = self._mount_failures[uid] = self._mount_failures.get(uid, 0) + 1
+            claims = isinstance(e, volume_pvc.ClaimsNotReady)  # polled as upstream's WaitForAttachAndMount
             message = str(e) if isinstance(e, VolumeSetUpError) else f"Unable to attach or mount volumes: {e}"
-            self.recorder(pod, "Warning", "FailedMount", message)
+            if not claims or volume_pvc.report_now(failures):
+                self.recorder(pod, "Warning", "FailedMount", message)
             if uid not in self.helper.pod_volumes:
                 await self.update_status(pod)
-                return min(2.0 * 2 ** (failures - 1), 30.0)
+                return volume_pvc.retry_after(failures) if claims else min(2.0 * 2 ** (failures - 1), 30.0)
             # mounted before: the volumes keep what they hold (a ConfigMap deleted under a running pod, a token
             # that cannot be refreshed yet) and the pod's containers are still looked after, as upstream's
             # volume manager leaves a mounted volume mounted when a remount fails

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubelet import atomic_writer, volume_projected
+from kubelet import atomic_writer, volume_projected, volume_pvc
 from kubelet.configmap_secret_manager import PodObjects
 from kubelet.container.helpers import VAR_REFERENCE as _VAR_REFERENCE
 from kubelet.container.helpers import expand
@@ -115,7 +115,14 @@ class VolumeManager:
         uid = pod.metadata.uid or ""
         objects = objects or PodObjects(pod.metadata.namespace or "")
         out: dict[str, HostVolume] = {}
+        claimed = volume_pvc.resolve(pod, objects.claims)  # raises ClaimsNotReady: the pod waits
         for volume in (pod.spec.volumes if pod.spec else None) or []:
+            if volume.persistent_volume_claim is not None:
+                source = claimed[volume.name]
+                path = self._host_path(volume.name, source.path, source.host_path_type) \
+                    if source.host_path_type is not None else volume_pvc.local_path(volume.name, source.path)
+                out[volume.name] = HostVolume(path, read_only=source.read_only)
+                continue
             if volume.config_map is not None or volume.secret is not None:
                 out[volume.name] = HostVolume(self._object_volume(uid, volume, objects), read_only=True)
                 continue
@@ -152,8 +159,8 @@ class VolumeManager:
             else:
                 kinds = [k for k, v in volume.model_dump(exclude_none=True).items() if k != "name" and v is not None]
                 raise VolumeError(f"volume {volume.name!r}: unsupported volume type {', '.join(kinds) or 'none'} "
-                                  "(minik8s supports emptyDir, hostPath, configMap, secret, projected and "
-                                  "downwardAPI)")
+                                  "(minik8s supports emptyDir, hostPath, configMap, secret, projected, "
+                                  "downwardAPI and persistentVolumeClaim)")
         return out
 
     def _object_volume(self, uid: str, volume: Volume, objects: PodObjects) -> Path:

@@ -32,7 +32,7 @@ LOCK_TIMEOUT = 1200
 NODES = "node-1 node-2"
 CONTAINERD_NODES = "node-2"  # one node of each runtime: node-1 on the Docker shim, node-2 on its own containerd
 COMPONENTS = ["etcd", "apiserver", "controllers", "scheduler", "dns", "proxy", "dockershim-node-1", "kubelet-node-1",
-              "containerd-node-2", "kubelet-node-2"]
+              "containerd-node-2", "kubelet-node-2", "local-path-provisioner"]
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
 
 
@@ -251,6 +251,44 @@ def test_a_pod_on_each_runtime_reaches_a_service_by_its_name(local_up: LocalUp) 
             phase = wait_for(finished, 90, what=f"the client pod on {node} to finish")
             log = client.get(f"/api/v1/namespaces/default/pods/lu-client-{node}/log").text
             assert phase == "Succeeded", f"the pod on {node} could not fetch http://lu-web/: {log}"
+
+
+def test_a_claim_of_the_default_class_gets_a_directory_on_its_pods_node(local_up: LocalUp) -> None:
+    """local-up's local-path provisioner (its manifests applied as kubernetes-admin, the provisioner as its service
+    account): a claim of no class gets local-path, the scheduler puts its pod on node-2 (containerd), the helper pod
+    makes the directory under _output/local-up/local-path, the pod writes there; deleting the claim removes it."""
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "lu-data"},
+             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "16Mi"}}}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lu-writer"},
+           "spec": {"nodeSelector": {"kubernetes.io/hostname": "node-2"}, "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "w", "image": "minik8s/busybox:1.35",
+                                    "command": ["sh", "-c", "echo from-node-2 > /data/f"],
+                                    "volumeMounts": [{"name": "d", "mountPath": "/data"}]}],
+                    "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "lu-data"}}]}}
+    with local_up.client() as client:
+        r = client.post("/api/v1/namespaces/default/persistentvolumeclaims", json=claim)
+        assert r.status_code == 201, r.text
+        assert r.json()["spec"]["storageClassName"] == "local-path"
+        uid = r.json()["metadata"]["uid"]
+        r = client.post("/api/v1/namespaces/default/pods", json=pod)
+        assert r.status_code == 201, r.text
+
+        def finished() -> str | None:
+            status = client.get("/api/v1/namespaces/default/pods/lu-writer").json().get("status") or {}
+            return status.get("phase") if status.get("phase") in ("Succeeded", "Failed") else None
+
+        assert wait_for(finished, 120, what="the writer pod to finish") == "Succeeded"
+        directory = OUT / "local-path" / f"pvc-{uid}_default_lu-data"
+        assert (directory / "f").read_text() == "from-node-2\n"
+        pv = client.get(f"/api/v1/persistentvolumes/pvc-{uid}").json()
+        assert pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == \
+            ["node-2"]
+        client.delete("/api/v1/namespaces/default/pods/lu-writer")
+        client.delete("/api/v1/namespaces/default/persistentvolumeclaims/lu-data")
+        wait_for(lambda: client.get(f"/api/v1/persistentvolumes/pvc-{uid}").status_code == 404, 120,
+                 what="the volume deleted")
+        assert not directory.exists()
 
 
 def test_secrets_are_encrypted_at_rest(local_up: LocalUp) -> None:

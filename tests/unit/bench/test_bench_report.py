@@ -176,3 +176,15 @@ def test_pod_volumes_judges_the_start_ratios_and_reports_propagation() -> None:
     assert figures["pod_volumes.all_ratio"].verdict == "NOT MET"  # 1.4x > 1.3x
     assert figures["pod_volumes.configmap_propagation"].value == 0.01
     assert figures["pod_volumes.configmap_propagation"].verdict == "—"  # no target: a figure with its baseline
+
+
+def test_storage_figures_judge_the_volume_ratio_and_the_claim_to_running_p50() -> None:
+    data = {"storage": {"volumes": {"plain_s": {"p50": 0.8}, "volumes_s": {"p50": 1.2}, "ratio": 1.5,
+                                    "ratio_min": 1.1, "reps": 15},
+                        "claims": {"bound_s": {"p50": 0.9}, "running_s": {"p50": 1.8}, "reps": 15}}}
+    figures = {f.key: f for f in build_figures(data)}
+    assert round(figures["storage.volumes_ratio"].ratio or 0, 3) == 1.5  # 1.2 / 0.8, of the same run
+    assert figures["storage.volumes_ratio"].verdict == "NOT MET"  # judged on the ratio: 1.5 > 1.3, not on 1.2 s
+    assert "fastest of each: 1.1x" in figures["storage.volumes_ratio"].note
+    assert figures["storage.claim_to_running"].verdict == "met"  # 1.8 <= 2 s
+    assert figures["storage.claim_bound"].value == 0.9 and figures["storage.claim_bound"].verdict == "—"
