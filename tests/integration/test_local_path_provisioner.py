@@ -1,5 +1,5 @@
 """Dynamic local-path volumes end to end, one cluster for the module: a real etcd and apiserver, the
-controller-manager (persistentvolume-binder, pvc-protection, pv-protection), the scheduler, one kubelet on
+controller-manager (persistentvolume-binder, pvc-protection, pv-protection, statefulset), the scheduler, one kubelet on
 Docker and the local-path provisioner (`python -m local_path_provisioner`, after its `install`), with its base
 directory in the module's workdir.
 
@@ -10,6 +10,7 @@ second pod on the claim reads what the first wrote (read-only); deleting the cla
 its pod waits with the kubelet's FailedMount until a volume is bound. ReadWriteMany is refused with the
 provisioner's ProvisioningFailed. kill -9 of the provisioner while its helper runs leaves one volume and one
 directory (or none when the claim went meanwhile). Real kubectl 1.27 and 1.33 `get pv,pvc` and `describe pvc`.
+A StatefulSet's pod, deleted, comes back under its name on its own claim and reads what it wrote.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def cluster(own_etcd: Etcd) -> Iterator[Cluster]:
         api = httpx.Client(base_url=apiserver.url, timeout=10)
         print(install(apiserver.url, base))
         controllers = ControllerProcess(workdir, apiserver.url, ["persistentvolume-binder", "pvc-protection",
-                                                                 "pv-protection"], "--pvclaimbinder-sync-period", "10m")
+                                                                 "pv-protection", "statefulset"],
+                                        "--pvclaimbinder-sync-period", "10m")
         controllers.start()
         started.append(controllers)
         scheduler = SchedulerProcess(workdir, apiserver.url)
@@ -414,6 +416,44 @@ def test_shared_file_system_takes_read_write_many(cluster: Cluster, ns: str) -> 
     finally:
         second.stop()
         api.delete(f"/apis/storage.k8s.io/v1/storageclasses/{cls}")
+
+
+def test_a_statefulset_pod_comes_back_on_its_own_claim_and_finds_its_data(cluster: Cluster, ns: str) -> None:
+    """volumeClaimTemplates give each ordinal a claim of its own (data-web-0, data-web-1) that outlives the
+    pod: web-1 deleted comes back as web-1 (a new pod) on data-web-1, and reads what the first web-1 wrote."""
+    api = cluster.api
+    labels = {"app": "web"}
+    script = ("[ -f /data/id ] || echo $(hostname)-$(date +%N) > /data/id; echo id=$(cat /data/id); sleep 3600")
+    create(api, f"/apis/apps/v1/namespaces/{ns}/statefulsets", {
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web"},
+        "spec": {"serviceName": "web", "replicas": 2, "podManagementPolicy": "Parallel",
+                 "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": {
+                     "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "c", "image": BUSYBOX, "command": ["sh", "-c", script],
+                                     "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}},
+                 "volumeClaimTemplates": [claim("data", size="16Mi")]}})
+
+    def ids() -> dict[str, str]:
+        out = {}
+        for name in ("web-0", "web-1"):
+            line = next((x for x in log(api, ns, name).splitlines() if x.startswith("id=")), "")
+            if line:
+                out[name] = line.removeprefix("id=")
+        return out
+
+    wait_for(lambda: len(ids()) == 2, 120, what="both ordinals to write their id on their claims")
+    first = ids()
+    assert first["web-0"].startswith("web-0-") and first["web-1"].startswith("web-1-")
+    volumes = {name: must_get(api, f"{claims(ns)}/data-{name}")["spec"]["volumeName"] for name in ("web-0", "web-1")}
+    assert len(set(volumes.values())) == 2, volumes  # one volume per ordinal
+    old_uid = must_get(api, f"/api/v1/namespaces/{ns}/pods/web-1")["metadata"]["uid"]
+    delete(api, f"/api/v1/namespaces/{ns}/pods/web-1")
+    wait_for(lambda: (get(api, f"/api/v1/namespaces/{ns}/pods/web-1") or {}).get("metadata", {}).get("uid")
+             not in (None, old_uid), 90, what="web-1 to come back as a new pod")
+    wait_for(lambda: "web-1" in ids(), 90, what="the new web-1's output")
+    assert ids()["web-1"] == first["web-1"]  # the same claim, the same directory: the id it wrote before
+    assert must_get(api, f"{claims(ns)}/data-web-1")["spec"]["volumeName"] == volumes["web-1"]
 
 
 @pytest.fixture
