@@ -92,6 +92,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("daemonset", "bench.daemonset_bench", "daemonset.json",
               what="DaemonSet create → available on 100 hollow nodes, rolling update at maxUnavailable 10%, "
                    "controller-manager RSS (issue 13)"),
+    Benchmark("job", "bench.job_bench", "job.json",
+              what="Job of 100 completions at parallelism 10 create → Complete ÷ the pods' own run time spread over "
+                   "10, two real kubelets on Docker (issue 13)"),
     Benchmark("statefulset", "bench.statefulset_bench", "statefulset.json",
               what="StatefulSet of 10 to all Ready (OrderedReady and Parallel) vs a Deployment of 10, two real "
                    "kubelets on Docker (issue 13)"),
@@ -559,6 +562,15 @@ def daemonset_figures(d: JSONDict) -> list[Figure]:
     ]
 
 
+def job_figures(d: JSONDict) -> list[Figure]:
+    n, p = d.get("completions"), d.get("parallelism")
+    return [Figure("job.complete", "job", f"Job of {n} completions, parallelism {p}: create → Complete",
+                   d.get("wall_s"), "s", f"the pods' own run time ÷ {p} (`sleep {d.get('pod_seconds')}` pods)",
+                   d.get("baseline_s"), d.get("ratio"),
+                   note=f"two real kubelets on Docker; {d.get('overhead_per_wave_s')} s added per wave of {p} pods",
+                   full_size=(n, p) == (100, 10))]
+
+
 def statefulset_figures(d: JSONDict) -> list[Figure]:
     replicas = d.get("replicas")
     real = f"two real kubelets on Docker, median of {d.get('reps')}; busybox pods Ready when their container runs"
@@ -607,6 +619,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "dns": dns_figures,
     "proxy": proxy_figures,
     "daemonset": daemonset_figures,
+    "job": job_figures,
     "statefulset": statefulset_figures,
     "controller_manager": controller_manager_figures,
     "pod_volumes": pod_volumes_figures,
