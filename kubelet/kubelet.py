@@ -38,6 +38,9 @@ from kubelet.pod_syncer import KubeletPodSyncer, KubeletRuntimeHelper
 from kubelet.pod_workers import PodWorkers
 from kubelet.probes import ProbeManager, ProbeTarget
 from kubelet.server import KubeletServer
+from kubelet.server_auth import SubjectAccessReviewer
+from kubelet.stats.cri_stats_provider import CRIStatsProvider
+from kubelet.stats.summary import SummaryProvider
 from kubelet.status_manager import StatusManager
 from kubelet.volumes import VolumeManager
 from machinery.api.core_v1 import Node, Pod
@@ -141,6 +144,8 @@ class Kubelet:
                                        self.client, self._event, config.node_ip,
                                        lambda: self.node_status.network_ready)
         self.workers = PodWorkers(self.syncer, self.status_manager.is_own_status_write)
+        self.summary = SummaryProvider(config.node_name, CRIStatsProvider(self.runtime_service), self._pod_start)
+        self.reviewer: SubjectAccessReviewer | None = SubjectAccessReviewer(self.client, config.node_name)
         self.server = KubeletServer(self)
         self.pod_informer: Informer[Pod] | None = None
         self.node_informer: Informer[Node] | None = None
@@ -149,6 +154,10 @@ class Kubelet:
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()  # one-off work started by informer handlers
         self.ready = asyncio.Event()
+
+    def _pod_start(self, namespace: str, name: str) -> str | None:
+        pod = self.pod_informer.get(name, namespace) if self.pod_informer else None
+        return pod.status.start_time if pod is not None and pod.status is not None else None
 
     def connect_runtime(self) -> tuple[RemoteRuntimeService, RemoteImageService]:
         """The CRI clients (bench/hollow_node.py's hollow kubelet hands the fake runtime in instead)."""
