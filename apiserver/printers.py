@@ -1250,3 +1250,79 @@ def table_for(
         "columnDefinitions": column_definitions(resource),
         "rows": rows,
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# HorizontalPodAutoscalers (upstream formatHPAMetrics, printHorizontalPodAutoscaler)
+# ---------------------------------------------------------------------------------------------
+
+
+def _quantity_string(value: Any) -> str:
+    try:
+        return str(parse_quantity(value))
+    except ValueError:
+        return _s(value)
+
+
+def _hpa_metric(spec: Obj, status: Obj | None) -> str:
+    kind = spec.get("type")
+    field = {"Resource": "resource", "ContainerResource": "containerResource", "Pods": "pods",
+             "Object": "object", "External": "external"}.get(_s(kind))
+    if field is None:
+        return "<unknown type>"
+    source, current_status = _d(spec.get(field)), _d(_d(status).get(field))
+    target = _d(source.get("target"))
+    current = _d(current_status.get("current"))
+    if field in ("resource", "containerResource"):
+        name = _s(source.get("name"))
+        if target.get("averageValue") is not None:
+            now = _quantity_string(current["averageValue"]) if current.get("averageValue") is not None \
+                else "<unknown>"
+            return f"{name}: {now}/{_quantity_string(target['averageValue'])}"
+        now = f"{current['averageUtilization']}%" if current.get("averageUtilization") is not None else "<unknown>"
+        goal = f"{target['averageUtilization']}%" if target.get("averageUtilization") is not None else "<auto>"
+        return f"{name}: {now}/{goal}"
+    if field == "pods":
+        now = _quantity_string(current["averageValue"]) if current.get("averageValue") is not None else "<unknown>"
+        return f"{now}/{_quantity_string(target.get('averageValue'))}"
+    if target.get("averageValue") is not None:
+        now = _quantity_string(current["averageValue"]) if current.get("averageValue") is not None else "<unknown>"
+        return f"{now}/{_quantity_string(target['averageValue'])} (avg)"
+    now = _quantity_string(current["value"]) if current.get("value") is not None else "<unknown>"
+    return f"{now}/{_quantity_string(target.get('value'))}"
+
+
+def format_hpa_metrics(specs: list[Any], statuses: list[Any]) -> str:
+    if not specs:
+        return "<none>"
+    shown = [_hpa_metric(_d(spec), _d(statuses[i]) if i < len(statuses) else None) for i, spec in enumerate(specs)]
+    if len(shown) > 2:
+        return f"{', '.join(shown[:2])} + {len(shown) - 2} more..."
+    return ", ".join(shown)
+
+
+@_printer(
+    "horizontalpodautoscalers",
+    [
+        NAME_COLUMN,
+        _col("Reference", "string", "scaleTargetRef points to the target resource to scale, and is used to the pods "
+             "for which metrics should be collected, as well as to actually change the replica count."),
+        _col("Targets", "string", "metrics contains the specifications for which to use to calculate the desired "
+             "replica count (the maximum replica count across all metrics will be used)."),
+        _col("MinPods", "string", "minReplicas is the lower limit for the number of replicas to which the "
+             "autoscaler can scale down.  It defaults to 1 pod."),
+        _col("MaxPods", "integer", "maxReplicas is the upper limit for the number of replicas to which the "
+             "autoscaler can scale up. It cannot be less that minReplicas."),
+        _col("Replicas", "integer", "current number of replicas of pods managed by this autoscaler, as last seen "
+             "by the autoscaler."),
+        AGE_COLUMN,
+    ],
+)
+def _print_hpa(obj: Obj, now: datetime) -> list[Cell]:
+    spec, status = _d(obj.get("spec")), _d(obj.get("status"))
+    ref = _d(spec.get("scaleTargetRef"))
+    min_replicas = spec.get("minReplicas")
+    return [_name(obj), f"{_s(ref.get('kind'))}/{_s(ref.get('name'))}",
+            format_hpa_metrics(_l(spec.get("metrics")), _l(status.get("currentMetrics"))),
+            "<unset>" if min_replicas is None else str(min_replicas), _i(spec.get("maxReplicas")),
+            _i(status.get("currentReplicas")), _age(obj, now)]

@@ -12,7 +12,8 @@ from tests.cluster import Process, free_port, wait_for
 
 
 class MetricsServerProcess:
-    def __init__(self, workdir: Path, master: str, resolution: str = "2s", *extra: str, port: int | None = None) -> None:
+    def __init__(self, workdir: Path, master: str, resolution: str = "2s", *extra: str,
+                 port: int | None = None) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = Process("metrics-server", [

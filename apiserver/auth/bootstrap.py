@@ -28,7 +28,7 @@ BOOTSTRAP_LABEL = {"kubernetes.io/bootstrapping": "rbac-defaults"}
 
 READ = ["get", "list", "watch"]
 # --controllers name -> service account (controllers/manager.py CONTROLLERS) -> role rules below
-CONTROLLER_ACCOUNTS = ("deployment-controller", "replicaset-controller", "generic-garbage-collector",
+CONTROLLER_ACCOUNTS: tuple[str, ...] = ("deployment-controller", "replicaset-controller", "generic-garbage-collector",
                        "namespace-controller", "node-controller", "service-account-controller",
                        "endpoint-controller", "endpointslice-controller", "endpointslicemirroring-controller",
                        "service-controller", "daemon-set-controller", "persistent-volume-binder",
@@ -334,8 +334,8 @@ def policy_objects() -> tuple[list[Obj], list[Obj]]:
     roles = [{"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": _meta(name), "rules": rules}
              for name, rules in cluster_roles().items()]
     for role in roles:
-        if role["metadata"]["name"] == "system:aggregated-metrics-reader":
-            role["metadata"]["labels"].update(AGGREGATE_TO)
+        if role["metadata"]["name"] == "system:aggregated-metrics-reader":  # type: ignore[index]
+            role["metadata"]["labels"].update(AGGREGATE_TO)  # type: ignore[index]
     bindings = [{"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": _meta(name),
                  "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role}, "subjects": subjects}
                 for name, (role, subjects) in cluster_role_bindings().items()]
