@@ -77,7 +77,7 @@ def _milli(milli: int) -> str:
 
 
 class HorizontalController(Controller):
-    name = "horizontal-pod-autoscaler"
+    name = "horizontalpodautoscaling"  # the --controllers name, as the logs and tests know it
 
     def __init__(self, client: ApiClient, informers: SharedInformerFactory, *, workers: int = 5,
                  sync_period: float = SYNC_PERIOD, downscale_stabilization: float = DOWNSCALE_STABILIZATION,

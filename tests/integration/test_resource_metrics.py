@@ -215,3 +215,181 @@ def test_kubectl_top(version: str, api: httpx.Client, cluster: MetricsCluster, n
     assert nodes[1].split()[0] == cluster.node, nodes
     sorted_out = kubectl.run("top", "pods", "--sort-by=cpu", "--no-headers").ok().stdout.split()
     assert sorted_out[0] == "burner", sorted_out
+
+
+# -- the HorizontalPodAutoscaler --------------------------------------------------------------------------------
+
+HPA_PATH = "/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers"
+SYNC = "3s"  # --horizontal-pod-autoscaler-sync-period of this module (upstream 15s: the benchmark keeps it)
+
+
+@pytest.fixture(scope="module")
+def controllers(cluster: MetricsCluster) -> Iterator[Any]:
+    from tests.controller_process import ControllerProcess
+
+    workdir = make_workdir("minik8s-hpa-cm-")
+    process = ControllerProcess(workdir, cluster.apiserver.url,
+                                ["deployment", "replicaset", "horizontalpodautoscaling"],
+                                f"--horizontal-pod-autoscaler-sync-period={SYNC}")
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def burning_deployment(name: str, node: str, burn_seconds: int) -> JSONDict:
+    """Each pod burns a CPU for `burn_seconds` after it starts (a busybox loop), then idles."""
+    script = f"end=$(( $(date +%s) + {burn_seconds} )); while [ $(date +%s) -lt $end ]; do :; done; exec sleep 3600"
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                         "nodeName": node, "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "burn", "image": BUSYBOX, "command": ["sh", "-c", script],
+                                         "resources": {"requests": {"cpu": "100m"}}}]}}}}
+
+
+def hpa(name: str, target: str, **spec: Any) -> JSONDict:
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": name},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+                     "minReplicas": 1, "maxReplicas": 3,
+                     "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                         "type": "Utilization", "averageUtilization": 50}}}], **spec}}
+
+
+def get_hpa(api: httpx.Client, ns: str, name: str) -> JSONDict:
+    r = api.get(f"{HPA_PATH.format(ns=ns)}/{name}")
+    assert r.status_code == 200, r.text
+    data: JSONDict = r.json()
+    return data
+
+
+def condition(obj: JSONDict, type_: str) -> JSONDict:
+    return next((c for c in obj.get("status", {}).get("conditions") or [] if c["type"] == type_), {})
+
+
+def running_pods(api: httpx.Client, ns: str, app: str) -> list[JSONDict]:
+    items = api.get(f"/api/v1/namespaces/{ns}/pods", params={"labelSelector": f"app={app}"}).json()["items"]
+    return [p for p in items if p.get("status", {}).get("phase") == "Running" and not p["metadata"].get(
+        "deletionTimestamp")]
+
+
+def events_of(api: httpx.Client, ns: str, name: str) -> list[JSONDict]:
+    items = api.get(f"/api/v1/namespaces/{ns}/events").json()["items"]
+    return [e for e in items if e["involvedObject"].get("name") == name
+            and e["involvedObject"].get("kind") == "HorizontalPodAutoscaler"]
+
+
+def test_hpa_scales_a_deployment_up_under_load_and_back_down(api: httpx.Client, cluster: MetricsCluster,
+                                                             namespace: str, controllers: Any) -> None:
+    r = api.post(f"/apis/apps/v1/namespaces/{namespace}/deployments", json=burning_deployment("web", cluster.node, 40))
+    assert r.status_code == 201, r.text
+    behavior = {"scaleDown": {"stabilizationWindowSeconds": 10}}
+    r = api.post(HPA_PATH.format(ns=namespace), json=hpa("web", "web", behavior=behavior))
+    assert r.status_code == 201, r.text
+    created = r.json()
+    # defaults filled as upstream: the rest of the scale-down rules, and the whole scale-up rules
+    assert created["spec"]["behavior"]["scaleDown"] == {
+        "stabilizationWindowSeconds": 10, "selectPolicy": "Max",
+        "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}
+    assert created["spec"]["behavior"]["scaleUp"]["policies"][0] == {"type": "Pods", "value": 4, "periodSeconds": 15}
+
+    scaled = wait_for(lambda: (h := get_hpa(api, namespace, "web"))["status"].get("desiredReplicas") == 3 and h,
+                      120, 0.5, what="the HPA to want 3 replicas")
+    assert isinstance(scaled, dict)
+    status = scaled["status"]
+    assert status["lastScaleTime"] and status["currentMetrics"][0]["type"] == "Resource"
+    assert status["currentMetrics"][0]["resource"]["name"] == "cpu"
+    assert status["currentMetrics"][0]["resource"]["current"]["averageUtilization"] > 50, status
+    assert condition(scaled, "AbleToScale")["status"] == "True"
+    assert condition(scaled, "ScalingActive") == {**condition(scaled, "ScalingActive"), "status": "True",
+                                                  "reason": "ValidMetricFound"}
+    wait_for(lambda: len(running_pods(api, namespace, "web")) == 3, 90, 0.5, what="3 running web pods")
+    deployment = api.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/web").json()
+    assert deployment["spec"]["replicas"] == 3
+    rescale = wait_for(lambda: [e for e in events_of(api, namespace, "web") if e["reason"] == "SuccessfulRescale"],
+                       20, 0.5, what="the SuccessfulRescale event")
+    assert isinstance(rescale, list)
+    assert rescale[0]["message"] == "New size: 3; reason: cpu resource utilization (percentage of request) above " \
+                                    "target", rescale
+
+    # the loops end after 40 s: below target, and after the 10 s window the HPA scales back to 1
+    down = wait_for(lambda: (h := get_hpa(api, namespace, "web"))["status"].get("desiredReplicas") == 1 and h,
+                    180, 0.5, what="the HPA to come back to 1 replica")
+    assert isinstance(down, dict)
+    wait_for(lambda: api.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/web").json()["spec"]["replicas"] == 1,
+             30, 0.5, what="the deployment scaled back to 1")
+    messages = [e["message"] for e in events_of(api, namespace, "web") if e["reason"] == "SuccessfulRescale"]
+    assert "New size: 1; reason: All metrics below target" in messages, messages
+
+
+def test_hpa_of_a_missing_target_and_without_metrics(api: httpx.Client, cluster: MetricsCluster, namespace: str,
+                                                     controllers: Any) -> None:
+    r = api.post(HPA_PATH.format(ns=namespace), json=hpa("ghost", "nope"))
+    assert r.status_code == 201, r.text
+    found = wait_for(lambda: condition(h := get_hpa(api, namespace, "ghost"), "AbleToScale").get("status") == "False"
+                     and h, 30, 0.5, what="AbleToScale False on a missing target")
+    assert isinstance(found, dict)
+    able = condition(found, "AbleToScale")
+    assert able["reason"] == "FailedGetScale", able
+    assert able["message"].startswith("the HPA controller was unable to get the target's current scale: "), able
+    assert 'deployments.apps "nope" not found' in able["message"], able
+    wait_for(lambda: any(e["reason"] == "FailedGetScale" for e in events_of(api, namespace, "ghost")), 20, 0.5,
+             what="the FailedGetScale event")
+
+
+def test_hpa_bad_input(api: httpx.Client, namespace: str) -> None:
+    path = HPA_PATH.format(ns=namespace)
+    r = api.post(path, json=hpa("bad", "web", minReplicas=5, maxReplicas=2))
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert body["reason"] == "Invalid"
+    assert body["message"] == ('HorizontalPodAutoscaler.autoscaling "bad" is invalid: spec.maxReplicas: Invalid value: '
+                               '2: must be greater than or equal to `minReplicas`'), body
+    unknown = hpa("bad", "web")
+    unknown["spec"]["metrics"] = [{"type": "Memory"}]
+    r = api.post(path, json=unknown)
+    assert r.status_code == 422, r.text
+    causes = {c["field"]: c["message"] for c in r.json()["details"]["causes"]}
+    assert causes["spec.metrics[0].type"] == ('Unsupported value: "Memory": supported values: "ContainerResource", '
+                                              '"External", "Object", "Pods", "Resource"'), causes
+    neither = hpa("bad", "web")
+    neither["spec"]["metrics"][0]["resource"]["target"] = {"type": "Utilization"}
+    r = api.post(path, json=neither)
+    assert r.status_code == 422
+    assert r.json()["details"]["causes"][0] == {
+        "reason": "FieldValueRequired", "field": "spec.metrics[0].resource.target.averageUtilization",
+        "message": "Required value: must set either a target raw value or a target utilization"}
+    policy = hpa("bad", "web",
+                 behavior={"scaleUp": {"policies": [{"type": "Pods", "value": 0, "periodSeconds": 2000}]}})
+    r = api.post(path, json=policy)
+    assert r.status_code == 422
+    fields = [c["field"] for c in r.json()["details"]["causes"]]
+    assert fields == ["spec.behavior.scaleUp.policies[0].value", "spec.behavior.scaleUp.policies[0].periodSeconds"]
+    assert api.get(f"{path}/bad").status_code == 404  # nothing half-written
+
+
+@pytest.mark.kubectl
+@pytest.mark.parametrize("version", ["1.27", "1.33"])
+def test_kubectl_autoscale_and_get_hpa(version: str, api: httpx.Client, cluster: MetricsCluster, namespace: str,
+                                       tmp_path: Path) -> None:
+    binary = find_kubectl(version)
+    if binary is None:
+        pytest.skip(f"kubectl {version} is not installed")
+    kubectl = Kubectl(binary, version, cluster.apiserver.url, tmp_path, namespace)
+    name = f"auto{version.replace('.', '')}"
+    r = api.post(f"/apis/apps/v1/namespaces/{namespace}/deployments", json=burning_deployment(name, cluster.node, 0))
+    assert r.status_code == 201, r.text
+    out = kubectl.run("autoscale", f"deployment/{name}", "--min=1", "--max=4", "--cpu-percent=60").ok().stdout
+    assert out.strip() == f"horizontalpodautoscaler.autoscaling/{name} autoscaled", out
+    created = get_hpa(api, namespace, name)
+    assert created["spec"]["minReplicas"] == 1 and created["spec"]["maxReplicas"] == 4
+    assert created["spec"]["metrics"][0]["resource"]["target"] == {"type": "Utilization", "averageUtilization": 60}
+    assert created["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
+    lines = kubectl.run("get", "hpa", name).ok().stdout.splitlines()
+    assert lines[0].split() == ["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"], lines
+    row = lines[1].split()
+    assert row[:2] == [name, f"Deployment/{name}"], lines
+    assert row[2:4] == ["cpu:", "<unknown>/60%"] or row[2].startswith("cpu:"), lines
+    assert row[-4:-1] == ["1", "4", "0"] or row[-3] == "4", lines
