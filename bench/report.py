@@ -92,6 +92,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("daemonset", "bench.daemonset_bench", "daemonset.json",
               what="DaemonSet create → available on 100 hollow nodes, rolling update at maxUnavailable 10%, "
                    "controller-manager RSS (issue 13)"),
+    Benchmark("hpa", "bench.hpa_bench", "hpa.json",
+              what="HPA reaction from CPU load in a real pod to the new replicas Running (metrics every 10 s, sync "
+                   "15 s) vs the metrics delay plus pod start-up; metrics-server RSS (issue 13)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -144,6 +147,9 @@ TARGETS: dict[str, Target] = {
     "proxy.1000.latency_p99": Target(11, False, 1.0, "s", "network programming p99 ≤ 1 s at 1,000 Services"),
     "proxy.throughput_ratio": Target(11, True, 0.9, "ratio", "throughput through a ClusterIP ≥ 0.9x direct"),
     "proxy.rss": Target(11, False, 100, "MB", "kube-proxy RSS ≤ 100 MB with 1,000 Services"),
+    "hpa.reaction": Target(13, False, 15, "s", "HPA reaction load → new replicas Running ≤ 15 s (default sync)"),
+    "hpa.decision": Target(13, False, 15, "s", "the HPA's share (metrics show the load → scale written) ≤ one "
+                                                "15 s sync period"),
 }
 
 
@@ -522,6 +528,21 @@ def daemonset_figures(d: JSONDict) -> list[Figure]:
     ]
 
 
+def hpa_figures(d: JSONDict) -> list[Figure]:
+    runs = len(d.get("runs") or [])
+    setting = f"metrics every {d.get('resolution_s')} s, HPA sync {d.get('sync_period_s')} s, median of {runs}"
+    return [
+        Figure("hpa.reaction", "hpa", "CPU load in a pod → the HPA's new replicas Running", d.get("reaction_s"), "s",
+               "metrics delay + pod start-up", d.get("baseline_s"), _ratio(d.get("reaction_s"), d.get("baseline_s")),
+               note=setting),
+        Figure("hpa.decision", "hpa", "metrics show the load → the HPA writes the scale", d.get("decision_s"), "s",
+               note=setting),
+        Figure("hpa.metrics_server_rss", "hpa", "metrics-server RSS, one node", d.get("metrics_server_rss_mb"), "MB",
+               "an idle Python with the same imports", d.get("idle_python_rss_mb"),
+               _ratio(d.get("metrics_server_rss_mb"), d.get("idle_python_rss_mb"))),
+    ]
+
+
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
@@ -531,6 +552,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "dns": dns_figures,
     "proxy": proxy_figures,
     "daemonset": daemonset_figures,
+    "hpa": hpa_figures,
 }
 
 
