@@ -91,6 +91,11 @@ DNS_HEALTH_PORT="${DNS_HEALTH_PORT:-9153}"
 CLUSTER_DNS="${CLUSTER_DNS:-10.96.0.10}"
 dns_ready() { curl -fsS --max-time 2 "http://127.0.0.1:${DNS_HEALTH_PORT}/ready" >/dev/null 2>&1; }
 proxy_healthy() { curl -fsS --max-time 2 "http://127.0.0.1:${PROXY_HEALTHZ_PORT}/healthz" >/dev/null 2>&1; }
+# metrics-server (python -m metrics_server): metrics.k8s.io for kubectl top and the HPA, behind the apiserver
+METRICS_SERVER_PORT="${METRICS_SERVER_PORT:-4443}"
+METRICS_RESOLUTION="${METRICS_RESOLUTION:-15s}"
+metrics_server_ready() { curl -fsS --max-time 2 --cacert "${PKI_CA}" "https://127.0.0.1:${METRICS_SERVER_PORT}/readyz" \
+  >/dev/null 2>&1; }
 
 # start_component NAME HEALTH_FN CMD [ARG...]
 # Skips NAME when its pid file names a live process that passes HEALTH_FN
@@ -199,7 +204,11 @@ main() {
     --admission-control-config-file "${MINIK8S_ROOT}/hack/admission-config.yaml" \
     --kubelet-client-certificate "${OUT}/pki/apiserver-kubelet-client.crt" \
     --kubelet-client-key "${OUT}/pki/apiserver-kubelet-client.key" \
-    --kubelet-certificate-authority "${PKI_CA}"
+    --kubelet-certificate-authority "${PKI_CA}" \
+    --metrics-server-url "https://127.0.0.1:${METRICS_SERVER_PORT}" \
+    --proxy-client-cert-file "${OUT}/pki/front-proxy-client.crt" \
+    --proxy-client-key-file "${OUT}/pki/front-proxy-client.key" \
+    --metrics-server-certificate-authority "${PKI_CA}"
 
   write_kubeconfig
 
@@ -239,6 +248,15 @@ main() {
       --cluster-dns "${CLUSTER_DNS}" --cluster-domain cluster.local
     kubelet_port=$((kubelet_port + 1))
   done
+  # scrapes each kubelet's /stats/summary as system:metrics-server (the kubelets ask the apiserver: nodes/stats)
+  start_component metrics-server metrics_server_ready \
+    "${PY}" -m metrics_server --kubeconfig "${OUT}/metrics-server.conf" \
+    --bind-address 127.0.0.1 --secure-port "${METRICS_SERVER_PORT}" --metric-resolution "${METRICS_RESOLUTION}" \
+    --tls-cert-file "${OUT}/pki/metrics-server-serving.crt" \
+    --tls-private-key-file "${OUT}/pki/metrics-server-serving.key" \
+    --requestheader-client-ca-file "${PKI_CA}" --requestheader-allowed-names front-proxy-client \
+    --kubelet-client-certificate "${OUT}/pki/metrics-server.crt" --kubelet-client-key "${OUT}/pki/metrics-server.key" \
+    --kubelet-certificate-authority "${PKI_CA}"
 
   cat <<EOF
 
