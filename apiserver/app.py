@@ -32,6 +32,7 @@ from apiserver.auth.gate import Gate, Limits
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys, load_signing_key
 from apiserver.controlplane import KubernetesService, advertised_port
 from apiserver.endpoints import metrics_proxy
+from apiserver.endpoints.autoscaling_v1 import AutoscalingV1, with_v1
 from apiserver.endpoints.installer import Dispatch, WatchShortcut, build_router
 from apiserver.endpoints.responsewriters import json_response
 from apiserver.registry import STRATEGIES
@@ -458,6 +459,7 @@ def create_app(config: ApiServerConfig) -> FastAPI:
 
     app = FastAPI(title="minik8s apiserver", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.server = server
+    app.add_middleware(AutoscalingV1)  # innermost: autoscaling/v1 HPAs through the v2 handlers
     app.add_middleware(WarningRecorder)  # inside the gate: it reads the request's audit context
     watch_dispatchers: dict[str, Dispatch] = {}  # filled by build_router below
     # right inside the gate, outside the recorder: a watch records no warnings (no admission runs), and
@@ -508,7 +510,7 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     @app.get("/apis", include_in_schema=False)
     @app.get("/apis/", include_in_schema=False)
     async def get_apis() -> Response:
-        groups = discovery.api_group_list()
+        groups = with_v1(discovery.api_group_list())
         if metrics is not None:
             groups["groups"].append(metrics_proxy.API_GROUP_ENTRY)
         return json_response(groups)
@@ -539,7 +541,7 @@ def create_app(config: ApiServerConfig) -> FastAPI:
         found = discovery.api_group(group)
         if found is None:
             raise errors.page_not_found()
-        return json_response(found)
+        return json_response(with_v1(found))
 
     @app.get("/apis/{group}/{version}", include_in_schema=False)
     async def get_group_version(group: str, version: str) -> Response:

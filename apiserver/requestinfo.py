@@ -152,6 +152,8 @@ _GROUP_VERSIONS = _namespaced_by_group_version()
 # paths are resource requests too, authorized as nodes.metrics.k8s.io and pods.metrics.k8s.io (not as
 # discovery's `/apis/*`)
 _GROUP_VERSIONS[("metrics.k8s.io", "v1beta1")] = frozenset({"pods"})
+# autoscaling/v1 HorizontalPodAutoscalers, served from the v2 storage (apiserver/endpoints/autoscaling_v1.py)
+_GROUP_VERSIONS[("autoscaling", "v1")] = frozenset({"horizontalpodautoscalers"})
 
 _CACHE_SIZE = 4096
 # (method, path, query) -> RequestInfo: the same requests come again and again (a controller's creates, a

@@ -390,6 +390,17 @@ def test_kubectl_autoscale_and_get_hpa(version: str, api: httpx.Client, cluster:
     lines = kubectl.run("get", "hpa", name).ok().stdout.splitlines()
     assert lines[0].split() == ["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"], lines
     row = lines[1].split()
-    assert row[:2] == [name, f"Deployment/{name}"], lines
-    assert row[2:4] == ["cpu:", "<unknown>/60%"] or row[2].startswith("cpu:"), lines
-    assert row[-4:-1] == ["1", "4", "0"] or row[-3] == "4", lines
+    assert row[:4] == [name, f"Deployment/{name}", "cpu:", "<unknown>/60%"], lines
+    assert row[4:7] == ["1", "4", "0"], lines
+    # the same object as autoscaling/v1 (what kubectl 1.27 created): one CPU target, the rest in annotations
+    v1 = api.get(f"/apis/autoscaling/v1/namespaces/{namespace}/horizontalpodautoscalers/{name}")
+    assert v1.status_code == 200, v1.text
+    assert v1.json()["apiVersion"] == "autoscaling/v1"
+    assert v1.json()["spec"] == {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                                 "minReplicas": 1, "maxReplicas": 4, "targetCPUUtilizationPercentage": 60}
+    listed = api.get(f"/apis/autoscaling/v1/namespaces/{namespace}/horizontalpodautoscalers").json()
+    assert listed["kind"] == "HorizontalPodAutoscalerList" and {i["apiVersion"] for i in listed["items"]} == {
+        "autoscaling/v1"}
+    patch = api.patch(f"/apis/autoscaling/v1/namespaces/{namespace}/horizontalpodautoscalers/{name}",
+                      content='{"spec":{"maxReplicas":5}}', headers={"Content-Type": "application/merge-patch+json"})
+    assert patch.status_code == 415 and patch.json()["reason"] == "UnsupportedMediaType", patch.text
