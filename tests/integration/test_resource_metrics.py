@@ -404,3 +404,29 @@ def test_kubectl_autoscale_and_get_hpa(version: str, api: httpx.Client, cluster:
     patch = api.patch(f"/apis/autoscaling/v1/namespaces/{namespace}/horizontalpodautoscalers/{name}",
                       content='{"spec":{"maxReplicas":5}}', headers={"Content-Type": "application/merge-patch+json"})
     assert patch.status_code == 415 and patch.json()["reason"] == "UnsupportedMediaType", patch.text
+
+
+@pytest.mark.kubectl
+def test_mkubectl_describe_hpa_as_kubectl_133(api: httpx.Client, cluster: MetricsCluster, namespace: str,
+                                              controllers: Any, tmp_path: Path) -> None:
+    from tests.integration.test_mkubectl import Mk, same_output
+
+    binary = find_kubectl("1.33")
+    if binary is None:
+        pytest.skip("kubectl 1.33 is not installed")
+    body = burning_deployment("idle", cluster.node, 0)
+    body["spec"]["replicas"] = 0  # scaling disabled: the HPA's status settles, and no event comes and goes
+    assert api.post(f"/apis/apps/v1/namespaces/{namespace}/deployments", json=body).status_code == 201
+    spec = hpa("idle", "idle", behavior={"scaleDown": {"stabilizationWindowSeconds": 60, "policies": [
+        {"type": "Pods", "value": 1, "periodSeconds": 30}]}})
+    spec["spec"]["metrics"].append({"type": "Resource", "resource": {"name": "memory", "target": {
+        "type": "AverageValue", "averageValue": "64Mi"}}})
+    assert api.post(HPA_PATH.format(ns=namespace), json=spec).status_code == 201
+    settled = wait_for(lambda: condition(h := get_hpa(api, namespace, "idle"), "ScalingActive").get("reason")
+                       == "ScalingDisabled" and h, 30, 0.5, what="the HPA to see scaling disabled")
+    assert isinstance(settled, dict)
+    kubectl = Kubectl(binary, "1.33", cluster.apiserver.url, tmp_path / "kubectl", namespace)
+    described = same_output(Mk(cluster.apiserver.url, tmp_path / "mk", namespace), kubectl, "describe", "hpa", "idle")
+    assert "Reference:                                             Deployment/idle" in described, described
+    assert "  resource cpu on pods  (as a percentage of request):  <unknown> / 50%" in described, described
+    assert "ScalingActive  False   ScalingDisabled" in described, described
