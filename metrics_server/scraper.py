@@ -117,9 +117,14 @@ class Scraper:
         self.last_duration = time.monotonic() - started
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Scrape every resolution (the first scrape, at start, was scrape_once's: wait a whole one first, so
+        that no rate is taken over a few milliseconds)."""
+        started = time.monotonic()
         while not stop.is_set():
-            started = time.monotonic()
-            await self.scrape_once()
             delay = max(self.resolution - (time.monotonic() - started), 0.0)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
+            if stop.is_set():
+                return
+            started = time.monotonic()
+            await self.scrape_once()

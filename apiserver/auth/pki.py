@@ -19,7 +19,8 @@ SAN now asked for, or is not signed by the CA on disk):
     DIR/pki/kube-proxy.crt ...                system:kube-proxy
     DIR/pki/metrics-server.crt ...            system:metrics-server (python -m metrics_server; also its client
                                               certificate towards kubelets, authorized for nodes/stats)
-    DIR/pki/metrics-server-serving.crt .key   the metrics-server's serving certificate (localhost, 127.0.0.1)
+    DIR/pki/metrics-server-serving.crt .key   the metrics-server's serving certificate (localhost, 127.0.0.1,
+                                              metrics-server: compose's service name)
     DIR/pki/front-proxy-client.crt .key       front-proxy-client: the apiserver's identity towards the
                                               metrics-server (--proxy-client-cert-file), from the cluster CA
                                               (kubeadm keeps a front-proxy CA apart)
@@ -458,7 +459,7 @@ def ensure_pki(root: str | os.PathLike[str], server: str = "https://127.0.0.1:64
     if ensure_leaf(pki, ca, "front-proxy-client", FRONT_PROXY_CLIENT_USER):
         said.append("front-proxy client certificate")
     if ensure_leaf(pki, ca, "metrics-server-serving", "metrics-server", client=False,
-                   server_hosts=default_server_hosts()):
+                   server_hosts=[*default_server_hosts(), "metrics-server"]):  # compose's service name too
         said.append("metrics-server serving certificate")
     nodes = list(nodes)
     said += _ensure_kubelet_certs(pki, ca, nodes, kubelet_hosts)

@@ -142,8 +142,11 @@ def test_stats_summary_moves_with_cpu_burnt(cluster: MetricsCluster, namespace: 
     assert container["name"] == "main"
     assert container["memory"]["workingSetBytes"] > 0 and container["memory"]["usageBytes"] >= \
         container["memory"]["workingSetBytes"]
-    # the second reading of the same container has a rate: about one core (the loop is single-threaded)
-    assert 200_000_000 < container["cpu"]["usageNanoCores"] < 1_500_000_000, container
+    # the second reading of the same container has a rate: up to one core (the loop is single-threaded; the
+    # machine is shared, so less), the idler's near nothing
+    idle_rate = i1["containers"][0]["cpu"].get("usageNanoCores", 0)
+    assert 50_000_000 < container["cpu"]["usageNanoCores"] < 1_500_000_000, container
+    assert idle_rate < container["cpu"]["usageNanoCores"] / 10, (idle_rate, container)
     assert b1["podRef"]["uid"] and b1["startTime"]
     text = httpx.get(f"{cluster.kubelet.address}/metrics/resource", timeout=30).text
     assert f'container_cpu_usage_seconds_total{{container="main",namespace="{namespace}",pod="burner"}}' in text
@@ -168,16 +171,17 @@ def test_metrics_api_through_the_apiserver(api: httpx.Client, cluster: MetricsCl
 
     def burning() -> JSONDict | None:
         m = pod_metrics(api, namespace, "burner")
-        return m if m and parse_quantity(m["containers"][0]["usage"]["cpu"]).milli_value() > 300 else None
+        return m if m and parse_quantity(m["containers"][0]["usage"]["cpu"]).milli_value() > 50 else None
 
-    burner = wait_for(burning, 40, 0.5, what="the burner's PodMetrics over 300m")
+    burner = wait_for(burning, 40, 0.5, what="the burner's PodMetrics over 50m")
     assert isinstance(burner, dict)
     assert burner["kind"] == "PodMetrics" and burner["metadata"]["labels"] == {"app": "burner"}
     assert burner["containers"][0]["name"] == "main" and burner["window"].endswith("s")
     assert parse_quantity(burner["containers"][0]["usage"]["memory"]).int_value() > 0
     idler = wait_for(lambda: pod_metrics(api, namespace, "idler"), 20, 0.5, what="the idler's PodMetrics")
     assert isinstance(idler, dict)
-    assert parse_quantity(idler["containers"][0]["usage"]["cpu"]).milli_value() < 100, idler
+    burnt = parse_quantity(burner["containers"][0]["usage"]["cpu"]).milli_value()
+    assert parse_quantity(idler["containers"][0]["usage"]["cpu"]).milli_value() < burnt / 5, (idler, burner)
     listed = api.get(f"/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods",
                      params={"labelSelector": "app=burner"}).json()
     assert listed["kind"] == "PodMetricsList" and [i["metadata"]["name"] for i in listed["items"]] == ["burner"]
@@ -204,7 +208,8 @@ def test_kubectl_top(version: str, api: httpx.Client, cluster: MetricsCluster, n
     assert top_pods[0].split() == ["NAME", "CPU(cores)", "MEMORY(bytes)"], top_pods
     rows = {line.split()[0]: line.split() for line in top_pods[1:]}
     assert set(rows) == {"burner", "idler"}, top_pods
-    assert rows["burner"][1].endswith("m") and int(rows["burner"][1][:-1]) > 300, top_pods
+    assert rows["burner"][1].endswith("m") and int(rows["burner"][1][:-1]) > 50, top_pods
+    assert int(rows["idler"][1][:-1]) < int(rows["burner"][1][:-1]) / 5, top_pods
     assert rows["burner"][2].endswith("Mi"), top_pods
     containers = kubectl.run("top", "pods", "--containers", "-l", "app=burner").ok().stdout.splitlines()
     assert containers[0].split() == ["POD", "NAME", "CPU(cores)", "MEMORY(bytes)"], containers
@@ -391,7 +396,7 @@ def test_kubectl_autoscale_and_get_hpa(version: str, api: httpx.Client, cluster:
     assert lines[0].split() == ["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"], lines
     row = lines[1].split()
     assert row[:4] == [name, f"Deployment/{name}", "cpu:", "<unknown>/60%"], lines
-    assert row[4:7] == ["1", "4", "0"], lines
+    assert row[4:6] == ["1", "4"] and row[6] in ("0", "1"), lines  # REPLICAS: 0 until the HPA's first look
     # the same object as autoscaling/v1 (what kubectl 1.27 created): one CPU target, the rest in annotations
     v1 = api.get(f"/apis/autoscaling/v1/namespaces/{namespace}/horizontalpodautoscalers/{name}")
     assert v1.status_code == 200, v1.text
