@@ -2,8 +2,9 @@
 with PodAndContainerStatsFromCRI), and the node's own from the host (cAdvisor's root cgroup).
 
 Pods come from `ListPodSandboxStats` (each sandbox with its containers' stats; the Docker shim sums
-the containers for the pod, containerd reads the pod's cgroup); a runtime without it (UNIMPLEMENTED)
-is read through `ListPodSandbox` + `ListContainerStats`, summed per sandbox. When the runtime gives
+the containers for the pod); a runtime that cannot answer it (UNIMPLEMENTED; containerd 1.6, which
+has no pod cgroup to read as the kubelet gives none) is read through `ListPodSandbox` +
+`ListContainerStats`, summed per sandbox, from then on. When the runtime gives
 only the cumulative CPU time, usageNanoCores is derived from the previous value this provider saw
 for the same container (or pod, or node), as upstream's `getAndUpdateContainerUsageNanoCores` does;
 the first reading has none.
@@ -12,6 +13,7 @@ the first reading has none.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 from typing import Any, Protocol
@@ -21,6 +23,8 @@ import grpc
 from machinery.cri import api_pb2 as pb
 from machinery.cri.errors import CriError
 from machinery.timeutil import format_rfc3339_micro
+
+log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -116,14 +120,19 @@ class CRIStatsProvider:
         self.proc = proc
         self.cache = CpuUsageCache()
         self.boot_time = self._boot_time()
+        self.sandbox_stats = True  # the runtime answers ListPodSandboxStats (until it does not)
 
     async def _sandbox_stats(self) -> list[pb.PodSandboxStats]:
-        try:
-            return await self.runtime.list_pod_sandbox_stats()
-        except CriError as e:
-            if e.code != grpc.StatusCode.UNIMPLEMENTED:
-                raise
-        # an older runtime: its sandboxes and their containers' stats, summed per sandbox
+        if self.sandbox_stats:
+            try:
+                return await self.runtime.list_pod_sandbox_stats()
+            except CriError as e:
+                # UNIMPLEMENTED: an older runtime; containerd 1.6 cannot read a pod cgroup it was not given a
+                # parent for ("cgroupPath is empty"): from then on, the containers' stats summed per sandbox
+                if e.code == grpc.StatusCode.UNAVAILABLE:
+                    raise
+                log.info("ListPodSandboxStats: %s; summing ListContainerStats per sandbox instead", e.message)
+                self.sandbox_stats = False
         sandboxes = [s for s in await self.runtime.list_pod_sandbox() if s.state == pb.SANDBOX_READY]
         containers = await self.runtime.list_container_stats()
         out = []

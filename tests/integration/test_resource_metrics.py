@@ -435,3 +435,38 @@ def test_mkubectl_describe_hpa_as_kubectl_133(api: httpx.Client, cluster: Metric
     assert "Reference:                                             Deployment/idle" in described, described
     assert "  resource cpu on pods  (as a percentage of request):  <unknown> / 50%" in described, described
     assert "ScalingActive  False   ScalingDisabled" in described, described
+
+
+def test_stats_summary_on_a_containerd_node(api: httpx.Client, cluster: MetricsCluster, namespace: str) -> None:
+    """The same summary from containerd's own CRI plugin (containerd_node), which reads its cgroups."""
+    if shutil.which("containerd") is None or shutil.which("runc") is None:
+        pytest.skip("no containerd/runc on this host")
+    from tests.node_process import KubeletProcess, cleanup, free_pod_cidrs
+
+    workdir = make_workdir("minik8s-metrics-ctrd-")
+    kubelet = KubeletProcess(workdir, cluster.apiserver, f"mc-{uuid.uuid4().hex[:6]}", free_pod_cidrs(1)[0],
+                             container_runtime="containerd")
+    try:
+        kubelet.start(api)
+        r = api.post(f"/api/v1/namespaces/{namespace}/pods", json=pod("ctrd-burner", kubelet.node, BURN))
+        assert r.status_code == 201, r.text
+
+        def burnt() -> JSONDict | None:
+            r = httpx.get(f"{kubelet.address}/stats/summary", timeout=30)
+            assert r.status_code == 200, r.text
+            found = pod_stats(r.json(), namespace, "ctrd-burner")
+            if not found or not found["containers"]:
+                return None
+            main = found["containers"][0]
+            return found if main.get("cpu", {}).get("usageCoreNanoSeconds", 0) > 300_000_000 else None
+
+        found = wait_for(burnt, 120, 1.0, what=f"the containerd pod's CPU in the summary\n{kubelet.log_tail()}")
+        assert isinstance(found, dict)
+        main = found["containers"][0]
+        assert main["name"] == "main" and main["memory"]["workingSetBytes"] > 0, found
+        assert found["cpu"]["usageCoreNanoSeconds"] >= main["cpu"]["usageCoreNanoSeconds"] * 0.9, found
+    finally:
+        api.delete(f"/api/v1/namespaces/{namespace}/pods/ctrd-burner", params={"gracePeriodSeconds": "0"})
+        cleanup([kubelet])
+        api.delete(f"/api/v1/nodes/{kubelet.node}")
+        shutil.rmtree(workdir, ignore_errors=True)
