@@ -34,6 +34,7 @@ from controllers.podautoscaler.replica_calculator import (
     rate_limited,
     resource_replicas,
     rules_limited,
+    stabilize,
 )
 from machinery.api.autoscaling_v2 import HorizontalPodAutoscaler
 from machinery.api.core_v1 import Pod
@@ -388,18 +389,8 @@ class HorizontalController(Controller):
         up_window = int(up.get("stabilizationWindowSeconds") or 0)
         down_window = down.get("stabilizationWindowSeconds")
         down_window = int(DOWNSCALE_STABILIZATION if down_window is None else down_window)
-        up_cutoff, down_cutoff = now - up_window, now - down_window
-        up_rec = down_rec = proposal
-        recs = self.recommendations.setdefault(key, [])
-        for t, r in recs:
-            if t > up_cutoff:
-                up_rec = min(up_rec, r)
-            if t > down_cutoff:
-                down_rec = max(down_rec, r)
-        keep = [(t, r) for t, r in recs if not (t < up_cutoff and t < down_cutoff)]
-        keep.append((now, proposal))
-        self.recommendations[key] = keep
-        stabilized = min(max(current, up_rec), down_rec)
+        stabilized, self.recommendations[key] = stabilize(self.recommendations.get(key, []), now, current, proposal,
+                                                          up_window, down_window)
         if stabilized != proposal:
             if proposal >= current:
                 set_condition(status, "AbleToScale", "True", "ScaleUpStabilized",

@@ -222,6 +222,24 @@ def scale_down_limit(current: int, events: list[ScaleEvent], rules: dict[str, ob
     return int(result) if math.isfinite(result) else current
 
 
+def stabilize(recommendations: list[tuple[float, int]], now: float, current: int, proposal: int, up_window: float,
+              down_window: float) -> tuple[int, list[tuple[float, int]]]:
+    """stabilizeRecommendationWithBehaviors: the proposal held between the lowest recommendation of the
+    scale-up window and the highest of the scale-down window (and never past the current count in the
+    direction neither allows); returns it and the recommendations to keep (this one recorded, those older
+    than both windows dropped)."""
+    up_cutoff, down_cutoff = now - up_window, now - down_window
+    up_rec = down_rec = proposal
+    for t, r in recommendations:
+        if t > up_cutoff:
+            up_rec = min(up_rec, r)
+        if t > down_cutoff:
+            down_rec = max(down_rec, r)
+    kept = [(t, r) for t, r in recommendations if not (t < up_cutoff and t < down_cutoff)]
+    kept.append((now, proposal))
+    return min(max(current, up_rec), down_rec), kept
+
+
 def rate_limited(current: int, desired: int, min_replicas: int, max_replicas: int, scale_up: dict[str, object],
                  scale_down: dict[str, object], up_events: list[ScaleEvent], down_events: list[ScaleEvent],
                  now: float) -> tuple[int, str, str]:

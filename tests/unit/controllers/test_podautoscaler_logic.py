@@ -158,3 +158,20 @@ def test_rules_without_behavior() -> None:
     assert rules_limited(5, 30, 1, 8)[:2] == (8, "TooManyReplicas")
     assert rules_limited(5, 0, 2, 8)[:2] == (2, "TooFewReplicas")
     assert rules_limited(5, 6, 2, 8)[:2] == (6, "DesiredWithinRange")
+
+
+def test_stabilization_windows() -> None:
+    from controllers.podautoscaler.replica_calculator import stabilize
+
+    recs: list[tuple[float, int]] = []
+    # scale-down window 300 s: a lower proposal is held at the highest recent recommendation
+    stabilized, recs = stabilize(recs, NOW, 1, 3, 0, 300)
+    assert stabilized == 3
+    stabilized, recs = stabilize(recs, NOW + 15, 3, 1, 0, 300)
+    assert stabilized == 3  # 3 was recommended 15 s ago
+    stabilized, recs = stabilize(recs, NOW + 301, 3, 1, 0, 300)
+    assert stabilized == 1 and recs == [(NOW + 15, 1), (NOW + 301, 1)]  # the 3 left the window and the list
+    # scale-up window 60 s: a higher proposal is held at the lowest recent one, never below the current count
+    recs = [(NOW - 30, 2)]
+    assert stabilize(recs, NOW, 2, 6, 60, 0)[0] == 2
+    assert stabilize([(NOW - 90, 2)], NOW, 2, 6, 60, 0)[0] == 6
