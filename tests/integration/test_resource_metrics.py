@@ -6,6 +6,7 @@ them, and real kubectl 1.27 and 1.33 `top` them."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -406,6 +407,12 @@ def test_kubectl_autoscale_and_get_hpa(version: str, api: httpx.Client, cluster:
     listed = api.get(f"/apis/autoscaling/v1/namespaces/{namespace}/horizontalpodautoscalers").json()
     assert listed["kind"] == "HorizontalPodAutoscalerList" and {i["apiVersion"] for i in listed["items"]} == {
         "autoscaling/v1"}
+    with api.stream("GET", f"/apis/autoscaling/v1/namespaces/{namespace}/horizontalpodautoscalers",
+                    params={"watch": "true", "timeoutSeconds": "1", "fieldSelector": f"metadata.name={name}"}) as w:
+        events = [json.loads(line) for line in w.iter_lines() if line.strip()]
+    assert events and events[0]["type"] == "ADDED", events
+    assert events[0]["object"]["apiVersion"] == "autoscaling/v1", events
+    assert events[0]["object"]["spec"]["targetCPUUtilizationPercentage"] == 60, events
     patch = api.patch(f"/apis/autoscaling/v1/namespaces/{namespace}/horizontalpodautoscalers/{name}",
                       content='{"spec":{"maxReplicas":5}}', headers={"Content-Type": "application/merge-patch+json"})
     assert patch.status_code == 415 and patch.json()["reason"] == "UnsupportedMediaType", patch.text
