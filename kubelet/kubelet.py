@@ -229,6 +229,7 @@ class Kubelet:
         self._tasks.append(asyncio.create_task(self._runtime_status_loop(), name="runtime-status"))
         await self.pod_informer.wait_for_sync()
         self._tasks.append(asyncio.create_task(self._housekeeping_loop(), name="housekeeping"))
+        self._tasks.append(asyncio.create_task(self._stats_loop(), name="stats"))
         self.ready.set()
         log.info("kubelet %s ready (runtime %s at %s, node IP %s, port %d, root %s)", config.node_name,
                  self.node_status.facts.runtime_version, config.container_runtime_endpoint, config.node_ip,
@@ -312,6 +313,20 @@ class Kubelet:
         while True:
             await asyncio.sleep(RUNTIME_STATUS_PERIOD)
             await self.check_runtime_status()
+
+    # -- stats ------------------------------------------------------------------------------------
+
+    async def _stats_loop(self) -> None:
+        """Refresh the CPU rates of /stats/summary every housekeeping interval (upstream: the eviction
+        manager's 10 s monitoring updates the CRI stats provider's cache; readers never do)."""
+        while True:
+            try:
+                await self.summary.get(update=True)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the runtime away: the next round
+                log.debug("stats refresh: %s", e)
+            await asyncio.sleep(self.config.housekeeping_interval)
 
     # -- housekeeping -----------------------------------------------------------------------------
 

@@ -73,7 +73,7 @@ class CpuUsageCache:
                 self.rates.pop(key, None)
 
 
-def cpu_stats(usage: pb.CpuUsage, key: str, cache: CpuUsageCache) -> Obj | None:
+def cpu_stats(usage: pb.CpuUsage, key: str, cache: CpuUsageCache, update: bool) -> Obj | None:
     if not usage.timestamp:
         return None
     out: Obj = {"time": _rfc3339(usage.timestamp)}
@@ -82,7 +82,9 @@ def cpu_stats(usage: pb.CpuUsage, key: str, cache: CpuUsageCache) -> Obj | None:
     if usage.HasField("usage_nano_cores"):
         out["usageNanoCores"] = usage.usage_nano_cores.value
     elif "usageCoreNanoSeconds" in out:
-        rate = cache.nano_cores(key, usage.timestamp, out["usageCoreNanoSeconds"])
+        # taken between two periodic readings (update), as upstream's eviction manager refreshes the cache every
+        # 10 s; a reader gets the last one, so two requests close together do not make a rate of nothing
+        rate = cache.nano_cores(key, usage.timestamp, out["usageCoreNanoSeconds"]) if update else cache.rates.get(key)
         if rate is not None:
             out["usageNanoCores"] = rate
     return out
@@ -147,8 +149,9 @@ class CRIStatsProvider:
             out.append(stats)
         return out
 
-    async def list_pod_stats(self) -> list[Obj]:
-        """stats/v1alpha1 PodStats of every ready sandbox (the newest attempt of each pod)."""
+    async def list_pod_stats(self, update: bool = False) -> list[Obj]:
+        """stats/v1alpha1 PodStats of every ready sandbox (the newest attempt of each pod); `update` takes this
+        reading into the CPU rates (the kubelet's periodic refresh), else the last rates are reported."""
         newest: dict[str, pb.PodSandboxStats] = {}
         for stats in await self._sandbox_stats():
             uid = stats.attributes.metadata.uid
@@ -165,7 +168,7 @@ class CRIStatsProvider:
             for c in sorted(stats.linux.containers, key=lambda c: c.attributes.metadata.name):
                 keys.add(c.attributes.id)
                 entry: Obj = {"name": c.attributes.metadata.name}
-                if (cs := cpu_stats(c.cpu, c.attributes.id, self.cache)) is not None:
+                if (cs := cpu_stats(c.cpu, c.attributes.id, self.cache, update)) is not None:
                     entry["cpu"] = cs
                 if (ms := memory_stats(c.memory)) is not None:
                     entry["memory"] = ms
@@ -173,12 +176,13 @@ class CRIStatsProvider:
             keys.add(f"pod/{uid}")
             pod: Obj = {"podRef": {"name": meta.name, "namespace": meta.namespace, "uid": uid},
                         "containers": containers}
-            if (pcpu := cpu_stats(cpu, f"pod/{uid}", self.cache)) is not None:
+            if (pcpu := cpu_stats(cpu, f"pod/{uid}", self.cache, update)) is not None:
                 pod["cpu"] = pcpu
             if (pmem := memory_stats(memory)) is not None:
                 pod["memory"] = pmem
             pods.append(pod)
-        self.cache.keep(keys)
+        if update:
+            self.cache.keep(keys)
         return sorted(pods, key=lambda p: (p["podRef"]["namespace"], p["podRef"]["name"]))
 
     # -- the node (cAdvisor's root container: the whole host) --------------------------------------
@@ -193,7 +197,7 @@ class CRIStatsProvider:
             pass
         return time.time()
 
-    def node_cpu(self) -> Obj:
+    def node_cpu(self, update: bool = False) -> Obj:
         """The host's cumulative CPU time from /proc/stat (user+nice+system+irq+softirq+steal)."""
         now = time.time_ns()
         with open(os.path.join(self.proc, "stat")) as f:
@@ -201,7 +205,7 @@ class CRIStatsProvider:
         busy = sum(int(fields[i]) for i in (1, 2, 3, 6, 7, 8) if i < len(fields))
         usage = pb.CpuUsage(timestamp=now)
         usage.usage_core_nano_seconds.value = busy * 1_000_000_000 // CLOCK_TICKS
-        return cpu_stats(usage, "node", self.cache) or {}
+        return cpu_stats(usage, "node", self.cache, update) or {}
 
     def node_memory(self) -> Obj:
         """The host's memory from /proc/meminfo: usage is what is not free, the working set that less

@@ -20,8 +20,9 @@ class SummaryProvider:
         self.provider = provider
         self.pod_start = pod_start  # (namespace, name) -> the pod's status.startTime
 
-    async def get(self) -> Obj:
-        pods = await self.provider.list_pod_stats()
+    async def get(self, update: bool = False) -> Obj:
+        """The Summary; `update` (the kubelet's periodic refresh, not a reader) moves the CPU rates on."""
+        pods = await self.provider.list_pod_stats(update)
         for pod in pods:
             ref = pod["podRef"]
             start = self.pod_start(ref["namespace"], ref["name"])
@@ -29,7 +30,7 @@ class SummaryProvider:
                 pod["startTime"] = start
         node: Obj = {"nodeName": self.node_name,
                      "startTime": format_rfc3339(self.provider.boot_time),
-                     "cpu": self.provider.node_cpu(), "memory": self.provider.node_memory()}
+                     "cpu": self.provider.node_cpu(update), "memory": self.provider.node_memory()}
         return {"node": node, "pods": pods}
 
 

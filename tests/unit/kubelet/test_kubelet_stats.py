@@ -78,9 +78,12 @@ def summarize(runtime: FakeRuntime, tmp_path: Path) -> dict:  # type: ignore[typ
 
 
 async def _twice(provider: SummaryProvider, runtime: FakeRuntime) -> dict:  # type: ignore[type-arg]
-    await provider.get()
+    await provider.get(update=True)
     runtime.at += 2 * S
     runtime.cpu += S  # half a core over 2 s
+    await provider.get(update=True)  # the kubelet's periodic refresh
+    runtime.at += S
+    runtime.cpu += S  # a reader's request moves no rate
     return await provider.get()
 
 
@@ -95,10 +98,10 @@ def test_summary_from_sandbox_stats(tmp_path: Path) -> None:
     assert pod["podRef"] == {"name": "web", "namespace": "ns", "uid": "u1"}
     assert pod["startTime"] == "2026-11-24T00:00:00Z"
     main = pod["containers"][0]
-    assert main["name"] == "main" and main["cpu"]["usageCoreNanoSeconds"] == S
+    assert main["name"] == "main" and main["cpu"]["usageCoreNanoSeconds"] == 2 * S
     assert main["cpu"]["usageNanoCores"] == 500_000_000
     assert main["memory"]["workingSetBytes"] == 1000 and main["memory"]["usageBytes"] == 1010
-    assert pod["cpu"]["usageCoreNanoSeconds"] == S and pod["cpu"]["usageNanoCores"] == 500_000_000
+    assert pod["cpu"]["usageCoreNanoSeconds"] == 2 * S and pod["cpu"]["usageNanoCores"] == 500_000_000
     assert pod["memory"]["workingSetBytes"] == 1500
 
 
@@ -112,7 +115,7 @@ def test_summary_without_sandbox_stats_sums_the_containers(tmp_path: Path) -> No
 def test_resource_metrics_text(tmp_path: Path) -> None:
     text = resource_metrics(summarize(FakeRuntime(), tmp_path))
     assert '# TYPE container_cpu_usage_seconds_total counter' in text
-    assert 'container_cpu_usage_seconds_total{container="main",namespace="ns",pod="web"} 1.0 ' in text
+    assert 'container_cpu_usage_seconds_total{container="main",namespace="ns",pod="web"} 2.0 ' in text
     assert 'pod_memory_working_set_bytes{namespace="ns",pod="web"} 1500 ' in text
     assert "scrape_error 0" in text
     assert resource_metrics(None).endswith("scrape_error 1\n")
