@@ -99,6 +99,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kubelet-client-key", default=None, help="the kubelet client certificate's key")
     p.add_argument("--kubelet-certificate-authority", default=None,
                    help="CA that signs kubelets' serving certificates (without it they are not verified)")
+    p.add_argument("--metrics-server-url", default=None,
+                   help="where metrics.k8s.io is served (a metrics-server: python -m metrics_server); its "
+                        "requests are passed on there with the user in X-Remote-User/X-Remote-Group")
+    p.add_argument("--proxy-client-cert-file", default=None,
+                   help="client certificate the apiserver presents to the metrics-server (front proxy)")
+    p.add_argument("--proxy-client-key-file", default=None, help="the front-proxy client certificate's key")
+    p.add_argument("--metrics-server-certificate-authority", default=None,
+                   help="CA of the metrics-server's serving certificate (without it, it is not verified)")
     p.add_argument("--advertise-address", default=None,
                    help="address (or address:port) clients are told to use; its IP is the `kubernetes` Service's "
                         "endpoint (default: --bind-address, or the host's default-route address when that is a "
@@ -155,6 +163,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             kubelet_tls(args.kubelet_client_certificate, args.kubelet_client_key, args.kubelet_certificate_authority)
         except (OSError, ValueError) as e:
             p.error(f"kubelet client TLS: {e}")
+    if bool(args.proxy_client_cert_file) != bool(args.proxy_client_key_file):
+        p.error("--proxy-client-cert-file and --proxy-client-key-file go together")
     args.etcd_tls = None
     if args.etcd_cafile or args.etcd_certfile or args.etcd_keyfile:
         try:  # unreadable files end the start, not the first request
@@ -234,6 +244,10 @@ def main(argv: list[str] | None = None) -> None:
         kubelet_client_certificate=args.kubelet_client_certificate,
         kubelet_client_key=args.kubelet_client_key,
         kubelet_certificate_authority=args.kubelet_certificate_authority,
+        metrics_server_url=args.metrics_server_url,
+        proxy_client_cert_file=args.proxy_client_cert_file,
+        proxy_client_key_file=args.proxy_client_key_file,
+        metrics_server_certificate_authority=args.metrics_server_certificate_authority,
         max_requests_inflight=args.max_requests_inflight,
         max_mutating_requests_inflight=args.max_mutating_requests_inflight,
         request_timeout=args.request_timeout,

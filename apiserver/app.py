@@ -31,6 +31,8 @@ from apiserver.auth.authz import AlwaysAllow, Authorizer, Decider, NodeAuthorize
 from apiserver.auth.gate import Gate, Limits
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys, load_signing_key
 from apiserver.controlplane import KubernetesService, advertised_port
+from apiserver.endpoints import metrics_proxy
+from apiserver.endpoints.autoscaling_v1 import AutoscalingV1, with_v1
 from apiserver.endpoints.installer import Dispatch, WatchShortcut, build_router
 from apiserver.endpoints.responsewriters import json_response
 from apiserver.registry import STRATEGIES
@@ -95,6 +97,12 @@ class ApiServerConfig:
     service_cluster_ip_range: str = "10.96.0.0/12"
     service_node_port_range: str = "30000-32767"
     service_repair_interval: float = 180.0  # upstream's repair controllers run every 3 minutes; 0 disables
+    # metrics.k8s.io proxied to a metrics-server (apiserver/endpoints/metrics_proxy.py): its URL, the
+    # front-proxy client certificate (upstream --proxy-client-cert-file/--proxy-client-key-file) and its CA
+    metrics_server_url: str | None = None
+    proxy_client_cert_file: str | None = None
+    proxy_client_key_file: str | None = None
+    metrics_server_certificate_authority: str | None = None
 
 
 _RBAC = "rbac.authorization.k8s.io"
@@ -446,6 +454,9 @@ def _error_response(request: Request, e: Exception) -> Response:
 
 def create_app(config: ApiServerConfig) -> FastAPI:
     server = ApiServer(config)
+    metrics = (metrics_proxy.MetricsProxy(config.metrics_server_url, config.proxy_client_cert_file,
+                                          config.proxy_client_key_file, config.metrics_server_certificate_authority)
+               if config.metrics_server_url else None)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -459,9 +470,12 @@ def create_app(config: ApiServerConfig) -> FastAPI:
             yield
         finally:
             await server.stop()
+            if metrics is not None:
+                await metrics.close()
 
     app = FastAPI(title="minik8s apiserver", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.server = server
+    app.add_middleware(AutoscalingV1)  # innermost: autoscaling/v1 HPAs through the v2 handlers
     app.add_middleware(WarningRecorder)  # inside the gate: it reads the request's audit context
     watch_dispatchers: dict[str, Dispatch] = {}  # filled by build_router below
     # right inside the gate, outside the recorder: a watch records no warnings (no admission runs), and
@@ -512,7 +526,23 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     @app.get("/apis", include_in_schema=False)
     @app.get("/apis/", include_in_schema=False)
     async def get_apis() -> Response:
-        return json_response(discovery.api_group_list())
+        groups = with_v1(discovery.api_group_list())
+        if metrics is not None:
+            groups["groups"].append(metrics_proxy.API_GROUP_ENTRY)
+        return json_response(groups)
+
+    if metrics is not None:  # before /apis/{group}/...: these paths are the metrics-server's
+        @app.get(f"/apis/{metrics_proxy.GROUP}", include_in_schema=False)
+        @app.get(f"/apis/{metrics_proxy.GROUP}/", include_in_schema=False)
+        async def get_metrics_group() -> Response:
+            return json_response({"kind": "APIGroup", "apiVersion": "v1", **metrics_proxy.API_GROUP_ENTRY})
+
+        @app.get(f"/apis/{metrics_proxy.GROUP_VERSION}", include_in_schema=False)
+        async def get_metrics_resources() -> Response:
+            return json_response(metrics_proxy.RESOURCE_LIST)
+
+        app.add_api_route(f"/apis/{metrics_proxy.GROUP_VERSION}/{{path:path}}", metrics, methods=["GET", "HEAD"],
+                          include_in_schema=False)
 
     @app.get("/api/{version}", include_in_schema=False)
     async def get_core_version(version: str) -> Response:
@@ -527,7 +557,7 @@ def create_app(config: ApiServerConfig) -> FastAPI:
         found = discovery.api_group(group)
         if found is None:
             raise errors.page_not_found()
-        return json_response(found)
+        return json_response(with_v1(found))
 
     @app.get("/apis/{group}/{version}", include_in_schema=False)
     async def get_group_version(group: str, version: str) -> Response:

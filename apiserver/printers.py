@@ -465,6 +465,8 @@ def _print_pod(pod: Obj, now: datetime) -> list[Cell]:
         _col("Selector", "string", _SELECTOR_DOC, priority=1),
     ],
 )
+
+
 def _print_deployment(obj: Obj, now: datetime) -> list[Cell]:
     spec, status = _d(obj.get("spec")), _d(obj.get("status"))
     desired = _i(spec.get("replicas"), 1)  # defaulted to 1 by apps/v1
@@ -500,6 +502,8 @@ def _print_deployment(obj: Obj, now: datetime) -> list[Cell]:
         ),
     ],
 )
+
+
 def _print_replicaset(obj: Obj, now: datetime) -> list[Cell]:
     spec, status = _d(obj.get("spec")), _d(obj.get("status"))
     names, images = _layout_container_cells(_template_containers(obj))
@@ -536,6 +540,8 @@ def _print_replicaset(obj: Obj, now: datetime) -> list[Cell]:
         _col("Selector", "string", "A label query over pods that are managed by the daemon set.", priority=1),
     ],
 )
+
+
 def _print_daemon_set(obj: Obj, now: datetime) -> list[Cell]:
     """printDaemonSet."""
     spec, status = _d(obj.get("spec")), _d(obj.get("status"))
@@ -565,6 +571,8 @@ def _print_daemon_set(obj: Obj, now: datetime) -> list[Cell]:
         _col("Images", "string", _IMAGES_DOC, priority=1),
     ],
 )
+
+
 def _print_stateful_set(obj: Obj, now: datetime) -> list[Cell]:
     """printStatefulSet: READY as ready/desired."""
     spec, status = _d(obj.get("spec")), _d(obj.get("status"))
@@ -582,6 +590,8 @@ def _print_stateful_set(obj: Obj, now: datetime) -> list[Cell]:
         AGE_COLUMN,
     ],
 )
+
+
 def _print_controller_revision(obj: Obj, now: datetime) -> list[Cell]:
     """printControllerRevision: the controller as `kind.group/name` (formatResourceName with its kind)."""
     controller = "<none>"
@@ -626,6 +636,8 @@ def _job_status(obj: Obj) -> str:
         _col("Selector", "string", "A label query over pods that should match the pod count.", priority=1),
     ],
 )
+
+
 def _print_job(obj: Obj, now: datetime) -> list[Cell]:
     spec, status = _d(obj.get("spec")), _d(obj.get("status"))
     succeeded = _i(status.get("succeeded"))
@@ -660,6 +672,8 @@ def _print_job(obj: Obj, now: datetime) -> list[Cell]:
         _col("Selector", "string", "A label query over pods that should match the pod count.", priority=1),
     ],
 )
+
+
 def _print_cronjob(obj: Obj, now: datetime) -> list[Cell]:
     spec, status = _d(obj.get("spec")), _d(obj.get("status"))
     suspend = spec.get("suspend")
@@ -739,6 +753,8 @@ def _node_address(status: Obj, address_type: str) -> str:
         ),
     ],
 )
+
+
 def _print_node(obj: Obj, now: datetime) -> list[Cell]:
     meta, spec, status = _d(obj.get("metadata")), _d(obj.get("spec")), _d(obj.get("status"))
     conditions = {_d(c).get("type"): _d(c) for c in _l(status.get("conditions"))}
@@ -770,6 +786,8 @@ def _print_node(obj: Obj, now: datetime) -> list[Cell]:
     "namespaces",
     [NAME_COLUMN, _col("Status", "string", "The status of the namespace"), AGE_COLUMN],
 )
+
+
 def _print_namespace(obj: Obj, now: datetime) -> list[Cell]:
     return [_name(obj), _s(_d(obj.get("status")).get("phase")), _age(obj, now)]
 
@@ -782,6 +800,8 @@ def _print_namespace(obj: Obj, now: datetime) -> list[Cell]:
         AGE_COLUMN,
     ],
 )
+
+
 def _print_lease(obj: Obj, now: datetime) -> list[Cell]:
     return [_name(obj), _s(_d(obj.get("spec")).get("holderIdentity")), _age(obj, now)]
 
@@ -791,6 +811,8 @@ def _print_lease(obj: Obj, now: datetime) -> list[Cell]:
     [NAME_COLUMN, _col("Secrets", "string", "Secrets is a list of the secrets in the same namespace that pods "
                        "running using this ServiceAccount are allowed to use."), AGE_COLUMN],
 )
+
+
 def _print_service_account(obj: Obj, now: datetime) -> list[Cell]:
     return [_name(obj), len(obj.get("secrets") or []), _age(obj, now)]
 
@@ -802,6 +824,8 @@ def _print_service_account(obj: Obj, now: datetime) -> list[Cell]:
                        "field. The keys stored in Data must not overlap with the keys in the BinaryData field, this "
                        "is enforced during validation process."), AGE_COLUMN],
 )
+
+
 def _print_config_map(obj: Obj, now: datetime) -> list[Cell]:
     return [_name(obj), len(_d(obj.get("data"))) + len(_d(obj.get("binaryData"))), _age(obj, now)]
 
@@ -819,6 +843,8 @@ def _print_config_map(obj: Obj, now: datetime) -> list[Cell]:
         AGE_COLUMN,
     ],
 )
+
+
 def _print_secret(obj: Obj, now: datetime) -> list[Cell]:
     return [_name(obj), _s(obj.get("type")), len(_d(obj.get("data"))), _age(obj, now)]
 
@@ -873,6 +899,8 @@ def _attributes_class(spec: Obj) -> str:
              priority=1),
     ],
 )
+
+
 def _print_persistent_volume(obj: Obj, now: datetime) -> list[Cell]:
     spec = _d(obj.get("spec"))
     claim = _d(spec.get("claimRef"))
@@ -899,6 +927,8 @@ def _print_persistent_volume(obj: Obj, now: datetime) -> list[Cell]:
              "Filesystem is implied when not included in claim spec.", priority=1),
     ],
 )
+
+
 def _print_persistent_volume_claim(obj: Obj, now: datetime) -> list[Cell]:
     spec, status = _d(obj.get("spec")), _d(obj.get("status"))
     capacity = access_modes = ""
@@ -924,6 +954,8 @@ def _print_persistent_volume_claim(obj: Obj, now: datetime) -> list[Cell]:
         AGE_COLUMN,
     ],
 )
+
+
 def _print_storage_class(obj: Obj, now: datetime) -> list[Cell]:
     name = _name(obj) + (" (default)" if is_default_class(obj) else "")
     return [name, _s(obj.get("provisioner")), obj.get("reclaimPolicy") or "Delete",
@@ -1010,6 +1042,8 @@ def _event_source(ev: Obj) -> str:
         _col("Name", "string", _NAME_DOC, priority=1, fmt="name"),
     ],
 )
+
+
 def _print_event(raw: Obj, now: datetime) -> list[Cell]:
     ev = _core_event(raw)
     first_time = parse_rfc3339(ev.get("firstTimestamp"))
@@ -1125,6 +1159,8 @@ def _format_labels(labels: Any) -> str:
              "selector.", priority=1),
     ],
 )
+
+
 def _print_service(obj: Obj, now: datetime) -> list[Cell]:
     spec = _d(obj.get("spec"))
     cluster_ips = _l(spec.get("clusterIPs"))
@@ -1147,6 +1183,8 @@ def _print_service(obj: Obj, now: datetime) -> list[Cell]:
         AGE_COLUMN,
     ],
 )
+
+
 def _print_endpoints(obj: Obj, now: datetime) -> list[Cell]:
     """formatEndpoints: ip:port per ready address and port (a subset without ports: the bare ips)."""
     subsets = _l(obj.get("subsets"))
@@ -1178,6 +1216,8 @@ def _print_endpoints(obj: Obj, now: datetime) -> list[Cell]:
         AGE_COLUMN,
     ],
 )
+
+
 def _print_endpoint_slice(obj: Obj, now: datetime) -> list[Cell]:
     ports = []
     for raw in _l(obj.get("ports")):
@@ -1285,6 +1325,8 @@ def table_for(
         AGE_COLUMN,
     ],
 )
+
+
 def _print_pod_disruption_budget(obj: Obj, now: datetime) -> list[Cell]:
     """printPodDisruptionBudget: N/A for the bound that is not set."""
     spec = _d(obj.get("spec"))
@@ -1292,3 +1334,78 @@ def _print_pod_disruption_budget(obj: Obj, now: datetime) -> list[Cell]:
     return [_name(obj), "N/A" if min_available is None else str(min_available),
             "N/A" if max_unavailable is None else str(max_unavailable),
             _i(_d(obj.get("status")).get("disruptionsAllowed")), _age(obj, now)]
+# HorizontalPodAutoscalers (upstream formatHPAMetrics, printHorizontalPodAutoscaler)
+# ---------------------------------------------------------------------------------------------
+
+
+def _quantity_string(value: Any) -> str:
+    try:
+        return str(parse_quantity(value))
+    except ValueError:
+        return _s(value)
+
+
+def _hpa_metric(spec: Obj, status: Obj | None) -> str:
+    kind = spec.get("type")
+    field = {"Resource": "resource", "ContainerResource": "containerResource", "Pods": "pods",
+             "Object": "object", "External": "external"}.get(_s(kind))
+    if field is None:
+        return "<unknown type>"
+    source, current_status = _d(spec.get(field)), _d(_d(status).get(field))
+    target = _d(source.get("target"))
+    current = _d(current_status.get("current"))
+    if field in ("resource", "containerResource"):
+        name = _s(source.get("name"))
+        if target.get("averageValue") is not None:
+            now = _quantity_string(current["averageValue"]) if current.get("averageValue") is not None \
+                else "<unknown>"
+            return f"{name}: {now}/{_quantity_string(target['averageValue'])}"
+        now = f"{current['averageUtilization']}%" if current.get("averageUtilization") is not None else "<unknown>"
+        goal = f"{target['averageUtilization']}%" if target.get("averageUtilization") is not None else "<auto>"
+        return f"{name}: {now}/{goal}"
+    if field == "pods":
+        now = _quantity_string(current["averageValue"]) if current.get("averageValue") is not None else "<unknown>"
+        return f"{now}/{_quantity_string(target.get('averageValue'))}"
+    if target.get("averageValue") is not None:
+        now = _quantity_string(current["averageValue"]) if current.get("averageValue") is not None else "<unknown>"
+        return f"{now}/{_quantity_string(target['averageValue'])} (avg)"
+    now = _quantity_string(current["value"]) if current.get("value") is not None else "<unknown>"
+    return f"{now}/{_quantity_string(target.get('value'))}"
+
+
+def format_hpa_metrics(specs: list[Any], statuses: list[Any]) -> str:
+    if not specs:
+        return "<none>"
+    shown = [_hpa_metric(_d(spec), _d(statuses[i]) if i < len(statuses) else None) for i, spec in enumerate(specs)]
+    if len(shown) > 2:
+        return f"{', '.join(shown[:2])} + {len(shown) - 2} more..."
+    return ", ".join(shown)
+
+
+@_printer(
+    "horizontalpodautoscalers",
+    [
+        NAME_COLUMN,
+        _col("Reference", "string", "scaleTargetRef points to the target resource to scale, and is used to the pods "
+             "for which metrics should be collected, as well as to actually change the replica count."),
+        _col("Targets", "string", "metrics contains the specifications for which to use to calculate the desired "
+             "replica count (the maximum replica count across all metrics will be used)."),
+        _col("MinPods", "string", "minReplicas is the lower limit for the number of replicas to which the "
+             "autoscaler can scale down.  It defaults to 1 pod."),
+        _col("MaxPods", "integer", "maxReplicas is the upper limit for the number of replicas to which the "
+             "autoscaler can scale up. It cannot be less that minReplicas."),
+        _col("Replicas", "integer", "current number of replicas of pods managed by this autoscaler, as last seen "
+             "by the autoscaler."),
+        AGE_COLUMN,
+    ],
+)
+
+
+def _print_hpa(obj: Obj, now: datetime) -> list[Cell]:
+    spec, status = _d(obj.get("spec")), _d(obj.get("status"))
+    ref = _d(spec.get("scaleTargetRef"))
+    min_replicas = spec.get("minReplicas")
+    return [_name(obj), f"{_s(ref.get('kind'))}/{_s(ref.get('name'))}",
+            format_hpa_metrics(_l(spec.get("metrics")), _l(status.get("currentMetrics"))),
+            "<unset>" if min_replicas is None else str(min_replicas), _i(spec.get("maxReplicas")),
+            _i(status.get("currentReplicas")), _age(obj, now)]

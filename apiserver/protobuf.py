@@ -407,6 +407,21 @@ SCHEMA: dict[str, str] = {
         "5 jobTemplate:JobTemplateSpec; 6 successfulJobsHistoryLimit:int?; 7 failedJobsHistoryLimit:int?"),
     "JobTemplateSpec": "1 metadata:ObjectMeta; 2 spec:JobSpec",
     "CronJobStatus": "1 active:[ObjectReference]; 4 lastScheduleTime:time; 5 lastSuccessfulTime:time",
+    # kubectl autoscale (1.33: autoscaling/v2 first)
+    "HorizontalPodAutoscaler": (
+        "1 metadata:ObjectMeta; 2 spec:HorizontalPodAutoscalerSpec; 3 status:HorizontalPodAutoscalerStatus"),
+    "HorizontalPodAutoscalerSpec": (
+        "1 scaleTargetRef:CrossVersionObjectReference; 2 minReplicas:int?; 3 maxReplicas:int; 4 metrics:[MetricSpec]; "
+        "5 behavior:HorizontalPodAutoscalerBehavior"),
+    "CrossVersionObjectReference": "1 kind:str; 2 name:str; 3 apiVersion:str",
+    "MetricSpec": "1 type:str; 4 resource:ResourceMetricSource; 7 containerResource:ContainerResourceMetricSource",
+    "ResourceMetricSource": "1 name:str; 2 target:MetricTarget",
+    "ContainerResourceMetricSource": "1 name:str; 2 target:MetricTarget; 3 container:str",
+    "MetricTarget": "1 type:str; 2 value:quantity; 3 averageValue:quantity; 4 averageUtilization:int?",
+    "HorizontalPodAutoscalerBehavior": "1 scaleUp:HPAScalingRules; 2 scaleDown:HPAScalingRules",
+    "HPAScalingRules": "3 stabilizationWindowSeconds:int?; 1 selectPolicy:str?; 2 policies:[HPAScalingPolicy]",
+    "HPAScalingPolicy": "1 type:str; 2 value:int; 3 periodSeconds:int",
+    "HorizontalPodAutoscalerStatus": "1 observedGeneration:int?; 3 currentReplicas:int; 4 desiredReplicas:int",
     # kubectl create configmap | secret generic|tls|docker-registry
     "ConfigMap": "1 metadata:ObjectMeta; 4 immutable:bool?; 2 data:{str}; 3 binaryData:{bytes}",
     "Secret": "1 metadata:ObjectMeta; 5 immutable:bool?; 2 data:{bytes}; 4 stringData:{str}; 3 type:str",
@@ -422,6 +437,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("coordination.k8s.io/v1", "Lease"): "Lease",
     **{(v, "Eviction"): "Eviction" for v in ("policy/v1", "policy/v1beta1")},
     ("policy/v1", "PodDisruptionBudget"): "PodDisruptionBudget",
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): "HorizontalPodAutoscaler",
     **{("rbac.authorization.k8s.io/v1", k): k for k in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")},
     **{("admissionregistration.k8s.io/v1", k): k
        for k in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")},

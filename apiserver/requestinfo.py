@@ -148,6 +148,12 @@ def _namespaced_by_group_version() -> dict[tuple[str, str], frozenset[str]]:
 
 
 _GROUP_VERSIONS = _namespaced_by_group_version()
+# metrics.k8s.io, served by the metrics-server behind the apiserver (apiserver/endpoints/metrics_proxy.py): its
+# paths are resource requests too, authorized as nodes.metrics.k8s.io and pods.metrics.k8s.io (not as
+# discovery's `/apis/*`)
+_GROUP_VERSIONS[("metrics.k8s.io", "v1beta1")] = frozenset({"pods"})
+# autoscaling/v1 HorizontalPodAutoscalers, served from the v2 storage (apiserver/endpoints/autoscaling_v1.py)
+_GROUP_VERSIONS[("autoscaling", "v1")] = frozenset({"horizontalpodautoscalers"})
 
 _CACHE_SIZE = 4096
 # (method, path, query) -> RequestInfo: the same requests come again and again (a controller's creates, a

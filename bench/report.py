@@ -107,6 +107,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("storage", "bench.storage_bench", "storage.json",
               what="pod start with 3 configMap/secret volumes and a PVC vs none, claim → bound → pod Running "
                    "through the local-path provisioner (issue 12)"),
+    Benchmark("hpa", "bench.hpa_bench", "hpa.json",
+              what="HPA reaction from CPU load in a real pod to the new replicas Running (metrics every 10 s, sync "
+                   "15 s) vs the metrics delay plus pod start-up; metrics-server RSS (issue 13)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -169,6 +172,9 @@ TARGETS: dict[str, Target] = {
     "pod_volumes.sa_ratio": Target(12, False, 1.3, "x", "pod start with the kube-api-access volume ≤ 1.3x without"),
     "pod_volumes.all_ratio": Target(12, False, 1.3, "x", "pod start with configMap/secret/downwardAPI/projected "
                                                          "volumes ≤ 1.3x without"),
+    "hpa.reaction": Target(13, False, 15, "s", "HPA reaction load → new replicas Running ≤ 15 s (default sync)"),
+    "hpa.decision": Target(13, False, 15, "s", "the HPA's share (metrics show the load → scale written) ≤ one "
+                                                "15 s sync period"),
 }
 
 
@@ -610,6 +616,21 @@ def pod_volumes_figures(d: JSONDict) -> list[Figure]:
     ]
 
 
+def hpa_figures(d: JSONDict) -> list[Figure]:
+    runs = len(d.get("runs") or [])
+    setting = f"metrics every {d.get('resolution_s')} s, HPA sync {d.get('sync_period_s')} s, median of {runs}"
+    return [
+        Figure("hpa.reaction", "hpa", "CPU load in a pod → the HPA's new replicas Running", d.get("reaction_s"), "s",
+               "metrics delay + pod start-up", d.get("baseline_s"), _ratio(d.get("reaction_s"), d.get("baseline_s")),
+               note=setting),
+        Figure("hpa.decision", "hpa", "metrics show the load → the HPA writes the scale", d.get("decision_s"), "s",
+               note=setting),
+        Figure("hpa.metrics_server_rss", "hpa", "metrics-server RSS, one node", d.get("metrics_server_rss_mb"), "MB",
+               "an idle Python with the same imports", d.get("idle_python_rss_mb"),
+               _ratio(d.get("metrics_server_rss_mb"), d.get("idle_python_rss_mb"))),
+    ]
+
+
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
@@ -624,6 +645,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "controller_manager": controller_manager_figures,
     "pod_volumes": pod_volumes_figures,
     "storage": storage_figures,
+    "hpa": hpa_figures,
 }
 
 

@@ -270,6 +270,19 @@ def root_ca_bundle(options: argparse.Namespace, config: ClientConfig) -> str:
         raise ValueError(f"error parsing root-ca-file at {path}: {e}") from e
 
 
+def _horizontalpodautoscaling(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.podautoscaler.horizontal import HorizontalController
+
+    o = ctx.options
+    return HorizontalController(ctx.client_for(account), ctx.informers,
+                                workers=o.concurrent_horizontal_pod_autoscaler_syncs,
+                                sync_period=o.horizontal_pod_autoscaler_sync_period,
+                                downscale_stabilization=o.horizontal_pod_autoscaler_downscale_stabilization,
+                                tolerance=o.horizontal_pod_autoscaler_tolerance,
+                                cpu_initialization_period=o.horizontal_pod_autoscaler_cpu_initialization_period,
+                                initial_readiness_delay=o.horizontal_pod_autoscaler_initial_readiness_delay)
+
+
 # `--controllers` name -> spec. Upstream 1.30 accepts both the short names and the
 # `<name>-controller` forms, so those are aliases here.
 CONTROLLERS: dict[str, ControllerSpec] = {
@@ -306,6 +319,8 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "podgc": ControllerSpec("pod-garbage-collector", _podgc, aliases=("pod-garbage-collector-controller",)),
     "root-ca-cert-publisher": ControllerSpec("root-ca-cert-publisher", _root_ca_cert_publisher,
                                              aliases=("root-ca-certificate-publisher-controller",)),
+    "horizontalpodautoscaling": ControllerSpec("horizontal-pod-autoscaler", _horizontalpodautoscaling,
+                                               aliases=("horizontal-pod-autoscaler-controller",)),
 }
 
 
@@ -406,6 +421,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--use-service-account-credentials", type=_bool, nargs="?", const=True, default=True,
                    help="each controller authenticates as its own service account, with tokens from "
                         "TokenRequest (over HTTPS; the kubeconfig's identity must be allowed to ask for them)")
+    p.add_argument("--concurrent-horizontal-pod-autoscaler-syncs", type=int, default=5)
+    p.add_argument("--horizontal-pod-autoscaler-sync-period", type=parse_duration, default=15.0,
+                   help="how often each HorizontalPodAutoscaler is looked at (default 15s)")
+    p.add_argument("--horizontal-pod-autoscaler-downscale-stabilization", type=parse_duration, default=300.0,
+                   help="the window of recommendations a scale-down without behavior takes the highest of (5m)")
+    p.add_argument("--horizontal-pod-autoscaler-tolerance", type=float, default=0.1,
+                   help="the usage ratio within which nothing is scaled (default %(default)s)")
+    p.add_argument("--horizontal-pod-autoscaler-cpu-initialization-period", type=parse_duration, default=300.0)
+    p.add_argument("--horizontal-pod-autoscaler-initial-readiness-delay", type=parse_duration, default=30.0)
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
     args = p.parse_args(argv)
     try:

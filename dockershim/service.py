@@ -27,6 +27,7 @@ import grpc
 from aiodocker.events import DockerEvents
 
 from cni.invoke import CniError
+from dockershim import stats as st
 from dockershim import translate as tr
 from dockershim.network import PodNetwork, port_mappings
 from dockershim.streaming import StreamingServer, exec_exit_code
@@ -387,6 +388,56 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                               context: Any) -> cri.ContainerStatusResponse:
         data = await self._inspect(request.container_id, tr.TYPE_CONTAINER)
         return cri.ContainerStatusResponse(status=tr.container_status(data))
+
+    # -- stats ----------------------------------------------------------------------------------
+
+    async def _one_shot_stats(self, item: dict[str, Any]) -> cri.ContainerStats | None:
+        """A running container's stats (Docker's one-shot answer); None when it stopped meanwhile."""
+        try:
+            data = await self.docker._query_json(f"containers/{item['Id']}/stats",
+                                                 params={"stream": "0", "one-shot": "1"})
+        except aiodocker.DockerError as e:
+            if e.status == 404:
+                return None
+            raise
+        if not (data.get("cpu_stats") or {}).get("cpu_usage"):
+            return None
+        return st.container_stats(item, data)
+
+    async def _running_stats(self, extra: dict[str, list[str]] | None = None) -> list[tuple[str, cri.ContainerStats]]:
+        """(sandbox id, stats) of each running container."""
+        running = [c for c in await self._list(tr.TYPE_CONTAINER, extra) if c.get("State") == "running"]
+        found = await asyncio.gather(*(self._one_shot_stats(c) for c in running))
+        return [((c.get("Labels") or {}).get(tr.LABEL_SANDBOX_ID, ""), s) for c, s in zip(running, found, strict=True)
+                if s is not None]
+
+    @rpc
+    async def ListContainerStats(self, request: cri.ListContainerStatsRequest,
+                                 context: Any) -> cri.ListContainerStatsResponse:
+        """Stats of the running containers that pass the filter (cri-dockerd ListContainerStats)."""
+        f = request.filter
+        extra: dict[str, list[str]] = {}
+        if f.id:
+            extra["id"] = [f.id]
+        if f.pod_sandbox_id:
+            extra["label"] = [f"{tr.LABEL_SANDBOX_ID}={f.pod_sandbox_id}"]
+        stats = [s for _, s in await self._running_stats(extra)]
+        return cri.ListContainerStatsResponse(
+            stats=[s for s in stats if tr.labels_match(f.label_selector, dict(s.attributes.labels))])
+
+    @rpc
+    async def ListPodSandboxStats(self, request: cri.ListPodSandboxStatsRequest,
+                                  context: Any) -> cri.ListPodSandboxStatsResponse:
+        """Stats of the ready sandboxes that pass the filter, with their running containers'."""
+        f = request.filter
+        extra = {"id": [f.id]} if f.id else None
+        sandboxes = [s for s in await self._list(tr.TYPE_SANDBOX, extra) if s.get("State") == "running"]
+        sandboxes = [s for s in sandboxes if tr.labels_match(f.label_selector, tr.split_labels(s.get("Labels"))[0])]
+        by_sandbox: dict[str, list[cri.ContainerStats]] = {s["Id"]: [] for s in sandboxes}
+        for sandbox_id, stats in await self._running_stats():
+            if sandbox_id in by_sandbox:
+                by_sandbox[sandbox_id].append(stats)
+        return cri.ListPodSandboxStatsResponse(stats=[st.sandbox_stats(s, by_sandbox[s["Id"]]) for s in sandboxes])
 
     @rpc
     async def ReopenContainerLog(self, request: cri.ReopenContainerLogRequest, context: Any) -> Any:

@@ -97,6 +97,11 @@ proxy_healthy() { curl -fsS --max-time 2 "http://127.0.0.1:${PROXY_HEALTHZ_PORT}
 LOCAL_PATH_DIR="${LOCAL_PATH_DIR:-${OUT}/local-path}"
 LOCAL_PATH_HEALTH_PORT="${LOCAL_PATH_HEALTH_PORT:-10270}"
 local_path_ready() { curl -fsS --max-time 2 "http://127.0.0.1:${LOCAL_PATH_HEALTH_PORT}/ready" >/dev/null 2>&1; }
+# metrics-server (python -m metrics_server): metrics.k8s.io for kubectl top and the HPA, behind the apiserver
+METRICS_SERVER_PORT="${METRICS_SERVER_PORT:-4443}"
+METRICS_RESOLUTION="${METRICS_RESOLUTION:-15s}"
+metrics_server_ready() { curl -fsS --max-time 2 --cacert "${PKI_CA}" "https://127.0.0.1:${METRICS_SERVER_PORT}/readyz" \
+  >/dev/null 2>&1; }
 
 # start_component NAME HEALTH_FN CMD [ARG...]
 # Skips NAME when its pid file names a live process that passes HEALTH_FN
@@ -205,7 +210,11 @@ main() {
     --admission-control-config-file "${MINIK8S_ROOT}/hack/admission-config.yaml" \
     --kubelet-client-certificate "${OUT}/pki/apiserver-kubelet-client.crt" \
     --kubelet-client-key "${OUT}/pki/apiserver-kubelet-client.key" \
-    --kubelet-certificate-authority "${PKI_CA}"
+    --kubelet-certificate-authority "${PKI_CA}" \
+    --metrics-server-url "https://127.0.0.1:${METRICS_SERVER_PORT}" \
+    --proxy-client-cert-file "${OUT}/pki/front-proxy-client.crt" \
+    --proxy-client-key-file "${OUT}/pki/front-proxy-client.key" \
+    --metrics-server-certificate-authority "${PKI_CA}"
 
   write_kubeconfig
 
@@ -256,6 +265,15 @@ main() {
   start_component local-path-provisioner local_path_ready "${PY}" -m local_path_provisioner \
     --kubeconfig "${OUT}/local-path-provisioner.conf" --path "${LOCAL_PATH_DIR}" \
     --health-port "${LOCAL_PATH_HEALTH_PORT}"
+  # scrapes each kubelet's /stats/summary as system:metrics-server (the kubelets ask the apiserver: nodes/stats)
+  start_component metrics-server metrics_server_ready \
+    "${PY}" -m metrics_server --kubeconfig "${OUT}/metrics-server.conf" \
+    --bind-address 127.0.0.1 --secure-port "${METRICS_SERVER_PORT}" --metric-resolution "${METRICS_RESOLUTION}" \
+    --tls-cert-file "${OUT}/pki/metrics-server-serving.crt" \
+    --tls-private-key-file "${OUT}/pki/metrics-server-serving.key" \
+    --requestheader-client-ca-file "${PKI_CA}" --requestheader-allowed-names front-proxy-client \
+    --kubelet-client-certificate "${OUT}/pki/metrics-server.crt" --kubelet-client-key "${OUT}/pki/metrics-server.key" \
+    --kubelet-certificate-authority "${PKI_CA}"
 
   cat <<EOF
 

@@ -1533,6 +1533,91 @@ def stateful_set_description(sts: Obj, events: list[Obj] | None, counts: tuple[i
     return w.text()
 
 
+def _quantity_text(value: Any) -> str:
+    try:
+        return str(parse_quantity(value))
+    except ValueError:
+        return str(value)
+
+
+def _print_direction_behavior(w: PrefixWriter, direction: str, rules: Any) -> None:
+    """printDirectionBehavior."""
+    if rules is None:
+        return
+    rules = _d(rules)
+    w.write(1, f"{direction}:\n")
+    if rules.get("stabilizationWindowSeconds") is not None:
+        w.write(2, f"Stabilization Window: {rules['stabilizationWindowSeconds']} seconds\n")
+    policies = _l(rules.get("policies"))
+    if policies:
+        w.write(2, f"Select Policy: {rules.get('selectPolicy') or 'Max'}\n")
+        w.write(2, "Policies:\n")
+        for p in policies:
+            p = _d(p)
+            w.write(3, f"- Type: {p.get('type', '')}\tValue: {p.get('value', 0)}\tPeriod: {p.get('periodSeconds', 0)} "
+                       "seconds\n")
+
+
+def hpa_description(hpa: Obj, events: list[Obj] | None) -> str:
+    """describeHorizontalPodAutoscalerV2 (kubectl 1.33), for the resource metrics this cluster serves."""
+    meta, spec, status = _d(hpa.get("metadata")), _d(hpa.get("spec")), _d(hpa.get("status"))
+    ref = _d(spec.get("scaleTargetRef"))
+    current_metrics = _l(status.get("currentMetrics"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    w.write(0, f"CreationTimestamp:\t{rfc1123z(meta.get('creationTimestamp'))}\n")
+    w.write(0, f"Reference:\t{ref.get('kind', '')}/{ref.get('name', '')}\n")
+    w.write(0, "Metrics:\t( current / target )\n")
+    for i, metric in enumerate(_l(spec.get("metrics"))):
+        metric = _d(metric)
+        kind = metric.get("type")
+        field = {"Resource": "resource", "ContainerResource": "containerResource"}.get(str(kind))
+        if field is None:
+            w.write(1, f'<unknown metric type "{kind}">\n')
+            continue
+        source = _d(metric.get(field))
+        target = _d(source.get("target"))
+        current_status = _d(_d(current_metrics[i]).get(field)) if i < len(current_metrics) else {}
+        current = _d(current_status.get("current"))
+        if field == "resource":
+            w.write(1, f"resource {source.get('name', '')} on pods")
+        else:
+            w.write(1, f'resource {source.get("name", "")} of container "{source.get("container", "")}" on pods')
+        if target.get("averageValue") is not None:
+            now = _quantity_text(current["averageValue"]) if current_status and current.get("averageValue") \
+                is not None else "<unknown>"
+            w.write(0, f":\t{now} / {_quantity_text(target['averageValue'])}\n")
+        else:
+            now = "<unknown>"
+            if current_status and current.get("averageUtilization") is not None:
+                now = f"{current['averageUtilization']}% ({_quantity_text(current.get('averageValue', 0))})"
+            goal = f"{target['averageUtilization']}%" if target.get("averageUtilization") is not None else "<auto>"
+            w.write(1, f"(as a percentage of request):\t{now} / {goal}\n")
+    min_replicas = spec.get("minReplicas")
+    w.write(0, f"Min replicas:\t{'<unset>' if min_replicas is None else min_replicas}\n")
+    w.write(0, f"Max replicas:\t{spec.get('maxReplicas', 0)}\n")
+    behavior = spec.get("behavior")
+    if behavior is not None:
+        w.write(0, "Behavior:\n")
+        _print_direction_behavior(w, "Scale Up", _d(behavior).get("scaleUp"))
+        _print_direction_behavior(w, "Scale Down", _d(behavior).get("scaleDown"))
+    w.write(0, f"{ref.get('kind', '')} pods:\t")
+    w.write(0, f"{status.get('currentReplicas', 0)} current / {status.get('desiredReplicas', 0)} desired\n")
+    conditions = _l(status.get("conditions"))
+    if conditions:
+        w.write(0, "Conditions:\n")
+        w.write(1, "Type\tStatus\tReason\tMessage\n")
+        w.write(1, "----\t------\t------\t-------\n")
+        for c in conditions:
+            c = _d(c)
+            w.write(1, f"{c.get('type', '')}\t{c.get('status', '')}\t{c.get('reason', '')}\t{c.get('message', '')}\n")
+    describe_events(w, events)
+    return w.text()
+
+
 def pod_disruption_budget_description(pdb: Obj, events: list[Obj] | None) -> str:
     """describePodDisruptionBudgetV1: the bound that is set, the selector, the controller's counts."""
     meta, spec, status = _d(pdb.get("metadata")), _d(pdb.get("spec")), _d(pdb.get("status"))
@@ -1564,6 +1649,10 @@ async def describe_pod_disruption_budget(ctx: Context, pdb: Obj) -> str:
     return pod_disruption_budget_description(pdb, await search_events(ctx, pdb, "PodDisruptionBudget"))
 
 
+async def describe_hpa(ctx: Context, hpa: Obj) -> str:
+    return hpa_description(hpa, await search_events(ctx, hpa, "HorizontalPodAutoscaler"))
+
+
 Describer = Callable[[Context, Obj], Awaitable[str]]
 DESCRIBERS: dict[tuple[str, str], Describer] = {
     ("", "Pod"): describe_pod,
@@ -1583,6 +1672,7 @@ DESCRIBERS: dict[tuple[str, str], Describer] = {
     ("batch", "CronJob"): describe_cronjob,
     ("apps", "StatefulSet"): describe_stateful_set,
     ("policy", "PodDisruptionBudget"): describe_pod_disruption_budget,
+    ("autoscaling", "HorizontalPodAutoscaler"): describe_hpa,
 }
 
 

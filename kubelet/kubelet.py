@@ -38,7 +38,10 @@ from kubelet.pod_syncer import KubeletPodSyncer, KubeletRuntimeHelper
 from kubelet.pod_workers import PodWorkers
 from kubelet.probes import ProbeManager, ProbeTarget
 from kubelet.server import KubeletServer
+from kubelet.server_auth import SubjectAccessReviewer
 from kubelet.service_env import service_env
+from kubelet.stats.cri_stats_provider import CRIStatsProvider
+from kubelet.stats.summary import SummaryProvider
 from kubelet.status_manager import StatusManager
 from kubelet.volumes import VolumeManager
 from machinery.api.core_v1 import Node, Pod, Service
@@ -146,6 +149,8 @@ class Kubelet:
         # the ConfigMaps and Secrets of the pods, each watched; a change wakes the pods using it
         self.syncer.objects.watcher = ObjectWatcher(self.client, self._wake)
         self.volumes.allocatable = lambda: (self.node_status.cpu_millis, self.node_status.memory_bytes)
+        self.summary = SummaryProvider(config.node_name, CRIStatsProvider(self.runtime_service), self._pod_start)
+        self.reviewer: SubjectAccessReviewer | None = SubjectAccessReviewer(self.client, config.node_name)
         self.server = KubeletServer(self)
         self.pod_informer: Informer[Pod] | None = None
         self.service_informer: Informer[Service] | None = None  # the Services as env vars (service_env.py)
@@ -155,6 +160,10 @@ class Kubelet:
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()  # one-off work started by informer handlers
         self.ready = asyncio.Event()
+
+    def _pod_start(self, namespace: str, name: str) -> str | None:
+        pod = self.pod_informer.get(name, namespace) if self.pod_informer else None
+        return pod.status.start_time if pod is not None and pod.status is not None else None
 
     def connect_runtime(self) -> tuple[RemoteRuntimeService, RemoteImageService]:
         """The CRI clients (bench/hollow_node.py's hollow kubelet hands the fake runtime in instead)."""
@@ -233,6 +242,7 @@ class Kubelet:
         # read them (yet) starts its pods without their variables rather than not at all
         await self.service_informer.wait_for_sync(10.0)
         self._tasks.append(asyncio.create_task(self._housekeeping_loop(), name="housekeeping"))
+        self._tasks.append(asyncio.create_task(self._stats_loop(), name="stats"))
         self.ready.set()
         log.info("kubelet %s ready (runtime %s at %s, node IP %s, port %d, root %s)", config.node_name,
                  self.node_status.facts.runtime_version, config.container_runtime_endpoint, config.node_ip,
@@ -318,6 +328,20 @@ class Kubelet:
         while True:
             await asyncio.sleep(RUNTIME_STATUS_PERIOD)
             await self.check_runtime_status()
+
+    # -- stats ------------------------------------------------------------------------------------
+
+    async def _stats_loop(self) -> None:
+        """Refresh the CPU rates of /stats/summary every housekeeping interval (upstream: the eviction
+        manager's 10 s monitoring updates the CRI stats provider's cache; readers never do)."""
+        while True:
+            try:
+                await self.summary.get(update=True)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the runtime away: the next round
+                log.debug("stats refresh: %s", e)
+            await asyncio.sleep(self.config.housekeeping_interval)
 
     # -- housekeeping -----------------------------------------------------------------------------
 

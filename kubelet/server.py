@@ -18,11 +18,15 @@ Errors are `Status` objects with the HTTP code, which the apiserver passes on to
 
 With --tls-cert-file/--tls-private-key-file the server speaks HTTPS; with --client-ca-file it also
 wants a client certificate from that CA (upstream's x509 authentication with anonymous requests
-off): none → 401, and only members of system:masters — the apiserver's kubelet-client identity,
-kube-apiserver-kubelet-client, is one, as kubeadm issues it — are authorized (upstream asks the
-apiserver with a SubjectAccessReview, which says yes to exactly them for a node's proxy); anyone
-else → 403 `Forbidden (user=..., verb=get, resource=nodes, subresource=proxy)`. `/healthz` stays
-open, for health checks.
+off): none → 401. Members of system:masters — the apiserver's kubelet-client identity,
+kube-apiserver-kubelet-client, is one, as kubeadm issues it — are authorized at once; anyone else as
+the apiserver answers a SubjectAccessReview for the path's subresource of this node
+(kubelet/server_auth.py: `nodes/stats` for /stats, `nodes/metrics` for /metrics, `nodes/proxy` for the
+rest), as upstream's webhook authorizer; refused → 403 `Forbidden (user=..., verb=get, resource=nodes,
+subresource=proxy)`. `/healthz` stays open, for health checks.
+
+- `GET /stats/summary` → the stats/v1alpha1 Summary (node and pods' cpu and memory, from the runtime's
+  CRI stats: kubelet/stats/); `GET /metrics/resource` → the same figures as Prometheus text.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from websockets.asyncio.client import connect
 
 from kubelet.container.runtime import ContainerState, ContainerStatus, LogOptions, Runtime
 from kubelet.pod_workers import PodWorkers
+from kubelet.server_auth import SubjectAccessReviewer
+from kubelet.stats.summary import SummaryProvider, resource_metrics
 from kubelet.status_manager import StatusManager
 from kubelet.streaming import EXEC_PROTOCOLS, V5, V5ToV4, relay, runtime_subprotocols, translating
 from machinery.api.core_v1 import Pod
@@ -61,6 +67,8 @@ class KubeletView(Protocol):
     workers: PodWorkers
     status_manager: StatusManager
     ready: asyncio.Event
+    summary: SummaryProvider
+    reviewer: SubjectAccessReviewer | None
 
     @property
     def runtime(self) -> Runtime: ...  # read-only, so a Kubelet holding a particular Runtime fits
@@ -116,8 +124,9 @@ ASGI = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[
 class ClientCertificateAuth:
     """The kubelet's authentication and authorization filter (upstream pkg/kubelet/server/auth.go)."""
 
-    def __init__(self, app: ASGI) -> None:
+    def __init__(self, app: ASGI, reviewer: SubjectAccessReviewer | None = None) -> None:
         self.app = app
+        self.reviewer = reviewer
 
     async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Any]],
                        send: Callable[[Any], Awaitable[None]]) -> None:
@@ -133,9 +142,10 @@ class ClientCertificateAuth:
         elif not user.is_master:
             verb = _VERBS.get(scope.get("method", "GET"), "get") if kind == "http" else "get"
             sub = next((s for prefix, s in _SUBRESOURCES if scope["path"].startswith(prefix)), "proxy")
-            log.info("refused %s %s to %s", verb, scope["path"], user.name)
-            error = KubeletError(403, "Forbidden",
-                                 f"Forbidden (user={user.name}, verb={verb}, resource=nodes, subresource={sub})")
+            if self.reviewer is None or not await self.reviewer.allowed(user, verb, sub):
+                log.info("refused %s %s to %s", verb, scope["path"], user.name)
+                error = KubeletError(403, "Forbidden",
+                                     f"Forbidden (user={user.name}, verb={verb}, resource=nodes, subresource={sub})")
         if error is None:
             await self.app(scope, receive, send)
         elif kind == "websocket":
@@ -156,12 +166,14 @@ class KubeletServer:
             Route("/healthz", self.healthz),
             Route("/pods", self.pods),
             Route("/debug/pods", self.debug_pods),
+            Route("/stats/summary", self.stats_summary),
+            Route("/metrics/resource", self.metrics_resource),
             Route("/containerLogs/{namespace}/{pod}/{container}", self.container_logs),
             WebSocketRoute("/exec/{namespace}/{pod}/{container}", self.exec_ws),
             Route("/exec/{namespace}/{pod}/{container}", self.exec_http, methods=["GET", "POST"]),
         ])
         if config.client_ca_file:
-            self.app = ClientCertificateAuth(self.app)
+            self.app = ClientCertificateAuth(self.app, kubelet.reviewer)
 
     def uvicorn_options(self) -> dict[str, Any]:
         """How uvicorn serves this app: plain HTTP, or TLS (asking for client certificates with a client CA)."""
@@ -188,6 +200,21 @@ class KubeletServer:
         }
         return JSONResponse({"ready": self.k.ready.is_set(), "workers": workers,
                              "statusWrites": self.k.status_manager.writes})
+
+    async def stats_summary(self, request: Request) -> Response:
+        try:
+            return JSONResponse(await self.k.summary.get())
+        except (CriError, OSError) as e:
+            return KubeletError(500, "InternalError", f"failed to get the node's stats summary: {e}").response()
+
+    async def metrics_resource(self, request: Request) -> Response:
+        summary: dict[str, Any] | None
+        try:
+            summary = await self.k.summary.get()
+        except (CriError, OSError) as e:
+            log.warning("resource metrics: %s", e)
+            summary = None
+        return PlainTextResponse(resource_metrics(summary), media_type="text/plain; version=0.0.4")
 
     # -- lookups --------------------------------------------------------------------------------
 

@@ -317,6 +317,8 @@ class NodeAuthorizer:
             return NO_OPINION, f"no relationship found between node '{node}' and this object"
         if group in ("", "events.k8s.io") and resource == "events" and verb in ("create", "update", "patch"):
             return ALLOW, ""
+        if group == "authorization.k8s.io" and resource == "subjectaccessreviews" and verb == "create":
+            return ALLOW, ""  # upstream NodeRules: the kubelet API's delegated authorization
         if group == "" and resource in ("secrets", "configmaps") and not sub:
             # upstream: get only (and list/watch of that one name), of an object a pod on this node uses
             name = a.name if verb == "get" else _selected_name(a.field_selector) if verb in ("list", "watch") else ""

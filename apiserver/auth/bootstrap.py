@@ -28,19 +28,27 @@ BOOTSTRAP_LABEL = {"kubernetes.io/bootstrapping": "rbac-defaults"}
 
 READ = ["get", "list", "watch"]
 # --controllers name -> service account (controllers/manager.py CONTROLLERS) -> role rules below
-CONTROLLER_ACCOUNTS = ("deployment-controller", "replicaset-controller", "generic-garbage-collector",
+CONTROLLER_ACCOUNTS: tuple[str, ...] = ("deployment-controller", "replicaset-controller", "generic-garbage-collector",
                        "namespace-controller", "node-controller", "service-account-controller",
                        "endpoint-controller", "endpointslice-controller", "endpointslicemirroring-controller",
                        "service-controller", "daemon-set-controller", "persistent-volume-binder",
                        "pvc-protection-controller", "pv-protection-controller", "job-controller",
                        "cronjob-controller", "ttl-after-finished-controller", "statefulset-controller",
-                       "disruption-controller", "pod-garbage-collector", "root-ca-cert-publisher")
+                       "disruption-controller", "pod-garbage-collector", "root-ca-cert-publisher",
+                       "horizontal-pod-autoscaler")
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 # what view reads and edit writes (upstream aggregate-to-view / aggregate-to-edit, for what minik8s serves)
 _VIEW_CORE = ["pods", "pods/status", "pods/log", "events", "namespaces", "serviceaccounts", "services",
               "services/status", "endpoints", "configmaps", "persistentvolumeclaims",
               "persistentvolumeclaims/status"]  # never secrets: view may not read them
 _VIEW_BATCH = ["jobs", "jobs/status", "cronjobs", "cronjobs/status"]
+_VIEW_AUTOSCALING = ["horizontalpodautoscalers", "horizontalpodautoscalers/status"]
+# metrics-server's system:aggregated-metrics-reader, aggregated to view (and so edit and admin)
+_METRICS_READER = ["get", "list", "watch"]
+METRICS_GROUP = "metrics.k8s.io"
+AGGREGATE_TO = {"rbac.authorization.k8s.io/aggregate-to-view": "true",
+                "rbac.authorization.k8s.io/aggregate-to-edit": "true",
+                "rbac.authorization.k8s.io/aggregate-to-admin": "true"}
 _VIEW_APPS = ["deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
               "replicasets/status", "daemonsets", "daemonsets/status", "controllerrevisions",
               "statefulsets", "statefulsets/scale", "statefulsets/status"]
@@ -109,6 +117,22 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule(READ, ["storage.k8s.io"], ["storageclasses"]),
         ],
         # kube-proxy (user system:kube-proxy)
+        # metrics-server (service account kube-system/metrics-server, or user system:metrics-server)
+        "system:metrics-server": [
+            rule(["get"], [""], ["nodes/metrics", "nodes/stats"]),
+            rule(READ, [""], ["pods", "nodes"]),
+        ],
+        "system:aggregated-metrics-reader": [rule(_METRICS_READER, [METRICS_GROUP], ["pods", "nodes"])],
+        "system:controller:horizontal-pod-autoscaler": [
+            rule(READ, ["autoscaling"], ["horizontalpodautoscalers"]),
+            rule(["update"], ["autoscaling"], ["horizontalpodautoscalers/status"]),
+            rule(["get", "update"], ["*"], ["*/scale"]),
+            rule(["list"], [""], ["pods"]),
+            rule(["list"], [METRICS_GROUP], ["pods"]),
+            rule(["get", "list"], ["custom.metrics.k8s.io"], ["*"]),
+            rule(["get", "list"], ["external.metrics.k8s.io"], ["*"]),
+            EVENTS,
+        ],
         "system:node-proxier": [
             rule(["list", "watch"], [""], ["services", "endpoints"]),
             rule(["get"], [""], ["nodes"]),
@@ -276,7 +300,9 @@ def cluster_roles() -> dict[str, list[Obj]]:
 def _view() -> list[Obj]:
     return [rule(READ, [""], _VIEW_CORE), rule(READ, ["apps"], _VIEW_APPS), rule(READ, ["batch"], _VIEW_BATCH),
             rule(READ, ["discovery.k8s.io"], ["endpointslices"]), rule(READ, ["coordination.k8s.io"], ["leases"]),
-            rule(READ, ["policy"], ["poddisruptionbudgets", "poddisruptionbudgets/status"])]
+            rule(READ, ["policy"], ["poddisruptionbudgets", "poddisruptionbudgets/status"]),
+            rule(READ, ["autoscaling"], _VIEW_AUTOSCALING),
+            rule(_METRICS_READER, [METRICS_GROUP], ["pods", "nodes"])]  # system:aggregated-metrics-reader
 
 
 def _edit() -> list[Obj]:
@@ -296,6 +322,7 @@ def _edit() -> list[Obj]:
         rule(WRITE, ["batch"], ["jobs", "cronjobs"]),
         rule(["create"], [""], ["pods/eviction"]),
         rule(WRITE, ["policy"], ["poddisruptionbudgets"]),
+        rule(WRITE, ["autoscaling"], ["horizontalpodautoscalers"]),
     ]
 
 
@@ -324,6 +351,8 @@ def cluster_role_bindings() -> dict[str, tuple[str, list[Obj]]]:
                                            [_user("system:kube-controller-manager")]),
         "system:volume-scheduler": ("system:volume-scheduler", [_user("system:kube-scheduler")]),
         "system:node-proxier": ("system:node-proxier", [_user("system:kube-proxy")]),
+        "system:metrics-server": ("system:metrics-server", [_service_account("kube-system", "metrics-server"),
+                                                            _user("system:metrics-server")]),
         "system:kube-dns": ("system:kube-dns", [_service_account("kube-system", "kube-dns"),
                                                 _user("system:kube-dns")]),
         "system:minik8s:kube-dns-service": ("system:minik8s:kube-dns-service",
@@ -343,6 +372,9 @@ def policy_objects() -> tuple[list[Obj], list[Obj]]:
     """(ClusterRoles, ClusterRoleBindings) as wire objects."""
     roles = [{"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": _meta(name), "rules": rules}
              for name, rules in cluster_roles().items()]
+    for role in roles:
+        if role["metadata"]["name"] == "system:aggregated-metrics-reader":  # type: ignore[index]
+            role["metadata"]["labels"].update(AGGREGATE_TO)  # type: ignore[index]
     bindings = [{"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": _meta(name),
                  "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role}, "subjects": subjects}
                 for name, (role, subjects) in cluster_role_bindings().items()]

@@ -17,13 +17,21 @@ SAN now asked for, or is not signed by the CA on disk):
     DIR/pki/controller-manager.crt ...        system:kube-controller-manager
     DIR/pki/kube-dns.crt ...                  system:kube-dns (the cluster DNS)
     DIR/pki/kube-proxy.crt ...                system:kube-proxy
+    DIR/pki/metrics-server.crt ...            system:metrics-server (python -m metrics_server; also its client
+                                              certificate towards kubelets, authorized for nodes/stats)
+    DIR/pki/metrics-server-serving.crt .key   the metrics-server's serving certificate (localhost, 127.0.0.1,
+                                              metrics-server: compose's service name)
+    DIR/pki/front-proxy-client.crt .key       front-proxy-client: the apiserver's identity towards the
+                                              metrics-server (--proxy-client-cert-file), from the cluster CA
+                                              (kubeadm keeps a front-proxy CA apart)
     DIR/pki/kubelet-NODE.crt ...              system:node:NODE, O=system:nodes
     DIR/pki/apiserver-kubelet-client.crt .key kube-apiserver-kubelet-client, O=system:masters: the
                                               apiserver's identity towards kubelets (kubeadm's name)
     DIR/pki/kubelets/NODE/kubelet.crt .key    NODE's kubelet serving certificate (SANs: NODE, this host's
                                               name and default-route address, localhost, 127.0.0.1,
                                               --kubelet-san ...)
-    DIR/admin.conf scheduler.conf controller-manager.conf kube-dns.conf kube-proxy.conf kubelet-NODE.conf
+    DIR/admin.conf scheduler.conf controller-manager.conf kube-dns.conf kube-proxy.conf metrics-server.conf
+                                              kubelet-NODE.conf
                                               (certificates embedded)
 
 and, with `--etcd-member NAME[=HOST,...]` (repeatable), etcd's own PKI as kubeadm lays it out:
@@ -87,6 +95,8 @@ KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 KUBELET_CLIENT = "apiserver-kubelet-client"  # file name under pki/
 
 
+METRICS_SERVER_USER = "system:metrics-server"  # python -m metrics_server, bound to system:metrics-server
+FRONT_PROXY_CLIENT_USER = "front-proxy-client"  # the apiserver towards the metrics-server (requestheader)
 ETCD_CA_NAME = "etcd-ca"
 ETCD_CLIENT_USER = "kube-apiserver-etcd-client"
 ETCD_CLIENT = "apiserver-etcd-client"  # file name under pki/
@@ -424,6 +434,7 @@ def component_identities(nodes: Iterable[str] = ()) -> list[tuple[str, str, tupl
         ("controller-manager", CONTROLLER_MANAGER_USER, ()),
         ("kube-dns", KUBE_DNS_USER, ()),
         ("kube-proxy", PROXY_USER, ()),
+        ("metrics-server", METRICS_SERVER_USER, ()),
     ]
     out += [(f"kubelet-{node}", node_user(node), (NODES_GROUP,)) for node in nodes]
     return out
@@ -445,6 +456,11 @@ def ensure_pki(root: str | os.PathLike[str], server: str = "https://127.0.0.1:64
         said.append("service-account key")
     if ensure_encryption_config(pki.encryption_config):
         said.append("encryption config (aescbc key for Secrets at rest)")
+    if ensure_leaf(pki, ca, "front-proxy-client", FRONT_PROXY_CLIENT_USER):
+        said.append("front-proxy client certificate")
+    if ensure_leaf(pki, ca, "metrics-server-serving", "metrics-server", client=False,
+                   server_hosts=[*default_server_hosts(), "metrics-server"]):  # compose's service name too
+        said.append("metrics-server serving certificate")
     nodes = list(nodes)
     said += _ensure_kubelet_certs(pki, ca, nodes, kubelet_hosts)
     for name, cn, orgs in component_identities(nodes):

@@ -14,6 +14,7 @@ from apiserver.registry.deployment import DeploymentStrategy
 from apiserver.registry.endpoints import EndpointsStrategy
 from apiserver.registry.endpointslice import EndpointSliceStrategy
 from apiserver.registry.event import EventStrategy
+from apiserver.registry.horizontalpodautoscaler import HorizontalPodAutoscalerStrategy
 from apiserver.registry.job import JobStrategy
 from apiserver.registry.lease import LeaseStrategy
 from apiserver.registry.namespace import NamespaceStrategy
@@ -68,6 +69,7 @@ STRATEGIES: dict[str, Strategy] = {
     "authorization.k8s.io/selfsubjectaccessreviews": Strategy(),
     "authorization.k8s.io/selfsubjectrulesreviews": Strategy(),
     "authorization.k8s.io/subjectaccessreviews": Strategy(),
+    "autoscaling/horizontalpodautoscalers": HorizontalPodAutoscalerStrategy(),
 }
 
 

@@ -133,6 +133,16 @@ class RemoteRuntimeService:
         await call(self.stub.ReopenContainerLog, pb.ReopenContainerLogRequest(container_id=container_id),
                    self.timeout)
 
+    # -- stats ----------------------------------------------------------------------------------
+
+    async def list_container_stats(self, sandbox_id: str = "") -> list[pb.ContainerStats]:
+        request = pb.ListContainerStatsRequest(filter=pb.ContainerStatsFilter(pod_sandbox_id=sandbox_id))
+        return list((await call(self.stub.ListContainerStats, request, self.timeout)).stats)
+
+    async def list_pod_sandbox_stats(self) -> list[pb.PodSandboxStats]:
+        request = pb.ListPodSandboxStatsRequest(filter=pb.PodSandboxStatsFilter())
+        return list((await call(self.stub.ListPodSandboxStats, request, self.timeout)).stats)
+
     async def container_events(self) -> AsyncIterator[pb.ContainerEventResponse]:
         """The runtime's stream of container events (no deadline: it lasts as long as the kubelet)."""
         try:

@@ -15,6 +15,7 @@ from machinery.api import (
     admissionregistration_v1,
     apps_v1,
     authorization_v1,
+    autoscaling_v2,
     batch_v1,
     coordination_v1,
     core_v1,
@@ -135,6 +136,9 @@ RESOURCES: tuple[ResourceInfo, ...] = (
     ResourceInfo("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews",
                  "subjectaccessreview", False, authorization_v1.SubjectAccessReview, verbs=("create",),
                  virtual=True),
+    ResourceInfo("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", "horizontalpodautoscaler",
+                 True, autoscaling_v2.HorizontalPodAutoscaler, short_names=("hpa",), categories=("all",),
+                 subresources={"status": "HorizontalPodAutoscaler"}),
 )
 
 _BY_PLURAL = {(r.group, r.plural): r for r in RESOURCES}

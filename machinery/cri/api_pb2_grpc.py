@@ -134,6 +134,16 @@ class RuntimeServiceStub:
                 request_serializer=machinery_dot_cri_dot_api__pb2.GetEventsRequest.SerializeToString,
                 response_deserializer=machinery_dot_cri_dot_api__pb2.ContainerEventResponse.FromString,
                 _registered_method=True)
+        self.ListContainerStats = channel.unary_unary(
+                '/runtime.v1.RuntimeService/ListContainerStats',
+                request_serializer=machinery_dot_cri_dot_api__pb2.ListContainerStatsRequest.SerializeToString,
+                response_deserializer=machinery_dot_cri_dot_api__pb2.ListContainerStatsResponse.FromString,
+                _registered_method=True)
+        self.ListPodSandboxStats = channel.unary_unary(
+                '/runtime.v1.RuntimeService/ListPodSandboxStats',
+                request_serializer=machinery_dot_cri_dot_api__pb2.ListPodSandboxStatsRequest.SerializeToString,
+                response_deserializer=machinery_dot_cri_dot_api__pb2.ListPodSandboxStatsResponse.FromString,
+                _registered_method=True)
 
 
 class RuntimeServiceServicer:
@@ -259,6 +269,18 @@ class RuntimeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListContainerStats(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPodSandboxStats(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RuntimeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -361,6 +383,16 @@ def add_RuntimeServiceServicer_to_server(servicer, server):
                     servicer.GetContainerEvents,
                     request_deserializer=machinery_dot_cri_dot_api__pb2.GetEventsRequest.FromString,
                     response_serializer=machinery_dot_cri_dot_api__pb2.ContainerEventResponse.SerializeToString,
+            ),
+            'ListContainerStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListContainerStats,
+                    request_deserializer=machinery_dot_cri_dot_api__pb2.ListContainerStatsRequest.FromString,
+                    response_serializer=machinery_dot_cri_dot_api__pb2.ListContainerStatsResponse.SerializeToString,
+            ),
+            'ListPodSandboxStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPodSandboxStats,
+                    request_deserializer=machinery_dot_cri_dot_api__pb2.ListPodSandboxStatsRequest.FromString,
+                    response_serializer=machinery_dot_cri_dot_api__pb2.ListPodSandboxStatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -903,6 +935,60 @@ class RuntimeService:
             '/runtime.v1.RuntimeService/GetContainerEvents',
             machinery_dot_cri_dot_api__pb2.GetEventsRequest.SerializeToString,
             machinery_dot_cri_dot_api__pb2.ContainerEventResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListContainerStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/ListContainerStats',
+            machinery_dot_cri_dot_api__pb2.ListContainerStatsRequest.SerializeToString,
+            machinery_dot_cri_dot_api__pb2.ListContainerStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPodSandboxStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/ListPodSandboxStats',
+            machinery_dot_cri_dot_api__pb2.ListPodSandboxStatsRequest.SerializeToString,
+            machinery_dot_cri_dot_api__pb2.ListPodSandboxStatsResponse.FromString,
             options,
             channel_credentials,
             insecure,

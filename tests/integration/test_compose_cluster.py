@@ -272,8 +272,9 @@ def test_compose_up_writes_kubeconfig_and_nodes_are_ready(compose_cluster: Compo
     assert len(cidrs) == 2, cidrs
     # Every container of the project is labelled, and the kubelets run in the host's namespaces.
     containers = docker_ids("ps", "-q", "--filter", f"label=com.docker.compose.project={cluster.project}")
-    # etcd, apiserver, controller-manager, scheduler, the cluster DNS, kube-proxy, the local-path provisioner, 2 nodes
-    assert len(containers) == 9, containers
+    # etcd, apiserver, controller-manager, scheduler, the cluster DNS, kube-proxy, the local-path provisioner, the
+    # metrics-server, 2 nodes
+    assert len(containers) == 10, containers
     labelled = docker_ids("ps", "-q", "--filter", f"label=com.docker.compose.project={cluster.project}",
                           "--filter", "label=io.minik8s.managed=true")
     assert sorted(labelled) == sorted(containers)

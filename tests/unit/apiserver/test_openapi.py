@@ -310,6 +310,8 @@ def _gvk(info: Any) -> dict[str, str]:
     (meta.Status, "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
      {"group": "", "kind": "Status", "version": "v1"}),
 ])
+
+
 def test_kinds_are_named_as_upstream_and_carry_their_gvk(model: type, name: str, gvk: dict[str, str]) -> None:
     assert openapi.definition_name(model) == name
     definitions = openapi.openapi_v2_json()["definitions"]
@@ -393,7 +395,7 @@ def test_v3_root_lists_every_group_version_with_its_hash() -> None:
                                   "apis/rbac.authorization.k8s.io/v1",
                                   "apis/admissionregistration.k8s.io/v1",
                                   "apis/authorization.k8s.io/v1", "apis/storage.k8s.io/v1",
-                                  "apis/policy/v1"}
+                                  "apis/policy/v1", "apis/autoscaling/v2"}
     for path, entry in root["paths"].items():
         url = entry["serverRelativeURL"]
         assert url.startswith(f"/openapi/v3/{path}?hash=")

@@ -1310,7 +1310,8 @@ class TestRegistry:
                                    "admissionregistration.k8s.io/validatingwebhookconfigurations",
                                    "authorization.k8s.io/selfsubjectaccessreviews",
                                    "authorization.k8s.io/selfsubjectrulesreviews",
-                                   "authorization.k8s.io/subjectaccessreviews"}
+                                   "authorization.k8s.io/subjectaccessreviews",
+                                   "autoscaling/horizontalpodautoscalers"}
         assert isinstance(strategy_for("", "pods"), PodStrategy)
         assert type(strategy_for("x", "nothing")) is Strategy
 

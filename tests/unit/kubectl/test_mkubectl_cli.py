@@ -45,6 +45,8 @@ def parse_error(text: str, source: str = "f.yaml") -> str:
     ("apiVersion: v1\nkind: Pod\nmetadata:\n\tname: x\n", "yaml: line 4: found character that cannot start any token"),
     ('a: "unterminated\nb: c\n', "yaml: line 3: found unexpected end of stream"),
 ])
+
+
 def test_yaml_errors_read_like_kubectls(text: str, message: str) -> None:
     """The expected lines are kubectl 1.33's for the same files."""
     assert parse_error(text) == f"error parsing f.yaml: error converting YAML to JSON: {message}"
@@ -171,7 +173,8 @@ def test_resource_names_resolve_like_kubectls() -> None:
     assert asyncio.run(resolve()) == ["pods", "pods", "pods", "deployments", "deployments", "deployments",
                                       "replicasets", "nodes", "namespaces", "events",
                                       "deployments=a,b;pods=c",
-                                      "pods,services,deployments,replicasets,daemonsets,statefulsets,jobs,cronjobs"]
+                                      "pods,services,deployments,replicasets,daemonsets,statefulsets,jobs,cronjobs,"
+                                      "horizontalpodautoscalers"]
     assert multiple_types_requested(["all"]) and multiple_types_requested(["deploy,po"])
     assert multiple_types_requested(["deploy/a", "po/b"]) and not multiple_types_requested(["po", "a", "b"])
 
