@@ -413,7 +413,8 @@ class ApiServer:
 
 
 def _status_response(e: errors.ApiError) -> Response:
-    return json_response(e.status(), e.code)
+    """The Status as upstream writes it: Go's json.Encoder ends the body with a newline."""
+    return Response(orjson.dumps(e.status()) + b"\n", status_code=e.code, media_type="application/json")
 
 
 def _error_response(request: Request, e: Exception) -> Response:
@@ -552,9 +553,9 @@ def create_app(config: ApiServerConfig) -> FastAPI:
             raise errors.page_not_found()
         return json_response(doc)
 
-    reviews = {r.info.plural: r for r in server.reviews}
+    reviews = {(r.info.api_version, r.info.plural): r for r in server.reviews}
     for group_version in group_versions():
-        stores = [reviews[i.plural] if i.virtual else server.stores[(i.group, i.plural)]
+        stores = [reviews[(i.api_version, i.plural)] if i.virtual else server.stores[(i.group, i.plural)]
                   for i in group_versions()[group_version]]
         app.include_router(build_router(stores, config.min_request_timeout,  # type: ignore[arg-type]
                                         watch_dispatchers))

@@ -342,6 +342,10 @@ SCHEMA: dict[str, str] = {
     "SelfSubjectRulesReview": (
         "1 metadata:ObjectMeta; 2 spec:SelfSubjectRulesReviewSpec; 3 status:SubjectRulesReviewStatus"),
     "SelfSubjectRulesReviewSpec": "1 namespace:str",
+    # kubectl auth whoami (authentication.k8s.io v1, v1beta1, v1alpha1: the same fields)
+    "SelfSubjectReview": "1 metadata:ObjectMeta; 2 status:SelfSubjectReviewStatus",
+    "SelfSubjectReviewStatus": "1 userInfo:UserInfo",
+    "UserInfo": "1 username:str; 2 uid:str; 3 groups:[str]; 4 extra:{extra}",
     "SubjectRulesReviewStatus": (
         "1 resourceRules:[ResourceRule]; 2 nonResourceRules:[NonResourceRule]; 3 incomplete:bool; "
         "4 evaluationError:str"),
@@ -412,6 +416,7 @@ KINDS: dict[tuple[str, str], str] = {
     **{("v1", k): k for k in ("Namespace", "Node", "Pod", "Event", "ServiceAccount", "Service", "ConfigMap",
                               "Secret")},
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
+    **{(f"authentication.k8s.io/{v}", "SelfSubjectReview"): "SelfSubjectReview" for v in ("v1", "v1beta1", "v1alpha1")},
     **{("apps/v1", k): k for k in ("Deployment", "ReplicaSet")},
     **{("batch/v1", k): k for k in ("Job", "CronJob")},
     ("coordination.k8s.io/v1", "Lease"): "Lease",

@@ -14,6 +14,9 @@ from pydantic import BaseModel
 from machinery.api import (
     admissionregistration_v1,
     apps_v1,
+    authentication_v1,
+    authentication_v1alpha1,
+    authentication_v1beta1,
     authorization_v1,
     batch_v1,
     coordination_v1,
@@ -129,10 +132,19 @@ RESOURCES: tuple[ResourceInfo, ...] = (
     ResourceInfo("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews",
                  "subjectaccessreview", False, authorization_v1.SubjectAccessReview, verbs=("create",),
                  virtual=True),
+    # kubectl auth whoami: v1 (1.28+), v1beta1 (1.27), v1alpha1 (1.26); v1 first, the group's preferred version
+    *(ResourceInfo("authentication.k8s.io", version, "SelfSubjectReview", "selfsubjectreviews", "selfsubjectreview",
+                   False, model, verbs=("create",), virtual=True)
+      for version, model in (("v1", authentication_v1.SelfSubjectReview),
+                             ("v1beta1", authentication_v1beta1.SelfSubjectReview),
+                             ("v1alpha1", authentication_v1alpha1.SelfSubjectReview))),
 )
 
-_BY_PLURAL = {(r.group, r.plural): r for r in RESOURCES}
-_BY_KIND = {(r.group, r.kind): r for r in RESOURCES}
+_BY_PLURAL: dict[tuple[str, str], ResourceInfo] = {}
+_BY_KIND: dict[tuple[str, str], ResourceInfo] = {}
+for _info in RESOURCES:  # a resource served in several versions: the first (preferred) one
+    _BY_PLURAL.setdefault((_info.group, _info.plural), _info)
+    _BY_KIND.setdefault((_info.api_version, _info.kind), _info)
 
 
 def resource_for(group: str, plural: str) -> ResourceInfo | None:
@@ -140,9 +152,7 @@ def resource_for(group: str, plural: str) -> ResourceInfo | None:
 
 
 def resource_for_kind(api_version: str, kind: str) -> ResourceInfo | None:
-    group = api_version.rpartition("/")[0] if "/" in api_version else ""
-    info = _BY_KIND.get((group, kind))
-    return info if info is not None and info.api_version == api_version else None
+    return _BY_KIND.get((api_version, kind))
 
 
 def resource_for_model(model: type[BaseModel]) -> ResourceInfo:
