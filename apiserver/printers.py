@@ -1250,3 +1250,67 @@ def table_for(
         "columnDefinitions": column_definitions(resource),
         "rows": rows,
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# Policy: PriorityClass, ResourceQuota, LimitRange
+# ---------------------------------------------------------------------------------------------
+
+
+@_printer(
+    "priorityclasses",
+    [
+        NAME_COLUMN,
+        _col("Value", "integer", "value represents the integer value of this priority class. This is the actual "
+             "priority that pods receive when they have the name of this class in their pod spec."),
+        _col("Global-Default", "boolean", "globalDefault specifies whether this PriorityClass should be considered "
+             "as the default priority for pods that do not have any priority class. Only one PriorityClass can be "
+             "marked as `globalDefault`. However, if more than one PriorityClasses exists with their `globalDefault` "
+             "field set to true, the smallest value of such global default PriorityClasses will be used as the "
+             "default priority."),
+        AGE_COLUMN,
+        _col("PreemptionPolicy", "string", "preemptionPolicy is the Policy for preempting pods with lower priority. "
+             "One of Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset."),
+    ],
+)
+def _print_priority_class(obj: Obj, now: datetime) -> list[Cell]:
+    return [_name(obj), _i(obj.get("value")), bool(obj.get("globalDefault")), _age(obj, now),
+            obj.get("preemptionPolicy") or "<unset>"]
+
+
+@_printer(
+    "resourcequotas",
+    [
+        NAME_COLUMN,
+        AGE_COLUMN,
+        _col("Request", "string", "Request represents a minimum amount of cpu/memory that a container may consume."),
+        _col("Limit", "string", "Limits control the maximum amount of cpu/memory that a container may use independent "
+             "of contention on the node."),
+    ],
+)
+def _print_resource_quota(obj: Obj, now: datetime) -> list[Cell]:
+    """printResourceQuota: `used/hard` per resource of status.hard, sorted; limits.* in the Limit column."""
+    status = _d(obj.get("status"))
+    hard, used = _d(status.get("hard")), _d(status.get("used"))
+    requests: list[str] = []
+    limits: list[str] = []
+    for name in sorted(hard):
+        cell = f"{name}: {_quantity_string(used.get(name, '0'))}/{_quantity_string(hard[name])}"
+        pieces = name.split(".")
+        (limits if len(pieces) > 1 and pieces[0] == "limits" else requests).append(cell)
+    return [_name(obj), _age(obj, now), ", ".join(requests), ", ".join(limits)]
+
+
+def _quantity_string(value: Any) -> str:
+    try:
+        return str(parse_quantity(value))
+    except ValueError:
+        return _s(value)
+
+
+@_printer(
+    "limitranges",
+    [NAME_COLUMN, _col("Created At", "date", _CREATION_DOC)],
+)
+def _print_limit_range(obj: Obj, now: datetime) -> list[Cell]:
+    return [_name(obj), _s(_d(obj.get("metadata")).get("creationTimestamp"))]

@@ -342,6 +342,9 @@ SCHEMA: dict[str, str] = {
     "SelfSubjectRulesReview": (
         "1 metadata:ObjectMeta; 2 spec:SelfSubjectRulesReviewSpec; 3 status:SubjectRulesReviewStatus"),
     "SelfSubjectRulesReviewSpec": "1 namespace:str",
+    # kubectl create priorityclass
+    "PriorityClass": ("1 metadata:ObjectMeta; 2 value:int?; 3 globalDefault:bool; 4 description:str; "
+                      "5 preemptionPolicy:str?"),
     # kubectl auth whoami (authentication.k8s.io v1, v1beta1, v1alpha1: the same fields)
     "SelfSubjectReview": "1 metadata:ObjectMeta; 2 status:SelfSubjectReviewStatus",
     "SelfSubjectReviewStatus": "1 userInfo:UserInfo",
@@ -420,6 +423,7 @@ KINDS: dict[tuple[str, str], str] = {
     **{("apps/v1", k): k for k in ("Deployment", "ReplicaSet")},
     **{("batch/v1", k): k for k in ("Job", "CronJob")},
     ("coordination.k8s.io/v1", "Lease"): "Lease",
+    ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
     **{("rbac.authorization.k8s.io/v1", k): k for k in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")},
     **{("admissionregistration.k8s.io/v1", k): k
        for k in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")},

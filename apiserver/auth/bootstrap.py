@@ -33,12 +33,15 @@ CONTROLLER_ACCOUNTS = ("deployment-controller", "replicaset-controller", "generi
                        "endpoint-controller", "endpointslice-controller", "endpointslicemirroring-controller",
                        "service-controller", "daemon-set-controller", "persistent-volume-binder",
                        "pvc-protection-controller", "pv-protection-controller", "job-controller",
-                       "cronjob-controller", "ttl-after-finished-controller")
+                       "cronjob-controller", "ttl-after-finished-controller",
+                       "resourcequota-controller", "replication-controller")
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 # what view reads and edit writes (upstream aggregate-to-view / aggregate-to-edit, for what minik8s serves)
 _VIEW_CORE = ["pods", "pods/status", "pods/log", "events", "namespaces", "serviceaccounts", "services",
               "services/status", "endpoints", "configmaps", "persistentvolumeclaims",
-              "persistentvolumeclaims/status"]  # never secrets: view may not read them
+              "persistentvolumeclaims/status",
+              "replicationcontrollers", "replicationcontrollers/scale", "replicationcontrollers/status",
+              "limitranges", "resourcequotas", "resourcequotas/status"]  # never secrets: view may not read them
 _VIEW_BATCH = ["jobs", "jobs/status", "cronjobs", "cronjobs/status"]
 _VIEW_APPS = ["deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
               "replicasets/status", "daemonsets", "daemonsets/status", "controllerrevisions"]
@@ -229,6 +232,19 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule(["get", "list", "watch", "delete"], ["batch"], ["jobs"]),
             EVENTS,
         ],
+        # quota counts anything it may be asked to, so it may list and watch everything
+        "system:controller:resourcequota-controller": [
+            rule(["list", "watch"], ["*"], ["*"]),
+            rule(["update"], [""], ["resourcequotas/status"]),
+            EVENTS,
+        ],
+        "system:controller:replication-controller": [
+            rule(["get", "list", "watch", "update"], [""], ["replicationcontrollers"]),
+            rule(["update"], [""], ["replicationcontrollers/status"]),
+            rule(["update"], [""], ["replicationcontrollers/finalizers"]),
+            rule(["list", "watch", "patch", "create", "delete"], [""], ["pods"]),
+            EVENTS,
+        ],
         "system:controller:node-controller": [
             rule(["get", "list", "watch", "update", "patch", "delete"], [""], ["nodes"]),
             rule(["patch", "update"], [""], ["nodes/status"]),
@@ -252,7 +268,7 @@ def _edit() -> list[Obj]:
         rule(READ, [""], ["secrets"]),
         rule(WRITE, [""], ["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "events",
                            "serviceaccounts", "services", "services/proxy", "configmaps", "secrets",
-                           "persistentvolumeclaims"]),
+                           "persistentvolumeclaims", "replicationcontrollers", "replicationcontrollers/scale"]),
         rule(["impersonate"], [""], ["serviceaccounts"]),
         rule(["create"], [""], ["serviceaccounts/token"]),
         rule(WRITE, ["apps"], ["deployments", "deployments/rollback", "deployments/scale", "replicasets",

@@ -23,6 +23,7 @@ from machinery.api import (
     core_v1,
     discovery_v1,
     rbac_v1,
+    scheduling_v1,
     storage_v1,
 )
 
@@ -95,6 +96,13 @@ RESOURCES: tuple[ResourceInfo, ...] = (
                  core_v1.PersistentVolumeClaim, short_names=("pvc",),
                  subresources={"status": "PersistentVolumeClaim"}),
     ResourceInfo("", "v1", "Endpoints", "endpoints", "endpoints", True, core_v1.Endpoints, short_names=("ep",)),
+    ResourceInfo("", "v1", "ResourceQuota", "resourcequotas", "resourcequota", True, core_v1.ResourceQuota,
+                 short_names=("quota",), subresources={"status": "ResourceQuota"}),
+    ResourceInfo("", "v1", "LimitRange", "limitranges", "limitrange", True, core_v1.LimitRange,
+                 short_names=("limits",)),
+    ResourceInfo("", "v1", "ReplicationController", "replicationcontrollers", "replicationcontroller", True,
+                 core_v1.ReplicationController, short_names=("rc",), categories=("all",),
+                 subresources={"status": "ReplicationController", "scale": "Scale"}),
     ResourceInfo("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice", True,
                  discovery_v1.EndpointSlice),
     ResourceInfo("apps", "v1", "Deployment", "deployments", "deployment", True, apps_v1.Deployment,
@@ -132,6 +140,8 @@ RESOURCES: tuple[ResourceInfo, ...] = (
     ResourceInfo("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews",
                  "subjectaccessreview", False, authorization_v1.SubjectAccessReview, verbs=("create",),
                  virtual=True),
+    ResourceInfo("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", False,
+                 scheduling_v1.PriorityClass, short_names=("pc",)),
     # kubectl auth whoami: v1 (1.28+), v1beta1 (1.27), v1alpha1 (1.26); v1 first, the group's preferred version
     *(ResourceInfo("authentication.k8s.io", version, "SelfSubjectReview", "selfsubjectreviews", "selfsubjectreview",
                    False, model, verbs=("create",), virtual=True)

@@ -47,7 +47,7 @@ from tests.scheduler_process import SchedulerProcess
 CONTROLLERS = ["deployment", "replicaset", "garbagecollector", "namespace", "nodeipam", "nodelifecycle",
                "serviceaccount", "endpointslice", "endpoint", "endpointslicemirroring", "servicelb", "daemonset",
                "persistentvolume-binder", "pvc-protection", "pv-protection", "job", "cronjob",
-               "ttl-after-finished"]
+               "ttl-after-finished", "resourcequota", "replicationcontroller"]
 CLUSTER_CIDR = "10.244.0.0/16"
 CLUSTER_DOMAIN = "cluster.local"
 
