@@ -10,6 +10,8 @@ the informers' caches (pods, services, configmaps, secrets, claims, replication 
 other `count/<resource>.<group>` names, a list through the API; write status only when it changed.
 A change to a counted object (its delete, a pod turning Succeeded/Failed) enqueues the quotas of its
 namespace (upstream's replenishment); every quota is also recomputed each --resource-quota-sync-period.
+A change of a quota's status is not looked at (upstream ignores those too): admission writes status.used
+as it admits, and a recompute from a pod cache a moment behind would take back what it just charged.
 It writes as kube-system/resourcequota-controller (`system:controller:resourcequota-controller`).
 """
 
@@ -60,13 +62,28 @@ class ResourceQuotaController(Controller):
         self.client = client
         self.sync_period = sync_period
         self.quota_informer: Informer[ResourceQuota] = informers.informer_for(ResourceQuota)
-        self.watch(self.quota_informer)
+        self.quota_informer.add_event_handler(on_add=self._quota_added, on_update=self._quota_updated,
+                                              on_delete=lambda q: None)
+        self.informers.append(self.quota_informer)
         self.object_informers: dict[tuple[str, str], Informer[Any]] = {}
         for key, model in WATCHED.items():
             informer: Informer[Any] = informers.informer_for(model)
             self.object_informers[key] = informer
             informer.add_event_handler(on_update=self._object_updated, on_delete=self._object_deleted)
             self.informers.append(informer)
+
+    # -- quotas --------------------------------------------------------------------------------
+
+    def _quota_added(self, quota: ResourceQuota) -> None:
+        self.queue.add(meta_namespace_key(quota))
+
+    def _quota_updated(self, old: ResourceQuota, cur: ResourceQuota) -> None:
+        """Only a change of spec.hard: status changes are admission's and this controller's own, and
+        recomputing on them from caches a moment behind would undo what admission just charged."""
+        old_hard = parse_list(old.spec.hard if old.spec else None)
+        cur_hard = parse_list(cur.spec.hard if cur.spec else None)
+        if old_hard != cur_hard or set(old_hard) != set(cur_hard):
+            self.queue.add(meta_namespace_key(cur))
 
     # -- replenishment -----------------------------------------------------------------------
 
