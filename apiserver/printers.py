@@ -1314,3 +1314,27 @@ def _quantity_string(value: Any) -> str:
 )
 def _print_limit_range(obj: Obj, now: datetime) -> list[Cell]:
     return [_name(obj), _s(_d(obj.get("metadata")).get("creationTimestamp"))]
+
+
+@_printer(
+    "replicationcontrollers",
+    [
+        NAME_COLUMN,
+        _col("Desired", "integer", "Replicas is the number of desired replicas. This is a pointer to distinguish "
+             "between explicit zero and unspecified. Defaults to 1."),
+        _col("Current", "integer", "Replicas is the most recently observed number of replicas."),
+        _col("Ready", "integer", "The number of ready replicas for this replication controller."),
+        AGE_COLUMN,
+        _col("Containers", "string", _CONTAINERS_DOC, priority=1),
+        _col("Images", "string", _IMAGES_DOC, priority=1),
+        _col("Selector", "string", "Selector is a label query over pods that should match the Replicas count. If "
+             "Selector is empty, it is defaulted to the labels present on the Pod template.", priority=1),
+    ],
+)
+def _print_replication_controller(obj: Obj, now: datetime) -> list[Cell]:
+    """printReplicationController: the selector a plain label map, printed as labels are."""
+    spec, status = _d(obj.get("spec")), _d(obj.get("status"))
+    names, images = _layout_container_cells(_template_containers(obj))
+    selector = ",".join(f"{k}={v}" for k, v in sorted(_d(spec.get("selector")).items())) or "<none>"
+    return [_name(obj), _i(spec.get("replicas"), 1), _i(status.get("replicas")), _i(status.get("readyReplicas")),
+            _age(obj, now), names, images, selector]

@@ -342,6 +342,12 @@ SCHEMA: dict[str, str] = {
     "SelfSubjectRulesReview": (
         "1 metadata:ObjectMeta; 2 spec:SelfSubjectRulesReviewSpec; 3 status:SubjectRulesReviewStatus"),
     "SelfSubjectRulesReviewSpec": "1 namespace:str",
+    # kubectl create quota
+    "ResourceQuota": "1 metadata:ObjectMeta; 2 spec:ResourceQuotaSpec; 3 status:ResourceQuotaStatus",
+    "ResourceQuotaSpec": "1 hard:{quantity}; 2 scopes:[str]; 3 scopeSelector:ScopeSelector",
+    "ScopeSelector": "1 matchExpressions:[ScopedResourceSelectorRequirement]",
+    "ScopedResourceSelectorRequirement": "1 scopeName:str; 2 operator:str; 3 values:[str]",
+    "ResourceQuotaStatus": "1 hard:{quantity}; 2 used:{quantity}",
     # kubectl create priorityclass
     "PriorityClass": ("1 metadata:ObjectMeta; 2 value:int?; 3 globalDefault:bool; 4 description:str; "
                       "5 preemptionPolicy:str?"),
@@ -418,6 +424,7 @@ SCHEMA: dict[str, str] = {
 KINDS: dict[tuple[str, str], str] = {
     **{("v1", k): k for k in ("Namespace", "Node", "Pod", "Event", "ServiceAccount", "Service", "ConfigMap",
                               "Secret")},
+    ("v1", "ResourceQuota"): "ResourceQuota",
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     **{(f"authentication.k8s.io/{v}", "SelfSubjectReview"): "SelfSubjectReview" for v in ("v1", "v1beta1", "v1alpha1")},
     **{("apps/v1", k): k for k in ("Deployment", "ReplicaSet")},
