@@ -162,7 +162,8 @@ def test_quota_refuses_past_hard_and_converges_after_deletes(api: httpx.Client, 
     for name in ("a", "b"):
         assert api.post(pods(namespace), json=pod(name)).status_code == 201
     body = status_of(api.post(pods(namespace), json=pod("c")), 403)
-    assert body["message"] == 'pods "c" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2'
+    assert body["message"] == ('pods "c" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, '
+                               'limited: pods=2')
     assert body["reason"] == "Forbidden" and body["details"] == {"name": "c", "kind": "pods"}
     assert api.get(pods(namespace, "c")).status_code == 404
     # admission charged the quota as it admitted the pods
@@ -180,7 +181,8 @@ def test_quota_refuses_past_hard_and_converges_after_deletes(api: httpx.Client, 
     assert api.post(pods(namespace), json=pod("c")).status_code == 201
     # a pod that finished no longer counts under pods
     status = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b"}, "status": {"phase": "Succeeded"}}
-    r = api.patch(f"{pods(namespace, 'b')}/status", json=status, headers={"content-type": "application/merge-patch+json"})
+    r = api.patch(f"{pods(namespace, 'b')}/status", json=status,
+                  headers={"content-type": "application/merge-patch+json"})
     assert r.status_code == 200, r.text
     wait_used(api, namespace, "q", lambda used: used["pods"] == "1")
     assert api.post(pods(namespace), json=pod("d")).status_code == 201
@@ -284,7 +286,8 @@ def test_limit_range_defaults_and_bounds(api: httpx.Client, namespace: str) -> N
         "LimitRanger plugin set: cpu, memory request for container main; cpu, memory limit for container main")
     assert p["status"]["qosClass"] == "Burstable"
     r = api.post(pods(namespace), json=with_resources("big", limits={"cpu": "2"}))
-    assert status_of(r, 403)["message"] == 'pods "big" is forbidden: maximum cpu usage per Container is 1, but limit is 2'
+    assert status_of(r, 403)["message"] == ('pods "big" is forbidden: maximum cpu usage per Container is 1, '
+                                            'but limit is 2')
     big = with_resources("bigger", limits={"cpu": "2"}, requests={"cpu": "10m"})  # two bounds broken: both said
     assert status_of(api.post(pods(namespace), json=big), 403)["message"] == (
         'pods "bigger" is forbidden: [minimum cpu usage per Container is 50m, but request is 10m, '
