@@ -558,9 +558,8 @@ class FitError(Exception):
 
 
 def preemption_message(pod: PodInfo, num_nodes: int) -> str:
-    """What the DefaultPreemption PostFilter says. minik8s does not preempt, so every node is one where
-    preemption is "not helpful" (upstream would try evicting lower-priority pods where the failure
-    was Unschedulable rather than UnschedulableAndUnresolvable)."""
+    """What a framework without a PostFilter says; the scheduler replaces it with DefaultPreemption's
+    verdict (scheduler/plugins/default_preemption.py), which evicts lower-priority pods where that helps."""
     if pod.pod.spec is not None and pod.pod.spec.preemption_policy == "Never":
         return "preemption: not eligible due to preemptionPolicy=Never."
     return f"preemption: 0/{num_nodes} nodes are available: {num_nodes} {PREEMPTION_NOT_HELPFUL}."
