@@ -92,6 +92,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("daemonset", "bench.daemonset_bench", "daemonset.json",
               what="DaemonSet create → available on 100 hollow nodes, rolling update at maxUnavailable 10%, "
                    "controller-manager RSS (issue 13)"),
+    Benchmark("preemption", "bench.preemption_bench", "preemption.json",
+              what="high-priority pod create → bound by preempting a low-priority one vs the same pod on a free "
+                   "node, same run (issue 18)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -522,6 +525,15 @@ def daemonset_figures(d: JSONDict) -> list[Figure]:
     ]
 
 
+def preemption_figures(d: JSONDict) -> list[Figure]:
+    base, value = d.get("baseline_p50_ms"), d.get("preemption_p50_ms")
+    return [Figure("preemption.create_to_bound", "preemption",
+                   "high-priority pod create → bound, by preempting a low-priority pod (p50)", value, "ms",
+                   "the same pod on a free node (p50)", base, _ratio(value, base),
+                   note="one hollow node; most of it is the scheduling queue's 1 s back-off before the second "
+                        "attempt, as upstream's podInitialBackoffSeconds")]
+
+
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
@@ -531,6 +543,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "dns": dns_figures,
     "proxy": proxy_figures,
     "daemonset": daemonset_figures,
+    "preemption": preemption_figures,
 }
 
 

@@ -166,3 +166,12 @@ def test_proxy_figures_judge_latency_at_1000_throughput_and_rss() -> None:
     assert figures["proxy.10.latency_p99"].verdict == "—"  # the target is set at 1,000 Services
     assert figures["proxy.throughput_ratio"].verdict == "NOT MET"
     assert figures["proxy.rss"].verdict == "met" and figures["proxy.1000.full_sync"].ratio == 4.0
+
+
+def test_preemption_against_the_free_node_of_the_same_run() -> None:
+    from bench.report import build_figures
+
+    [figure] = [f for f in build_figures({"preemption": {"baseline_p50_ms": 20.0, "preemption_p50_ms": 1020.0}})
+                if f.area == "preemption"]
+    assert figure.key == "preemption.create_to_bound" and figure.value == 1020.0 and figure.baseline == 20.0
+    assert figure.ratio == 51.0 and figure.verdict == "—"  # the issue sets no target
