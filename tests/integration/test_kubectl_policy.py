@@ -135,3 +135,35 @@ def test_official_python_client_creates_an_rc(apiserver: ApiServer, api: httpx.C
         listed = core.list_namespaced_replication_controller(namespace)
         assert [rc.metadata.name for rc in listed.items] == ["frontend"]
         core.delete_namespaced_replication_controller("frontend", namespace)
+
+
+def test_mkubectl_describes_as_kubectl_133(apiserver: ApiServer, api: httpx.Client, namespace: str, tmp_path: Path,
+                                           controllers: ControllerProcess) -> None:
+    """mkubectl's describe of a quota (with scopes), a LimitRange and their namespace: kubectl 1.33's text."""
+    from tests.integration.test_mkubectl import Mk
+    from tests.kubectl import find_kubectl
+
+    binary = find_kubectl("1.33")
+    if binary is None:
+        pytest.skip("kubectl.1.33 is not installed")
+    real = Kubectl(binary, "1.33", apiserver.url, tmp_path / "kubectl", namespace)
+    mk = Mk(apiserver.url, tmp_path / "mk", namespace)
+    quotas = f"/api/v1/namespaces/{namespace}/resourcequotas"
+    assert api.post(quotas, json={"metadata": {"name": "compute"}, "spec": {
+        "hard": {"requests.cpu": "2", "limits.memory": "1Gi", "pods": "4"}}}).status_code == 201
+    assert api.post(quotas, json={"metadata": {"name": "best-effort"}, "spec": {
+        "hard": {"pods": "3"}, "scopes": ["BestEffort"]}}).status_code == 201
+    assert api.post(f"/api/v1/namespaces/{namespace}/limitranges", json={"metadata": {"name": "limits"}, "spec": {
+        "limits": [{"type": "Container", "max": {"cpu": "1"}, "default": {"cpu": "500m"}},
+                   {"type": "Pod", "max": {"memory": "2Gi"}}]}}).status_code == 201
+    for name in ("compute", "best-effort"):
+        wait_for(lambda n=name: (api.get(f"{quotas}/{n}").json().get("status") or {}).get("used"), 30,
+                 what=f"status of {name}")
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox:1.36", "resources": {
+        "requests": {"cpu": "250m"}, "limits": {"memory": "256Mi", "cpu": "500m"}}}]}}
+    assert api.post(f"/api/v1/namespaces/{namespace}/pods", json=pod).status_code == 201
+    for args in (("describe", "quota", "compute"), ("describe", "quota", "best-effort"),
+                 ("describe", "limitrange", "limits"), ("describe", "namespace", namespace)):
+        expected = real.run(*args).ok().stdout
+        assert mk.run(*args).ok().stdout == expected, args
+    assert "Resource Quotas" in real.run("describe", "namespace", namespace).stdout
