@@ -1,7 +1,8 @@
 """The ResourceQuota admission plugin (upstream plugin/pkg/admission/resourcequota: admission.go,
 controller.go checkRequest; the evaluators of pkg/quota/v1, shared in machinery/quota.py).
 
-Last of the validating plugins, on every namespaced CREATE: the namespace's quotas that match the
+Last of the validating plugins, on every namespaced CREATE (and on the UPDATE of a Service or a claim, for
+what the update adds: a Service turned NodePort, a claim grown): the namespace's quotas that match the
 object (its resources among their hard limits; their scopes, for pods) are read fresh from etcd;
 the object's usage is added to each one's status.used and checked against spec.hard:
 
@@ -24,12 +25,16 @@ from dataclasses import dataclass
 
 from apiserver import errors
 from apiserver.admission.interfaces import AdmissionAttributes
+from machinery.quantity import Quantity
 from machinery.quota import add, format_list, parse_list, pod_missing_constraints, pretty, quota_matches, usage_of
 from machinery.types import Obj
 
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 20
+# the kinds whose usage an update can grow (upstream's evaluators that handle UPDATE): a Service's type
+# and ports (node ports, load balancers), a claim's requested storage
+UPDATED_USAGE = frozenset({("", "services"), ("", "persistentvolumeclaims")})
 
 
 @dataclass
@@ -45,7 +50,11 @@ class Quotas:
 
 async def admit(a: AdmissionAttributes, quotas: Quotas) -> None:
     info = a.store.info
-    if a.operation != "CREATE" or a.subresource or a.obj is None or not info.namespaced or not a.namespace:
+    if a.subresource or a.obj is None or not info.namespaced or not a.namespace:
+        return
+    if a.operation == "UPDATE" and (info.group, info.plural) not in UPDATED_USAGE:
+        return
+    if a.operation not in ("CREATE", "UPDATE"):
         return
     if not quotas.any_in(a.namespace):
         return
@@ -70,6 +79,12 @@ def check(a: AdmissionAttributes, quotas: list[Obj]) -> list[Obj]:
     assert a.obj is not None
     info = a.store.info
     delta = usage_of(info.group, info.plural, a.obj)
+    if a.operation == "UPDATE" and a.old is not None:  # only what grows is charged
+        before = usage_of(info.group, info.plural, a.old)
+        delta = {k: Quantity(v.value - before[k].value, v.format) if k in before else v for k, v in delta.items()}
+        delta = {k: v for k, v in delta.items() if v.value > 0}
+        if not delta:
+            return []
     out = []
     for quota in sorted(quotas, key=lambda q: q["metadata"]["name"]):
         if not quota_matches(quota, info.group, info.plural, a.obj):

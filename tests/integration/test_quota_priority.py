@@ -352,3 +352,24 @@ def test_bad_replication_controller(api: httpx.Client, namespace: str) -> None:
                    "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}}}
     r = api.post(f"/api/v1/namespaces/{namespace}/replicationcontrollers", json=rc)
     assert "spec.template.metadata.labels: Invalid value" in status_of(r, 422)["message"]
+
+
+def test_an_update_that_grows_usage_is_charged(api: httpx.Client, namespace: str,
+                                               controllers: ControllerProcess) -> None:
+    create_quota(api, namespace, "ports", {"services.nodeports": "1", "services": "5"})
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+           "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}, {"port": 81, "name": "b"}]}}
+    svc["spec"]["ports"][0]["name"] = "a"
+    assert api.post(f"/api/v1/namespaces/{namespace}/services", json=svc).status_code == 201
+    r = api.patch(f"/api/v1/namespaces/{namespace}/services/web", json={"spec": {"type": "NodePort"}},
+                  headers={"content-type": "application/merge-patch+json"})
+    assert status_of(r, 403)["message"] == ('services "web" is forbidden: exceeded quota: ports, requested: '
+                                            'services.nodeports=2, used: services.nodeports=0, '
+                                            'limited: services.nodeports=1')
+    assert api.get(f"/api/v1/namespaces/{namespace}/services/web").json()["spec"]["type"] == "ClusterIP"
+    # an update that adds nothing is not charged (labels)
+    r = api.patch(f"/api/v1/namespaces/{namespace}/services/web", json={"metadata": {"labels": {"a": "b"}}},
+                  headers={"content-type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    assert api.get(quotas(namespace, "ports")).json()["status"]["used"] == {"services": "1",
+                                                                           "services.nodeports": "0"}
