@@ -121,6 +121,9 @@ class Scheduler:
         self.unschedulable = 0
         self.bind_errors = 0
         self.preemptions = 0
+        # node → pods preemption nominated there (status.nominatedNodeName), not bound yet
+        self.nominated: dict[str, dict[str, PodInfo]] = {}
+        self._nominated_node: dict[str, str] = {}
 
     def _on_claim_change(self, claim: PersistentVolumeClaim) -> None:
         self.queue.move_all_to_active_or_backoff(PVC_CHANGE)
@@ -154,13 +157,29 @@ class Scheduler:
     def _on_node_delete(self, node: Node) -> None:
         self.cache.remove_node(node)
 
+    def _nominate(self, pod: Pod) -> None:
+        """Keep the nominated pods' index: a pending pod with status.nominatedNodeName holds its room."""
+        key = pod_key(pod)
+        before = self._nominated_node.pop(key, None)
+        if before is not None:
+            held = self.nominated.get(before) or {}
+            held.pop(key, None)
+            if not held:
+                self.nominated.pop(before, None)
+        node = pod.status.nominated_node_name if pod.status is not None else None
+        if node and self.responsible_for(pod):
+            self.nominated.setdefault(node, {})[key] = PodInfo(pod)
+            self._nominated_node[key] = node
+
     def _on_pod_add(self, pod: Pod) -> None:
         if pod.spec is not None and pod.spec.node_name:
             self.cache.add_pod(PodInfo(pod))
         elif self.responsible_for(pod):
             self.queue.add(PodInfo(pod))
+            self._nominate(pod)
 
     def _on_pod_update(self, old: Pod, new: Pod) -> None:
+        self._nominate(new)
         if new.spec is not None and new.spec.node_name:
             info = PodInfo(new)
             if not (old.spec is not None and old.spec.node_name):
@@ -182,6 +201,12 @@ class Scheduler:
 
     def _on_pod_delete(self, pod: Pod) -> None:
         key = pod_key(pod)
+        if key in self._nominated_node:
+            node = self._nominated_node.pop(key)
+            held = self.nominated.get(node) or {}
+            held.pop(key, None)
+            if not held:
+                self.nominated.pop(node, None)
         if pod.spec is not None and pod.spec.node_name:
             if self.cache.remove_pod(key) is not None:
                 self.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE)
@@ -251,7 +276,7 @@ class Scheduler:
         cycle = self.queue.scheduling_cycle
         snapshot = self.cache.snapshot()
         try:
-            result = self.framework.schedule(info, snapshot, self._next_start, self._rng)
+            result = self.framework.schedule(info, snapshot, self._next_start, self._rng, self.nominated or None)
         except FitError as e:
             self.unschedulable += 1
             qpi.unschedulable_plugins = {s.plugin for s in e.node_to_status.values() if s.plugin}

@@ -118,3 +118,20 @@ def test_disruption_condition() -> None:
         "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
         "message": "default-scheduler: preempting to accommodate a higher priority pod",
         "lastTransitionTime": "2026-01-01T00:00:00Z"}
+
+
+def test_room_nominated_to_a_preemptor_is_not_taken_by_a_lower_priority_pod() -> None:
+    snapshot = cluster(("a", "2", []), ("b", "1", []))
+    preemptor = make_pod("pre", cpu="2", priority=100)
+    nominated = {"a": {preemptor.key: preemptor}}
+    low = make_pod("low", cpu="1", priority=0)
+    # the low pod does not fit beside the nominated one on a: b is its only node
+    assert default_framework().schedule(low, snapshot, nominated=nominated).node == "b"
+    # a pod as important as the nominated one must fit beside it too
+    equal = make_pod("equal", cpu="1", priority=100)
+    assert default_framework().schedule(equal, snapshot, nominated=nominated).node == "b"
+    # a more important pod is not held back by a less important nomination
+    top = make_pod("top", cpu="2", priority=1000)
+    assert default_framework().schedule(top, snapshot, nominated=nominated).node == "a"
+    # the nominated pod itself fits where it was nominated
+    assert default_framework().schedule(preemptor, snapshot, nominated=nominated).node == "a"
