@@ -12,9 +12,10 @@ the object's usage is added to each one's status.used and checked against spec.h
 
 and the new usage is written to each quota's status before the object is stored, every write a
 compare-and-swap on the quota's resourceVersion: two creates racing for the last unit (through one
-apiserver or two) cannot both win; the loser reads the quota again and is checked against the new
-usage. A create refused later (or a write that loses) leaves usage charged that nothing uses; the
-resource-quota controller recomputes status.used from what exists and gives it back, as upstream.
+apiserver or two) cannot both win; the loser reads the quotas whose write it lost again and is checked
+against their new usage (those it already charged are not charged twice), as upstream's checkQuotas.
+A create refused later leaves usage charged that nothing uses; the resource-quota controller recomputes
+status.used from what exists and gives it back, as upstream.
 """
 
 from __future__ import annotations
@@ -58,18 +59,24 @@ async def admit(a: AdmissionAttributes, quotas: Quotas) -> None:
         return
     if not quotas.any_in(a.namespace):
         return
+    written: set[str] = set()  # charged already: a retry checks only the quotas whose write lost
     for _ in range(MAX_ATTEMPTS):
-        updates = check(a, await quotas.list(a.namespace))
+        current = [q for q in await quotas.list(a.namespace) if q["metadata"]["name"] not in written]
+        updates = check(a, current)
         if not updates or a.dry_run:
             return
-        try:
-            for quota in updates:
+        lost = False
+        for quota in updates:
+            try:
                 await quotas.update_status(quota)
+                written.add(quota["metadata"]["name"])
+            except errors.ApiError as e:
+                if e.code != 409:
+                    raise
+                lost = True
+        if not lost:
             return
-        except errors.ApiError as e:
-            if e.code != 409:
-                raise
-            log.debug("quota %s changed while admitting %s/%s; checking again", a.namespace, info.plural, a.name)
+        log.debug("quota in %s changed while admitting %s/%s; checking again", a.namespace, info.plural, a.name)
     raise errors.internal("resource quota evaluation timed out")
 
 
