@@ -24,6 +24,8 @@ from apiserver import discovery, errors, openapi
 from apiserver.admission.chain import ALL_PLUGINS, AdmissionChain, WebhookSource
 from apiserver.admission.podsecurity.admission import PodSecurity
 from apiserver.admission.podsecurity.config import load_admission_config
+from apiserver.admission.priority import PriorityClasses
+from apiserver.admission.resourcequota import Quotas
 from apiserver.audit import Auditor, LogWriter, Policy
 from apiserver.auth import bootstrap
 from apiserver.auth.authn import Authenticator, load_token_file
@@ -48,6 +50,7 @@ from apiserver.storage.etcd import EtcdStorage, EtcdTLS, StorageError, Transform
 from apiserver.storage.predicate import Predicate
 from apiserver.warning import WarningRecorder
 from machinery.api.resources import RESOURCES, group_versions
+from machinery.api.scheduling_v1 import SYSTEM_PRIORITY_CLASSES
 from machinery.podutil import pod_configmap_names, pod_secret_names
 from machinery.types import Obj
 from machinery.volumeutil import pod_claim_names
@@ -184,7 +187,10 @@ class ApiServer:
             pod_security=PodSecurity(load_admission_config(config.admission_control_config_file),
                                      namespace_labels=self._namespace_labels_or_read, pods_in_namespace=self._pods_in),
             service_account_exists=self._service_account_exists, storage_classes=self._storage_classes,
-            service_account=self._service_account)
+            service_account=self._service_account,
+            priority_classes=PriorityClasses(self._priority_class, self._priority_classes),
+            limit_ranges=self._limit_ranges,
+            quotas=Quotas(self._any_quota_in, self._quotas_in, self._write_quota_status))
         if config.admission_plugins:
             for store in self.stores.values():
                 store.admission = self.admission
@@ -203,6 +209,7 @@ class ApiServer:
             self.stores[("discovery.k8s.io", "endpointslices")], config.advertise_address,
             advertised_port(config.advertise_address))
         self._bootstrapped = False
+        self._priority_classes_made = False
         self._bootstrap_revisions: dict[tuple[str, str], int] = {}
 
     def _pod_node(self, namespace: str, name: str) -> str | None:
@@ -270,6 +277,46 @@ class ApiServer:
                 return None
             raise
 
+    async def _priority_class(self, name: str) -> Obj | None:
+        """A PriorityClass from the watch cache, else etcd (a class created a moment ago counts)."""
+        store = self.stores[("scheduling.k8s.io", "priorityclasses")]
+        cached = store.cached(None, name)
+        if cached is not None:
+            return cached.obj()
+        try:
+            return await store.get(None, name)
+        except errors.ApiError as e:
+            if e.code == 404:
+                return None
+            raise
+
+    def _priority_classes(self) -> list[Obj]:
+        return [o.obj() for o in list(self.stores[("scheduling.k8s.io", "priorityclasses")].cacher.store.values())]
+
+    def _cached_in(self, plural: str, namespace: str) -> list[Obj]:
+        store = self.stores[("", plural)]
+        prefix = store.prefix(namespace)
+        return [o.obj() for k, o in list(store.cacher.store.items()) if k.startswith(prefix)]
+
+    def _limit_ranges(self, namespace: str) -> list[Obj]:
+        """The namespace's LimitRanges, from the watch cache (upstream's lister)."""
+        return self._cached_in("limitranges", namespace)
+
+    def _any_quota_in(self, namespace: str) -> bool:
+        store = self.stores[("", "resourcequotas")]
+        prefix = store.prefix(namespace)
+        return any(k.startswith(prefix) for k in list(store.cacher.store))
+
+    async def _quotas_in(self, namespace: str) -> list[Obj]:
+        """The namespace's ResourceQuotas from etcd: usage is checked against what is written, not a cache."""
+        return (await self.stores[("", "resourcequotas")].list(namespace, Predicate(namespace))).objects()
+
+    async def _write_quota_status(self, quota: Obj) -> Obj:
+        """A /status write pinned to the resourceVersion the quota was read at (409 if it moved)."""
+        meta = quota["metadata"]
+        return await self.stores[("", "resourcequotas")].update(meta.get("namespace"), meta["name"], quota,
+                                                                 WriteOptions(), "status")
+
     async def _service_account_exists(self, namespace: str, name: str) -> bool:
         """The watch cache first; etcd when it has not seen the account (yet), as upstream's lister
         falls back to a live lookup for an account created a moment ago."""
@@ -314,6 +361,7 @@ class ApiServer:
         for store in self.stores.values():
             store.cacher.start()
         self._tasks.append(asyncio.create_task(self._ensure_system_namespaces()))
+        self._tasks.append(asyncio.create_task(self._ensure_system_priority_classes()))
         self._tasks.append(asyncio.create_task(self._ensure_bootstrap_policy()))
         self._tasks.append(asyncio.create_task(self._bookmarks()))
         self._tasks.append(asyncio.create_task(self.kubernetes_service.run()))
@@ -339,7 +387,8 @@ class ApiServer:
     async def ready(self) -> bool:
         """Storage and every watch cache up, and the bootstrap RBAC policy written and seen by the
         caches the authorizer reads (so the first request of a component is not refused)."""
-        if not self._bootstrapped or not all(s.cacher.ready.is_set() for s in self.stores.values()):
+        if not self._bootstrapped or not self._priority_classes_made \
+                or not all(s.cacher.ready.is_set() for s in self.stores.values()):
             return False
         if any(self.stores[key].cacher.rv < rv for key, rv in self._bootstrap_revisions.items()):
             return False
@@ -408,6 +457,29 @@ class ApiServer:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5)
 
+    async def _ensure_system_priority_classes(self) -> None:
+        """Upstream's scheduling/bootstrap-system-priority-classes post-start hook: system-node-critical
+        and system-cluster-critical exist (part of readiness, as upstream's hook is of /readyz)."""
+        store = self.stores[("scheduling.k8s.io", "priorityclasses")]
+        delay = 0.2
+        pending = list(SYSTEM_PRIORITY_CLASSES.items())
+        while pending:
+            name, (value, description) = pending[0]
+            try:
+                await store.create(None, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                          "metadata": {"name": name}, "value": value, "description": description},
+                                   WriteOptions())
+                pending.pop(0)
+            except errors.ApiError as e:
+                if e.code != 409:
+                    raise
+                pending.pop(0)
+            except StorageError as e:
+                log.warning("creating priority class %s: %s; retrying", name, e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5)
+        self._priority_classes_made = True
+
     async def _bookmarks(self) -> None:
         while True:
             await asyncio.sleep(self.config.bookmark_interval)
@@ -437,7 +509,8 @@ class ApiServer:
 
 
 def _status_response(e: errors.ApiError) -> Response:
-    return json_response(e.status(), e.code)
+    """The Status as upstream writes it: Go's json.Encoder ends the body with a newline."""
+    return Response(orjson.dumps(e.status()) + b"\n", status_code=e.code, media_type="application/json")
 
 
 def _error_response(request: Request, e: Exception) -> Response:
@@ -598,9 +671,9 @@ def create_app(config: ApiServerConfig) -> FastAPI:
             raise errors.page_not_found()
         return json_response(doc)
 
-    reviews = {r.info.plural: r for r in server.reviews}
+    reviews = {(r.info.api_version, r.info.plural): r for r in server.reviews}
     for group_version in group_versions():
-        stores = [reviews[i.plural] if i.virtual else server.stores[(i.group, i.plural)]
+        stores = [reviews[(i.api_version, i.plural)] if i.virtual else server.stores[(i.group, i.plural)]
                   for i in group_versions()[group_version]]
         app.include_router(build_router(stores, config.min_request_timeout,  # type: ignore[arg-type]
                                         watch_dispatchers))

@@ -25,10 +25,10 @@ class ApiError(Exception):
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "code": self.code,
         }
-        if self.details:
+        if self.details is not None:  # upstream's pointer: an empty one is written as {}
             body["details"] = self.details
+        body["code"] = self.code  # after details: upstream's field order (meta/v1 Status), which some clients compare
         return body
 
 

@@ -68,12 +68,17 @@ MODULES: dict[str, tuple[str, str, str]] = {
     "machinery.api.autoscaling_v1": ("io.k8s.api.autoscaling.v1", "autoscaling", "v1"),
     "machinery.api.autoscaling_v2": ("io.k8s.api.autoscaling.v2", "autoscaling", "v2"),
     "machinery.api.storage_v1": ("io.k8s.api.storage.v1", "storage.k8s.io", "v1"),
+    "machinery.api.scheduling_v1": ("io.k8s.api.scheduling.v1", "scheduling.k8s.io", "v1"),
     "machinery.api.rbac_v1": ("io.k8s.api.rbac.v1", "rbac.authorization.k8s.io", "v1"),
     "machinery.api.admissionregistration_v1": ("io.k8s.api.admissionregistration.v1",
                                                "admissionregistration.k8s.io", "v1"),
     "machinery.api.authorization_v1": ("io.k8s.api.authorization.v1", "authorization.k8s.io", "v1"),
     "machinery.api.authentication_v1": ("io.k8s.api.authentication.v1", "authentication.k8s.io", "v1"),
     "machinery.api.policy_v1": ("io.k8s.api.policy.v1", "policy", "v1"),
+    "machinery.api.authentication_v1beta1": ("io.k8s.api.authentication.v1beta1", "authentication.k8s.io",
+                                             "v1beta1"),
+    "machinery.api.authentication_v1alpha1": ("io.k8s.api.authentication.v1alpha1", "authentication.k8s.io",
+                                              "v1alpha1"),
     __name__: (META_PREFIX, "", "v1"),  # the discovery types and Patch below
 }
 

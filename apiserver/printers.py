@@ -465,8 +465,6 @@ def _print_pod(pod: Obj, now: datetime) -> list[Cell]:
         _col("Selector", "string", _SELECTOR_DOC, priority=1),
     ],
 )
-
-
 def _print_deployment(obj: Obj, now: datetime) -> list[Cell]:
     spec, status = _d(obj.get("spec")), _d(obj.get("status"))
     desired = _i(spec.get("replicas"), 1)  # defaulted to 1 by apps/v1
@@ -502,8 +500,6 @@ def _print_deployment(obj: Obj, now: datetime) -> list[Cell]:
         ),
     ],
 )
-
-
 def _print_replicaset(obj: Obj, now: datetime) -> list[Cell]:
     spec, status = _d(obj.get("spec")), _d(obj.get("status"))
     names, images = _layout_container_cells(_template_containers(obj))
@@ -540,8 +536,6 @@ def _print_replicaset(obj: Obj, now: datetime) -> list[Cell]:
         _col("Selector", "string", "A label query over pods that are managed by the daemon set.", priority=1),
     ],
 )
-
-
 def _print_daemon_set(obj: Obj, now: datetime) -> list[Cell]:
     """printDaemonSet."""
     spec, status = _d(obj.get("spec")), _d(obj.get("status"))
@@ -571,8 +565,6 @@ def _print_daemon_set(obj: Obj, now: datetime) -> list[Cell]:
         _col("Images", "string", _IMAGES_DOC, priority=1),
     ],
 )
-
-
 def _print_stateful_set(obj: Obj, now: datetime) -> list[Cell]:
     """printStatefulSet: READY as ready/desired."""
     spec, status = _d(obj.get("spec")), _d(obj.get("status"))
@@ -590,8 +582,6 @@ def _print_stateful_set(obj: Obj, now: datetime) -> list[Cell]:
         AGE_COLUMN,
     ],
 )
-
-
 def _print_controller_revision(obj: Obj, now: datetime) -> list[Cell]:
     """printControllerRevision: the controller as `kind.group/name` (formatResourceName with its kind)."""
     controller = "<none>"
@@ -636,8 +626,6 @@ def _job_status(obj: Obj) -> str:
         _col("Selector", "string", "A label query over pods that should match the pod count.", priority=1),
     ],
 )
-
-
 def _print_job(obj: Obj, now: datetime) -> list[Cell]:
     spec, status = _d(obj.get("spec")), _d(obj.get("status"))
     succeeded = _i(status.get("succeeded"))
@@ -672,8 +660,6 @@ def _print_job(obj: Obj, now: datetime) -> list[Cell]:
         _col("Selector", "string", "A label query over pods that should match the pod count.", priority=1),
     ],
 )
-
-
 def _print_cronjob(obj: Obj, now: datetime) -> list[Cell]:
     spec, status = _d(obj.get("spec")), _d(obj.get("status"))
     suspend = spec.get("suspend")
@@ -753,8 +739,6 @@ def _node_address(status: Obj, address_type: str) -> str:
         ),
     ],
 )
-
-
 def _print_node(obj: Obj, now: datetime) -> list[Cell]:
     meta, spec, status = _d(obj.get("metadata")), _d(obj.get("spec")), _d(obj.get("status"))
     conditions = {_d(c).get("type"): _d(c) for c in _l(status.get("conditions"))}
@@ -786,8 +770,6 @@ def _print_node(obj: Obj, now: datetime) -> list[Cell]:
     "namespaces",
     [NAME_COLUMN, _col("Status", "string", "The status of the namespace"), AGE_COLUMN],
 )
-
-
 def _print_namespace(obj: Obj, now: datetime) -> list[Cell]:
     return [_name(obj), _s(_d(obj.get("status")).get("phase")), _age(obj, now)]
 
@@ -800,8 +782,6 @@ def _print_namespace(obj: Obj, now: datetime) -> list[Cell]:
         AGE_COLUMN,
     ],
 )
-
-
 def _print_lease(obj: Obj, now: datetime) -> list[Cell]:
     return [_name(obj), _s(_d(obj.get("spec")).get("holderIdentity")), _age(obj, now)]
 
@@ -811,8 +791,6 @@ def _print_lease(obj: Obj, now: datetime) -> list[Cell]:
     [NAME_COLUMN, _col("Secrets", "string", "Secrets is a list of the secrets in the same namespace that pods "
                        "running using this ServiceAccount are allowed to use."), AGE_COLUMN],
 )
-
-
 def _print_service_account(obj: Obj, now: datetime) -> list[Cell]:
     return [_name(obj), len(obj.get("secrets") or []), _age(obj, now)]
 
@@ -824,8 +802,6 @@ def _print_service_account(obj: Obj, now: datetime) -> list[Cell]:
                        "field. The keys stored in Data must not overlap with the keys in the BinaryData field, this "
                        "is enforced during validation process."), AGE_COLUMN],
 )
-
-
 def _print_config_map(obj: Obj, now: datetime) -> list[Cell]:
     return [_name(obj), len(_d(obj.get("data"))) + len(_d(obj.get("binaryData"))), _age(obj, now)]
 
@@ -843,8 +819,6 @@ def _print_config_map(obj: Obj, now: datetime) -> list[Cell]:
         AGE_COLUMN,
     ],
 )
-
-
 def _print_secret(obj: Obj, now: datetime) -> list[Cell]:
     return [_name(obj), _s(obj.get("type")), len(_d(obj.get("data"))), _age(obj, now)]
 
@@ -899,8 +873,6 @@ def _attributes_class(spec: Obj) -> str:
              priority=1),
     ],
 )
-
-
 def _print_persistent_volume(obj: Obj, now: datetime) -> list[Cell]:
     spec = _d(obj.get("spec"))
     claim = _d(spec.get("claimRef"))
@@ -927,8 +899,6 @@ def _print_persistent_volume(obj: Obj, now: datetime) -> list[Cell]:
              "Filesystem is implied when not included in claim spec.", priority=1),
     ],
 )
-
-
 def _print_persistent_volume_claim(obj: Obj, now: datetime) -> list[Cell]:
     spec, status = _d(obj.get("spec")), _d(obj.get("status"))
     capacity = access_modes = ""
@@ -954,8 +924,6 @@ def _print_persistent_volume_claim(obj: Obj, now: datetime) -> list[Cell]:
         AGE_COLUMN,
     ],
 )
-
-
 def _print_storage_class(obj: Obj, now: datetime) -> list[Cell]:
     name = _name(obj) + (" (default)" if is_default_class(obj) else "")
     return [name, _s(obj.get("provisioner")), obj.get("reclaimPolicy") or "Delete",
@@ -1042,8 +1010,6 @@ def _event_source(ev: Obj) -> str:
         _col("Name", "string", _NAME_DOC, priority=1, fmt="name"),
     ],
 )
-
-
 def _print_event(raw: Obj, now: datetime) -> list[Cell]:
     ev = _core_event(raw)
     first_time = parse_rfc3339(ev.get("firstTimestamp"))
@@ -1159,8 +1125,6 @@ def _format_labels(labels: Any) -> str:
              "selector.", priority=1),
     ],
 )
-
-
 def _print_service(obj: Obj, now: datetime) -> list[Cell]:
     spec = _d(obj.get("spec"))
     cluster_ips = _l(spec.get("clusterIPs"))
@@ -1183,8 +1147,6 @@ def _print_service(obj: Obj, now: datetime) -> list[Cell]:
         AGE_COLUMN,
     ],
 )
-
-
 def _print_endpoints(obj: Obj, now: datetime) -> list[Cell]:
     """formatEndpoints: ip:port per ready address and port (a subset without ports: the bare ips)."""
     subsets = _l(obj.get("subsets"))
@@ -1216,8 +1178,6 @@ def _print_endpoints(obj: Obj, now: datetime) -> list[Cell]:
         AGE_COLUMN,
     ],
 )
-
-
 def _print_endpoint_slice(obj: Obj, now: datetime) -> list[Cell]:
     ports = []
     for raw in _l(obj.get("ports")):
@@ -1325,8 +1285,6 @@ def table_for(
         AGE_COLUMN,
     ],
 )
-
-
 def _print_pod_disruption_budget(obj: Obj, now: datetime) -> list[Cell]:
     """printPodDisruptionBudget: N/A for the bound that is not set."""
     spec = _d(obj.get("spec"))
@@ -1399,8 +1357,6 @@ def format_hpa_metrics(specs: list[Any], statuses: list[Any]) -> str:
         AGE_COLUMN,
     ],
 )
-
-
 def _print_hpa(obj: Obj, now: datetime) -> list[Cell]:
     spec, status = _d(obj.get("spec")), _d(obj.get("status"))
     ref = _d(spec.get("scaleTargetRef"))
@@ -1409,3 +1365,84 @@ def _print_hpa(obj: Obj, now: datetime) -> list[Cell]:
             format_hpa_metrics(_l(spec.get("metrics")), _l(status.get("currentMetrics"))),
             "<unset>" if min_replicas is None else str(min_replicas), _i(spec.get("maxReplicas")),
             _i(status.get("currentReplicas")), _age(obj, now)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Policy: PriorityClass, ResourceQuota, LimitRange
+# ---------------------------------------------------------------------------------------------
+
+
+@_printer(
+    "priorityclasses",
+    [
+        NAME_COLUMN,
+        _col("Value", "integer", "value represents the integer value of this priority class. This is the actual "
+             "priority that pods receive when they have the name of this class in their pod spec."),
+        _col("Global-Default", "boolean", "globalDefault specifies whether this PriorityClass should be considered "
+             "as the default priority for pods that do not have any priority class. Only one PriorityClass can be "
+             "marked as `globalDefault`. However, if more than one PriorityClasses exists with their `globalDefault` "
+             "field set to true, the smallest value of such global default PriorityClasses will be used as the "
+             "default priority."),
+        AGE_COLUMN,
+        _col("PreemptionPolicy", "string", "preemptionPolicy is the Policy for preempting pods with lower priority. "
+             "One of Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset."),
+    ],
+)
+def _print_priority_class(obj: Obj, now: datetime) -> list[Cell]:
+    return [_name(obj), _i(obj.get("value")), bool(obj.get("globalDefault")), _age(obj, now),
+            obj.get("preemptionPolicy") or "<unset>"]
+
+
+@_printer(
+    "resourcequotas",
+    [
+        NAME_COLUMN,
+        AGE_COLUMN,
+        _col("Request", "string", "Request represents a minimum amount of cpu/memory that a container may consume."),
+        _col("Limit", "string", "Limits control the maximum amount of cpu/memory that a container may use independent "
+             "of contention on the node."),
+    ],
+)
+def _print_resource_quota(obj: Obj, now: datetime) -> list[Cell]:
+    """printResourceQuota: `used/hard` per resource of status.hard, sorted; limits.* in the Limit column."""
+    status = _d(obj.get("status"))
+    hard, used = _d(status.get("hard")), _d(status.get("used"))
+    requests: list[str] = []
+    limits: list[str] = []
+    for name in sorted(hard):
+        cell = f"{name}: {_quantity_string(used.get(name, '0'))}/{_quantity_string(hard[name])}"
+        pieces = name.split(".")
+        (limits if len(pieces) > 1 and pieces[0] == "limits" else requests).append(cell)
+    return [_name(obj), _age(obj, now), ", ".join(requests), ", ".join(limits)]
+
+
+@_printer(
+    "limitranges",
+    [NAME_COLUMN, _col("Created At", "date", _CREATION_DOC)],
+)
+def _print_limit_range(obj: Obj, now: datetime) -> list[Cell]:
+    return [_name(obj), _s(_d(obj.get("metadata")).get("creationTimestamp"))]
+
+
+@_printer(
+    "replicationcontrollers",
+    [
+        NAME_COLUMN,
+        _col("Desired", "integer", "Replicas is the number of desired replicas. This is a pointer to distinguish "
+             "between explicit zero and unspecified. Defaults to 1."),
+        _col("Current", "integer", "Replicas is the most recently observed number of replicas."),
+        _col("Ready", "integer", "The number of ready replicas for this replication controller."),
+        AGE_COLUMN,
+        _col("Containers", "string", _CONTAINERS_DOC, priority=1),
+        _col("Images", "string", _IMAGES_DOC, priority=1),
+        _col("Selector", "string", "Selector is a label query over pods that should match the Replicas count. If "
+             "Selector is empty, it is defaulted to the labels present on the Pod template.", priority=1),
+    ],
+)
+def _print_replication_controller(obj: Obj, now: datetime) -> list[Cell]:
+    """printReplicationController: the selector a plain label map, printed as labels are."""
+    spec, status = _d(obj.get("spec")), _d(obj.get("status"))
+    names, images = _layout_container_cells(_template_containers(obj))
+    selector = ",".join(f"{k}={v}" for k, v in sorted(_d(spec.get("selector")).items())) or "<none>"
+    return [_name(obj), _i(spec.get("replicas"), 1), _i(status.get("replicas")), _i(status.get("readyReplicas")),
+            _age(obj, now), names, images, selector]

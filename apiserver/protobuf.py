@@ -342,6 +342,19 @@ SCHEMA: dict[str, str] = {
     "SelfSubjectRulesReview": (
         "1 metadata:ObjectMeta; 2 spec:SelfSubjectRulesReviewSpec; 3 status:SubjectRulesReviewStatus"),
     "SelfSubjectRulesReviewSpec": "1 namespace:str",
+    # kubectl create quota
+    "ResourceQuota": "1 metadata:ObjectMeta; 2 spec:ResourceQuotaSpec; 3 status:ResourceQuotaStatus",
+    "ResourceQuotaSpec": "1 hard:{quantity}; 2 scopes:[str]; 3 scopeSelector:ScopeSelector",
+    "ScopeSelector": "1 matchExpressions:[ScopedResourceSelectorRequirement]",
+    "ScopedResourceSelectorRequirement": "1 scopeName:str; 2 operator:str; 3 values:[str]",
+    "ResourceQuotaStatus": "1 hard:{quantity}; 2 used:{quantity}",
+    # kubectl create priorityclass
+    "PriorityClass": ("1 metadata:ObjectMeta; 2 value:int?; 3 globalDefault:bool; 4 description:str; "
+                      "5 preemptionPolicy:str?"),
+    # kubectl auth whoami (authentication.k8s.io v1, v1beta1, v1alpha1: the same fields)
+    "SelfSubjectReview": "1 metadata:ObjectMeta; 2 status:SelfSubjectReviewStatus",
+    "SelfSubjectReviewStatus": "1 userInfo:UserInfo",
+    "UserInfo": "1 username:str; 2 uid:str; 3 groups:[str]; 4 extra:{extra}",
     "SubjectRulesReviewStatus": (
         "1 resourceRules:[ResourceRule]; 2 nonResourceRules:[NonResourceRule]; 3 incomplete:bool; "
         "4 evaluationError:str"),
@@ -431,13 +444,16 @@ SCHEMA: dict[str, str] = {
 KINDS: dict[tuple[str, str], str] = {
     **{("v1", k): k for k in ("Namespace", "Node", "Pod", "Event", "ServiceAccount", "Service", "ConfigMap",
                               "Secret")},
+    ("v1", "ResourceQuota"): "ResourceQuota",
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
+    **{(f"authentication.k8s.io/{v}", "SelfSubjectReview"): "SelfSubjectReview" for v in ("v1", "v1beta1", "v1alpha1")},
     **{("apps/v1", k): k for k in ("Deployment", "ReplicaSet")},
     **{("batch/v1", k): k for k in ("Job", "CronJob")},
     ("coordination.k8s.io/v1", "Lease"): "Lease",
     **{(v, "Eviction"): "Eviction" for v in ("policy/v1", "policy/v1beta1")},
     ("policy/v1", "PodDisruptionBudget"): "PodDisruptionBudget",
     ("autoscaling/v2", "HorizontalPodAutoscaler"): "HorizontalPodAutoscaler",
+    ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
     **{("rbac.authorization.k8s.io/v1", k): k for k in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")},
     **{("admissionregistration.k8s.io/v1", k): k
        for k in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")},

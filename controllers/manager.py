@@ -283,6 +283,20 @@ def _horizontalpodautoscaling(ctx: ControllerContext, account: str) -> RunnableC
                                 initial_readiness_delay=o.horizontal_pod_autoscaler_initial_readiness_delay)
 
 
+def _resourcequota(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.resourcequota import ResourceQuotaController
+
+    return ResourceQuotaController(ctx.client_for(account), ctx.informers,
+                                   workers=ctx.options.concurrent_resource_quota_syncs,
+                                   sync_period=ctx.options.resource_quota_sync_period)
+
+
+def _replicationcontroller(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.replication import ReplicationManager
+
+    return ReplicationManager(ctx.client_for(account), ctx.informers, workers=ctx.options.concurrent_rc_syncs)
+
+
 # `--controllers` name -> spec. Upstream 1.30 accepts both the short names and the
 # `<name>-controller` forms, so those are aliases here.
 CONTROLLERS: dict[str, ControllerSpec] = {
@@ -321,6 +335,10 @@ CONTROLLERS: dict[str, ControllerSpec] = {
                                              aliases=("root-ca-certificate-publisher-controller",)),
     "horizontalpodautoscaling": ControllerSpec("horizontal-pod-autoscaler", _horizontalpodautoscaling,
                                                aliases=("horizontal-pod-autoscaler-controller",)),
+    "resourcequota": ControllerSpec("resourcequota-controller", _resourcequota,
+                                    aliases=("resourcequota-controller",)),
+    "replicationcontroller": ControllerSpec("replication-controller", _replicationcontroller,
+                                            aliases=("replicationcontroller-controller",)),
 }
 
 
@@ -381,6 +399,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--concurrent-job-syncs", type=int, default=5)
     p.add_argument("--concurrent-cron-job-syncs", type=int, default=5)
     p.add_argument("--concurrent-ttl-after-finished-syncs", type=int, default=5)
+    p.add_argument("--concurrent-resource-quota-syncs", type=int, default=5)
+    p.add_argument("--resource-quota-sync-period", type=parse_duration, default=300.0,
+                   help="how often every quota's usage is recomputed (default 5m0s)")
+    p.add_argument("--concurrent-rc-syncs", type=int, default=5)
     p.add_argument("--job-pod-failure-backoff", type=parse_duration, default=10.0,
                    help="minik8s: the first back-off before a failed Job pod is replaced, doubling up to 6m "
                         "(upstream's constant DefaultJobPodFailureBackOff, 10s; shorter for tests)")

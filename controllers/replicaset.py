@@ -149,6 +149,12 @@ def status_unchanged(rs: ReplicaSet, new: ReplicaSetStatus) -> bool:
 
 class ReplicaSetController(Controller):
     name = "replicaset"  # its --controllers name; it writes as CONTROLLER_NAME
+    # what it manages; the ReplicationManager (controllers/replication.py) sets these to
+    # ReplicationController's, as upstream's replication controller runs this logic on RCs
+    model: Any = ReplicaSet
+    api_version = "apps/v1"
+    kind = "ReplicaSet"
+    controller_name = CONTROLLER_NAME
 
     def __init__(self, client: ApiClient, informers: SharedInformerFactory, workers: int = 5,
                  burst_replicas: int = BURST_REPLICAS, max_concurrent_writes: int = MAX_CONCURRENT_WRITES) -> None:
@@ -156,10 +162,10 @@ class ReplicaSetController(Controller):
         self.client = client
         self._writes = asyncio.Semaphore(max_concurrent_writes)
         # One writer: SuccessfulCreate/Delete events trail the pod writes rather than compete with them.
-        self.recorder = EventRecorder(client, CONTROLLER_NAME, workers=EVENT_WORKERS)
+        self.recorder = EventRecorder(client, self.controller_name, workers=EVENT_WORKERS)
         self.burst_replicas = burst_replicas
         self.expectations = UIDTrackingControllerExpectations()
-        self.rs_informer: Informer[ReplicaSet] = informers.informer_for(ReplicaSet)
+        self.rs_informer: Informer[ReplicaSet] = informers.informer_for(self.model)
         self.pod_informer: Informer[Pod] = informers.informer_for(Pod)
         indexes = {CONTROLLER_UID_INDEX: controller_uid_index, ORPHAN_INDEX: orphan_index}
         ensure_indexers(self.rs_informer, indexes)
@@ -167,6 +173,12 @@ class ReplicaSetController(Controller):
         self.rs_informer.add_event_handler(self._rs_added, self._rs_updated, self._rs_deleted)
         self.pod_informer.add_event_handler(self._pod_added, self._pod_updated, self._pod_deleted)
         self.informers.extend([self.rs_informer, self.pod_informer])
+
+    def selector_of(self, rs: Any) -> Any:
+        return label_selector_of(rs)
+
+    def calculate_status(self, rs: Any, pods: Sequence[Pod], manage_error: Exception | None) -> Any:
+        return calculate_status(rs, pods, manage_error)
 
     # -- event handlers: enqueue, and count what the expectations wait for ---------------------
 
@@ -184,7 +196,7 @@ class ReplicaSetController(Controller):
         self.queue.add(key)
 
     def _resolve(self, namespace: str | None, ref: OwnerReference | None) -> ReplicaSet | None:
-        if ref is None or ref.kind != "ReplicaSet":
+        if ref is None or ref.kind != self.kind:
             return None
         rs = self.rs_informer.store.get_by_name(ref.name, namespace)
         return rs if rs is not None and rs.metadata.uid == ref.uid else None
@@ -196,7 +208,7 @@ class ReplicaSetController(Controller):
         for rs in self.rs_informer.store.list():
             if rs.metadata.namespace != pod.metadata.namespace or rs.spec is None:
                 continue
-            sel = label_selector_of(rs)
+            sel = self.selector_of(rs)
             if not sel.empty and sel.matches(labels):
                 out.append(rs)
         return out
@@ -265,10 +277,10 @@ class ReplicaSetController(Controller):
             self.expectations.delete_expectations(key)
             return None
         needs_sync = self.expectations.satisfied(key)
-        selector = label_selector_of(rs)
+        selector = self.selector_of(rs)
         candidates = owned_and_orphans(self.pod_informer, rs.metadata.uid or "", namespace or "")
         active = [p for p in candidates if is_pod_active(p)]
-        manager = ControllerRefManager(self.client, rs, "apps/v1", "ReplicaSet", selector, Pod,
+        manager = ControllerRefManager(self.client, rs, self.api_version, self.kind, selector, Pod,
                                        recheck_deletion_timestamp(self.client, rs))
         pods = await manager.claim(active)
 
@@ -278,7 +290,7 @@ class ReplicaSetController(Controller):
                 await self._manage_replicas(pods, rs, key)
             except Exception as e:
                 manage_error = e
-        new_status = calculate_status(rs, pods, manage_error)
+        new_status = self.calculate_status(rs, pods, manage_error)
         updated = await self._update_status(rs, new_status)
         if manage_error is not None:
             raise manage_error
@@ -299,7 +311,7 @@ class ReplicaSetController(Controller):
             self.expectations.expect_creations(key, count)
             log.info("%s: too few replicas (need %d, have %d): creating %d", key, rs.spec.replicas, len(pods), count)
             assert rs.spec.template is not None
-            body = pod_body_from_template(rs.spec.template, rs, new_controller_ref(rs, "apps/v1", "ReplicaSet"))
+            body = pod_body_from_template(rs.spec.template, rs, new_controller_ref(rs, self.api_version, self.kind))
             successes, error = await slow_start_batch(count, SLOW_START_INITIAL_BATCH_SIZE,
                                                       lambda: self._create_pod(rs, body))
             for _ in range(count - successes):
@@ -366,5 +378,5 @@ class ReplicaSetController(Controller):
             except ApiError as e:
                 if attempt == 1 or e.is_not_found:
                     raise
-                current = await self.client.get(ReplicaSet, rs.metadata.name or "", rs.metadata.namespace)
+                current = await self.client.get(self.model, rs.metadata.name or "", rs.metadata.namespace)
         raise AssertionError("unreachable")

@@ -950,7 +950,14 @@ async def describe_namespace(ctx: Context, ns: Obj) -> str:
         for c in conditions:
             w.write(1, f"{c.get('type')}\t{c.get('status')}\t{rfc1123z(c.get('lastTransitionTime'))}\t"
                        f"{c.get('reason') or ''}\t{c.get('message') or ''}\n")
-    # minik8s serves no ResourceQuota or LimitRange: like kubectl against such a server, no sections
+    quotas = await _optional_list(ctx, QUOTAS, meta.get("name", ""))
+    if quotas is not None:
+        w.write(0, "\n")
+        describe_resource_quotas(w, quotas)
+    ranges = await _optional_list(ctx, LIMIT_RANGES, meta.get("name", ""))
+    if ranges is not None:
+        w.write(0, "\n")
+        describe_limit_ranges(w, ranges)
     return w.text()
 
 
@@ -1531,6 +1538,32 @@ def stateful_set_description(sts: Obj, events: list[Obj] | None, counts: tuple[i
             w.write(1, f"Access Modes:\t[{' '.join(str(m) for m in _l(pvc_spec.get('accessModes')))}]\n")
     describe_events(w, events)
     return w.text()
+# ---------------------------------------------------------------------------------------------
+# Policy (upstream describe.go: ResourceQuotaDescriber, LimitRangeDescriber, and the namespace's
+# DescribeResourceQuotas / DescribeLimitRanges sections)
+# ---------------------------------------------------------------------------------------------
+
+QUOTAS = resource_for("", "resourcequotas")
+LIMIT_RANGES = resource_for("", "limitranges")
+QUOTA_SCOPE_HELP = {
+    "Terminating": "Matches all pods that have an active deadline. These pods have a limited lifespan on a node "
+                   "before being actively terminated by the system.",
+    "NotTerminating": "Matches all pods that do not have an active deadline. These pods usually include long "
+                      "running pods whose container command is not expected to terminate.",
+    "BestEffort": "Matches all pods that do not have resource requirements set. These pods have a best effort "
+                  "quality of service.",
+    "NotBestEffort": "Matches all pods that have at least one resource requirement set. These pods have a burstable "
+                     "or guaranteed quality of service.",
+}
+
+
+async def _optional_list(ctx: Context, info: ResourceInfo | None, namespace: str) -> list[Obj] | None:
+    """A list kubectl shows a section for only when it can read it (a server without the resource, or
+    a user who may not list it: no section)."""
+    try:
+        return await _list(ctx, info, namespace)
+    except ApiError:
+        return None
 
 
 def _quantity_text(value: Any) -> str:
@@ -1653,6 +1686,100 @@ async def describe_hpa(ctx: Context, hpa: Obj) -> str:
     return hpa_description(hpa, await search_events(ctx, hpa, "HorizontalPodAutoscaler"))
 
 
+def _quota_used(used: Any, hard: Any) -> str:
+    """describeQuota: a used amount in another format than the hard limit is printed in the limit's
+    format, as whole units (resource.NewQuantity(used.Value(), hard.Format))."""
+    try:
+        h = parse_quantity(hard)
+        u = parse_quantity(used) if used is not None else Quantity(Fraction(0), h.format)
+    except ValueError:
+        return str(used)
+    if u.format != h.format:
+        u = Quantity(Fraction(u.int_value()), h.format)
+    return str(u)
+
+
+def _scopes(w: PrefixWriter, level: int, spec: Obj, bullet: str) -> None:
+    scopes = sorted(_l(spec.get("scopes")))
+    if not scopes:
+        return
+    w.write(level, f"Scopes:\t{', '.join(scopes)}\n")
+    for scope in scopes:
+        if scope in QUOTA_SCOPE_HELP:
+            w.write(level, f"{bullet}{QUOTA_SCOPE_HELP[scope]}\n")
+
+
+def quota_description(quota: Obj) -> str:
+    meta, status = _d(quota.get("metadata")), _d(quota.get("status"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    _scopes(w, 0, _d(quota.get("spec")), " * ")
+    w.write(0, "Resource\tUsed\tHard\n")
+    w.write(0, "--------\t----\t----\n")
+    hard, used = _d(status.get("hard")), _d(status.get("used"))
+    for name in sorted(hard):
+        w.write(0, f"{name}\t{_quota_used(used.get(name), hard[name])}\t{_quantity_text(hard[name])}\n")
+    return w.text()
+
+
+def describe_resource_quotas(w: PrefixWriter, quotas: list[Obj]) -> None:
+    if not quotas:
+        w.write(0, "No resource quota.\n")
+        return
+    w.write(0, "Resource Quotas\n")
+    for quota in sorted(quotas, key=lambda q: _d(q.get("metadata")).get("name", "")):
+        status = _d(quota.get("status"))
+        w.write(1, f"Name:\t{_d(quota.get('metadata')).get('name', '')}\n")
+        _scopes(w, 1, _d(quota.get("spec")), "* ")
+        w.write(1, "Resource\tUsed\tHard\n")
+        w.write(1, "--------\t---\t---\n")
+        hard, used = _d(status.get("hard")), _d(status.get("used"))
+        for name in sorted(hard):
+            w.write(1, f"{name}\t{_quantity_text(used.get(name, '0'))}\t{_quantity_text(hard[name])}\n")
+
+
+def _limit_range_rows(w: PrefixWriter, spec: Obj, prefix: str) -> None:
+    """describeLimitRangeSpec: one row per resource of each item, `-` where the item says nothing (Go
+    walks a map there, in no order; sorted here)."""
+    for item in _l(spec.get("limits")):
+        item = _d(item)
+        parts = [_d(item.get(k)) for k in ("min", "max", "defaultRequest", "default", "maxLimitRequestRatio")]
+        for name in sorted({k for part in parts for k in part}):
+            cells = [_quantity_text(part[name]) if name in part else "-" for part in parts]
+            w.write(0, f"{prefix}{item.get('type', '')}\t{name}\t" + "\t".join(cells) + "\n")
+
+
+def limit_range_description(lr: Obj) -> str:
+    meta = _d(lr.get("metadata"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    w.write(0, "Type\tResource\tMin\tMax\tDefault Request\tDefault Limit\tMax Limit/Request Ratio\n")
+    w.write(0, "----\t--------\t---\t---\t---------------\t-------------\t-----------------------\n")
+    _limit_range_rows(w, _d(lr.get("spec")), "")
+    return w.text()
+
+
+def describe_limit_ranges(w: PrefixWriter, ranges: list[Obj]) -> None:
+    if not ranges:
+        w.write(0, "No LimitRange resource.\n")
+        return
+    w.write(0, "Resource Limits\n Type\tResource\tMin\tMax\tDefault Request\tDefault Limit\t"
+               "Max Limit/Request Ratio\n")
+    w.write(0, " ----\t--------\t---\t---\t---------------\t-------------\t-----------------------\n")
+    for lr in ranges:
+        _limit_range_rows(w, _d(lr.get("spec")), " ")
+
+
+async def describe_quota(ctx: Context, quota: Obj) -> str:
+    return quota_description(quota)
+
+
+async def describe_limit_range(ctx: Context, lr: Obj) -> str:
+    return limit_range_description(lr)
+
+
 Describer = Callable[[Context, Obj], Awaitable[str]]
 DESCRIBERS: dict[tuple[str, str], Describer] = {
     ("", "Pod"): describe_pod,
@@ -1673,6 +1800,8 @@ DESCRIBERS: dict[tuple[str, str], Describer] = {
     ("apps", "StatefulSet"): describe_stateful_set,
     ("policy", "PodDisruptionBudget"): describe_pod_disruption_budget,
     ("autoscaling", "HorizontalPodAutoscaler"): describe_hpa,
+    ("", "ResourceQuota"): describe_quota,
+    ("", "LimitRange"): describe_limit_range,
 }
 
 

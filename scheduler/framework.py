@@ -558,9 +558,8 @@ class FitError(Exception):
 
 
 def preemption_message(pod: PodInfo, num_nodes: int) -> str:
-    """What the DefaultPreemption PostFilter says. minik8s does not preempt, so every node is one where
-    preemption is "not helpful" (upstream would try evicting lower-priority pods where the failure
-    was Unschedulable rather than UnschedulableAndUnresolvable)."""
+    """What a framework without a PostFilter says; the scheduler replaces it with DefaultPreemption's
+    verdict (scheduler/plugins/default_preemption.py), which evicts lower-priority pods where that helps."""
     if pod.pod.spec is not None and pod.pod.spec.preemption_policy == "Never":
         return "preemption: not eligible due to preemptionPolicy=Never."
     return f"preemption: 0/{num_nodes} nodes are available: {num_nodes} {PREEMPTION_NOT_HELPFUL}."
@@ -614,7 +613,8 @@ class Framework:
                 return status
         return SUCCESS
 
-    def find_nodes_that_fit(self, pod: PodInfo, snapshot: Snapshot, start: int = 0
+    def find_nodes_that_fit(self, pod: PodInfo, snapshot: Snapshot, start: int = 0,
+                            nominated: Mapping[str, Mapping[str, PodInfo]] | None = None
                             ) -> tuple[list[NodeInfo], dict[str, Status], int]:
         """Filter nodes round-robin from `start` until enough fit: (feasible, failed statuses, processed).
 
@@ -633,8 +633,14 @@ class Framework:
         order = nodes[start:] + nodes[:start] if start else nodes
         processed = total
         for i, node in enumerate(order):
+            target = node
+            if nominated:  # RunFilterPluginsWithNominatedPods: room promised to pods at least as important
+                ahead = [p for p in (nominated.get(node.name) or {}).values()
+                         if p.priority >= pod.priority and p.key != pod.key]
+                if ahead:
+                    target = node_with_pods(node, ahead)
             for name, fn in filters:
-                status = fn(pod, node)
+                status = fn(pod, target)
                 if status is not SUCCESS and not status.is_success:
                     statuses[node.name] = status if status.plugin else Status(status.code, status.reasons, name)
                     break
@@ -660,12 +666,15 @@ class Framework:
         return totals
 
     def schedule(self, pod: PodInfo, snapshot: Snapshot, start: int = 0,
-                 rng: random.Random | None = None) -> ScheduleResult:
-        """Pick a node for `pod`, or raise FitError saying why none fits."""
+                 rng: random.Random | None = None,
+                 nominated: Mapping[str, Mapping[str, PodInfo]] | None = None) -> ScheduleResult:
+        """Pick a node for `pod`, or raise FitError saying why none fits. `nominated`: node → the pods
+        preemption nominated there (status.nominatedNodeName), whose room others of lower priority may
+        not take."""
         total = len(snapshot)
         if total == 0:
             raise FitError(pod, 0, {})
-        feasible, statuses, processed = self.find_nodes_that_fit(pod, snapshot, start)
+        feasible, statuses, processed = self.find_nodes_that_fit(pod, snapshot, start, nominated)
         next_start = (start + processed) % total
         if not feasible:
             raise FitError(pod, total, statuses, preemption_message(pod, total))
@@ -673,6 +682,16 @@ class Framework:
             return ScheduleResult(feasible[0].name, processed, 1, next_start)
         totals = self.prioritize_nodes(pod, feasible)
         return ScheduleResult(select_host(feasible, totals, rng), processed, len(feasible), next_start)
+
+
+def node_with_pods(node: NodeInfo, pods: Iterable[PodInfo]) -> NodeInfo:
+    """A copy of node with pods added (the cycle's snapshot is not changed)."""
+    copy = NodeInfo(node.name, node.node)
+    for existing in node.pods.values():
+        copy.add_pod(existing)
+    for pod in pods:
+        copy.add_pod(pod)
+    return copy
 
 
 def select_host(nodes: Sequence[NodeInfo], totals: Sequence[int], rng: random.Random | None = None) -> str:

@@ -34,7 +34,7 @@ from machinery.timeutil import now_rfc3339
 from machinery.volumeutil import ANN_SELECTED_NODE
 from scheduler.cache import Cache
 from scheduler.framework import Filter, FitError, Framework, PodInfo, pod_key
-from scheduler.plugins import default_framework, volume_binding
+from scheduler.plugins import default_framework, default_preemption, volume_binding
 from scheduler.queue import (
     ASSIGNED_POD_DELETE,
     ASSIGNED_POD_UPDATE,
@@ -120,6 +120,10 @@ class Scheduler:
         self.scheduled = 0
         self.unschedulable = 0
         self.bind_errors = 0
+        self.preemptions = 0
+        # node → pods preemption nominated there (status.nominatedNodeName), not bound yet
+        self.nominated: dict[str, dict[str, PodInfo]] = {}
+        self._nominated_node: dict[str, str] = {}
 
     def _on_claim_change(self, claim: PersistentVolumeClaim) -> None:
         self.queue.move_all_to_active_or_backoff(PVC_CHANGE)
@@ -153,13 +157,29 @@ class Scheduler:
     def _on_node_delete(self, node: Node) -> None:
         self.cache.remove_node(node)
 
+    def _nominate(self, pod: Pod) -> None:
+        """Keep the nominated pods' index: a pending pod with status.nominatedNodeName holds its room."""
+        key = pod_key(pod)
+        before = self._nominated_node.pop(key, None)
+        if before is not None:
+            held = self.nominated.get(before) or {}
+            held.pop(key, None)
+            if not held:
+                self.nominated.pop(before, None)
+        node = pod.status.nominated_node_name if pod.status is not None else None
+        if node and self.responsible_for(pod):
+            self.nominated.setdefault(node, {})[key] = PodInfo(pod)
+            self._nominated_node[key] = node
+
     def _on_pod_add(self, pod: Pod) -> None:
         if pod.spec is not None and pod.spec.node_name:
             self.cache.add_pod(PodInfo(pod))
         elif self.responsible_for(pod):
             self.queue.add(PodInfo(pod))
+            self._nominate(pod)
 
     def _on_pod_update(self, old: Pod, new: Pod) -> None:
+        self._nominate(new)
         if new.spec is not None and new.spec.node_name:
             info = PodInfo(new)
             if not (old.spec is not None and old.spec.node_name):
@@ -181,6 +201,12 @@ class Scheduler:
 
     def _on_pod_delete(self, pod: Pod) -> None:
         key = pod_key(pod)
+        if key in self._nominated_node:
+            node = self._nominated_node.pop(key)
+            held = self.nominated.get(node) or {}
+            held.pop(key, None)
+            if not held:
+                self.nominated.pop(node, None)
         if pod.spec is not None and pod.spec.node_name:
             if self.cache.remove_pod(key) is not None:
                 self.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE)
@@ -248,11 +274,21 @@ class Scheduler:
         if self._skip(info):
             return None
         cycle = self.queue.scheduling_cycle
+        snapshot = self.cache.snapshot()
         try:
-            result = self.framework.schedule(info, self.cache.snapshot(), self._next_start, self._rng)
+            result = self.framework.schedule(info, snapshot, self._next_start, self._rng, self.nominated or None)
         except FitError as e:
             self.unschedulable += 1
             qpi.unschedulable_plugins = {s.plugin for s in e.node_to_status.values() if s.plugin}
+            if e.num_all_nodes:  # PostFilter: DefaultPreemption
+                verdict = default_preemption.post_filter(self.framework, info, snapshot, e)
+                e.post_filter_msg = verdict.message
+                if verdict.candidate is not None:
+                    self.preemptions += 1
+                    log.info("%s/%s preempts %s on %s", info.namespace, info.name,
+                             ", ".join(f"{v.namespace}/{v.name}" for v in verdict.candidate.victims),
+                             verdict.candidate.node)
+                    self._spawn(self._preempt(info, verdict.candidate), f"preempt:{info.namespace}/{info.name}")
             log.info("%s/%s is unschedulable: %s", info.namespace, info.name, e.message())
             self._handle_failure(qpi, cycle, e.message())
             return None
@@ -292,6 +328,30 @@ class Scheduler:
         log.debug("bound %s/%s to %s", info.namespace, info.name, node)
         self.recorder.event(info.pod, "Normal", "Scheduled",
                             f"Successfully assigned {info.namespace}/{info.name} to {node}")
+
+    async def _preempt(self, info: PodInfo, candidate: default_preemption.Candidate) -> None:
+        """prepareCandidate: each victim gets the DisruptionTarget condition and is deleted gracefully
+        (its own grace period), with a Preempted event; then the preemptor's status.nominatedNodeName names
+        the node, where it is bound once the victims are gone (their deletion requeues it)."""
+        for victim in candidate.victims:
+            condition = default_preemption.disruption_condition(self.name, now_rfc3339())
+            try:
+                await self.client.patch(Pod, victim.name, {"status": {"conditions": [condition]}}, "strategic",
+                                        victim.namespace, subresource="status")
+                await self.client.delete(Pod, victim.name, victim.namespace,
+                                         preconditions={"uid": victim.pod.metadata.uid or ""})
+            except ClientError as e:
+                if isinstance(e, ApiError) and (e.is_not_found or e.is_conflict):
+                    continue  # gone already
+                log.warning("preempting %s/%s: %s", victim.namespace, victim.name, e)
+                continue
+            self.recorder.event(victim.pod, "Normal", "Preempted",
+                                f"Preempted by pod {info.pod.metadata.uid} on node {candidate.node}")
+        try:
+            await self.client.patch(Pod, info.name, {"status": {"nominatedNodeName": candidate.node}}, "merge",
+                                    info.namespace, subresource="status")
+        except ClientError as e:
+            log.info("could not nominate %s for %s/%s: %s", candidate.node, info.namespace, info.name, e)
 
     def _handle_failure(self, qpi: QueuedPodInfo, cycle: int, message: str, *, error: bool = False) -> None:
         """Event, requeue (unless the pod is gone or bound meanwhile), and the PodScheduled condition."""

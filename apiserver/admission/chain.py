@@ -2,6 +2,8 @@
 chain the generic store runs on every write that came through the API (internal writes skip it).
 
 Mutating, after the resource's defaults and before its validation:
+  LimitRanger                a new pod's containers get the namespace's default requests and limits
+                             (limitranger.py; validating too: min, max, maxLimitRequestRatio)
   ServiceAccount             a pod without a service account runs as "default"; a new one gets the
                              kube-api-access projected volume (token, ca.crt, namespace) unless
                              automountServiceAccountToken is false (serviceaccount.py); validating,
@@ -20,6 +22,11 @@ Validating, after the resource's validation (schema and rules):
   PodSecurity                the Pod Security Standards by namespace label (podsecurity/)
   ValidatingAdmissionWebhook ValidatingWebhookConfigurations, called concurrently; any denial
                              refuses the request
+
+  ResourceQuota              last: a new object's usage charged to the namespace's quotas, refused
+                             past spec.hard (resourcequota.py)
+  Priority                   a new pod's priorityClassName → spec.priority and preemptionPolicy,
+                             globalDefault kept unique (priority.py; mutating and validating)
 
 A webhook that cannot be called (refused, timed out, an answer that is not an AdmissionReview)
 follows its failurePolicy: Fail refuses the request with 500 `failed calling webhook "NAME": ...`;
@@ -45,10 +52,13 @@ from typing import TYPE_CHECKING
 import orjson
 
 from apiserver import errors
+from apiserver.admission import limitranger, resourcequota
 from apiserver.admission.interfaces import AdmissionAttributes
 from apiserver.admission.noderestriction import node_restriction
 from apiserver.admission.podsecurity.admission import PodSecurity
-from apiserver.admission.serviceaccount import admit_pod
+from apiserver.admission.priority import PriorityClasses, validate_priority_class
+from apiserver.admission.priority import admit_pod as admit_pod_priority
+from apiserver.admission.serviceaccount import admit_pod as admit_pod_service_account
 from apiserver.admission.storage import (
     StorageClasses,
     add_protection_finalizer,
@@ -69,7 +79,8 @@ log = logging.getLogger(__name__)
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 ALL_PLUGINS = ("ServiceAccount", "DefaultStorageClass", "StorageObjectInUseProtection", "MutatingAdmissionWebhook",
-               "NodeRestriction", "PersistentVolumeClaimResize", "PodSecurity", "ValidatingAdmissionWebhook")
+               "NodeRestriction", "PersistentVolumeClaimResize", "PodSecurity", "ValidatingAdmissionWebhook",
+               "Priority", "LimitRanger", "ResourceQuota")
 # webhooks are never called for their own configurations (upstream excludes them, so a broken
 # webhook can always be removed) nor for access reviews
 _NOT_WEBHOOKED = frozenset({"admissionregistration.k8s.io", "authorization.k8s.io"})
@@ -239,7 +250,10 @@ class AdmissionChain:
                  pod_security: PodSecurity | None = None,
                  service_account_exists: Callable[[str, str], Awaitable[bool]] | None = None,
                  storage_classes: StorageClasses | None = None,
-                 service_account: Callable[[str, str], Awaitable[Obj | None]] | None = None):
+                 service_account: Callable[[str, str], Awaitable[Obj | None]] | None = None,
+                 priority_classes: PriorityClasses | None = None,
+                 limit_ranges: limitranger.LimitRanges | None = None,
+                 quotas: resourcequota.Quotas | None = None):
         unknown = set(plugins) - set(ALL_PLUGINS)
         if unknown:
             raise ValueError(f"unknown admission plugins: {', '.join(sorted(unknown))} "
@@ -252,6 +266,9 @@ class AdmissionChain:
         self.mutating_webhooks = mutating_webhooks if "MutatingAdmissionWebhook" in self.plugins else None
         self.validating_webhooks = validating_webhooks if "ValidatingAdmissionWebhook" in self.plugins else None
         self.pod_security = pod_security if "PodSecurity" in self.plugins else None
+        self.priority_classes = priority_classes if "Priority" in self.plugins else None
+        self.limit_ranges = limit_ranges if "LimitRanger" in self.plugins else None
+        self.quotas = quotas if "ResourceQuota" in self.plugins else None
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -273,6 +290,8 @@ class AdmissionChain:
         obj = a.obj
         assert obj is not None
         info = a.store.info
+        if self.limit_ranges is not None and limitranger.mutate(a, self.limit_ranges):
+            obj = a.obj = self._reconcile(a, obj)  # defaulted again: the pod's QoS class follows its new resources
         if "ServiceAccount" in self.plugins and info.group == "" and info.plural == "pods" and not a.subresource:
             spec = obj.setdefault("spec", {})
             if not spec.get("serviceAccountName"):
@@ -283,7 +302,9 @@ class AdmissionChain:
                     and MIRROR_POD_ANNOTATION not in ((obj.get("metadata") or {}).get("annotations") or {}):
                 account = await self.service_account(a.namespace or "", spec["serviceAccountName"])
                 if account is not None:  # a missing one is refused by validate, with upstream's message
-                    admit_pod(obj, account)  # the kube-api-access volume (serviceaccount.py)
+                    admit_pod_service_account(obj, account)  # the kube-api-access volume (serviceaccount.py)
+        if self.priority_classes is not None:
+            await admit_pod_priority(a, self.priority_classes)  # priority.py
         if "DefaultStorageClass" in self.plugins and self.storage_classes is not None:
             await set_default_storage_class(a, self.storage_classes)
         if "StorageObjectInUseProtection" in self.plugins:
@@ -349,6 +370,8 @@ class AdmissionChain:
     # -- validating --------------------------------------------------------------------------------
 
     async def validate(self, a: AdmissionAttributes) -> None:
+        if self.limit_ranges is not None:
+            limitranger.validate(a, self.limit_ranges)
         if "ServiceAccount" in self.plugins and self.service_account_exists is not None and a.operation == "CREATE" \
                 and a.store.info.group == "" and a.store.info.plural == "pods" and not a.subresource:
             await self._service_account_exists(a)
@@ -356,12 +379,16 @@ class AdmissionChain:
             self._node_restriction(a, a.user.node_name)
         if "PersistentVolumeClaimResize" in self.plugins and self.storage_classes is not None:
             await validate_claim_resize(a, self.storage_classes)
+        if self.priority_classes is not None:
+            validate_priority_class(a, self.priority_classes)
         if self.pod_security is not None:
             await self.pod_security.validate(a)
         if self.validating_webhooks is not None and a.store.info.group not in _NOT_WEBHOOKED:
             hooks = [h for h in self.validating_webhooks.hooks() if self._matches(h, a)]
             if hooks:
                 await self._run_validating(hooks, a)
+        if self.quotas is not None:  # last: usage is charged only for what every other plugin admitted
+            await resourcequota.admit(a, self.quotas)
 
     async def _run_validating(self, hooks: list[Webhook], a: AdmissionAttributes) -> None:
         results = await asyncio.gather(*(self._call(h, a) for h in hooks), return_exceptions=True)

@@ -35,12 +35,14 @@ CONTROLLER_ACCOUNTS: tuple[str, ...] = ("deployment-controller", "replicaset-con
                        "pvc-protection-controller", "pv-protection-controller", "job-controller",
                        "cronjob-controller", "ttl-after-finished-controller", "statefulset-controller",
                        "disruption-controller", "pod-garbage-collector", "root-ca-cert-publisher",
-                       "horizontal-pod-autoscaler")
+                       "horizontal-pod-autoscaler", "resourcequota-controller", "replication-controller")
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 # what view reads and edit writes (upstream aggregate-to-view / aggregate-to-edit, for what minik8s serves)
 _VIEW_CORE = ["pods", "pods/status", "pods/log", "events", "namespaces", "serviceaccounts", "services",
               "services/status", "endpoints", "configmaps", "persistentvolumeclaims",
-              "persistentvolumeclaims/status"]  # never secrets: view may not read them
+              "persistentvolumeclaims/status",
+              "replicationcontrollers", "replicationcontrollers/scale", "replicationcontrollers/status",
+              "limitranges", "resourcequotas", "resourcequotas/status"]  # never secrets: view may not read them
 _VIEW_BATCH = ["jobs", "jobs/status", "cronjobs", "cronjobs/status"]
 _VIEW_AUTOSCALING = ["horizontalpodautoscalers", "horizontalpodautoscalers/status"]
 # metrics-server's system:aggregated-metrics-reader, aggregated to view (and so edit and admin)
@@ -74,7 +76,8 @@ def cluster_roles() -> dict[str, list[Obj]]:
         "system:discovery": [url_rule(["get"], ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez",
                                                 "/readyz", "/openapi", "/openapi/*", "/version", "/version/"])],
         "system:basic-user": [rule(["create"], ["authorization.k8s.io"],
-                                   ["selfsubjectaccessreviews", "selfsubjectrulesreviews"])],
+                                   ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]),
+                              rule(["create"], ["authentication.k8s.io"], ["selfsubjectreviews"])],
         "system:public-info-viewer": [url_rule(["get"], ["/healthz", "/livez", "/readyz", "/version",
                                                          "/version/"])],
         "view": _view(),
@@ -287,6 +290,19 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule(["create", "update"], [""], ["configmaps"]),
             EVENTS,
         ],
+        # quota counts anything it may be asked to, so it may list and watch everything
+        "system:controller:resourcequota-controller": [
+            rule(["list", "watch"], ["*"], ["*"]),
+            rule(["update"], [""], ["resourcequotas/status"]),
+            EVENTS,
+        ],
+        "system:controller:replication-controller": [
+            rule(["get", "list", "watch", "update"], [""], ["replicationcontrollers"]),
+            rule(["update"], [""], ["replicationcontrollers/status"]),
+            rule(["update"], [""], ["replicationcontrollers/finalizers"]),
+            rule(["list", "watch", "patch", "create", "delete"], [""], ["pods"]),
+            EVENTS,
+        ],
         "system:controller:node-controller": [
             rule(["get", "list", "watch", "update", "patch", "delete"], [""], ["nodes"]),
             rule(["patch", "update"], [""], ["nodes/status"]),
@@ -313,7 +329,7 @@ def _edit() -> list[Obj]:
         rule(READ, [""], ["secrets"]),
         rule(WRITE, [""], ["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "events",
                            "serviceaccounts", "services", "services/proxy", "configmaps", "secrets",
-                           "persistentvolumeclaims"]),
+                           "persistentvolumeclaims", "replicationcontrollers", "replicationcontrollers/scale"]),
         rule(["impersonate"], [""], ["serviceaccounts"]),
         rule(["create"], [""], ["serviceaccounts/token"]),
         rule(WRITE, ["apps"], ["deployments", "deployments/rollback", "deployments/scale", "replicasets",

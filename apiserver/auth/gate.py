@@ -52,11 +52,11 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _UNAUTHORIZED = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                              "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+                              "message": "Unauthorized", "reason": "Unauthorized", "code": 401}) + b"\n"
 # upstream maxinflight's tooManyRequests, as a Status that says when to come back
 _TOO_MANY = errors.ApiError(429, "TooManyRequests", "Too many requests, please try again later.",
                             {"retryAfterSeconds": 1})
-_TOO_MANY_BODY = orjson.dumps(_TOO_MANY.status())
+_TOO_MANY_BODY = orjson.dumps(_TOO_MANY.status()) + b"\n"
 # upstream timeout.go: the request's context ran out before the handler answered
 _TIMEOUT = errors.timeout("Timeout: request did not complete within requested timeout - context deadline exceeded")
 _TIMEOUT_BODY = orjson.dumps(_TIMEOUT.status())

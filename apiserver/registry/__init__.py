@@ -23,6 +23,7 @@ from apiserver.registry.persistentvolume import PersistentVolumeStrategy
 from apiserver.registry.persistentvolumeclaim import PersistentVolumeClaimStrategy
 from apiserver.registry.pod import PodStrategy
 from apiserver.registry.poddisruptionbudget import PodDisruptionBudgetStrategy
+from apiserver.registry.priorityclass import PriorityClassStrategy
 from apiserver.registry.rbac import (
     ClusterRoleBindingStrategy,
     ClusterRoleStrategy,
@@ -30,6 +31,8 @@ from apiserver.registry.rbac import (
     RoleStrategy,
 )
 from apiserver.registry.replicaset import ReplicaSetStrategy
+from apiserver.registry.replicationcontroller import ReplicationControllerStrategy
+from apiserver.registry.resourcequota import LimitRangeStrategy, ResourceQuotaStrategy
 from apiserver.registry.secret import SecretStrategy
 from apiserver.registry.service import ServiceStrategy
 from apiserver.registry.serviceaccount import ServiceAccountStrategy
@@ -70,6 +73,10 @@ STRATEGIES: dict[str, Strategy] = {
     "authorization.k8s.io/selfsubjectrulesreviews": Strategy(),
     "authorization.k8s.io/subjectaccessreviews": Strategy(),
     "autoscaling/horizontalpodautoscalers": HorizontalPodAutoscalerStrategy(),
+    "scheduling.k8s.io/priorityclasses": PriorityClassStrategy(),
+    "/resourcequotas": ResourceQuotaStrategy(),
+    "/limitranges": LimitRangeStrategy(),
+    "/replicationcontrollers": ReplicationControllerStrategy(),
 }
 
 

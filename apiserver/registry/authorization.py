@@ -1,6 +1,7 @@
 """Access reviews (authorization.k8s.io/v1; upstream pkg/registry/authorization/*): SelfSubjectAccessReview
 ("may I?", what `kubectl auth can-i` sends), SubjectAccessReview ("may they?") and
-SelfSubjectRulesReview ("what may I do in this namespace?", `kubectl auth can-i --list`). Each is
+SelfSubjectRulesReview ("what may I do in this namespace?", `kubectl auth can-i --list`), and
+authentication.k8s.io's SelfSubjectReview ("who am I?", `kubectl auth whoami`). Each is
 created, answered by the same authorizer the request chain uses, and returned with its status;
 nothing is stored. The HTTP side (a POST decoded, answered 201) is apiserver/endpoints/subresources.py.
 
@@ -17,6 +18,7 @@ from apiserver.auth.authz import Attributes, Authorizer
 from apiserver.registry.generic import WriteOptions, loc_to_path
 from machinery.api.resources import ResourceInfo
 from machinery.authn.user import UserInfo
+from machinery.timeutil import now_rfc3339
 from machinery.types import Obj
 
 
@@ -61,6 +63,8 @@ class ReviewStore:
         body.setdefault("kind", self.info.kind)
         body.pop("status", None)  # the answer; what a client sends there (kubectl: an empty one) is ignored
         review = self._checked(body)
+        if self.info.kind == "SelfSubjectReview":
+            return self._self_subject_review(opts.user if isinstance(opts.user, UserInfo) else UNSECURED)
         spec = review.get("spec") or {}
         if self.info.kind == "SelfSubjectRulesReview":
             return self._rules_review(opts.user if isinstance(opts.user, UserInfo) else UNSECURED, spec)
@@ -79,6 +83,12 @@ class ReviewStore:
         review["status"] = status
         review.setdefault("metadata", {}).pop("creationTimestamp", None)
         return review
+
+    def _self_subject_review(self, user: UserInfo) -> Obj:
+        """Upstream's selfsubjectreview REST (`kubectl auth whoami`): the user as the request was
+        authenticated, after impersonation, with a creation time and nothing stored."""
+        return {"kind": self.info.kind, "apiVersion": self.info.api_version,
+                "metadata": {"creationTimestamp": now_rfc3339()}, "status": {"userInfo": user.to_dict()}}
 
     def _rules_review(self, user: UserInfo, spec: Obj) -> Obj:
         """Upstream's selfsubjectrulesreview REST: the union of what each authorizer enumerates; the

@@ -67,7 +67,6 @@ ENV_RESOURCE_FIELDS = ["limits.cpu", "limits.ephemeral-storage", "limits.memory"
 STANDARD_CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
 QOS_RESOURCES = ("cpu", "memory")
 # The PriorityClasses every cluster has (upstream scheduling.SystemPriorityClasses()).
-SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS = 30
 FILE_MODE_ERROR = "must be a number between 0 and 0777 (octal), both inclusive"
@@ -1118,13 +1117,9 @@ class PodStrategy(Strategy):
     has_status_subresource = True
 
     def prepare_for_create(self, obj: Obj) -> None:
-        """Defaults, priority from the class, and a fresh status: Pending with its QoS class."""
+        """Defaults and a fresh status: Pending with its QoS class."""
         default_pod(obj)
-        spec = obj["spec"]
-        if spec.get("priority") is None:
-            spec["priority"] = SYSTEM_PRIORITY_CLASSES.get(spec.get("priorityClassName") or "", 0)
-        if spec.get("preemptionPolicy") is None:
-            spec["preemptionPolicy"] = "PreemptLowerPriority"
+        spec = obj["spec"]  # priority and preemptionPolicy: the Priority admission plugin's (admission/priority.py)
         obj["status"] = {"phase": "Pending", "qosClass": compute_qos_class(spec)}
 
     def validate(self, obj: Obj) -> list[FieldError]:

@@ -19,6 +19,9 @@ from machinery.types import Obj
 
 def scale_of(obj: Obj) -> Obj:
     meta = obj["metadata"]
+    selector = (obj.get("spec") or {}).get("selector") or {}
+    if obj.get("kind") == "ReplicationController":  # a plain label map
+        selector = {"matchLabels": selector}
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -26,7 +29,7 @@ def scale_of(obj: Obj) -> Obj:
                      if k in meta},
         "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 0)},
         "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
-                   "selector": label_selector_to_string((obj.get("spec") or {}).get("selector") or {})},
+                   "selector": label_selector_to_string(selector)},
     }
 
 

@@ -39,3 +39,26 @@ class TokenRequest(ApiModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: TokenRequestSpec = Field(default_factory=TokenRequestSpec)
     status: TokenRequestStatus | None = None
+
+
+class UserInfo(ApiModel):
+    """The user as the apiserver authenticated it (authentication/v1 UserInfo)."""
+
+    username: str | None = None
+    uid: str | None = None
+    groups: list[str] | None = None
+    extra: dict[str, list[str]] | None = None
+
+
+class SelfSubjectReviewStatus(ApiModel):
+    user_info: UserInfo | None = None
+
+
+class SelfSubjectReview(ApiModel):
+    """`kubectl auth whoami`: created, answered with the caller's own user info, never stored
+    (upstream pkg/registry/authentication/selfsubjectreview)."""
+
+    api_version: Literal["authentication.k8s.io/v1"] = "authentication.k8s.io/v1"
+    kind: Literal["SelfSubjectReview"] = "SelfSubjectReview"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    status: SelfSubjectReviewStatus | None = None

@@ -1030,3 +1030,88 @@ class Endpoints(ApiModel):
     kind: Literal["Endpoints"] = "Endpoints"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     subsets: list[EndpointSubset] | None = None
+
+
+# --- ResourceQuota and LimitRange (a namespace's budget and its per-object bounds) --------------
+
+class ScopedResourceSelectorRequirement(ApiModel):
+    scope_name: str  # Terminating | NotTerminating | BestEffort | NotBestEffort | PriorityClass | ...
+    operator: str  # In | NotIn | Exists | DoesNotExist
+    values: list[str] | None = None
+
+
+class ScopeSelector(ApiModel):
+    match_expressions: list[ScopedResourceSelectorRequirement] | None = None
+
+
+class ResourceQuotaSpec(ApiModel):
+    hard: ResourceList | None = None
+    scopes: list[str] | None = None
+    scope_selector: ScopeSelector | None = None
+
+
+class ResourceQuotaStatus(ApiModel):
+    hard: ResourceList | None = None
+    used: ResourceList | None = None
+
+
+class ResourceQuota(ApiModel):
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["ResourceQuota"] = "ResourceQuota"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ResourceQuotaSpec | None = None
+    status: ResourceQuotaStatus | None = None
+
+
+class LimitRangeItem(ApiModel):
+    type: str  # Container | Pod | PersistentVolumeClaim
+    max: ResourceList | None = None
+    min: ResourceList | None = None
+    default: ResourceList | None = None
+    default_request: ResourceList | None = None
+    max_limit_request_ratio: ResourceList | None = None
+
+
+class LimitRangeSpec(ApiModel):
+    limits: list[LimitRangeItem]
+
+
+class LimitRange(ApiModel):
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["LimitRange"] = "LimitRange"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: LimitRangeSpec | None = None
+
+
+# --- ReplicationController (the ReplicaSet before label-selector expressions) -------------------
+
+class ReplicationControllerSpec(ApiModel):
+    replicas: int | None = None
+    min_ready_seconds: int | None = None
+    selector: dict[str, str] | None = None
+    template: PodTemplateSpec | None = None
+
+
+class ReplicationControllerCondition(ApiModel):
+    type: str  # ReplicaFailure
+    status: str
+    last_transition_time: Time | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class ReplicationControllerStatus(ApiModel):
+    replicas: int
+    fully_labeled_replicas: int | None = None
+    ready_replicas: int | None = None
+    available_replicas: int | None = None
+    observed_generation: int | None = None
+    conditions: list[ReplicationControllerCondition] | None = Field(None, json_schema_extra=merge_key("type"))
+
+
+class ReplicationController(ApiModel):
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["ReplicationController"] = "ReplicationController"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: ReplicationControllerSpec | None = None
+    status: ReplicationControllerStatus | None = None

@@ -14,6 +14,9 @@ from pydantic import BaseModel
 from machinery.api import (
     admissionregistration_v1,
     apps_v1,
+    authentication_v1,
+    authentication_v1alpha1,
+    authentication_v1beta1,
     authorization_v1,
     autoscaling_v2,
     batch_v1,
@@ -22,6 +25,7 @@ from machinery.api import (
     discovery_v1,
     policy_v1,
     rbac_v1,
+    scheduling_v1,
     storage_v1,
 )
 
@@ -94,6 +98,13 @@ RESOURCES: tuple[ResourceInfo, ...] = (
                  core_v1.PersistentVolumeClaim, short_names=("pvc",),
                  subresources={"status": "PersistentVolumeClaim"}),
     ResourceInfo("", "v1", "Endpoints", "endpoints", "endpoints", True, core_v1.Endpoints, short_names=("ep",)),
+    ResourceInfo("", "v1", "ResourceQuota", "resourcequotas", "resourcequota", True, core_v1.ResourceQuota,
+                 short_names=("quota",), subresources={"status": "ResourceQuota"}),
+    ResourceInfo("", "v1", "LimitRange", "limitranges", "limitrange", True, core_v1.LimitRange,
+                 short_names=("limits",)),
+    ResourceInfo("", "v1", "ReplicationController", "replicationcontrollers", "replicationcontroller", True,
+                 core_v1.ReplicationController, short_names=("rc",), categories=("all",),
+                 subresources={"status": "ReplicationController", "scale": "Scale"}),
     ResourceInfo("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "endpointslice", True,
                  discovery_v1.EndpointSlice),
     ResourceInfo("apps", "v1", "Deployment", "deployments", "deployment", True, apps_v1.Deployment,
@@ -139,10 +150,21 @@ RESOURCES: tuple[ResourceInfo, ...] = (
     ResourceInfo("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", "horizontalpodautoscaler",
                  True, autoscaling_v2.HorizontalPodAutoscaler, short_names=("hpa",), categories=("all",),
                  subresources={"status": "HorizontalPodAutoscaler"}),
+    ResourceInfo("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", False,
+                 scheduling_v1.PriorityClass, short_names=("pc",)),
+    # kubectl auth whoami: v1 (1.28+), v1beta1 (1.27), v1alpha1 (1.26); v1 first, the group's preferred version
+    *(ResourceInfo("authentication.k8s.io", version, "SelfSubjectReview", "selfsubjectreviews", "selfsubjectreview",
+                   False, model, verbs=("create",), virtual=True)
+      for version, model in (("v1", authentication_v1.SelfSubjectReview),
+                             ("v1beta1", authentication_v1beta1.SelfSubjectReview),
+                             ("v1alpha1", authentication_v1alpha1.SelfSubjectReview))),
 )
 
-_BY_PLURAL = {(r.group, r.plural): r for r in RESOURCES}
-_BY_KIND = {(r.group, r.kind): r for r in RESOURCES}
+_BY_PLURAL: dict[tuple[str, str], ResourceInfo] = {}
+_BY_KIND: dict[tuple[str, str], ResourceInfo] = {}
+for _info in RESOURCES:  # a resource served in several versions: the first (preferred) one
+    _BY_PLURAL.setdefault((_info.group, _info.plural), _info)
+    _BY_KIND.setdefault((_info.api_version, _info.kind), _info)
 
 
 def resource_for(group: str, plural: str) -> ResourceInfo | None:
@@ -150,9 +172,7 @@ def resource_for(group: str, plural: str) -> ResourceInfo | None:
 
 
 def resource_for_kind(api_version: str, kind: str) -> ResourceInfo | None:
-    group = api_version.rpartition("/")[0] if "/" in api_version else ""
-    info = _BY_KIND.get((group, kind))
-    return info if info is not None and info.api_version == api_version else None
+    return _BY_KIND.get((api_version, kind))
 
 
 def resource_for_model(model: type[BaseModel]) -> ResourceInfo:

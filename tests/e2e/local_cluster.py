@@ -48,7 +48,7 @@ CONTROLLERS = ["deployment", "replicaset", "garbagecollector", "namespace", "nod
                "serviceaccount", "endpointslice", "endpoint", "endpointslicemirroring", "servicelb", "daemonset",
                "persistentvolume-binder", "pvc-protection", "pv-protection", "job", "cronjob",
                "ttl-after-finished", "statefulset", "disruption", "podgc", "root-ca-cert-publisher",
-               "horizontalpodautoscaling"]
+               "horizontalpodautoscaling", "resourcequota", "replicationcontroller"]
 CLUSTER_CIDR = "10.244.0.0/16"
 CLUSTER_DOMAIN = "cluster.local"
 

@@ -178,3 +178,23 @@ def test_bad_patches(api: httpx.Client, namespace: str, etcd: Etcd) -> None:
                       headers={"content-type": "application/merge-patch+json"}), 404, "NotFound")
     after = api.get(f"{base}/bp").json()
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
+def test_status_body_is_upstreams_raw_text(api: httpx.Client, namespace: str) -> None:
+    """Some clients compare the raw body: fields in upstream's order (kind, apiVersion, metadata, status,
+    message, reason, details, code), compact, ending in the newline Go's json.Encoder writes. The expected
+    texts are upstream's own (the CHANGELOG-1.11 example of `kubectl get pods abc`, and an AlreadyExists)."""
+    r = api.get(f"/api/v1/namespaces/{namespace}/pods/abc")
+    assert r.text == ('{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+                      '"message":"pods \\"abc\\" not found","reason":"NotFound",'
+                      '"details":{"name":"abc","kind":"pods"},"code":404}\n')
+    assert api.post(f"/apis/apps/v1/namespaces/{namespace}/deployments", json=deployment("dup")).status_code == 201
+    r = api.post(f"/apis/apps/v1/namespaces/{namespace}/deployments", json=deployment("dup"))
+    assert r.text == ('{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+                      '"message":"deployments.apps \\"dup\\" already exists","reason":"AlreadyExists",'
+                      '"details":{"name":"dup","group":"apps","kind":"deployments"},"code":409}\n')
+    # a path that names nothing: upstream's empty details
+    r = api.get("/api/v1/nosuchthing")
+    assert r.text == ('{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+                      '"message":"the server could not find the requested resource","reason":"NotFound",'
+                      '"details":{},"code":404}\n')

@@ -630,7 +630,7 @@ def test_a_pod_that_fits_nowhere_waits_and_is_bound_once_a_node_with_room_appear
     assert isinstance(pod, dict)
     name = pod["metadata"]["name"]
     message = ("0/2 nodes are available: 2 Insufficient cpu. "
-               "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
+               "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
     wait_for(lambda: any(e["message"] == message for e in events(env.api, env.ns, "FailedScheduling", name)), 15,
              what=f"FailedScheduling on {name}\n{env.diagnose()}")
     condition = next(c for c in ok(env.api.get(pods_path(env.ns, name)))["status"]["conditions"]

@@ -192,7 +192,9 @@ _PACKAGES = {"v1": "core.v1", "apps/v1": "apps.v1", "batch/v1": "batch.v1", "coo
              "rbac.authorization.k8s.io/v1": "rbac.v1", "admissionregistration.k8s.io/v1": "admissionregistration.v1",
              "authorization.k8s.io/v1": "authorization.v1", "authentication.k8s.io/v1": "authentication.v1",
              "policy/v1": "policy.v1", "policy/v1beta1": "policy.v1beta1",
-             "autoscaling/v2": "autoscaling.v2"}
+             "autoscaling/v2": "autoscaling.v2",
+             "authentication.k8s.io/v1beta1": "authentication.v1beta1", "scheduling.k8s.io/v1": "scheduling.v1",
+             "authentication.k8s.io/v1alpha1": "authentication.v1alpha1"}
 _JSON_NAMES = {"Webhooks": "webhooks", "uID": "uid"}  # go-to-protobuf kept the Go field name where the JSON tag differs
 
 

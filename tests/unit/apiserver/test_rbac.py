@@ -385,3 +385,47 @@ class TestServiceAccountTokens:
         authn = Authenticator(verifier=verifier)
         assert authn.authenticate(None, b"Bearer a.b.c") is None
         assert authn.authenticate(None, f"Bearer {sign_token(other, 'ns', 'sa')}".encode()) is None
+
+
+QUOTA_CONTROLLER = user("system:serviceaccount:kube-system:resourcequota-controller", "system:serviceaccounts")
+RC_CONTROLLER = user("system:serviceaccount:kube-system:replication-controller", "system:serviceaccounts")
+
+
+@pytest.mark.parametrize(("who", "attrs", "allowed"), [
+    # the resource-quota controller counts anything and writes only quota status (and events)
+    (QUOTA_CONTROLLER, res(QUOTA_CONTROLLER, "list", "deployments", "default", group="apps"), True),
+    (QUOTA_CONTROLLER, res(QUOTA_CONTROLLER, "watch", "pods", "default"), True),
+    (QUOTA_CONTROLLER, res(QUOTA_CONTROLLER, "update", "resourcequotas", "default", "q", subresource="status"), True),
+    (QUOTA_CONTROLLER, res(QUOTA_CONTROLLER, "update", "resourcequotas", "default", "q"), False),
+    (QUOTA_CONTROLLER, res(QUOTA_CONTROLLER, "delete", "pods", "default", "p"), False),
+    (QUOTA_CONTROLLER, res(QUOTA_CONTROLLER, "create", "events", "default"), True),
+    # the replication controller: its RCs' status and pods
+    (RC_CONTROLLER, res(RC_CONTROLLER, "create", "pods", "default"), True),
+    (RC_CONTROLLER, res(RC_CONTROLLER, "patch", "pods", "default", "p"), True),
+    (RC_CONTROLLER, res(RC_CONTROLLER, "update", "replicationcontrollers", "default", "r", subresource="status"),
+     True),
+    (RC_CONTROLLER, res(RC_CONTROLLER, "create", "replicationcontrollers", "default"), False),
+    # every authenticated user may ask who they are (kubectl auth whoami)
+    (NOBODY, res(NOBODY, "create", "selfsubjectreviews", group="authentication.k8s.io"), True),
+    (NOBODY, res(NOBODY, "create", "priorityclasses", group="scheduling.k8s.io"), False),
+])
+def test_policy_controllers_and_whoami(authorizer: Authorizer, who: UserInfo, attrs: Attributes,
+                                       allowed: bool) -> None:
+    assert authorizer.authorize(attrs)[0] is allowed
+
+
+def test_view_reads_and_edit_writes_the_core_policy_objects_as_upstream() -> None:
+    roles = bootstrap.cluster_roles()
+
+    def grants(role: str, verb: str, resource: str) -> bool:
+        return any("" in r.get("apiGroups", []) and resource in r.get("resources", []) and verb in r["verbs"]
+                   for r in roles[role])
+
+    for resource in ("resourcequotas", "resourcequotas/status", "limitranges", "replicationcontrollers",
+                     "replicationcontrollers/scale", "replicationcontrollers/status"):
+        assert grants("view", "list", resource) and not grants("view", "create", resource), resource
+    for role in ("edit", "admin"):
+        assert grants(role, "create", "replicationcontrollers") and grants(role, "patch",
+                                                                          "replicationcontrollers/scale")
+        # quotas and limit ranges are the cluster admin's to set, not a namespace editor's (upstream: read only)
+        assert not grants(role, "create", "resourcequotas") and not grants(role, "update", "limitranges")

@@ -301,7 +301,6 @@ class TestPodDefaults:
             }],
             "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
             "schedulerName": "default-scheduler", "securityContext": {}, "enableServiceLinks": True,
-            "priority": 0, "preemptionPolicy": "PreemptLowerPriority",
         }
         assert pod["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
 
@@ -363,8 +362,10 @@ class TestPodDefaults:
         spec = created_pod(container(ports=[{"containerPort": 8080}]), hostNetwork=True)["spec"]
         assert spec["containers"][0]["ports"][0]["hostPort"] == 8080
 
-    def test_system_priority_class(self) -> None:
-        assert created_pod(priorityClassName="system-node-critical")["spec"]["priority"] == 2000001000
+    def test_priority_is_left_to_admission(self) -> None:
+        """spec.priority comes from the Priority admission plugin (tests/unit/apiserver/test_priority_admission.py),
+        not from defaulting: the plugin must see what the client sent."""
+        assert "priority" not in created_pod(priorityClassName="system-node-critical")["spec"]
         assert created_pod(priority=7)["spec"]["priority"] == 7
 
     def test_status_set_by_clients_is_replaced(self) -> None:
@@ -1311,7 +1312,9 @@ class TestRegistry:
                                    "authorization.k8s.io/selfsubjectaccessreviews",
                                    "authorization.k8s.io/selfsubjectrulesreviews",
                                    "authorization.k8s.io/subjectaccessreviews",
-                                   "autoscaling/horizontalpodautoscalers"}
+                                   "autoscaling/horizontalpodautoscalers",
+                                   "scheduling.k8s.io/priorityclasses", "/resourcequotas", "/limitranges",
+                                   "/replicationcontrollers"}
         assert isinstance(strategy_for("", "pods"), PodStrategy)
         assert type(strategy_for("x", "nothing")) is Strategy
 

@@ -188,3 +188,12 @@ def test_storage_figures_judge_the_volume_ratio_and_the_claim_to_running_p50() -
     assert "fastest of each: 1.1x" in figures["storage.volumes_ratio"].note
     assert figures["storage.claim_to_running"].verdict == "met"  # 1.8 <= 2 s
     assert figures["storage.claim_bound"].value == 0.9 and figures["storage.claim_bound"].verdict == "—"
+
+
+def test_preemption_against_the_free_node_of_the_same_run() -> None:
+    from bench.report import build_figures
+
+    [figure] = [f for f in build_figures({"preemption": {"baseline_p50_ms": 20.0, "preemption_p50_ms": 1020.0}})
+                if f.area == "preemption"]
+    assert figure.key == "preemption.create_to_bound" and figure.value == 1020.0 and figure.baseline == 20.0
+    assert figure.ratio == 51.0 and figure.verdict == "—"  # the issue sets no target

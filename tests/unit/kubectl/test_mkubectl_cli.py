@@ -173,8 +173,8 @@ def test_resource_names_resolve_like_kubectls() -> None:
     assert asyncio.run(resolve()) == ["pods", "pods", "pods", "deployments", "deployments", "deployments",
                                       "replicasets", "nodes", "namespaces", "events",
                                       "deployments=a,b;pods=c",
-                                      "pods,services,deployments,replicasets,daemonsets,statefulsets,jobs,cronjobs,"
-                                      "horizontalpodautoscalers"]
+                                      "pods,services,replicationcontrollers,deployments,replicasets,daemonsets,"
+                                      "statefulsets,jobs,cronjobs,horizontalpodautoscalers"]
     assert multiple_types_requested(["all"]) and multiple_types_requested(["deploy,po"])
     assert multiple_types_requested(["deploy/a", "po/b"]) and not multiple_types_requested(["po", "a", "b"])
 
