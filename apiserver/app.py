@@ -22,6 +22,8 @@ from starlette.responses import PlainTextResponse, Response
 
 from apiserver import discovery, errors, openapi
 from apiserver.admission.chain import ALL_PLUGINS, AdmissionChain, WebhookSource
+from apiserver.apiextensions.registry import CustomResourceRegistry
+from apiserver.apiextensions.strategy import CustomResourceDefinitionStrategy
 from apiserver.admission.podsecurity.admission import PodSecurity
 from apiserver.admission.podsecurity.config import load_admission_config
 from apiserver.audit import Auditor, LogWriter, Policy
@@ -97,6 +99,7 @@ class ApiServerConfig:
 
 
 _RBAC = "rbac.authorization.k8s.io"
+_APIEXTENSIONS = {"customresourcedefinitions": CustomResourceDefinitionStrategy()}
 _RBAC_RESOURCES = ("clusterroles", "roles", "clusterrolebindings", "rolebindings")
 
 
@@ -124,7 +127,7 @@ class ApiServer:
         for info in RESOURCES:
             if info.virtual:
                 continue
-            strategy = STRATEGIES[f"{info.group}/{info.plural}"]
+            strategy = STRATEGIES.get(f"{info.group}/{info.plural}") or _APIEXTENSIONS[info.plural]
             store_class = ServiceStore if (info.group, info.plural) == ("", "services") else Store
             transformer = config.encryption.transformer_for(info.group, info.plural) if config.encryption else None
             storage = self.storage.with_transformer(transformer) if transformer else self.storage
@@ -191,6 +194,11 @@ class ApiServer:
             self.storage, self.services, self.stores[("", "endpoints")],
             self.stores[("discovery.k8s.io", "endpointslices")], config.advertise_address,
             advertised_port(config.advertise_address))
+        # custom resources, served as their CRDs come (the routes' watch dispatchers are set by create_app)
+        self.custom = CustomResourceRegistry(self.stores[("apiextensions.k8s.io", "customresourcedefinitions")],
+                                             self.storage, self.namespace_state, config.watch_window,
+                                             config.min_request_timeout, {})
+        self.custom.admission = self.admission if config.admission_plugins else None
         self._bootstrapped = False
         self._bootstrap_revisions: dict[tuple[str, str], int] = {}
 
@@ -289,6 +297,7 @@ class ApiServer:
     async def start(self) -> None:
         for store in self.stores.values():
             store.cacher.start()
+        self.custom.start()
         self._tasks.append(asyncio.create_task(self._ensure_system_namespaces()))
         self._tasks.append(asyncio.create_task(self._ensure_bootstrap_policy()))
         self._tasks.append(asyncio.create_task(self._bookmarks()))
@@ -305,6 +314,7 @@ class ApiServer:
             await asyncio.wait_for(self.kubernetes_service.remove_own_lease(), 5)
         except (StorageError, errors.ApiError, TimeoutError) as e:
             log.warning("giving back the kubernetes endpoint lease: %s", e)
+        await self.custom.stop()
         for store in self.stores.values():
             await store.cacher.stop()
         await self.admission.close()
@@ -387,7 +397,8 @@ class ApiServer:
     async def _bookmarks(self) -> None:
         while True:
             await asyncio.sleep(self.config.bookmark_interval)
-            for store in self.stores.values():
+            for store in [*self.stores.values(), *(s for c in list(self.custom.served.values())
+                                                   for s in c.stores.values())]:
                 store.cacher.send_bookmarks()
 
     async def _repair_service_ranges(self) -> None:
@@ -448,6 +459,7 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     app.state.server = server
     app.add_middleware(WarningRecorder)  # inside the gate: it reads the request's audit context
     watch_dispatchers: dict[str, Dispatch] = {}  # filled by build_router below
+    server.custom.watch_dispatchers = watch_dispatchers  # and by the custom resources' registry
     # right inside the gate, outside the recorder: a watch records no warnings (no admission runs), and
     # the recorder's frame and closure would stay for as long as each watch streams
     app.add_middleware(WatchShortcut, dispatchers=watch_dispatchers, error_response=_error_response)
@@ -496,7 +508,7 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     @app.get("/apis", include_in_schema=False)
     @app.get("/apis/", include_in_schema=False)
     async def get_apis() -> Response:
-        return json_response(discovery.api_group_list())
+        return json_response(discovery.api_group_list(server.custom.groups()))
 
     @app.get("/api/{version}", include_in_schema=False)
     async def get_core_version(version: str) -> Response:
@@ -508,14 +520,14 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     @app.get("/apis/{group}", include_in_schema=False)
     @app.get("/apis/{group}/", include_in_schema=False)
     async def get_group(group: str) -> Response:
-        found = discovery.api_group(group)
+        found = discovery.api_group(group, server.custom.groups())
         if found is None:
             raise errors.page_not_found()
         return json_response(found)
 
     @app.get("/apis/{group}/{version}", include_in_schema=False)
     async def get_group_version(group: str, version: str) -> Response:
-        found = discovery.api_resource_list(f"{group}/{version}")
+        found = discovery.api_resource_list(f"{group}/{version}", server.custom.infos())
         if found is None:
             raise errors.page_not_found()
         return json_response(found)
@@ -558,5 +570,17 @@ def create_app(config: ApiServerConfig) -> FastAPI:
                   for i in group_versions()[group_version]]
         app.include_router(build_router(stores, config.min_request_timeout,  # type: ignore[arg-type]
                                         watch_dispatchers))
+
+    # custom resources: every group-version no router above serves (upstream's crdHandler, the
+    # apiextensions-apiserver's delegate)
+    @app.api_route("/apis/{group}/{version}/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+                   include_in_schema=False)
+    async def custom_resources(request: Request, group: str, version: str, path: str) -> Response:
+        if not path and request.method == "GET":
+            found = discovery.api_resource_list(f"{group}/{version}", server.custom.infos())
+            if found is None:
+                raise errors.page_not_found()
+            return json_response(found)
+        return await server.custom.dispatch(request, group, version, path)
 
     return app

@@ -149,6 +149,17 @@ def _namespaced_by_group_version() -> dict[tuple[str, str], frozenset[str]]:
 
 _GROUP_VERSIONS = _namespaced_by_group_version()
 
+
+class _AnyButNamespaceSubresources:
+    """For a group-version not built in (a custom resource's, served as its CRD comes): upstream's own
+    rule, `namespaces/{ns}/{resource}` is namespaced unless {resource} is a namespace's subresource."""
+
+    def __contains__(self, resource: object) -> bool:
+        return resource not in ("status", "finalize")
+
+
+_CUSTOM_GROUP_VERSION = _AnyButNamespaceSubresources()
+
 _CACHE_SIZE = 4096
 # (method, path, query) -> RequestInfo: the same requests come again and again (a controller's creates, a
 # kubelet's status writes), and parsing one costs more than the dictionary lookup
@@ -178,7 +189,9 @@ def _parse(method: str, path: str, raw_query: bytes) -> RequestInfo:
         group, _, tail = path[6:].partition("/")
         version, _, rest = tail.partition("/")
     if rest and group is not None and version is not None:
-        namespaced = _GROUP_VERSIONS.get((group, version))
+        namespaced: Any = _GROUP_VERSIONS.get((group, version))
+        if namespaced is None and group and version:
+            namespaced = _CUSTOM_GROUP_VERSION
         if namespaced is not None:
             target = resolve(method, rest, namespaced, method == "GET" and query.flag("watch"))
             if target is not None:

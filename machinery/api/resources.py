@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from machinery.api import (
     admissionregistration_v1,
+    apiextensions_v1,
     apps_v1,
     authorization_v1,
     batch_v1,
@@ -129,6 +130,10 @@ RESOURCES: tuple[ResourceInfo, ...] = (
     ResourceInfo("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews",
                  "subjectaccessreview", False, authorization_v1.SubjectAccessReview, verbs=("create",),
                  virtual=True),
+    ResourceInfo("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
+                 "customresourcedefinition", False, apiextensions_v1.CustomResourceDefinition,
+                 short_names=("crd", "crds"), categories=("api-extensions",),
+                 subresources={"status": "CustomResourceDefinition"}),
 )
 
 _BY_PLURAL = {(r.group, r.plural): r for r in RESOURCES}

@@ -1,0 +1,416 @@
+"""CustomResourceDefinitions against a real apiserver on a real etcd: a CRD is served at once (discovery,
+CRUD, list, watch, status and scale subresources, Tables from additionalPrinterColumns), its schema
+prunes, defaults and validates (422 with upstream's paths and messages, CEL rules with self and
+oldSelf), several versions share one storage, and a deleted CRD takes its objects with it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.cluster import ApiServer, wait_for
+from tests.conftest import etcd_keys
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+
+def widget_crd(group: str, *, scope: str = "Namespaced", versions: list[dict[str, Any]] | None = None,
+               plural: str = "widgets", kind: str = "Widget", short_names: list[str] | None = None) -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["size"],
+                "x-kubernetes-validations": [
+                    {"rule": "self.size <= self.maxSize", "message": "size may not exceed maxSize"},
+                    {"rule": "!has(oldSelf.color) || self.color == oldSelf.color", "message": "color is immutable"},
+                ],
+                "properties": {
+                    "size": {"type": "integer", "minimum": 1},
+                    "maxSize": {"type": "integer", "default": 10},
+                    "color": {"type": "string", "enum": ["red", "green", "blue"]},
+                    "name": {"type": "string", "maxLength": 8, "pattern": "^[a-z]+$"},
+                    "port": {"x-kubernetes-int-or-string": True},
+                    "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+                    "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                    "replicas": {"type": "integer", "minimum": 0},
+                },
+            },
+            "status": {
+                "type": "object",
+                "properties": {"phase": {"type": "string"}, "replicas": {"type": "integer"},
+                               "selector": {"type": "string"}},
+            },
+        },
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": scope,
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List",
+                      "shortNames": short_names if short_names is not None else ["wd"], "categories": ["all"]},
+            "versions": versions or [{
+                "name": "v1", "served": True, "storage": True,
+                "schema": {"openAPIV3Schema": schema},
+                "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
+                                                         "statusReplicasPath": ".status.replicas",
+                                                         "labelSelectorPath": ".status.selector"}},
+                "additionalPrinterColumns": [
+                    {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                    {"name": "Color", "type": "string", "jsonPath": ".spec.color"},
+                    {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "priority": 1},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                ],
+            }],
+        },
+    }
+
+
+def established(api: httpx.Client, name: str) -> bool:
+    r = api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+    conditions = {c["type"]: c["status"] for c in (r.json().get("status") or {}).get("conditions") or []}
+    return conditions.get("Established") == "True"
+
+
+def create_crd(api: httpx.Client, crd: dict[str, Any]) -> dict[str, Any]:
+    r = api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd)
+    assert r.status_code == 201, r.text
+    name = crd["metadata"]["name"]
+    wait_for(lambda: established(api, name), 20, what=f"CRD {name} Established")
+    group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
+    version = next(v["name"] for v in crd["spec"]["versions"] if v.get("storage"))
+    wait_for(lambda: api.get(f"/apis/{group}/{version}/{plural}").status_code == 200, 20, what=f"{plural} served")
+    return r.json()
+
+
+def delete_crd(api: httpx.Client, name: str) -> None:
+    api.delete(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+    wait_for(lambda: api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}").status_code == 404,
+             30, what=f"CRD {name} gone")
+
+
+@pytest.fixture
+def group() -> str:
+    return f"t{uuid.uuid4().hex[:8]}.example.com"
+
+
+@pytest.fixture
+def widgets(api: httpx.Client, group: str) -> Iterator[str]:
+    """A namespaced Widget CRD in a group of the test's own; its URL prefix."""
+    crd = create_crd(api, widget_crd(group))
+    yield f"/apis/{group}/v1"
+    delete_crd(api, crd["metadata"]["name"])
+
+
+def widget(name: str, **spec: Any) -> dict[str, Any]:
+    return {"kind": "Widget", "metadata": {"name": name}, "spec": {"size": 1, **spec}}
+
+
+# -- the CRD itself -------------------------------------------------------------------------------
+
+def test_crd_status_names_and_conditions(api: httpx.Client, widgets: str, group: str) -> None:
+    crd = api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{group}").json()
+    conditions = {c["type"]: c for c in crd["status"]["conditions"]}
+    assert conditions["NamesAccepted"]["status"] == "True"
+    assert conditions["NamesAccepted"]["reason"] == "NoConflicts"
+    assert conditions["Established"]["status"] == "True"
+    assert conditions["Established"]["reason"] == "InitialNamesAccepted"
+    accepted = crd["status"]["acceptedNames"]
+    assert accepted["plural"] == "widgets" and accepted["kind"] == "Widget" and accepted["shortNames"] == ["wd"]
+    assert crd["status"]["storedVersions"] == ["v1"]
+    assert crd["spec"]["conversion"] == {"strategy": "None"}
+
+
+def test_conflicting_plural_is_not_accepted(api: httpx.Client, widgets: str, group: str) -> None:
+    other = widget_crd(group, plural="gizmos", kind="Widget", short_names=["gz"])  # kind taken by widgets
+    other["spec"]["names"]["singular"] = "gizmo"
+    r = api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=other)
+    assert r.status_code == 201, r.text
+    try:
+        def names_refused() -> bool:
+            got = api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos.{group}").json()
+            return any(c["type"] == "NamesAccepted" and c["status"] == "False"
+                       for c in (got.get("status") or {}).get("conditions") or [])
+
+        wait_for(names_refused, 20, what="NamesAccepted False")
+        got = api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gizmos.{group}").json()
+        conditions = {c["type"]: c for c in got["status"]["conditions"]}
+        assert conditions["NamesAccepted"]["reason"] == "KindConflict"
+        assert conditions["NamesAccepted"]["message"] == '"Widget" is already in use'
+        assert conditions["Established"]["status"] == "False"
+        assert api.get(f"/apis/{group}/v1/gizmos").status_code == 404
+    finally:
+        delete_crd(api, f"gizmos.{group}")
+
+
+@pytest.mark.parametrize("change, field, message", [
+    (lambda c: c["metadata"].update(name="wrong.example.com"), "metadata.name",
+     'Invalid value: "wrong.example.com": must be spec.names.plural+"."+spec.group'),
+    (lambda c: c["spec"]["versions"].append({**c["spec"]["versions"][0], "name": "v2"}), "spec.versions",
+     "must have exactly one version marked as storage version"),
+    (lambda c: c["spec"]["versions"][0].update(storage=False), "spec.versions",
+     "must have exactly one version marked as storage version"),
+    (lambda c: c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"].update(
+        loose={"description": "no type"}),
+     "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[loose].type",
+     "Required value: must not be empty for specified object fields"),
+    (lambda c: c["spec"]["versions"][0]["schema"]["openAPIV3Schema"].update(type="string"),
+     "spec.versions[0].schema.openAPIV3Schema.type", 'Invalid value: "string": must be object at the root'),
+    (lambda c: c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"].update(
+        {"x-kubernetes-validations": [{"rule": "self.size >"}]}),
+     "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule",
+     "compilation failed"),
+    (lambda c: c["spec"].update(group="example"), "spec.group",
+     'Invalid value: "example": should be a domain with at least one dot'),
+    (lambda c: c["spec"]["versions"][0].pop("schema"), "spec.versions[0].schema.openAPIV3Schema",
+     "Required value: schemas are required"),
+])
+def test_bad_crds_are_refused(api: httpx.Client, group: str, change: Any, field: str, message: str) -> None:
+    crd = widget_crd(group)
+    change(crd)
+    r = api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd)
+    assert r.status_code == 422, r.text
+    status = r.json()
+    assert status["reason"] == "Invalid"
+    assert status["details"]["kind"] == "CustomResourceDefinition"
+    causes = [c for c in status["details"]["causes"] if c["field"] == field]
+    assert causes, status
+    assert message in causes[0]["message"], causes
+    assert api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+                   ).status_code == 404
+
+
+# -- serving -----------------------------------------------------------------------------------------
+
+def test_discovery_lists_the_new_group(api: httpx.Client, widgets: str, group: str) -> None:
+    groups = {g["name"]: g for g in api.get("/apis").json()["groups"]}
+    assert groups[group]["preferredVersion"] == {"groupVersion": f"{group}/v1", "version": "v1"}
+    resources = {r["name"]: r for r in api.get(f"/apis/{group}/v1").json()["resources"]}
+    assert resources["widgets"]["kind"] == "Widget"
+    assert resources["widgets"]["namespaced"] is True
+    assert resources["widgets"]["shortNames"] == ["wd"]
+    assert resources["widgets"]["categories"] == ["all"]
+    assert resources["widgets/status"]["verbs"] == ["get", "patch", "update"]
+    assert resources["widgets/scale"]["kind"] == "Scale"
+    assert api.get(f"/apis/{group}").json()["versions"] == [{"groupVersion": f"{group}/v1", "version": "v1"}]
+
+
+def test_crud_is_stored_under_the_group(api: httpx.Client, etcd: Any, widgets: str, namespace: str) -> None:
+    base = f"{widgets}/namespaces/{namespace}/widgets"
+    r = api.post(base, json={"apiVersion": widgets.removeprefix("/apis/"), **widget("one", color="red")})
+    assert r.status_code == 201, r.text
+    created = r.json()
+    assert created["spec"] == {"size": 1, "maxSize": 10, "color": "red"}  # defaulted
+    assert created["metadata"]["generation"] == 1 and created["metadata"]["uid"]
+    group = widgets.split("/")[2]
+    keys = etcd_keys(etcd, f"/registry/{group}/widgets/{namespace}/")
+    assert list(keys) == [f"/registry/{group}/widgets/{namespace}/one"]
+    assert json.loads(keys[f"/registry/{group}/widgets/{namespace}/one"])["spec"]["color"] == "red"
+    got = api.get(f"{base}/one").json()
+    assert got["apiVersion"] == f"{group}/v1" and got["kind"] == "Widget"
+    # merge patch and JSON patch; strategic merge is refused as upstream
+    r = api.patch(f"{base}/one", content=json.dumps({"spec": {"size": 2}}),
+                  headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200 and r.json()["spec"]["size"] == 2 and r.json()["metadata"]["generation"] == 2
+    r = api.patch(f"{base}/one", content=json.dumps([{"op": "replace", "path": "/spec/size", "value": 3}]),
+                  headers={"Content-Type": "application/json-patch+json"})
+    assert r.status_code == 200 and r.json()["spec"]["size"] == 3
+    r = api.patch(f"{base}/one", content=json.dumps({"spec": {"size": 4}}),
+                  headers={"Content-Type": "application/strategic-merge-patch+json"})
+    assert r.status_code == 415, r.text
+    assert r.json()["reason"] == "UnsupportedMediaType"
+    # list with a field selector, and a 404 in upstream's words
+    api.post(base, json=widget("two"))
+    listed = api.get(base, params={"fieldSelector": "metadata.name=two"}).json()
+    assert listed["kind"] == "WidgetList" and [i["metadata"]["name"] for i in listed["items"]] == ["two"]
+    r = api.get(f"{base}/missing")
+    assert r.status_code == 404 and r.json()["message"] == f'widgets.{group} "missing" not found'
+    assert api.delete(f"{base}/one").status_code == 200
+    assert api.get(f"{base}/one").status_code == 404
+
+
+def test_schema_errors_are_422_with_upstreams_paths(api: httpx.Client, widgets: str, namespace: str) -> None:
+    base = f"{widgets}/namespaces/{namespace}/widgets"
+    bad = {"kind": "Widget", "metadata": {"name": "bad"},
+           "spec": {"size": "big", "color": "pink", "name": "toolongname", "tags": ["a", "a"]}}
+    r = api.post(base, json=bad)
+    assert r.status_code == 422, r.text
+    status = r.json()
+    group = widgets.split("/")[2]
+    assert status["message"].startswith(f'Widget.{group} "bad" is invalid: [')
+    causes = {c["field"]: c for c in status["details"]["causes"]}
+    assert causes["spec.size"]["message"] == 'Invalid value: "string": spec.size in body must be of type integer: ' \
+                                             '"string"' or "must be of type integer" in causes["spec.size"]["message"]
+    assert causes["spec.color"]["reason"] == "FieldValueNotSupported"
+    assert causes["spec.color"]["message"] == 'Unsupported value: "pink": supported values: "red", "green", "blue"'
+    assert causes["spec.name"]["reason"] == "FieldValueTooLong"
+    assert causes["spec.tags[1]"]["reason"] == "FieldValueDuplicate"
+    r = api.post(base, json={"kind": "Widget", "metadata": {"name": "bad"}, "spec": {"size": 0}})
+    assert r.status_code == 422
+    assert r.json()["details"]["causes"][0] == {
+        "reason": "FieldValueInvalid", "field": "spec.size",
+        "message": "Invalid value: 0: spec.size in body should be greater than or equal to 1"}
+    r = api.post(base, json={"kind": "Widget", "metadata": {"name": "bad"}, "spec": {}})
+    assert r.status_code == 422
+    assert r.json()["details"]["causes"][0]["field"] == "spec.size"
+    assert r.json()["details"]["causes"][0]["reason"] == "FieldValueRequired"
+    assert api.get(f"{base}/bad").status_code == 404
+
+
+def test_pruning_and_field_validation(api: httpx.Client, widgets: str, namespace: str) -> None:
+    base = f"{widgets}/namespaces/{namespace}/widgets"
+    body = widget("pruned", port="http", extra={"anything": {"goes": 1}})
+    body["spec"]["unknown"] = True
+    body["topLevel"] = "x"
+    r = api.post(base, json=body)
+    assert r.status_code == 201, r.text
+    assert "unknown" not in r.json()["spec"] and "topLevel" not in r.json()
+    assert r.json()["spec"]["extra"] == {"anything": {"goes": 1}}  # x-kubernetes-preserve-unknown-fields
+    assert r.json()["spec"]["port"] == "http"  # int-or-string
+    assert 'unknown field \\"spec.unknown\\"' in r.headers.get("warning", "")
+    body["metadata"]["name"] = "strict"
+    r = api.post(base, json=body, params={"fieldValidation": "Strict"})
+    assert r.status_code == 422
+    assert {c["message"] for c in r.json()["details"]["causes"]} >= {'unknown field "spec.unknown"'}
+
+
+def test_cel_rules_with_self_and_old_self(api: httpx.Client, widgets: str, namespace: str) -> None:
+    base = f"{widgets}/namespaces/{namespace}/widgets"
+    r = api.post(base, json=widget("celled", size=11))
+    assert r.status_code == 422, r.text
+    cause = r.json()["details"]["causes"][0]
+    assert cause == {"reason": "FieldValueInvalid", "field": "spec",
+                     "message": 'Invalid value: "object": size may not exceed maxSize'}
+    assert api.post(base, json=widget("celled", size=3, color="red")).status_code == 201
+    r = api.patch(f"{base}/celled", content=json.dumps({"spec": {"color": "blue"}}),
+                  headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["details"]["causes"][0]["message"] == 'Invalid value: "object": color is immutable'
+    r = api.patch(f"{base}/celled", content=json.dumps({"spec": {"size": 5}}),
+                  headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+
+
+def test_status_subresource_is_separate(api: httpx.Client, widgets: str, namespace: str) -> None:
+    base = f"{widgets}/namespaces/{namespace}/widgets"
+    body = widget("st")
+    body["status"] = {"phase": "Ignored"}
+    created = api.post(base, json=body).json()
+    assert "status" not in created  # status is the subresource's to write
+    obj = api.get(f"{base}/st").json()
+    obj["status"] = {"phase": "Ready"}
+    r = api.put(f"{base}/st/status", json=obj)
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == {"phase": "Ready"}
+    assert r.json()["metadata"]["generation"] == 1  # status writes do not bump generation
+    obj = r.json()
+    obj["spec"]["size"] = 2
+    obj["status"] = {"phase": "Overwritten"}
+    r = api.put(f"{base}/st", json=obj)
+    assert r.status_code == 200
+    assert r.json()["status"] == {"phase": "Ready"} and r.json()["spec"]["size"] == 2
+
+
+def test_scale_subresource(api: httpx.Client, widgets: str, namespace: str) -> None:
+    base = f"{widgets}/namespaces/{namespace}/widgets"
+    api.post(base, json=widget("sc", replicas=1))
+    r = api.get(f"{base}/sc/scale")
+    assert r.status_code == 200, r.text
+    assert r.json()["kind"] == "Scale" and r.json()["spec"] == {"replicas": 1}
+    r = api.patch(f"{base}/sc/scale", content=json.dumps({"spec": {"replicas": 4}}),
+                  headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    assert r.json()["spec"]["replicas"] == 4
+    assert api.get(f"{base}/sc").json()["spec"]["replicas"] == 4
+
+
+def test_table_from_printer_columns(api: httpx.Client, widgets: str, namespace: str) -> None:
+    base = f"{widgets}/namespaces/{namespace}/widgets"
+    api.post(base, json=widget("tb", size=7, color="green"))
+    table = api.get(base, headers={"Accept": TABLE}).json()
+    assert table["kind"] == "Table"
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Size", "Color", "Phase", "Age"]
+    assert [c["priority"] for c in table["columnDefinitions"]] == [0, 0, 0, 1, 0]
+    cells = table["rows"][0]["cells"]
+    assert cells[:4] == ["tb", 7, "green", None]
+    assert cells[4].endswith("s")
+
+
+def test_watch_sees_custom_objects(api: httpx.Client, apiserver: ApiServer, widgets: str, namespace: str) -> None:
+    base = f"{widgets}/namespaces/{namespace}/widgets"
+    rv = api.get(base).json()["metadata"]["resourceVersion"]
+    with httpx.Client(base_url=apiserver.url, timeout=20) as watcher, \
+            watcher.stream("GET", base, params={"watch": "true", "resourceVersion": rv}) as stream:
+        api.post(base, json=widget("watched"))
+        for line in stream.iter_lines():
+            event = json.loads(line)
+            if event["type"] == "ADDED":
+                assert event["object"]["metadata"]["name"] == "watched"
+                assert event["object"]["kind"] == "Widget"
+                break
+
+
+def test_cluster_scoped_and_two_versions(api: httpx.Client, group: str) -> None:
+    schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+        "type": "object", "properties": {"size": {"type": "integer"}}}}}}
+    crd = widget_crd(group, scope="Cluster", plural="gadgets", kind="Gadget", versions=[
+        {"name": "v1beta1", "served": True, "storage": False, "schema": schema},
+        {"name": "v1", "served": True, "storage": True, "schema": schema}])
+    create_crd(api, crd)
+    try:
+        r = api.post(f"/apis/{group}/v1beta1/gadgets", json={"kind": "Gadget", "apiVersion": f"{group}/v1beta1",
+                                                              "metadata": {"name": "g"}, "spec": {"size": 1}})
+        assert r.status_code == 201, r.text
+        assert r.json()["apiVersion"] == f"{group}/v1beta1"
+        assert "namespace" not in r.json()["metadata"]
+        got = api.get(f"/apis/{group}/v1/gadgets/g").json()
+        assert got["apiVersion"] == f"{group}/v1" and got["spec"] == {"size": 1}
+        old = api.get(f"/apis/{group}/v1beta1/gadgets").json()
+        assert old["apiVersion"] == f"{group}/v1beta1" and old["items"][0]["apiVersion"] == f"{group}/v1beta1"
+        assert api.get(f"/apis/{group}").json()["preferredVersion"]["version"] == "v1"
+    finally:
+        delete_crd(api, f"gadgets.{group}")
+
+
+def test_deleting_the_crd_deletes_its_objects(api: httpx.Client, etcd: Any, group: str, namespace: str) -> None:
+    crd = create_crd(api, widget_crd(group))
+    base = f"/apis/{group}/v1/namespaces/{namespace}/widgets"
+    for i in range(3):
+        assert api.post(base, json=widget(f"w{i}")).status_code == 201
+    r = api.delete(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}")
+    assert r.status_code == 200, r.text
+    assert "customresourcecleanup.apiextensions.k8s.io" in r.json()["metadata"]["finalizers"]
+    assert any(c["type"] == "Terminating" and c["status"] == "True" for c in r.json()["status"]["conditions"])
+    wait_for(lambda: api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+                             ).status_code == 404, 30, what="CRD gone")
+    assert etcd_keys(etcd, f"/registry/{group}/widgets/") == {}
+    wait_for(lambda: api.get(base).status_code == 404, 20, what="widgets no longer served")
+    assert group not in {g["name"] for g in api.get("/apis").json()["groups"]}
+
+
+def test_two_apiservers_both_serve_a_new_crd(api: httpx.Client, workdir: Any, etcd: Any, group: str,
+                                             namespace: str) -> None:
+    second = ApiServer(workdir, etcd, "--etcd-compaction-interval", "0")
+    second.start()
+    try:
+        with httpx.Client(base_url=second.url, timeout=10) as other:
+            create_crd(api, widget_crd(group))
+            wait_for(lambda: other.get(f"/apis/{group}/v1/widgets").status_code == 200, 20,
+                     what="the second apiserver serving widgets")
+            r = other.post(f"/apis/{group}/v1/namespaces/{namespace}/widgets", json=widget("via-second"))
+            assert r.status_code == 201, r.text
+            assert api.get(f"/apis/{group}/v1/namespaces/{namespace}/widgets/via-second").status_code == 200
+            delete_crd(api, f"widgets.{group}")
+            wait_for(lambda: other.get(f"/apis/{group}/v1/widgets").status_code == 404, 20,
+                     what="the second apiserver no longer serving widgets")
+    finally:
+        second.stop()
