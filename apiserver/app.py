@@ -549,17 +549,26 @@ def create_app(config: ApiServerConfig) -> FastAPI:
 
     @app.get("/openapi/v2", include_in_schema=False)
     async def openapi_v2(request: Request) -> Response:
+        if server.custom.served:  # custom resources' paths and definitions added (upstream's aggregated spec)
+            if "protobuf" in request.headers.get("accept", ""):
+                return Response(server.custom.openapi_v2_protobuf(openapi.openapi_v2_json()),
+                                media_type=openapi.V2_PROTOBUF_CONTENT_TYPE)
+            return Response(orjson.dumps(server.custom.openapi_v2(openapi.openapi_v2_json())),
+                            media_type="application/json")
         if "protobuf" in request.headers.get("accept", ""):
             return Response(openapi.openapi_v2_protobuf(), media_type=openapi.V2_PROTOBUF_CONTENT_TYPE)
         return Response(orjson.dumps(openapi.openapi_v2_json()), media_type="application/json")
 
     @app.get("/openapi/v3", include_in_schema=False)
     async def openapi_v3_root() -> Response:
-        return json_response(openapi.openapi_v3_root())
+        root = openapi.openapi_v3_root()
+        if server.custom.served:
+            root = {"paths": dict(sorted({**root["paths"], **server.custom.openapi_v3_paths()}.items()))}
+        return json_response(root)
 
     @app.get("/openapi/v3/{path:path}", include_in_schema=False)
     async def openapi_v3_group(path: str) -> Response:
-        doc = openapi.openapi_v3_group(path)
+        doc = openapi.openapi_v3_group(path) or server.custom.openapi_v3(path)
         if doc is None:
             raise errors.page_not_found()
         return json_response(doc)

@@ -72,6 +72,8 @@ MODULES: dict[str, tuple[str, str, str]] = {
                                                "admissionregistration.k8s.io", "v1"),
     "machinery.api.authorization_v1": ("io.k8s.api.authorization.v1", "authorization.k8s.io", "v1"),
     "machinery.api.authentication_v1": ("io.k8s.api.authentication.v1", "authentication.k8s.io", "v1"),
+    "machinery.api.apiextensions_v1": ("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1",
+                                       "apiextensions.k8s.io", "v1"),
     __name__: (META_PREFIX, "", "v1"),  # the discovery types and Patch below
 }
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -23,9 +24,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from apiserver import errors
+from apiserver.apiextensions import openapi
 from apiserver.apiextensions.customresource import CustomResourceStore
 from apiserver.apiextensions.strategy import CLEANUP_FINALIZER, is_condition_true, set_condition
 from apiserver.endpoints.installer import Dispatch, build_router
+from apiserver.openapi_v2_proto import encode_document
 from apiserver.registry.generic import DeleteOptions, Store, WriteOptions
 from apiserver.storage.etcd import EtcdStorage, StorageError
 from apiserver.storage.predicate import Predicate
@@ -71,6 +74,7 @@ class CustomResourceRegistry:
         self._task: asyncio.Task[None] | None = None
         self.changed = asyncio.Event()  # set whenever what is served changes (discovery, OpenAPI)
         self.generation = 0
+        self._openapi: tuple[int, dict[str, tuple[dict[str, Any], str]], dict[str, Any], dict[str, Any]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -338,6 +342,46 @@ class CustomResourceRegistry:
         for info in self.infos():
             out.setdefault(info.group, set()).add(info.version)
         return {g: sorted(vs, key=version_priority) for g, vs in sorted(out.items())}
+
+    def _openapi_documents(self) -> tuple[dict[str, tuple[dict[str, Any], str]], dict[str, Any], dict[str, Any]]:
+        """(v3 documents by path with their hashes, v2 paths, v2 definitions), rebuilt when what is served changes."""
+        if self._openapi is None or self._openapi[0] != self.generation:
+            by_gv: dict[str, list[tuple[ResourceInfo, dict[str, Any]]]] = {}
+            for served in self.served.values():
+                for store in served.stores.values():
+                    by_gv.setdefault(f"apis/{store.info.api_version}", []).append((store.info, store.schema))
+            v3 = {}
+            for gv_path, entries in by_gv.items():
+                document = openapi.v3_document(entries)
+                digest = hashlib.sha512(json.dumps(document, sort_keys=True).encode()).hexdigest().upper()
+                v3[gv_path] = (document, digest)
+            paths, definitions = openapi.v2_additions([e for entries in by_gv.values() for e in entries])
+            self._openapi = (self.generation, v3, paths, definitions)
+        return self._openapi[1], self._openapi[2], self._openapi[3]
+
+    def openapi_v3_paths(self) -> dict[str, dict[str, str]]:
+        return {p: {"serverRelativeURL": f"/openapi/v3/{p}?hash={digest}"}
+                for p, (_, digest) in self._openapi_documents()[0].items()}
+
+    def openapi_v3(self, gv_path: str) -> dict[str, Any] | None:
+        found = self._openapi_documents()[0].get(gv_path.strip("/"))
+        return found[0] if found else None
+
+    def openapi_v2(self, base: dict[str, Any]) -> dict[str, Any]:
+        """The built-in v2 document with the custom resources' paths and definitions added."""
+        _, paths, definitions = self._openapi_documents()
+        if not paths:
+            return base
+        return {**base, "paths": dict(sorted({**base["paths"], **paths}.items())),
+                "definitions": {**base["definitions"], **definitions}}
+
+    def openapi_v2_protobuf(self, base: dict[str, Any]) -> bytes:
+        cached = getattr(self, "_v2_proto", None)
+        if cached is not None and cached[0] == self.generation:
+            return cached[1]  # type: ignore[no-any-return]
+        data = encode_document(self.openapi_v2(base))
+        self._v2_proto = (self.generation, data)
+        return data
 
     async def dispatch(self, request: Request, group: str, version: str, path: str) -> Response:
         found = self.dispatchers.get(f"/apis/{group}/{version}")
