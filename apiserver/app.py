@@ -22,10 +22,10 @@ from starlette.responses import PlainTextResponse, Response
 
 from apiserver import discovery, errors, openapi
 from apiserver.admission.chain import ALL_PLUGINS, AdmissionChain, WebhookSource
-from apiserver.apiextensions.registry import CustomResourceRegistry
-from apiserver.apiextensions.strategy import CustomResourceDefinitionStrategy
 from apiserver.admission.podsecurity.admission import PodSecurity
 from apiserver.admission.podsecurity.config import load_admission_config
+from apiserver.apiextensions.registry import CustomResourceRegistry
+from apiserver.apiextensions.strategy import CustomResourceDefinitionStrategy
 from apiserver.audit import Auditor, LogWriter, Policy
 from apiserver.auth import bootstrap
 from apiserver.auth.authn import Authenticator, load_token_file

@@ -92,6 +92,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("daemonset", "bench.daemonset_bench", "daemonset.json",
               what="DaemonSet create → available on 100 hollow nodes, rolling update at maxUnavailable 10%, "
                    "controller-manager RSS (issue 13)"),
+    Benchmark("crd", "bench.crd_bench", "crd.json",
+              what="custom-object creates/s ÷ ConfigMap and ÷ Pod creates/s, CRD create → served (issue 14)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -144,6 +146,7 @@ TARGETS: dict[str, Target] = {
     "proxy.1000.latency_p99": Target(11, False, 1.0, "s", "network programming p99 ≤ 1 s at 1,000 Services"),
     "proxy.throughput_ratio": Target(11, True, 0.9, "ratio", "throughput through a ClusterIP ≥ 0.9x direct"),
     "proxy.rss": Target(11, False, 100, "MB", "kube-proxy RSS ≤ 100 MB with 1,000 Services"),
+    "crd.cr_vs_pod": Target(14, True, 0.8, "ratio", "custom-object creates/s ÷ Pod creates/s ≥ 0.8"),
 }
 
 
@@ -522,6 +525,20 @@ def daemonset_figures(d: JSONDict) -> list[Figure]:
     ]
 
 
+def crd_figures(d: JSONDict) -> list[Figure]:
+    s = d.get("summary") or {}
+    rate = {k: (s.get(k) or {}).get("rate") for k in ("configmaps", "pods", "widgets")}
+    return [
+        Figure("crd.cr_vs_configmap", "crd", "custom-object creates/s (schema, default, enum, CEL rule)",
+               rate["widgets"], "/s", "ConfigMap creates/s (same run)", rate["configmaps"],
+               _ratio(rate["widgets"], rate["configmaps"])),
+        Figure("crd.cr_vs_pod", "crd", "custom-object creates/s ÷ Pod creates/s", d.get("cr_vs_pod"), "ratio",
+               "Pod creates/s (same run)", rate["pods"]),
+        Figure("crd.served_p50", "crd", "CRD create → Established and a custom object created, p50",
+               d.get("served_p50_ms"), "ms", note=f"max {d.get('served_max_ms') or 0:.0f} ms"),
+    ]
+
+
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
@@ -531,6 +548,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "dns": dns_figures,
     "proxy": proxy_figures,
     "daemonset": daemonset_figures,
+    "crd": crd_figures,
 }
 
 

@@ -104,7 +104,7 @@ def _walk(value: Any, old: Any, s: dict[str, Any], path: str, errs: list[FieldEr
         for name, item in value.items():
             sub = props.get(name) if name in props else (extra if isinstance(extra, dict) else None)
             if isinstance(sub, dict):
-                old_item = old.get(name, _ABSENT) if isinstance(old, dict) else _ABSENT
+                old_item: Any = old.get(name, _ABSENT) if isinstance(old, dict) else _ABSENT
                 _walk(item, old_item, sub, f"{path}.{name}" if path else name if name in props
                       else f"{path}[{name}]", errs)
     elif isinstance(value, list) and isinstance(s.get("items"), dict):
@@ -112,7 +112,7 @@ def _walk(value: Any, old: Any, s: dict[str, Any], path: str, errs: list[FieldEr
         keys = s.get("x-kubernetes-list-map-keys") or []
         correlate = s.get("x-kubernetes-list-type") == "map" and isinstance(old, list)
         for i, item in enumerate(value):
-            old_item: Any = _ABSENT
+            old_item = _ABSENT
             if correlate and isinstance(item, dict):  # only map lists correlate elements (by key), as upstream
                 want = {k: item.get(k) for k in keys}
                 old_item = next((o for o in old if isinstance(o, dict) and {k: o.get(k) for k in keys} == want),

@@ -72,7 +72,8 @@ def resource_info(crd: Obj, version: str) -> ResourceInfo:
         subresources["scale"] = "Scale"
     return ResourceInfo(spec["group"], version, names["kind"], names["plural"], names.get("singular") or "",
                         spec.get("scope") == "Namespaced", CustomResource,
-                        short_names=tuple(names.get("shortNames") or ()), categories=tuple(names.get("categories") or ()),
+                        short_names=tuple(names.get("shortNames") or ()),
+                        categories=tuple(names.get("categories") or ()),
                         verbs=ALL_VERBS, subresources=subresources)
 
 
@@ -166,9 +167,9 @@ class CustomResourceStore(Store):
                     subresource: str | None = None) -> tuple[Obj, bool]:
         if patch_type.split(";")[0].strip().lower() == STRATEGIC_MERGE:  # upstream: CRs have no patch strategies
             raise errors.ApiError(415, "UnsupportedMediaType",
-                                  f"the body of the request was in an unknown format - accepted media types "
-                                  f"include: application/json-patch+json, application/merge-patch+json, "
-                                  f"application/apply-patch+yaml")
+                                  "the body of the request was in an unknown format - accepted media types "
+                                  "include: application/json-patch+json, application/merge-patch+json, "
+                                  "application/apply-patch+yaml")
         return await super().patch(namespace, name, patch_type, body, opts, subresource)
 
 

@@ -113,7 +113,8 @@ def _operations(info: ResourceInfo, ref_prefix: str, v3: bool) -> dict[str, dict
             out["parameters"] = parameters
         return out
 
-    base = f"{info.prefix}/namespaces/{{namespace}}/{info.plural}" if info.namespaced else f"{info.prefix}/{info.plural}"
+    base = (f"{info.prefix}/namespaces/{{namespace}}/{info.plural}" if info.namespaced
+            else f"{info.prefix}/{info.plural}")
     paths: dict[str, dict[str, Any]] = {
         base: {"get": op("list", "list", list_ref, ("labelSelector", "fieldSelector", "limit", "continue",
                                                     "resourceVersion", "watch")),
@@ -174,9 +175,8 @@ def v3_document(entries: list[tuple[ResourceInfo, dict[str, Any]]]) -> dict[str,
         schemas[definition_name(info, f"{info.kind}List")] = _list_schema(info, prefix)
         paths.update(_operations(info, prefix, True))
     core = builtin.openapi_v3_group("api/v1") or {}
-    autoscaling = {}
-    for doc in (builtin.openapi_v3_group("apis/apps/v1") or {},):
-        autoscaling = (doc.get("components") or {}).get("schemas") or {}
+    apps = builtin.openapi_v3_group("apis/apps/v1") or {}
+    autoscaling: dict[str, Any] = (apps.get("components") or {}).get("schemas") or {}
     known = {**autoscaling, **((core.get("components") or {}).get("schemas") or {})}
     schemas.update(_reachable(known, [OBJECT_META, LIST_META, "io.k8s.api.autoscaling.v1.Scale"], prefix))
     return {"openapi": "3.0.0", "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"}, "paths": paths,

@@ -181,7 +181,7 @@ def _list_type_rules(s: Schema, path: str) -> list[FieldError]:
     if list_type not in ("atomic", "set", "map"):
         errs.append(not_supported(_child(path, LIST_TYPE), list_type, ["atomic", "set", "map"]))
         return errs
-    items = s.get("items") if isinstance(s.get("items"), dict) else {}
+    items: Schema = s["items"] if isinstance(s.get("items"), dict) else {}
     if list_type == "map":
         keys = s.get(LIST_MAP_KEYS) or []
         if not keys:
@@ -316,7 +316,7 @@ def validate_value(value: Any, s: Schema, path: str, body_path: str | None = Non
 def _validate(value: Any, s: Schema, path: str, errs: list[FieldError]) -> None:
     where = path or "<root>"
     if value is None:
-        if s.get("nullable") or s.get(PRESERVE) and not s.get("type"):
+        if s.get("nullable") or (s.get(PRESERVE) and not s.get("type")):
             return
         if s.get("type") or s.get(INT_OR_STRING):
             typ = s.get("type") or "string"

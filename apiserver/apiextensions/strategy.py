@@ -64,7 +64,9 @@ def _label(value: Any, path: str, mixed_case: bool = False) -> list[FieldError]:
     if not errs:
         return []
     detail = ",".join(errs)
-    return [invalid(path, value, f"may have mixed case, but should otherwise match: {detail}" if mixed_case else detail)]
+    if mixed_case:
+        detail = f"may have mixed case, but should otherwise match: {detail}"
+    return [invalid(path, value, detail)]
 
 
 def validate_names(names: Obj, path: str) -> list[FieldError]:

@@ -123,7 +123,7 @@ class CustomResource(ApiModel):
     """Stands for any custom object in the resource table of a served CRD (ResourceInfo.model): the
     objects themselves are checked against the CRD's schema, not this."""
 
-    model_config = {**ApiModel.model_config, "extra": "allow"}  # type: ignore[misc]
+    model_config = {**ApiModel.model_config, "extra": "allow"}
     api_version: str | None = None
     kind: str | None = None
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)

@@ -125,8 +125,8 @@ def test_invalid_objects_as_kubectl_prints_them(kubectl: Kubectl, crd_applied: s
           "spec": {"size": 0}}
     r = kubectl.run("apply", "--validate=false", "-f", write(tmp_path, cr))
     assert r.returncode != 0
-    assert (f'The Widget "gamma" is invalid: spec.size: Invalid value: 0: spec.size in body should be greater '
-            f'than or equal to 1') in r.stderr, r.stderr
+    assert ('The Widget "gamma" is invalid: spec.size: Invalid value: 0: spec.size in body should be greater '
+            'than or equal to 1') in r.stderr, r.stderr
     cr["spec"] = {"size": 20}
     r = kubectl.run("apply", "--validate=false", "-f", write(tmp_path, cr))
     assert r.returncode != 0

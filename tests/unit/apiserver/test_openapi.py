@@ -392,7 +392,8 @@ def test_v3_root_lists_every_group_version_with_its_hash() -> None:
                                   "apis/coordination.k8s.io/v1", "apis/discovery.k8s.io/v1",
                                   "apis/rbac.authorization.k8s.io/v1",
                                   "apis/admissionregistration.k8s.io/v1",
-                                  "apis/authorization.k8s.io/v1", "apis/storage.k8s.io/v1"}
+                                  "apis/authorization.k8s.io/v1", "apis/storage.k8s.io/v1",
+                                  "apis/apiextensions.k8s.io/v1"}
     for path, entry in root["paths"].items():
         url = entry["serverRelativeURL"]
         assert url.startswith(f"/openapi/v3/{path}?hash=")
