@@ -127,3 +127,15 @@ class CustomResource(ApiModel):
     api_version: str | None = None
     kind: str | None = None
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+
+
+_MODELS: dict[tuple[str, str, str], type[CustomResource]] = {}
+
+
+def custom_resource_model(group: str, version: str, kind: str) -> type[CustomResource]:
+    """One model class per custom kind (the resource table and informers tell resources apart by model)."""
+    key = (group, version, kind)
+    if key not in _MODELS:
+        _MODELS[key] = type(kind, (CustomResource,), {"__module__": __name__,
+                                                      "__qualname__": f"{kind}.{version}.{group}"})
+    return _MODELS[key]

@@ -138,20 +138,37 @@ RESOURCES: tuple[ResourceInfo, ...] = (
 
 _BY_PLURAL = {(r.group, r.plural): r for r in RESOURCES}
 _BY_KIND = {(r.group, r.kind): r for r in RESOURCES}
+# custom resources a client discovered at run time (client-go's dynamic RESTMapper): (group, plural) → info
+_DISCOVERED: dict[tuple[str, str], ResourceInfo] = {}
+
+
+def register_discovered(info: ResourceInfo) -> None:
+    """Make a custom resource found by discovery known to the lookups below (the garbage collector's)."""
+    _DISCOVERED[(info.group, info.plural)] = info
+
+
+def forget_discovered(group: str, plural: str) -> None:
+    _DISCOVERED.pop((group, plural), None)
+
+
+def discovered() -> list[ResourceInfo]:
+    return list(_DISCOVERED.values())
 
 
 def resource_for(group: str, plural: str) -> ResourceInfo | None:
-    return _BY_PLURAL.get((group, plural))
+    return _BY_PLURAL.get((group, plural)) or _DISCOVERED.get((group, plural))
 
 
 def resource_for_kind(api_version: str, kind: str) -> ResourceInfo | None:
     group = api_version.rpartition("/")[0] if "/" in api_version else ""
     info = _BY_KIND.get((group, kind))
+    if info is None:
+        info = next((i for i in _DISCOVERED.values() if i.group == group and i.kind == kind), None)
     return info if info is not None and info.api_version == api_version else None
 
 
 def resource_for_model(model: type[BaseModel]) -> ResourceInfo:
-    for info in RESOURCES:
+    for info in (*RESOURCES, *_DISCOVERED.values()):
         if info.model is model:
             return info
     raise KeyError(model.__name__)
