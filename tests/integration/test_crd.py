@@ -415,3 +415,35 @@ def test_two_apiservers_both_serve_a_new_crd(api: httpx.Client, workdir: Any, et
                      what="the second apiserver no longer serving widgets")
     finally:
         second.stop()
+
+
+def test_rbac_bootstrap_roles_do_not_cover_custom_resources(api: httpx.Client, widgets: str,
+                                                            namespace: str) -> None:
+    """As upstream: `edit` in a namespace writes ConfigMaps but not a CRD's objects until a role grants them
+    (the caller impersonates a user, as kubectl --as does)."""
+    group = widgets.split("/")[2]
+    user = f"u-{uuid.uuid4().hex[:6]}"
+    as_user = {"Impersonate-User": user}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": f"{user}-edit"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}
+    assert api.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
+                    json=binding).status_code == 201
+    wait_for(lambda: api.post(f"/api/v1/namespaces/{namespace}/configmaps", headers=as_user,
+                              json={"metadata": {"generateName": "cm-"}}).status_code == 201, 20,
+             what="edit in effect")
+    base = f"{widgets}/namespaces/{namespace}/widgets"
+    r = api.post(base, headers=as_user, json=widget("denied"))
+    assert r.status_code == 403, r.text
+    assert r.json()["message"] == (f'widgets.{group} is forbidden: User "{user}" cannot create resource "widgets" '
+                                   f'in API group "{group}" in the namespace "{namespace}"')
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": f"{user}-widgets"},
+            "rules": [{"apiGroups": [group], "resources": ["widgets"], "verbs": ["create", "get"]}]}
+    assert api.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles", json=role).status_code == 201
+    binding["metadata"]["name"] = f"{user}-widgets"
+    binding["roleRef"] = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"{user}-widgets"}
+    assert api.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
+                    json=binding).status_code == 201
+    wait_for(lambda: api.post(base, headers=as_user, json=widget("allowed")).status_code == 201, 20,
+             what="the role on widgets in effect")
