@@ -25,8 +25,8 @@ from tests.integration.test_admission import (  # noqa: F401 (fixtures)
 from tests.integration.test_crd import established, widget, widget_crd
 
 
-def test_webhooks_and_audit_see_custom_objects(secure: SecureApiServer, admin: httpx.Client, webhook: str,
-                                               ns: str) -> None:
+def test_webhooks_and_audit_see_custom_objects(secure: SecureApiServer, admin: httpx.Client,  # noqa: F811
+                                               webhook: str, ns: str) -> None:  # noqa: F811
     group = f"adm{uuid.uuid4().hex[:8]}.example.com"
     crd = widget_crd(group)
     assert admin.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd).status_code == 201
