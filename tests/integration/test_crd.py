@@ -447,3 +447,33 @@ def test_rbac_bootstrap_roles_do_not_cover_custom_resources(api: httpx.Client, w
                     json=binding).status_code == 201
     wait_for(lambda: api.post(base, headers=as_user, json=widget("allowed")).status_code == 201, 20,
              what="the role on widgets in effect")
+
+
+def test_a_terminating_crd_waits_for_its_objects_and_refuses_new_ones(api: httpx.Client, group: str,
+                                                                      namespace: str) -> None:
+    crd = create_crd(api, widget_crd(group))
+    name = crd["metadata"]["name"]
+    base = f"/apis/{group}/v1/namespaces/{namespace}/widgets"
+    held = widget("held")
+    held["metadata"]["finalizers"] = ["example.com/hold"]  # nobody but the test removes it
+    assert api.post(base, json=held).status_code == 201
+    assert api.delete(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}").status_code == 200
+
+    def terminating() -> dict[str, Any] | None:
+        got = api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}").json()
+        conditions = {c["type"]: c for c in got["status"]["conditions"]}
+        found = conditions.get("Terminating")
+        return found if found and found["reason"] == "InstanceDeletionInProgress" else None
+
+    condition = wait_for(terminating, 20, what="Terminating: InstanceDeletionInProgress")
+    assert isinstance(condition, dict) and condition["status"] == "True"
+    wait_for(lambda: api.get(f"{base}/held").json()["metadata"].get("deletionTimestamp"), 20,
+             what="the held object marked for deletion")
+    r = api.post(base, json=widget("late"))
+    assert r.status_code == 405, r.text
+    assert r.json()["message"] == "create not allowed while custom resource definition is terminating"
+    r = api.patch(f"{base}/held", content=json.dumps({"metadata": {"finalizers": None}}),
+                  headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200, r.text
+    wait_for(lambda: api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}").status_code == 404,
+             30, what="the CRD gone once its last object went")
