@@ -170,3 +170,19 @@ def test_python_client_custom_objects_api(apiserver: ApiServer, api: httpx.Clien
     finally:
         delete_crd(api, name)
 
+
+
+def test_server_side_apply_describe_and_delete(kubectl: Kubectl, crd_applied: str, group: str,
+                                               tmp_path: Path) -> None:
+    cr = {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "delta"},
+          "spec": {"size": 2, "color": "green"}}
+    out = kubectl.run("apply", "--server-side", "-f", write(tmp_path, cr)).ok().stdout
+    assert f"widget.{group}/delta serverside-applied" in out
+    cr["spec"]["size"] = 3
+    kubectl.run("apply", "--server-side", "-f", write(tmp_path, cr)).ok()
+    got = json.loads(kubectl.run("get", "widget", "delta", "-o", "json").ok().stdout)
+    assert got["spec"] == {"size": 3, "color": "green", "maxSize": 10}
+    described = kubectl.run("describe", "widget", "delta").ok().stdout
+    assert "Name:" in described and "delta" in described and "Size:" in described
+    out = kubectl.run("delete", "widget", "delta").ok().stdout
+    assert f'widget.{group} "delta" deleted' in out
