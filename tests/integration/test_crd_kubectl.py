@@ -186,3 +186,13 @@ def test_server_side_apply_describe_and_delete(kubectl: Kubectl, crd_applied: st
     assert "Name:" in described and "delta" in described and "Size:" in described
     out = kubectl.run("delete", "widget", "delta").ok().stdout
     assert f'widget.{group} "delta" deleted' in out
+
+
+def test_get_watch_prints_rows(kubectl: Kubectl, crd_applied: str, api: httpx.Client, group: str,
+                               namespace: str) -> None:
+    with kubectl.watch("get", "widgets", "-w") as watch:
+        body = {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "watched"},
+                "spec": {"size": 4, "color": "red"}}
+        assert api.post(f"/apis/{group}/v1/namespaces/{namespace}/widgets", json=body).status_code == 201
+        line = watch.wait_for_line(lambda line: line.startswith("watched"), 20, what="the new row")
+        assert line.split()[:3] == ["watched", "4", "red"]
