@@ -22,6 +22,7 @@ from machinery.types import Obj
 from machinery.validation import is_dns1035_label, is_dns1123_subdomain
 
 CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+APPROVAL_ANNOTATION = "api-approved.kubernetes.io"
 _COLUMN_TYPES = ["boolean", "date", "integer", "number", "string"]
 
 
@@ -175,10 +176,31 @@ def validate_spec(obj: Obj) -> list[FieldError]:
         errs.append(invalid("spec.preserveUnknownFields", True, "cannot set to true, set "
                             "x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead"))
     meta = obj.get("metadata") or {}
+    errs += _validate_approval(group, meta)
     plural = names.get("plural") or ""
     if meta.get("name") != f"{plural}.{group}":
         errs.append(invalid("metadata.name", meta.get("name", ""), 'must be spec.names.plural+"."+spec.group'))
     return errs
+
+
+def _validate_approval(group: str, meta: Obj) -> list[FieldError]:
+    """Groups under k8s.io and kubernetes.io are the Kubernetes project's: a CRD there carries the
+    approval annotation (upstream validateAPIApproval, KEP 1111)."""
+    protected = group in ("k8s.io", "kubernetes.io") or group.endswith((".k8s.io", ".kubernetes.io"))
+    if not protected:
+        return []
+    path = f"metadata.annotations[{APPROVAL_ANNOTATION}]"
+    value = ((meta.get("annotations") or {}).get(APPROVAL_ANNOTATION))
+    if value is None:
+        return [required(path, f'protected groups must have approval annotation "{APPROVAL_ANNOTATION}", see '
+                               "https://github.com/kubernetes/enhancements/pull/1111")]
+    if value.startswith("unapproved"):
+        return []
+    if not value.startswith(("http://", "https://")):
+        return [invalid(path, value, "protected groups must have approval annotation "
+                        f'"{APPROVAL_ANNOTATION}" with either a URL or a reason starting with "unapproved", see '
+                        "https://github.com/kubernetes/enhancements/pull/1111")]
+    return []
 
 
 def validate_stored_versions(obj: Obj) -> list[FieldError]:

@@ -201,3 +201,14 @@ def test_crd_validation_and_defaults() -> None:
     assert new["status"]["storedVersions"] == ["v1", "v2"]
     changed = crd(group="other.com")
     assert [e.field for e in strategy.validate_update(changed, obj)] == ["spec.group"]
+
+
+def test_protected_groups_need_the_approval_annotation() -> None:
+    obj = crd(group="widgets.k8s.io")
+    obj["metadata"]["name"] = "foos.widgets.k8s.io"
+    errs = {e.field: e.full() for e in validate_spec(obj)}
+    assert "protected groups must have approval annotation" in errs["metadata.annotations[api-approved.kubernetes.io]"]
+    obj["metadata"]["annotations"] = {"api-approved.kubernetes.io": "https://github.com/kubernetes/kubernetes/pull/1"}
+    assert validate_spec(obj) == []
+    obj["metadata"]["annotations"] = {"api-approved.kubernetes.io": "unapproved, experimental"}
+    assert validate_spec(obj) == []
