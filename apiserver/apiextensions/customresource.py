@@ -82,6 +82,16 @@ class CustomResourceStrategy(Strategy):
         self.schema: Obj = (version.get("schema") or {}).get("openAPIV3Schema") or {"type": "object"}
         sub = version.get("subresources") or {}
         self.has_status_subresource = "status" in sub
+        # the version's selectableFields: more field-selector labels than metadata.name and namespace
+        self.selectable = [f["jsonPath"] for f in version.get("selectableFields") or [] if f.get("jsonPath")]
+
+    def field_values(self, obj: Obj) -> dict[str, str]:
+        values = super().field_values(obj)
+        for path in self.selectable:
+            found = tableconvertor.evaluate(path, obj)
+            value = found[0] if found else ""
+            values[path.lstrip(".")] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        return values
 
     def prepare_for_create(self, obj: Obj) -> None:
         if self.has_status_subresource:  # status is the status subresource's to write

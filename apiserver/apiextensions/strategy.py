@@ -110,6 +110,26 @@ def _validate_version(version: Obj, path: str) -> list[FieldError]:
         if selector and not (selector.startswith(".spec.") or selector.startswith(".status.")):
             errs.append(invalid(f"{sp}.labelSelectorPath", selector, "should be a json path under either .spec or "
                                 ".status"))
+    fields = version.get("selectableFields") or []
+    if len(fields) > 8:
+        errs.append(FieldError("FieldValueTooMany", f"{path}.selectableFields", "must have at most 8 items",
+                               len(fields), True))
+    for i, selectable in enumerate(fields):
+        sp = f"{path}.selectableFields[{i}].jsonPath"
+        json_path = selectable.get("jsonPath") or ""
+        if not json_path:
+            errs.append(required(sp, ""))
+            continue
+        node = schema
+        for part in json_path.lstrip(".").split(".") if json_path.startswith(".") else []:
+            node = ((node or {}).get("properties") or {}).get(part) if isinstance(node, dict) else None
+        if not json_path.startswith(".") or "[" in json_path:
+            errs.append(invalid(sp, json_path, "must be a simple JSON path"))
+        elif not isinstance(node, dict):
+            errs.append(invalid(sp, json_path, "is an invalid path: does not refer to a field in the schema"))
+        elif node.get("type") not in ("string", "integer", "boolean") and not node.get("x-kubernetes-int-or-string"):
+            errs.append(invalid(sp, json_path, "must point to a field of type string, boolean or integer. Enum "
+                                "string fields and strings with formats are allowed."))
     for i, column in enumerate(version.get("additionalPrinterColumns") or []):
         cp = f"{path}.additionalPrinterColumns[{i}]"
         if not column.get("name"):

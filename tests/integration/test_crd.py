@@ -477,3 +477,26 @@ def test_a_terminating_crd_waits_for_its_objects_and_refuses_new_ones(api: httpx
     assert r.status_code == 200, r.text
     wait_for(lambda: api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}").status_code == 404,
              30, what="the CRD gone once its last object went")
+
+
+def test_selectable_fields_extend_field_selectors(api: httpx.Client, group: str, namespace: str) -> None:
+    crd = widget_crd(group)
+    crd["spec"]["versions"][0]["selectableFields"] = [{"jsonPath": ".spec.color"}]
+    create_crd(api, crd)
+    try:
+        base = f"/apis/{group}/v1/namespaces/{namespace}/widgets"
+        for name, color in (("r", "red"), ("g", "green"), ("b", "blue")):
+            assert api.post(base, json=widget(name, color=color)).status_code == 201
+        listed = api.get(base, params={"fieldSelector": "spec.color=green"}).json()
+        assert [i["metadata"]["name"] for i in listed["items"]] == ["g"]
+        listed = api.get(base, params={"fieldSelector": "spec.color!=green", "resourceVersion": "0"}).json()
+        assert sorted(i["metadata"]["name"] for i in listed["items"]) == ["b", "r"]
+        r = api.get(base, params={"fieldSelector": "spec.size=1"})
+        assert r.status_code == 400, r.text
+        bad = widget_crd(f"x{group}")
+        bad["spec"]["versions"][0]["selectableFields"] = [{"jsonPath": ".spec.tags"}]
+        r = api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=bad)
+        assert r.status_code == 422
+        assert r.json()["details"]["causes"][0]["field"] == "spec.versions[0].selectableFields[0].jsonPath"
+    finally:
+        delete_crd(api, f"widgets.{group}")
