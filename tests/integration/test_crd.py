@@ -500,3 +500,38 @@ def test_selectable_fields_extend_field_selectors(api: httpx.Client, group: str,
         assert r.json()["details"]["causes"][0]["field"] == "spec.versions[0].selectableFields[0].jsonPath"
     finally:
         delete_crd(api, f"widgets.{group}")
+
+
+def test_updating_the_crd_changes_what_is_served(api: httpx.Client, widgets: str, group: str,
+                                                 namespace: str) -> None:
+    base = f"{widgets}/namespaces/{namespace}/widgets"
+    body = widget("before")
+    body["spec"]["weight"] = 5
+    assert "weight" not in api.post(base, json=body).json()["spec"]  # not in the schema yet: pruned
+    url = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{group}"
+    crd = api.get(url).json()
+    version = crd["spec"]["versions"][0]
+    version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["weight"] = {"type": "integer"}
+    version["additionalPrinterColumns"] = [{"name": "Weight", "type": "integer", "jsonPath": ".spec.weight"}]
+    r = api.put(url, json=crd)
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"]["generation"] == 2
+    body["metadata"] = {"generateName": "after-"}
+    kept: list[str] = []
+
+    def weight_kept() -> bool:
+        r = api.post(base, json=body)
+        if r.status_code == 201 and r.json()["spec"].get("weight") == 5:
+            kept.append(r.json()["metadata"]["name"])
+            return True
+        return False
+
+    wait_for(weight_kept, 20, what="the new schema in effect")
+    table = api.get(f"{base}/{kept[0]}", headers={"Accept": TABLE}).json()
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Weight"]
+    assert table["rows"][0]["cells"] == [kept[0], 5]
+    changed = api.get(url).json()
+    changed["spec"]["scope"] = "Cluster"
+    r = api.put(url, json=changed)
+    assert r.status_code == 422
+    assert r.json()["details"]["causes"][0]["field"] == "spec.scope"
