@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from apiserver import discovery, errors, openapi
+from apiserver import discovery, discovery_aggregated, errors, openapi
 from apiserver.admission.chain import ALL_PLUGINS, AdmissionChain, WebhookSource
 from apiserver.admission.podsecurity.admission import PodSecurity
 from apiserver.admission.podsecurity.config import load_admission_config
@@ -96,6 +96,7 @@ class ApiServerConfig:
     service_cluster_ip_range: str = "10.96.0.0/12"
     service_node_port_range: str = "30000-32767"
     service_repair_interval: float = 180.0  # upstream's repair controllers run every 3 minutes; 0 disables
+    aggregated_discovery: bool = True  # --feature-gates AggregatedDiscoveryEndpoint (GA since 1.30)
 
 
 _RBAC = "rbac.authorization.k8s.io"
@@ -500,15 +501,25 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     # -- discovery, version, health, OpenAPI -----------------------------------------------
     # (with and without the trailing slash, both answered directly as upstream does: no redirect)
 
+    def aggregated(request: Request, core: bool) -> Response | None:
+        """The aggregated discovery document when the client asks for it (discovery_aggregated.py)."""
+        version = discovery_aggregated.negotiate(request.headers.get("accept", ""))
+        if version is None or not config.aggregated_discovery:
+            return None
+        document = discovery_aggregated.group_discovery_list(version, core, server.custom.infos(),
+                                                             server.custom.groups())
+        return Response(orjson.dumps(document), media_type=discovery_aggregated.content_type(version),
+                        headers={"Vary": "Accept"})
+
     @app.get("/api", include_in_schema=False)
     @app.get("/api/", include_in_schema=False)
-    async def get_api() -> Response:
-        return json_response(discovery.api_versions(config.advertise_address))
+    async def get_api(request: Request) -> Response:
+        return aggregated(request, True) or json_response(discovery.api_versions(config.advertise_address))
 
     @app.get("/apis", include_in_schema=False)
     @app.get("/apis/", include_in_schema=False)
-    async def get_apis() -> Response:
-        return json_response(discovery.api_group_list(server.custom.groups()))
+    async def get_apis(request: Request) -> Response:
+        return aggregated(request, False) or json_response(discovery.api_group_list(server.custom.groups()))
 
     @app.get("/api/{version}", include_in_schema=False)
     async def get_core_version(version: str) -> Response:

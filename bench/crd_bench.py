@@ -7,8 +7,11 @@ same closed loop of 32 keep-alive clients creating, in turn, ConfigMaps, Pods an
 Widget whose structural schema has types, a default, an enum and a CEL rule: the validation work a real
 CRD asks for); rounds alternate the order to spread machine noise. Then N fresh CRDs are created one by
 one, each timed from its POST until it is Established and until the first create of its custom object
-succeeds (polled every 5 ms). Medians; the ratios are custom-object creates/s ÷ ConfigMap creates/s and
-÷ Pod creates/s, same run. Writes _output/bench/crd.json.
+succeeds (polled every 5 ms). Last, kubectl 1.33 `get widgets` with a cold discovery cache (a fresh
+--cache-dir each run), against this apiserver (aggregated discovery: /api and /apis) and a second one on
+the same etcd with --feature-gates AggregatedDiscoveryEndpoint=false (a request per group-version),
+alternating. Medians; the ratios are custom-object creates/s ÷ ConfigMap creates/s and ÷ Pod creates/s,
+and the cold-cache time with aggregated discovery ÷ without, same run. Writes _output/bench/crd.json.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import orjson
 
 from bench.apiserver_bench import render_table
 from tests.cluster import REPO, ApiServer, Etcd, make_workdir
+from tests.kubectl import Kubectl, find_kubectl
 
 OUTPUT = REPO / "_output" / "bench"
 KINDS = ("configmaps", "pods", "widgets")
@@ -114,6 +118,21 @@ def time_to_served(api: httpx.Client, namespace: str) -> dict[str, float]:
     raise SystemExit(f"CRD widgets.{group} not served within 30 s")
 
 
+def cold_discovery(servers: dict[str, ApiServer], workdir: Any, runs: int) -> dict[str, list[float]]:
+    """Seconds of `kubectl.1.33 get widgets -A` with an empty discovery cache, per server, alternating."""
+    binary = find_kubectl("1.33")
+    if binary is None:
+        return {}
+    times: dict[str, list[float]] = {name: [] for name in servers}
+    for i in range(runs):
+        for name, server in servers.items():
+            kubectl = Kubectl(binary, "1.33", server.url, workdir / f"kubectl-{name}-{i}")
+            start = time.perf_counter()
+            kubectl.run("get", "widgets", "-A").ok()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.crd_bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="500 creates per closed loop, 2 rounds, 5 CRDs")
@@ -128,8 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     etcd = Etcd(workdir)
     etcd.start()
     server = ApiServer(workdir, etcd, "--etcd-compaction-interval", "0")
+    unaggregated = ApiServer(workdir, etcd, "--etcd-compaction-interval", "0",
+                             "--feature-gates", "AggregatedDiscoveryEndpoint=false")
     results: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
     served: list[dict[str, float]] = []
+    discovery: dict[str, list[float]] = {}
     try:
         server.start()
         namespace = "bench-crd"
@@ -159,7 +181,12 @@ def main(argv: list[str] | None = None) -> int:
                 if result["ok"] != total:
                     raise SystemExit(f"{kind}: {total - result['ok']} of {total} creates failed: {result['statuses']}")
                 results[kind].append(result)
+        unaggregated.start()
+        print(f"[{time.strftime('%H:%M:%S')}] kubectl cold-cache discovery …", file=sys.stderr)
+        discovery = cold_discovery({"aggregated": server, "unaggregated": unaggregated}, workdir,
+                                   5 if args.quick else 15)
     finally:
+        unaggregated.stop()
         server.stop()
         etcd.stop()
         if not args.keep:
@@ -181,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
         ("create p99 ms", *(f"{summary[k]['p99_ms']:.1f}" for k in KINDS))]))
     print(f"custom-object creates/s ÷ ConfigMap creates/s: {cr_vs_configmap}")
     print(f"custom-object creates/s ÷ Pod creates/s: {cr_vs_pod}")
+    discovery_p50 = {name: statistics.median(t) * 1000 for name, t in discovery.items() if t}
+    discovery_ratio = (round(discovery_p50["aggregated"] / discovery_p50["unaggregated"], 3)
+                       if len(discovery_p50) == 2 else None)
+    if discovery_ratio is not None:
+        print(f"kubectl 1.33 get, cold discovery cache: aggregated {discovery_p50['aggregated']:.0f} ms, without "
+              f"{discovery_p50['unaggregated']:.0f} ms (p50): ratio {discovery_ratio}")
     print(f"CRD create → Established p50 {established_p50:.0f} ms; → first custom object created p50 "
           f"{served_p50:.0f} ms (max {served_max:.0f} ms, {len(served)} CRDs)")
     OUTPUT.mkdir(parents=True, exist_ok=True)
@@ -188,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps({"benchmark": "crd", "quick": args.quick, "rounds": results, "summary": summary,
                                "cr_vs_configmap": cr_vs_configmap, "cr_vs_pod": cr_vs_pod, "served": served,
                                "established_p50_ms": established_p50, "served_p50_ms": served_p50,
-                               "served_max_ms": served_max}, indent=2))
+                               "served_max_ms": served_max, "discovery_ms": discovery_p50,
+                               "discovery_ratio": discovery_ratio}, indent=2))
     print(f"JSON: {out}")
     return 0
 

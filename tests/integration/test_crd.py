@@ -535,3 +535,42 @@ def test_updating_the_crd_changes_what_is_served(api: httpx.Client, widgets: str
     r = api.put(url, json=changed)
     assert r.status_code == 422
     assert r.json()["details"]["causes"][0]["field"] == "spec.scope"
+
+
+AGGREGATED_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+AGGREGATED_V2BETA1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+
+
+def test_aggregated_discovery_lists_custom_resources(api: httpx.Client, widgets: str, group: str) -> None:
+    for wanted in (AGGREGATED_V2, AGGREGATED_V2BETA1):
+        r = api.get("/apis", headers={"Accept": f"{wanted},application/json"})
+        assert r.status_code == 200
+        assert r.headers["content-type"] == wanted
+        document = r.json()
+        assert document["kind"] == "APIGroupDiscoveryList"
+        assert document["apiVersion"] == "apidiscovery.k8s.io/" + wanted.split("v=")[1].split(";")[0]
+        groups = {g["metadata"]["name"]: g for g in document["items"]}
+        assert "apps" in groups and "" not in groups
+        version = groups[group]["versions"][0]
+        assert version["version"] == "v1" and version["freshness"] == "Current"
+        widgets_entry = next(r for r in version["resources"] if r["resource"] == "widgets")
+        assert widgets_entry["responseKind"] == {"group": group, "version": "v1", "kind": "Widget"}
+        assert widgets_entry["scope"] == "Namespaced" and widgets_entry["shortNames"] == ["wd"]
+        assert {s["subresource"] for s in widgets_entry["subresources"]} == {"status", "scale"}
+    core = api.get("/api", headers={"Accept": AGGREGATED_V2}).json()
+    assert [item["metadata"].get("name", "") for item in core["items"]] == [""]
+    pods = next(r for r in core["items"][0]["versions"][0]["resources"] if r["resource"] == "pods")
+    assert pods["shortNames"] == ["po"] and pods["categories"] == ["all"]
+    plain = api.get("/apis", headers={"Accept": "application/json"})
+    assert plain.json()["kind"] == "APIGroupList"
+
+
+def test_aggregated_discovery_feature_gate(workdir: Any, etcd: Any) -> None:
+    second = ApiServer(workdir, etcd, "--etcd-compaction-interval", "0",
+                       "--feature-gates", "AggregatedDiscoveryEndpoint=false")
+    second.start()
+    try:
+        r = httpx.get(f"{second.url}/apis", headers={"Accept": f"{AGGREGATED_V2},application/json"})
+        assert r.json()["kind"] == "APIGroupList"
+    finally:
+        second.stop()

@@ -196,3 +196,11 @@ def test_get_watch_prints_rows(kubectl: Kubectl, crd_applied: str, api: httpx.Cl
         assert api.post(f"/apis/{group}/v1/namespaces/{namespace}/widgets", json=body).status_code == 201
         line = watch.wait_for_line(lambda line: line.startswith("watched"), 20, what="the new row")
         assert line.split()[:3] == ["watched", "4", "red"]
+
+
+def test_discovery_is_one_aggregated_request(kubectl: Kubectl, crd_applied: str, group: str) -> None:
+    """A fresh discovery cache: kubectl reads /api and /apis (aggregated) and no group-version document."""
+    result = kubectl.run("get", "widgets", "-v=6").ok()
+    assert "/apis?timeout=32s" in result.stderr
+    assert f"/apis/{group}/v1?timeout" not in result.stderr
+    assert "/apis/apps/v1?timeout" not in result.stderr

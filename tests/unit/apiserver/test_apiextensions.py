@@ -212,3 +212,26 @@ def test_protected_groups_need_the_approval_annotation() -> None:
     assert validate_spec(obj) == []
     obj["metadata"]["annotations"] = {"api-approved.kubernetes.io": "unapproved, experimental"}
     assert validate_spec(obj) == []
+
+
+def test_aggregated_discovery_negotiation() -> None:
+    from apiserver.discovery_aggregated import negotiate
+
+    v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    v2beta1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+    assert negotiate(f"{v2},{v2beta1},application/json") == "v2"  # kubectl 1.30+
+    assert negotiate(f"{v2beta1},application/json") == "v2beta1"  # kubectl 1.27-1.29
+    assert negotiate("application/json, */*") is None
+    assert negotiate(f"application/json,{v2}") is None  # plain JSON preferred
+    assert negotiate("application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList") is None
+
+
+def test_feature_gates_flag() -> None:
+    from apiserver.__main__ import _feature_gates
+
+    assert _feature_gates("") == {}
+    assert _feature_gates("AggregatedDiscoveryEndpoint=false") == {"AggregatedDiscoveryEndpoint": False}
+    with pytest.raises(SystemExit, match="unrecognized feature gate: Nope"):
+        _feature_gates("Nope=true")
+    with pytest.raises(SystemExit, match="invalid value"):
+        _feature_gates("AggregatedDiscoveryEndpoint=maybe")
