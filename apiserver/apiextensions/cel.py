@@ -29,11 +29,11 @@ def _compile(source: str) -> Any:
     return _cel.compile(source)
 
 
-def _refers_to_old(program: Any) -> bool:
-    try:
-        return "oldSelf" in set(program.variables())
-    except Exception:  # older bindings: look at the source
-        return "oldSelf" in program.source()
+@functools.lru_cache(maxsize=4096)
+def _rule(source: str) -> tuple[Any, bool]:
+    """The compiled rule, and whether it is a transition rule (it reads oldSelf)."""
+    program = _compile(source)
+    return program, "oldSelf" in set(program.variables())
 
 
 def check_rule(rule: Any, path: str) -> list[FieldError]:
@@ -122,8 +122,7 @@ def _walk(value: Any, old: Any, s: dict[str, Any], path: str, errs: list[FieldEr
 
 def _run(rule: dict[str, Any], value: Any, old: Any, s: dict[str, Any], path: str, errs: list[FieldError]) -> None:
     source = rule.get("rule") or ""
-    program = _compile(source)
-    transition = _refers_to_old(program)
+    program, transition = _rule(source)
     if transition and old is _ABSENT and not rule.get("optionalOldSelf"):
         return  # a transition rule runs only where there is an old value
     context: dict[str, Any] = {"self": value}

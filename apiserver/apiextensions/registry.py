@@ -16,6 +16,7 @@ import copy
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,8 +42,6 @@ log = logging.getLogger(__name__)
 def version_priority(version: str) -> tuple[int, int, int, str]:
     """Kubernetes' version order (upstream version.CompareKubeAwareVersionStrings): GA before beta
     before alpha, higher numbers first, then anything else alphabetically."""
-    import re
-
     m = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
     if m is None:
         return (3, 0, 0, version)
@@ -72,8 +71,8 @@ class CustomResourceRegistry:
         self.dispatchers: dict[str, Dispatch] = {}  # /apis/<group>/<version> → its dispatch
         self._finalizing: dict[str, asyncio.Task[None]] = {}
         self._task: asyncio.Task[None] | None = None
-        self.changed = asyncio.Event()  # set whenever what is served changes (discovery, OpenAPI)
-        self.generation = 0
+        self.generation = 0  # moves whenever what is served changes (the OpenAPI documents are rebuilt)
+        self._v2_proto: tuple[int, bytes] | None = None
         self._openapi: tuple[int, dict[str, tuple[dict[str, Any], str]], dict[str, Any], dict[str, Any]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -276,7 +275,6 @@ class CustomResourceRegistry:
             self.dispatchers[prefix] = found[prefix]
             self.watch_dispatchers[prefix] = found[prefix]
         self.generation += 1
-        self.changed.set()
 
     async def _finalize(self, name: str) -> None:
         """Upstream crd_finalizer: delete every object, wait for them to go, then drop the finalizer."""
@@ -376,9 +374,8 @@ class CustomResourceRegistry:
                 "definitions": {**base["definitions"], **definitions}}
 
     def openapi_v2_protobuf(self, base: dict[str, Any]) -> bytes:
-        cached = getattr(self, "_v2_proto", None)
-        if cached is not None and cached[0] == self.generation:
-            return cached[1]  # type: ignore[no-any-return]
+        if self._v2_proto is not None and self._v2_proto[0] == self.generation:
+            return self._v2_proto[1]
         data = encode_document(self.openapi_v2(base))
         self._v2_proto = (self.generation, data)
         return data

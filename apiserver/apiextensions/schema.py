@@ -56,7 +56,7 @@ def _key(path: str, key: str) -> str:
 
 # -- the CRD's schema: upstream's structural rules --------------------------------------------------
 
-def validate_structural(schema: Any, path: str, *, status_enabled: bool = False) -> list[FieldError]:
+def validate_structural(schema: Any, path: str) -> list[FieldError]:
     """The rules on a version's openAPIV3Schema (at `path`): a structural schema (every specified field
     typed, root an object, metadata at most name/generateName), the extensions used consistently, and
     the keys v1 forbids. Upstream's messages and paths."""
@@ -220,7 +220,7 @@ def _default_rules(s: Schema, path: str) -> list[FieldError]:
     prune(pruned, s, root=False)
     if pruned != value:
         return [invalid(_child(path, "default"), value, "must not have unknown fields")]
-    errs = validate_value(value, s, _child(path, "default"), "")
+    errs = validate_value(value, s, _child(path, "default"))
     return [invalid(_child(path, "default"), value, e.full()) for e in errs[:1]]
 
 
@@ -306,7 +306,7 @@ def _go_regex(pattern: str) -> str:
     return pattern.replace(r"\z", r"\Z")
 
 
-def validate_value(value: Any, s: Schema, path: str, body_path: str | None = None) -> list[FieldError]:
+def validate_value(value: Any, s: Schema, path: str) -> list[FieldError]:
     """Errors of `value` (at field path `path`) against schema s, with kube-openapi's messages."""
     errs: list[FieldError] = []
     _validate(value, s, path, errs)

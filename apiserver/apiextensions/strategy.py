@@ -99,8 +99,7 @@ def _validate_version(version: Obj, path: str) -> list[FieldError]:
     if schema is None:
         errs.append(required(f"{path}.schema.openAPIV3Schema", "schemas are required"))
     else:
-        errs += validate_structural(schema, f"{path}.schema.openAPIV3Schema",
-                                    status_enabled="status" in subresources)
+        errs += validate_structural(schema, f"{path}.schema.openAPIV3Schema")
     scale = subresources.get("scale")
     if scale is not None:
         sp = f"{path}.subresources.scale"
