@@ -328,6 +328,8 @@ class ApiServer:
         caches the authorizer reads (so the first request of a component is not refused)."""
         if not self._bootstrapped or not all(s.cacher.ready.is_set() for s in self.stores.values()):
             return False
+        if not self.custom.synced.is_set():  # the custom resources of the CRDs there are, served
+            return False
         if any(self.stores[key].cacher.rv < rv for key, rv in self._bootstrap_revisions.items()):
             return False
         return await self.storage.ready()

@@ -71,6 +71,8 @@ class CustomResourceRegistry:
         self.dispatchers: dict[str, Dispatch] = {}  # /apis/<group>/<version> → its dispatch
         self._finalizing: dict[str, asyncio.Task[None]] = {}
         self._task: asyncio.Task[None] | None = None
+        # the CRDs there were at start are served (upstream's readyz check crd-informer-synced)
+        self.synced = asyncio.Event()
         self.generation = 0  # moves whenever what is served changes (the OpenAPI documents are rebuilt)
         self._v2_proto: tuple[int, bytes] | None = None
         self._openapi: tuple[int, dict[str, tuple[dict[str, Any], str]], dict[str, Any], dict[str, Any]] | None = None
@@ -98,6 +100,7 @@ class CustomResourceRegistry:
                 if replaying == 0:  # a relist that found no CRD at all
                     for gone in list(self.served):
                         await self._unserve(gone)
+                    self.synced.set()
                 while True:
                     batch = await watcher.next_batch()
                     ended = False
@@ -117,6 +120,8 @@ class CustomResourceRegistry:
                                 for gone in set(self.served) - seen:
                                     await self._unserve(gone)
                         await self._handle(kind, crd)
+                        if replaying == 0:
+                            self.synced.set()
                     if ended:
                         break
                 watcher.stop()

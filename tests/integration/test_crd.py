@@ -398,6 +398,18 @@ def test_deleting_the_crd_deletes_its_objects(api: httpx.Client, etcd: Any, grou
     assert group not in {g["name"] for g in api.get("/apis").json()["groups"]}
 
 
+def test_a_starting_apiserver_is_ready_only_once_it_serves_the_crds(api: httpx.Client, workdir: Any, etcd: Any,
+                                                                     widgets: str, namespace: str) -> None:
+    assert api.post(f"{widgets}/namespaces/{namespace}/widgets", json=widget("early")).status_code == 201
+    third = ApiServer(workdir, etcd, "--etcd-compaction-interval", "0")
+    third.start()  # returns once /readyz answers ok
+    try:
+        r = httpx.get(f"{third.url}{widgets}/namespaces/{namespace}/widgets/early", timeout=10)
+        assert r.status_code == 200, r.text
+    finally:
+        third.stop()
+
+
 def test_two_apiservers_both_serve_a_new_crd(api: httpx.Client, workdir: Any, etcd: Any, group: str,
                                              namespace: str) -> None:
     second = ApiServer(workdir, etcd, "--etcd-compaction-interval", "0")
