@@ -112,6 +112,11 @@ class CustomResourceStore(Store):
         self.schema = self.strategy.schema  # type: ignore[attr-defined]
         self.columns = tableconvertor.columns_of(v)
         self.terminating = False
+        # a deprecated version answers every request with a warning (upstream: its deprecationWarning, or
+        # "<group>/<version> <Kind> is deprecated")
+        self.deprecation: str | None = None
+        if v.get("deprecated"):
+            self.deprecation = v.get("deprecationWarning") or f"{info.api_version} {info.kind} is deprecated"
         scale = (v.get("subresources") or {}).get("scale")
         if scale:
             self.scale_paths = (scale.get("specReplicasPath") or ".spec.replicas",

@@ -32,7 +32,9 @@ from apiserver.endpoints.installer import Dispatch, build_router
 from apiserver.openapi_v2_proto import encode_document
 from apiserver.registry.generic import DeleteOptions, Store, WriteOptions
 from apiserver.storage.etcd import EtcdStorage, StorageError
+from apiserver.requestinfo import of_scope
 from apiserver.storage.predicate import Predicate
+from apiserver.warning import add_warning
 from machinery.api.resources import RESOURCES, ResourceInfo
 from machinery.types import Obj
 
@@ -389,4 +391,8 @@ class CustomResourceRegistry:
         found = self.dispatchers.get(f"/apis/{group}/{version}")
         if found is None:
             raise errors.page_not_found()
+        target = of_scope(request.scope).target
+        store = self.store_for(group, version, target.resource) if target is not None else None
+        if store is not None and store.deprecation:
+            add_warning(store.deprecation)
         return await found(request, path)

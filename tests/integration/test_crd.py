@@ -364,7 +364,7 @@ def test_cluster_scoped_and_two_versions(api: httpx.Client, group: str) -> None:
     schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
         "type": "object", "properties": {"size": {"type": "integer"}}}}}}
     crd = widget_crd(group, scope="Cluster", plural="gadgets", kind="Gadget", versions=[
-        {"name": "v1beta1", "served": True, "storage": False, "schema": schema},
+        {"name": "v1beta1", "served": True, "storage": False, "schema": schema, "deprecated": True},
         {"name": "v1", "served": True, "storage": True, "schema": schema}])
     create_crd(api, crd)
     try:
@@ -378,6 +378,9 @@ def test_cluster_scoped_and_two_versions(api: httpx.Client, group: str) -> None:
         old = api.get(f"/apis/{group}/v1beta1/gadgets").json()
         assert old["apiVersion"] == f"{group}/v1beta1" and old["items"][0]["apiVersion"] == f"{group}/v1beta1"
         assert api.get(f"/apis/{group}").json()["preferredVersion"]["version"] == "v1"
+        r = api.get(f"/apis/{group}/v1beta1/gadgets/g")
+        assert r.headers["warning"] == f'299 - "{group}/v1beta1 Gadget is deprecated"'
+        assert "warning" not in api.get(f"/apis/{group}/v1/gadgets/g").headers
     finally:
         delete_crd(api, f"gadgets.{group}")
 
