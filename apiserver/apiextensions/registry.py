@@ -31,8 +31,8 @@ from apiserver.apiextensions.strategy import CLEANUP_FINALIZER, is_condition_tru
 from apiserver.endpoints.installer import Dispatch, build_router
 from apiserver.openapi_v2_proto import encode_document
 from apiserver.registry.generic import DeleteOptions, Store, WriteOptions
-from apiserver.storage.etcd import EtcdStorage, StorageError
 from apiserver.requestinfo import of_scope
+from apiserver.storage.etcd import EtcdStorage, StorageError
 from apiserver.storage.predicate import Predicate
 from apiserver.warning import add_warning
 from machinery.api.resources import RESOURCES, ResourceInfo
