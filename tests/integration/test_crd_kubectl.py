@@ -204,3 +204,19 @@ def test_discovery_is_one_aggregated_request(kubectl: Kubectl, crd_applied: str,
     assert "/apis?timeout=32s" in result.stderr
     assert f"/apis/{group}/v1?timeout" not in result.stderr
     assert "/apis/apps/v1?timeout" not in result.stderr
+
+
+def test_new_crd_found_with_a_warm_discovery_cache(kubectl: Kubectl, api: httpx.Client, group: str) -> None:
+    """kubectl that cached discovery before the CRD existed finds the new resource at once (an unknown
+    resource makes it read discovery again)."""
+    kubectl.run("get", "pods").ok()  # discovery cached now
+    crd = widget_crd(group, plural="sprockets", kind="Sprocket", short_names=["spr"])
+    assert api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd).status_code == 201
+    try:
+        wait_for(lambda: api.get(f"/apis/{group}/v1/sprockets").status_code == 200, 20, what="served")
+        result = kubectl.run("get", "sprockets")
+        assert result.returncode == 0, result
+        assert "No resources found" in result.stderr
+        assert kubectl.run("get", "spr").returncode == 0
+    finally:
+        delete_crd(api, f"sprockets.{group}")
