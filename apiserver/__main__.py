@@ -136,8 +136,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--min-request-timeout", type=int, default=1800,
                    help="seconds a watch without timeoutSeconds lasts at least; it ends at a random time "
                         "between this and twice this (default %(default)s)")
+    p.add_argument("--feature-gates", default="",
+                   help="key=value pairs of feature gates; known: AggregatedDiscoveryEndpoint (default true: "
+                        "/api and /apis answer aggregated discovery to clients that ask for it)")
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
     args = p.parse_args(argv)
+    args.feature_gates = _feature_gates(args.feature_gates)
     if args.pki_dir:
         from apiserver.auth import pki
 
@@ -203,6 +207,23 @@ def _with_port(address: str, port: int) -> str:
     return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
 
 
+_FEATURE_GATES = ("AggregatedDiscoveryEndpoint",)
+
+
+def _feature_gates(value: str) -> dict[str, bool]:
+    """`--feature-gates A=true,B=false`, as upstream's flag; an unknown gate or value ends the process."""
+    gates: dict[str, bool] = {}
+    for pair in filter(None, (p.strip() for p in value.split(","))):
+        name, _, setting = pair.partition("=")
+        if name not in _FEATURE_GATES:
+            sys.exit(f'--feature-gates: unrecognized feature gate: {name}')
+        if setting.lower() not in ("true", "false"):
+            sys.exit(f"--feature-gates: invalid value of {name}={setting}, err: strconv.ParseBool: parsing "
+                     f'"{setting}": invalid syntax')
+        gates[name] = setting.lower() == "true"
+    return gates
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING,
@@ -227,6 +248,7 @@ def main(argv: list[str] | None = None) -> None:
         advertise_address=_with_port(args.advertise_address or args.bind_address, port),
         compaction_interval=args.etcd_compaction_interval,
         bookmark_interval=args.watch_bookmark_interval,
+        aggregated_discovery=args.feature_gates.get("AggregatedDiscoveryEndpoint", True),
         watch_window=args.watch_cache_window,
         client_ca_file=args.client_ca_file,
         token_auth_file=args.token_auth_file,

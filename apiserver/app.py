@@ -20,12 +20,14 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from apiserver import discovery, errors, openapi
+from apiserver import discovery, discovery_aggregated, errors, openapi
 from apiserver.admission.chain import ALL_PLUGINS, AdmissionChain, WebhookSource
 from apiserver.admission.podsecurity.admission import PodSecurity
 from apiserver.admission.podsecurity.config import load_admission_config
 from apiserver.admission.priority import PriorityClasses
 from apiserver.admission.resourcequota import Quotas
+from apiserver.apiextensions.registry import CustomResourceRegistry
+from apiserver.apiextensions.strategy import CustomResourceDefinitionStrategy
 from apiserver.audit import Auditor, LogWriter, Policy
 from apiserver.auth import bootstrap
 from apiserver.auth.authn import Authenticator, load_token_file
@@ -106,9 +108,11 @@ class ApiServerConfig:
     proxy_client_cert_file: str | None = None
     proxy_client_key_file: str | None = None
     metrics_server_certificate_authority: str | None = None
+    aggregated_discovery: bool = True  # --feature-gates AggregatedDiscoveryEndpoint (GA since 1.30)
 
 
 _RBAC = "rbac.authorization.k8s.io"
+_APIEXTENSIONS = {"customresourcedefinitions": CustomResourceDefinitionStrategy()}
 _RBAC_RESOURCES = ("clusterroles", "roles", "clusterrolebindings", "rolebindings")
 
 
@@ -136,7 +140,7 @@ class ApiServer:
         for info in RESOURCES:
             if info.virtual:
                 continue
-            strategy = STRATEGIES[f"{info.group}/{info.plural}"]
+            strategy = STRATEGIES.get(f"{info.group}/{info.plural}") or _APIEXTENSIONS[info.plural]
             store_class = ServiceStore if (info.group, info.plural) == ("", "services") else Store
             transformer = config.encryption.transformer_for(info.group, info.plural) if config.encryption else None
             storage = self.storage.with_transformer(transformer) if transformer else self.storage
@@ -208,6 +212,11 @@ class ApiServer:
             self.storage, self.services, self.stores[("", "endpoints")],
             self.stores[("discovery.k8s.io", "endpointslices")], config.advertise_address,
             advertised_port(config.advertise_address))
+        # custom resources, served as their CRDs come (the routes' watch dispatchers are set by create_app)
+        self.custom = CustomResourceRegistry(self.stores[("apiextensions.k8s.io", "customresourcedefinitions")],
+                                             self.storage, self.namespace_state, config.watch_window,
+                                             config.min_request_timeout, {})
+        self.custom.admission = self.admission if config.admission_plugins else None
         self._bootstrapped = False
         self._priority_classes_made = False
         self._bootstrap_revisions: dict[tuple[str, str], int] = {}
@@ -360,6 +369,7 @@ class ApiServer:
     async def start(self) -> None:
         for store in self.stores.values():
             store.cacher.start()
+        self.custom.start()
         self._tasks.append(asyncio.create_task(self._ensure_system_namespaces()))
         self._tasks.append(asyncio.create_task(self._ensure_system_priority_classes()))
         self._tasks.append(asyncio.create_task(self._ensure_bootstrap_policy()))
@@ -377,6 +387,7 @@ class ApiServer:
             await asyncio.wait_for(self.kubernetes_service.remove_own_lease(), 5)
         except (StorageError, errors.ApiError, TimeoutError) as e:
             log.warning("giving back the kubernetes endpoint lease: %s", e)
+        await self.custom.stop()
         for store in self.stores.values():
             await store.cacher.stop()
         await self.admission.close()
@@ -389,6 +400,8 @@ class ApiServer:
         caches the authorizer reads (so the first request of a component is not refused)."""
         if not self._bootstrapped or not self._priority_classes_made \
                 or not all(s.cacher.ready.is_set() for s in self.stores.values()):
+            return False
+        if not self.custom.synced.is_set():  # the custom resources of the CRDs there are, served
             return False
         if any(self.stores[key].cacher.rv < rv for key, rv in self._bootstrap_revisions.items()):
             return False
@@ -483,7 +496,8 @@ class ApiServer:
     async def _bookmarks(self) -> None:
         while True:
             await asyncio.sleep(self.config.bookmark_interval)
-            for store in self.stores.values():
+            for store in [*self.stores.values(), *(s for c in list(self.custom.served.values())
+                                                   for s in c.stores.values())]:
                 store.cacher.send_bookmarks()
 
     async def _repair_service_ranges(self) -> None:
@@ -551,6 +565,7 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     app.add_middleware(AutoscalingV1)  # innermost: autoscaling/v1 HPAs through the v2 handlers
     app.add_middleware(WarningRecorder)  # inside the gate: it reads the request's audit context
     watch_dispatchers: dict[str, Dispatch] = {}  # filled by build_router below
+    server.custom.watch_dispatchers = watch_dispatchers  # and by the custom resources' registry
     # right inside the gate, outside the recorder: a watch records no warnings (no admission runs), and
     # the recorder's frame and closure would stay for as long as each watch streams
     app.add_middleware(WatchShortcut, dispatchers=watch_dispatchers, error_response=_error_response)
@@ -591,15 +606,32 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     # -- discovery, version, health, OpenAPI -----------------------------------------------
     # (with and without the trailing slash, both answered directly as upstream does: no redirect)
 
+    def aggregated(request: Request, core: bool) -> Response | None:
+        """The aggregated discovery document when the client asks for it (discovery_aggregated.py)."""
+        version = discovery_aggregated.negotiate(request.headers.get("accept", ""))
+        if version is None or not config.aggregated_discovery:
+            return None
+        document = discovery_aggregated.group_discovery_list(version, core, server.custom.infos(),
+                                                             server.custom.groups())
+        if not core:  # what is served beside the registry: autoscaling/v1 and the metrics-server's group
+            discovery_aggregated.add_version_alias(document, "autoscaling", "v2", "v1")
+            if metrics is not None:
+                document["items"].append(discovery_aggregated.group_from_resource_list(metrics_proxy.RESOURCE_LIST))
+        return Response(orjson.dumps(document), media_type=discovery_aggregated.content_type(version),
+                        headers={"Vary": "Accept"})
+
     @app.get("/api", include_in_schema=False)
     @app.get("/api/", include_in_schema=False)
-    async def get_api() -> Response:
-        return json_response(discovery.api_versions(config.advertise_address))
+    async def get_api(request: Request) -> Response:
+        return aggregated(request, True) or json_response(discovery.api_versions(config.advertise_address))
 
     @app.get("/apis", include_in_schema=False)
     @app.get("/apis/", include_in_schema=False)
-    async def get_apis() -> Response:
-        groups = with_v1(discovery.api_group_list())
+    async def get_apis(request: Request) -> Response:
+        found = aggregated(request, False)
+        if found is not None:
+            return found
+        groups = with_v1(discovery.api_group_list(server.custom.groups()))
         if metrics is not None:
             groups["groups"].append(metrics_proxy.API_GROUP_ENTRY)
         return json_response(groups)
@@ -627,14 +659,14 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     @app.get("/apis/{group}", include_in_schema=False)
     @app.get("/apis/{group}/", include_in_schema=False)
     async def get_group(group: str) -> Response:
-        found = discovery.api_group(group)
+        found = discovery.api_group(group, server.custom.groups())
         if found is None:
             raise errors.page_not_found()
         return json_response(with_v1(found))
 
     @app.get("/apis/{group}/{version}", include_in_schema=False)
     async def get_group_version(group: str, version: str) -> Response:
-        found = discovery.api_resource_list(f"{group}/{version}")
+        found = discovery.api_resource_list(f"{group}/{version}", server.custom.infos())
         if found is None:
             raise errors.page_not_found()
         return json_response(found)
@@ -656,17 +688,26 @@ def create_app(config: ApiServerConfig) -> FastAPI:
 
     @app.get("/openapi/v2", include_in_schema=False)
     async def openapi_v2(request: Request) -> Response:
+        if server.custom.served:  # custom resources' paths and definitions added (upstream's aggregated spec)
+            if "protobuf" in request.headers.get("accept", ""):
+                return Response(server.custom.openapi_v2_protobuf(openapi.openapi_v2_json()),
+                                media_type=openapi.V2_PROTOBUF_CONTENT_TYPE)
+            return Response(orjson.dumps(server.custom.openapi_v2(openapi.openapi_v2_json())),
+                            media_type="application/json")
         if "protobuf" in request.headers.get("accept", ""):
             return Response(openapi.openapi_v2_protobuf(), media_type=openapi.V2_PROTOBUF_CONTENT_TYPE)
         return Response(orjson.dumps(openapi.openapi_v2_json()), media_type="application/json")
 
     @app.get("/openapi/v3", include_in_schema=False)
     async def openapi_v3_root() -> Response:
-        return json_response(openapi.openapi_v3_root())
+        root = openapi.openapi_v3_root()
+        if server.custom.served:
+            root = {"paths": dict(sorted({**root["paths"], **server.custom.openapi_v3_paths()}.items()))}
+        return json_response(root)
 
     @app.get("/openapi/v3/{path:path}", include_in_schema=False)
     async def openapi_v3_group(path: str) -> Response:
-        doc = openapi.openapi_v3_group(path)
+        doc = openapi.openapi_v3_group(path) or server.custom.openapi_v3(path)
         if doc is None:
             raise errors.page_not_found()
         return json_response(doc)
@@ -677,6 +718,18 @@ def create_app(config: ApiServerConfig) -> FastAPI:
                   for i in group_versions()[group_version]]
         app.include_router(build_router(stores, config.min_request_timeout,  # type: ignore[arg-type]
                                         watch_dispatchers))
+
+    # custom resources: every group-version no router above serves (upstream's crdHandler, the
+    # apiextensions-apiserver's delegate)
+    @app.api_route("/apis/{group}/{version}/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+                   include_in_schema=False)
+    async def custom_resources(request: Request, group: str, version: str, path: str) -> Response:
+        if not path and request.method == "GET":
+            found = discovery.api_resource_list(f"{group}/{version}", server.custom.infos())
+            if found is None:
+                raise errors.page_not_found()
+            return json_response(found)
+        return await server.custom.dispatch(request, group, version, path)
 
     return app
 

@@ -25,11 +25,16 @@ def api_versions(server_address: str) -> dict[str, Any]:
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]}
 
 
-def api_group_list() -> dict[str, Any]:
+def api_group_list(extra: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """Every group; `extra`: the groups of custom resources (group → versions, preferred first), after
+    the built-in ones as upstream lists them."""
     groups: dict[str, list[str]] = {}
     for info in RESOURCES:
         if info.group and info.version not in groups.setdefault(info.group, []):
             groups[info.group].append(info.version)
+    for group, versions in (extra or {}).items():
+        if group not in groups:
+            groups[group] = list(versions)
     return {
         "kind": "APIGroupList",
         "apiVersion": "v1",
@@ -41,8 +46,8 @@ def api_group_list() -> dict[str, Any]:
     }
 
 
-def api_group(group: str) -> dict[str, Any] | None:
-    for entry in api_group_list()["groups"]:
+def api_group(group: str, extra: dict[str, list[str]] | None = None) -> dict[str, Any] | None:
+    for entry in api_group_list(extra)["groups"]:
         if entry["name"] == group:
             return {"kind": "APIGroup", "apiVersion": "v1", **entry}
     return None
@@ -72,10 +77,13 @@ def _subresource_entry(info: ResourceInfo, sub: str, kind: str) -> dict[str, Any
     return entry
 
 
-def api_resource_list(group_version: str) -> dict[str, Any] | None:
+def api_resource_list(group_version: str, extra: list[ResourceInfo] | None = None) -> dict[str, Any] | None:
+    """The APIResourceList of a group-version; `extra`: custom resources served beside the built-in ones."""
     infos = group_versions().get(group_version)
-    if infos is None:
+    more = [i for i in extra or [] if i.api_version == group_version]
+    if infos is None and not more:
         return None
+    infos = (infos or []) + more
     resources = []
     for info in infos:
         resources.append(_resource_entry(info))

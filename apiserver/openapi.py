@@ -79,6 +79,8 @@ MODULES: dict[str, tuple[str, str, str]] = {
                                              "v1beta1"),
     "machinery.api.authentication_v1alpha1": ("io.k8s.api.authentication.v1alpha1", "authentication.k8s.io",
                                               "v1alpha1"),
+    "machinery.api.apiextensions_v1": ("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1",
+                                       "apiextensions.k8s.io", "v1"),
     __name__: (META_PREFIX, "", "v1"),  # the discovery types and Patch below
 }
 

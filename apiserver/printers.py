@@ -1194,6 +1194,15 @@ def _print_endpoint_slice(obj: Obj, now: datetime) -> list[Cell]:
     ]
 
 
+@_printer(
+    "customresourcedefinitions",
+    [NAME_COLUMN, _col("Created At", "date", _CREATION_DOC)],
+)
+def _print_custom_resource_definition(obj: Obj, now: datetime) -> list[Cell]:
+    """apiextensions-apiserver's default table: the name and the creation time as written (CREATED AT)."""
+    return [_name(obj), _s(_d(obj.get("metadata")).get("creationTimestamp"))]
+
+
 # ---------------------------------------------------------------------------------------------
 
 

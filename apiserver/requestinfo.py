@@ -155,6 +155,17 @@ _GROUP_VERSIONS[("metrics.k8s.io", "v1beta1")] = frozenset({"pods"})
 # autoscaling/v1 HorizontalPodAutoscalers, served from the v2 storage (apiserver/endpoints/autoscaling_v1.py)
 _GROUP_VERSIONS[("autoscaling", "v1")] = frozenset({"horizontalpodautoscalers"})
 
+
+class _AnyButNamespaceSubresources:
+    """For a group-version not built in (a custom resource's, served as its CRD comes): upstream's own
+    rule, `namespaces/{ns}/{resource}` is namespaced unless {resource} is a namespace's subresource."""
+
+    def __contains__(self, resource: object) -> bool:
+        return resource not in ("status", "finalize")
+
+
+_CUSTOM_GROUP_VERSION = _AnyButNamespaceSubresources()
+
 _CACHE_SIZE = 4096
 # (method, path, query) -> RequestInfo: the same requests come again and again (a controller's creates, a
 # kubelet's status writes), and parsing one costs more than the dictionary lookup
@@ -184,7 +195,9 @@ def _parse(method: str, path: str, raw_query: bytes) -> RequestInfo:
         group, _, tail = path[6:].partition("/")
         version, _, rest = tail.partition("/")
     if rest and group is not None and version is not None:
-        namespaced = _GROUP_VERSIONS.get((group, version))
+        namespaced: Any = _GROUP_VERSIONS.get((group, version))
+        if namespaced is None and group and version:
+            namespaced = _CUSTOM_GROUP_VERSION
         if namespaced is not None:
             target = resolve(method, rest, namespaced, method == "GET" and query.flag("watch"))
             if target is not None:

@@ -113,6 +113,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("preemption", "bench.preemption_bench", "preemption.json",
               what="high-priority pod create → bound by preempting a low-priority one vs the same pod on a free "
                    "node, same run (issue 18)"),
+    Benchmark("crd", "bench.crd_bench", "crd.json",
+              what="custom-object creates/s ÷ ConfigMap and ÷ Pod creates/s, CRD create → served, kubectl "
+                   "cold-cache discovery with aggregated discovery ÷ without (issue 14)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -178,6 +181,7 @@ TARGETS: dict[str, Target] = {
     "hpa.reaction": Target(13, False, 15, "s", "HPA reaction load → new replicas Running ≤ 15 s (default sync)"),
     "hpa.decision": Target(13, False, 15, "s", "the HPA's share (metrics show the load → scale written) ≤ one "
                                                 "15 s sync period"),
+    "crd.cr_vs_pod": Target(14, True, 0.8, "x", "custom-object creates/s ÷ Pod creates/s ≥ 0.8"),
 }
 
 
@@ -643,6 +647,23 @@ def preemption_figures(d: JSONDict) -> list[Figure]:
                         "attempt, as upstream's podInitialBackoffSeconds")]
 
 
+def crd_figures(d: JSONDict) -> list[Figure]:
+    s = d.get("summary") or {}
+    rate = {k: (s.get(k) or {}).get("rate") for k in ("configmaps", "pods", "widgets")}
+    return [
+        Figure("crd.cr_vs_configmap", "crd", "custom-object creates/s (schema, default, enum, CEL rule)",
+               rate["widgets"], "/s", "ConfigMap creates/s (same run)", rate["configmaps"],
+               _ratio(rate["widgets"], rate["configmaps"])),
+        Figure("crd.cr_vs_pod", "crd", "custom-object creates/s, against Pods", rate["widgets"], "/s",
+               "Pod creates/s (same run)", rate["pods"], _ratio(rate["widgets"], rate["pods"])),
+        Figure("crd.served_p50", "crd", "CRD create → Established and a custom object created, p50",
+               d.get("served_p50_ms"), "ms", note=f"max {d.get('served_max_ms') or 0:.0f} ms"),
+        Figure("crd.discovery_ratio", "crd", "kubectl 1.33 get, cold discovery cache, aggregated discovery, p50",
+               (d.get("discovery_ms") or {}).get("aggregated"), "ms", "without (feature gate off, same run)",
+               (d.get("discovery_ms") or {}).get("unaggregated"), d.get("discovery_ratio")),
+    ]
+
+
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
@@ -659,6 +680,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "storage": storage_figures,
     "hpa": hpa_figures,
     "preemption": preemption_figures,
+    "crd": crd_figures,
 }
 
 

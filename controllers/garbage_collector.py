@@ -34,9 +34,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from machinery.api.apiextensions_v1 import custom_resource_model
 from machinery.api.meta import OwnerReference
-from machinery.api.resources import RESOURCES, ResourceInfo, resource_for_kind
-from machinery.client import KUBE_VERSION, ApiClient, ApiError, retry_on_conflict
+from machinery.api.resources import (
+    RESOURCES,
+    ResourceInfo,
+    forget_discovered,
+    register_discovered,
+    resource_for_kind,
+)
+from machinery.client import KUBE_VERSION, ApiClient, ApiError, ClientError, retry_on_conflict
 from machinery.controller import Controller
 from machinery.informer import Informer, SharedInformerFactory
 
@@ -54,6 +61,9 @@ IGNORED_RESOURCES = frozenset({("", "events")})
 Propagation = Literal["Orphan", "Background", "Foreground"]
 
 _ABSENT_CACHE_SIZE = 4096
+# how often the resources to monitor are read again from discovery (custom resources come and go with their
+# CRDs); upstream's GarbageCollector.Sync runs every 30 s, shorter here so a new CRD's objects are collected soon
+DISCOVERY_PERIOD = 10.0
 
 
 @dataclass(eq=False)
@@ -95,9 +105,13 @@ class GarbageCollector(Controller):
     name = "garbagecollector"
 
     def __init__(self, client: ApiClient, informers: SharedInformerFactory, *, workers: int = 20,
-                 resources: Iterable[ResourceInfo] | None = None) -> None:
+                 resources: Iterable[ResourceInfo] | None = None,
+                 discovery_period: float | None = DISCOVERY_PERIOD) -> None:
         super().__init__(workers=workers)
         self.client = client
+        # custom resources, found by discovery: (group, plural) → (info, its informer); None: built-ins only
+        self.discovery_period = discovery_period if resources is None else None
+        self._custom: dict[tuple[str, str], tuple[ResourceInfo, Informer[Any]]] = {}
         self.graph: dict[str, GraphNode] = {}
         self._absent: OrderedDict[str, None] = OrderedDict()  # uids known not to exist (uids never come back)
         self.monitored: list[ResourceInfo] = []
@@ -214,6 +228,19 @@ class GarbageCollector(Controller):
     async def run(self) -> None:
         """Start the workers once the graph holds what the first lists returned (upstream waits for
         the graph builder's sync too), so owners are not mistaken for virtual ones at start."""
+        rediscover = None
+        if self.discovery_period is not None:
+            await self._sync_discovery()
+            rediscover = asyncio.create_task(self._rediscover(self.discovery_period))
+        try:
+            await self._run_synced()
+        finally:
+            if rediscover is not None:
+                rediscover.cancel()
+            for key in list(self._custom):
+                self._stop_custom(key)
+
+    async def _run_synced(self) -> None:
         for informer in self.informers:
             await informer.wait_for_sync()
         for informer in self.informers:
@@ -221,6 +248,59 @@ class GarbageCollector(Controller):
         log.info("garbagecollector: graph synced: %d objects over %d resources", len(self.graph),
                  len(self.monitored))
         await super().run()
+
+    # -- custom resources: what discovery lists (upstream GarbageCollector.Sync) ------------------
+
+    async def _rediscover(self, period: float) -> None:
+        while True:
+            await asyncio.sleep(period)
+            await self._sync_discovery()
+
+    async def _sync_discovery(self) -> None:
+        """Monitor every custom resource discovery lists now (list, watch and delete verbs, its group's
+        preferred version); stop monitoring those gone."""
+        builtin = {info.group for info in RESOURCES}
+        found: dict[tuple[str, str], ResourceInfo] = {}
+        try:
+            groups = await self.client.request("GET", "/apis")
+            for group in (groups or {}).get("groups") or []:
+                if group.get("name") in builtin:
+                    continue
+                gv = (group.get("preferredVersion") or {}).get("groupVersion") or ""
+                listing = await self.client.request("GET", f"/apis/{gv}")
+                name, _, version = gv.partition("/")
+                for r in (listing or {}).get("resources") or []:
+                    if "/" in r.get("name", "") or not {"list", "watch", "delete"} <= set(r.get("verbs") or []):
+                        continue
+                    found[(name, r["name"])] = ResourceInfo(
+                        name, version, r["kind"], r["name"], r.get("singularName") or "", bool(r.get("namespaced")),
+                        custom_resource_model(name, version, r["kind"]), verbs=tuple(r["verbs"]))
+        except (ClientError, OSError) as e:
+            log.warning("garbagecollector: discovery: %s", e)
+            return
+        for key, info in found.items():
+            known = self._custom.get(key)
+            if known is not None and known[0] == info:
+                continue
+            if known is not None:
+                self._stop_custom(key)
+            register_discovered(info)
+            informer: Informer[Any] = Informer(self.client, info.model)
+            self._monitor(info, informer)
+            informer.start()
+            self._custom[key] = (info, informer)
+            log.info("garbagecollector: monitoring %s", info.group_resource)
+        for key in set(self._custom) - set(found):
+            self._stop_custom(key)
+
+    def _stop_custom(self, key: tuple[str, str]) -> None:
+        info, informer = self._custom.pop(key)
+        informer.stop()
+        if informer in self.informers:
+            self.informers.remove(informer)
+        if info in self.monitored:
+            self.monitored.remove(info)
+        forget_discovered(*key)
 
     async def reconcile(self, key: str) -> float | None:
         action, _, uid = key.partition("/")
@@ -261,7 +341,9 @@ class GarbageCollector(Controller):
             return None
         info = self._info(node)
         if info is None:
-            return None
+            # an owner of a kind not (yet) discovered, a custom resource whose CRD is new: asked again, as
+            # upstream requeues a REST-mapping failure
+            return self.discovery_period or None if node.virtual else None
         latest = await self._get_live(info, node.name, node.namespace)
         if latest is None or latest["metadata"].get("uid") != node.uid:
             self._forget(node.uid, observed=False)  # a virtual owner that does not exist: collect dependents

@@ -26,7 +26,6 @@ from apiserver.endpoints.request import (
     write_options,
 )
 from apiserver.endpoints.responsewriters import JSON, json_response
-from apiserver.printers import table_for
 from apiserver.registry.generic import Store, WriteOptions
 from apiserver.requestinfo import of_scope
 from apiserver.storage.cacher import CachedObject, Watcher, WatchItem, event_line
@@ -75,7 +74,7 @@ class ResourceHandlers:
                                        continue_token=q.get("continue", ""),
                                        resource_version=q.get("resourceVersion", ""))
         if wants_table(request):
-            return json_response(table_for(self.info.plural, result.objects(), include_object=_include_object(request),
+            return json_response(self.store.table(result.objects(), include_object=_include_object(request),
                                            resource_version=result.resource_version,
                                            continue_token=result.continue_token))
         meta: dict[str, Any] = {"resourceVersion": result.resource_version}
@@ -106,7 +105,7 @@ class ResourceHandlers:
     async def get(self, request: Request, name: str, namespace: str | None = None) -> Response:
         obj = await self.store.get(namespace, name)
         if wants_table(request):
-            return json_response(table_for(self.info.plural, [obj], include_object=_include_object(request),
+            return json_response(self.store.table([obj], include_object=_include_object(request),
                                            resource_version=obj["metadata"].get("resourceVersion", "")))
         return json_response(obj)
 
@@ -167,7 +166,7 @@ class ResourceHandlers:
     def _event_line(self, kind: str, obj: CachedObject, table: bool, include: str, first: bool) -> bytes:
         if not table:
             return event_line(kind, obj.raw)
-        rendered = table_for(self.info.plural, [obj.obj()], include_object=include,
+        rendered = self.store.table([obj.obj()], include_object=include,
                              resource_version=str(obj.rv))
         if not first:
             rendered["columnDefinitions"] = []

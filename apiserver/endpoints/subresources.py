@@ -64,7 +64,7 @@ def finalize_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
 
 def scale_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
     async def get(request: Request, name: str, namespace: str | None = None) -> Response:
-        return json_response(scale_of(await h.store.get(namespace, name)))
+        return json_response(scale_of(await h.store.get(namespace, name), h.store.scale_paths))
 
     async def put(request: Request, name: str, namespace: str | None = None) -> Response:
         opts = write_options(request)
@@ -79,7 +79,7 @@ def scale_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
 
         def patched(old: Obj) -> Obj:
             try:
-                return apply_patch(scale_of(old), content_type, body, Scale)
+                return apply_patch(scale_of(old, h.store.scale_paths), content_type, body, Scale)
             except UnsupportedPatchType as e:
                 raise errors.unsupported_media_type(content_type) from e
             except PatchError as e:

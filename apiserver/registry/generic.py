@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from apiserver import errors
 from apiserver.admission.interfaces import Admission, AdmissionAttributes
 from apiserver.patch import UnsupportedPatchType, apply_patch
+from apiserver.printers import table_for
 from apiserver.registry.meta import validate_object_meta, validate_object_meta_update
 from apiserver.registry.strategy import Strategy
 from apiserver.storage import codec
@@ -112,11 +113,12 @@ def _interned(pairs: dict[str, str]) -> dict[str, str]:
 class Store:
     def __init__(self, info: ResourceInfo, strategy: Strategy, storage: EtcdStorage,
                  namespace_state: Callable[[str], Awaitable[str | None]] | None = None,
-                 watch_window: int = 4096):
+                 watch_window: int = 4096, root: str | None = None):
         self.info = info
         self.strategy = strategy
         self.storage = storage
-        self.root = f"/registry/{info.plural}/"
+        # custom resources live under their group (/registry/<group>/<plural>/), as upstream keeps them
+        self.root = root or f"/registry/{info.plural}/"
         self.cacher = Cacher(storage, self.root, self.attrs_of, window=watch_window)
         # the field selector may test exactly what the strategy exposes (upstream GetAttrs)
         self.selectable_fields = frozenset(strategy.field_values({"metadata": {}}))
@@ -125,6 +127,13 @@ class Store:
         # set by the apiserver; requests with a user (opts.user) are admitted, internal writes are not
         self.admission: Admission | None = None
         self.returns_deleted_object = (info.group, info.plural) in _RETURNS_DELETED_OBJECT
+        # the scale subresource's (specReplicasPath, statusReplicasPath, labelSelectorPath): a custom
+        # resource's come from its CRD; None reads spec.replicas, status.replicas and spec.selector
+        self.scale_paths: tuple[str, str, str] | None = None
+
+    def table(self, objects: builtins.list[Obj], **options: Any) -> Obj:
+        """The meta.k8s.io Table of objects (a custom resource's columns come from its CRD)."""
+        return table_for(self.info.plural, objects, **options)
 
     # -- keys and attributes -----------------------------------------------------------------
 

@@ -37,7 +37,10 @@ def name_is_path_segment(name: str, prefix: bool) -> list[str]:
 
 
 # Finalizers that need no domain prefix (upstream helper.IsStandardFinalizerName).
-STANDARD_FINALIZERS = frozenset({"kubernetes", "orphan", "foregroundDeletion"})
+# (and the CRD cleanup finalizer: upstream validates CRDs with apimachinery's ObjectMeta rules, which do
+# not ask for a fully qualified name)
+STANDARD_FINALIZERS = frozenset({"kubernetes", "orphan", "foregroundDeletion",
+                                 "customresourcecleanup.apiextensions.k8s.io"})
 
 
 # Kinds whose names are a DNS-1035 label (upstream ValidateServiceName: a Service's name is a DNS label

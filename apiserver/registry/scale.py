@@ -17,19 +17,48 @@ from machinery.selectors import label_selector_to_string
 from machinery.types import Obj
 
 
-def scale_of(obj: Obj) -> Obj:
+def _at(obj: Obj, path: str) -> object:
+    """The value at a simple JSON path (`.spec.replicas`), or None."""
+    node: object = obj
+    for part in path.strip(".").split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _set_at(obj: Obj, path: str, value: object) -> None:
+    parts = path.strip(".").split(".")
+    node = obj
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+
+
+def scale_of(obj: Obj, paths: tuple[str, str, str] | None = None) -> Obj:
+    """The object's Scale; `paths` are a custom resource's (specReplicasPath, statusReplicasPath,
+    labelSelectorPath) from its CRD (upstream customresource/tableconvertor's sibling, scale.go)."""
     meta = obj["metadata"]
-    selector = (obj.get("spec") or {}).get("selector") or {}
-    if obj.get("kind") == "ReplicationController":  # a plain label map
-        selector = {"matchLabels": selector}
+    if paths is None:
+        spec_replicas = (obj.get("spec") or {}).get("replicas", 0)
+        status_replicas = (obj.get("status") or {}).get("replicas", 0)
+        label_selector = (obj.get("spec") or {}).get("selector") or {}
+        if obj.get("kind") == "ReplicationController":  # a plain label map
+            label_selector = {"matchLabels": label_selector}
+        selector = label_selector_to_string(label_selector)
+    else:
+        spec_replicas = _at(obj, paths[0]) or 0
+        status_replicas = _at(obj, paths[1]) or 0
+        found = _at(obj, paths[2]) if paths[2] else ""
+        selector = found if isinstance(found, str) else ""
+    status: Obj = {"replicas": status_replicas}
+    if selector or paths is None:
+        status["selector"] = selector
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
                      if k in meta},
-        "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 0)},
-        "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
-                   "selector": label_selector_to_string(selector)},
+        "spec": {"replicas": spec_replicas},
+        "status": status,
     }
 
 
@@ -64,7 +93,10 @@ async def write_scale(store: Store, namespace: str | None, name: str, opts: Writ
         if pinned and pinned != old["metadata"]["resourceVersion"]:
             raise errors.conflict(store.info, name)
         new = copy.deepcopy(old)
-        new.setdefault("spec", {})["replicas"] = scale["spec"]["replicas"]
+        if store.scale_paths is None:
+            new.setdefault("spec", {})["replicas"] = scale["spec"]["replicas"]
+        else:
+            _set_at(new, store.scale_paths[0], scale["spec"]["replicas"])
         return new
 
-    return scale_of(await store.guaranteed_update(namespace, name, transform, opts, None))
+    return scale_of(await store.guaranteed_update(namespace, name, transform, opts, None), store.scale_paths)

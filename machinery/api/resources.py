@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from machinery.api import (
     admissionregistration_v1,
+    apiextensions_v1,
     apps_v1,
     authentication_v1,
     authentication_v1alpha1,
@@ -158,6 +159,10 @@ RESOURCES: tuple[ResourceInfo, ...] = (
       for version, model in (("v1", authentication_v1.SelfSubjectReview),
                              ("v1beta1", authentication_v1beta1.SelfSubjectReview),
                              ("v1alpha1", authentication_v1alpha1.SelfSubjectReview))),
+    ResourceInfo("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
+                 "customresourcedefinition", False, apiextensions_v1.CustomResourceDefinition,
+                 short_names=("crd", "crds"), categories=("api-extensions",),
+                 subresources={"status": "CustomResourceDefinition"}),
 )
 
 _BY_PLURAL: dict[tuple[str, str], ResourceInfo] = {}
@@ -165,18 +170,38 @@ _BY_KIND: dict[tuple[str, str], ResourceInfo] = {}
 for _info in RESOURCES:  # a resource served in several versions: the first (preferred) one
     _BY_PLURAL.setdefault((_info.group, _info.plural), _info)
     _BY_KIND.setdefault((_info.api_version, _info.kind), _info)
+# custom resources a client discovered at run time (client-go's dynamic RESTMapper): (group, plural) → info
+_DISCOVERED: dict[tuple[str, str], ResourceInfo] = {}
+
+
+def register_discovered(info: ResourceInfo) -> None:
+    """Make a custom resource found by discovery known to the lookups below (the garbage collector's)."""
+    _DISCOVERED[(info.group, info.plural)] = info
+
+
+def forget_discovered(group: str, plural: str) -> None:
+    _DISCOVERED.pop((group, plural), None)
+
+
+def discovered() -> list[ResourceInfo]:
+    return list(_DISCOVERED.values())
 
 
 def resource_for(group: str, plural: str) -> ResourceInfo | None:
-    return _BY_PLURAL.get((group, plural))
+    return _BY_PLURAL.get((group, plural)) or _DISCOVERED.get((group, plural))
 
 
 def resource_for_kind(api_version: str, kind: str) -> ResourceInfo | None:
-    return _BY_KIND.get((api_version, kind))
+    info = _BY_KIND.get((api_version, kind))
+    if info is None:  # a custom resource the client discovered
+        group = api_version.rpartition("/")[0] if "/" in api_version else ""
+        info = next((i for i in _DISCOVERED.values()
+                     if i.group == group and i.kind == kind and i.api_version == api_version), None)
+    return info
 
 
 def resource_for_model(model: type[BaseModel]) -> ResourceInfo:
-    for info in RESOURCES:
+    for info in (*RESOURCES, *_DISCOVERED.values()):
         if info.model is model:
             return info
     raise KeyError(model.__name__)
