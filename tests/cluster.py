@@ -28,6 +28,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def ok(r: httpx.Response) -> dict[str, Any]:
+    """The JSON of a successful response; a failed one fails the test with the request and the answer."""
+    assert r.is_success, f"{r.request.method} {r.request.url}: {r.status_code} {r.text}"
+    return r.json()  # type: ignore[no-any-return]
+
+
 def wait_for(condition: Callable[[], object], timeout: float = 20.0, interval: float = 0.05,
              what: str = "condition") -> object:
     """Poll until condition() is truthy; fail with `what` after timeout seconds."""

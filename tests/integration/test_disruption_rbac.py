@@ -35,12 +35,6 @@ def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
 
 
 @pytest.fixture(scope="module")
-def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
-    with secure.client("admin") as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def controllers(secure: SecureApiServer) -> Iterator[ControllerProcess]:
     workdir = make_workdir("minik8s-disruption-cm-")
     process = ControllerProcess(workdir, secure.secure_url,

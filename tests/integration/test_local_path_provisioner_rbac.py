@@ -11,7 +11,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -19,7 +18,7 @@ import yaml
 
 from local_path_provisioner.manifests import user
 from tests.auth_cluster import SecureApiServer
-from tests.cluster import ALL_ADMISSION, Etcd, free_port, wait_for
+from tests.cluster import ALL_ADMISSION, Etcd, free_port, ok, wait_for
 from tests.controller_process import ControllerProcess
 from tests.local_path_process import ProvisionerProcess, install
 
@@ -31,22 +30,11 @@ ELECTION = ("--leader-elect", "--leader-elect-lease-duration", "4s", "--leader-e
             "--leader-elect-retry-period", "1s")
 
 
-def ok(r: httpx.Response) -> dict[str, Any]:
-    assert r.is_success, f"{r.request.method} {r.request.url}: {r.status_code} {r.text}"
-    return r.json()  # type: ignore[no-any-return]
-
-
 @pytest.fixture(scope="module")
 def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
     server = SecureApiServer(workdir, own_etcd, *ALL_ADMISSION).start()
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
-    with secure.client("admin") as client:
-        yield client
 
 
 @pytest.fixture(scope="module")

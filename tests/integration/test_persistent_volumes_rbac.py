@@ -9,13 +9,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from tests.auth_cluster import SecureApiServer
-from tests.cluster import ALL_ADMISSION, Etcd, wait_for
+from tests.cluster import ALL_ADMISSION, Etcd, ok, wait_for
 from tests.controller_process import ControllerProcess
 
 MERGE = {"content-type": "application/merge-patch+json"}
@@ -41,11 +40,6 @@ def cm(workdir: Path, secure: SecureApiServer) -> Iterator[ControllerProcess]:
         yield process
     finally:
         process.stop()
-
-
-def ok(r: httpx.Response) -> dict[str, Any]:
-    assert r.is_success, f"{r.request.method} {r.request.url}: {r.status_code} {r.text}"
-    return r.json()  # type: ignore[no-any-return]
 
 
 def test_binding_protection_and_node_access(secure: SecureApiServer, admin: httpx.Client,

@@ -9,13 +9,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from tests.auth_cluster import SecureApiServer, wait_until_allowed
-from tests.cluster import ALL_ADMISSION, Etcd, wait_for
+from tests.cluster import ALL_ADMISSION, Etcd, ok, wait_for
 from tests.controller_process import ControllerProcess
 
 QUOTA_SA = "system:serviceaccount:kube-system:resourcequota-controller"
@@ -31,12 +30,6 @@ def secure(workdir: Path, own_etcd: Etcd) -> Iterator[SecureApiServer]:
 
 
 @pytest.fixture(scope="module")
-def admin(secure: SecureApiServer) -> Iterator[httpx.Client]:
-    with secure.client("admin") as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def cm(workdir: Path, secure: SecureApiServer) -> Iterator[ControllerProcess]:
     process = ControllerProcess(workdir, secure.secure_url, ["resourcequota", "replicationcontroller"],
                                 "--kubeconfig", str(secure.kubeconfig("controller-manager")))
@@ -45,11 +38,6 @@ def cm(workdir: Path, secure: SecureApiServer) -> Iterator[ControllerProcess]:
         yield process
     finally:
         process.stop()
-
-
-def ok(r: httpx.Response) -> dict[str, Any]:
-    assert r.is_success, f"{r.request.method} {r.request.url}: {r.status_code} {r.text}"
-    return r.json()  # type: ignore[no-any-return]
 
 
 def test_controllers_as_their_service_accounts(secure: SecureApiServer, admin: httpx.Client,

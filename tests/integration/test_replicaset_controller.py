@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from controllers.manager import user_agent
-from tests.cluster import ApiServer, wait_for
+from tests.cluster import ApiServer, ok, wait_for
 from tests.controller_process import ControllerProcess
 from tests.manifests import pod
 
@@ -44,11 +44,6 @@ def cm(workdir: Any, apiserver: ApiServer) -> Iterator[ControllerProcess]:
 
 def now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def ok(r: httpx.Response) -> dict[str, Any]:
-    assert r.is_success, f"{r.request.method} {r.request.url}: {r.status_code} {r.text}"
-    return r.json()
 
 
 def merge_patch(api: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests.auth_cluster import SecureApiServer, SecureKubectl
-from tests.cluster import Etcd, wait_for
+from tests.cluster import Etcd, ok, wait_for
 from tests.controller_process import ControllerProcess
 from tests.kubectl import find_kubectl
 
@@ -78,11 +78,6 @@ def ns(admin: httpx.Client, cm: ControllerProcess) -> Iterator[str]:
 
 MERGE = {"content-type": "application/merge-patch+json"}
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
-
-
-def ok(r: httpx.Response) -> dict[str, Any]:
-    assert r.is_success, f"{r.request.method} {r.request.url}: {r.status_code} {r.text}"
-    return r.json()  # type: ignore[no-any-return]
 
 
 def make_service(admin: httpx.Client, ns: str, name: str = "web", *, selector: dict[str, str] | None = None,
