@@ -14,7 +14,6 @@ from tests.auth_cluster import SecureApiServer
 from tests.cluster import wait_for
 from tests.integration.test_admission import (  # noqa: F401 (fixtures)
     DENY,
-    admin,
     ca_bundle,
     configuration,
     hook,
