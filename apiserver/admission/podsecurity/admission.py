@@ -59,8 +59,11 @@ _SECCOMP_POD_ANNOTATION = "seccomp.security.alpha.kubernetes.io/pod"
 _SECCOMP_CONTAINER_PREFIX = "container.seccomp.security.alpha.kubernetes.io/"
 
 
-# distinct (level, spec, annotations) verdicts kept; past it the cache starts again
-VERDICT_CACHE_SIZE = 4096
+# distinct (level, spec, annotations) verdicts kept, and the bytes of their keys; past either the cache starts
+# again (so specs written to fill it cost at most this much memory); a larger spec is evaluated each time
+VERDICT_CACHE_SIZE = 1024
+VERDICT_CACHE_BYTES = 4 << 20
+VERDICT_KEY_MAX_BYTES = 16 << 10
 _ALLOWED = Aggregate(())
 
 
@@ -77,7 +80,7 @@ def verdict_key(meta: Obj, spec: Obj) -> tuple[bytes, bytes] | None:
         annotations_json = orjson.dumps(annotations) if annotations else b""
     except (orjson.JSONEncodeError, TypeError):
         return None
-    if len(spec_json) > 65536:
+    if len(spec_json) + len(annotations_json) > VERDICT_KEY_MAX_BYTES:
         return None
     return spec_json, annotations_json
 
@@ -125,6 +128,7 @@ class PodSecurity:
         # the verdicts on the pod specs seen lately, by level and version: the replicas of one template
         # are evaluated once (see verdict())
         self._verdicts: dict[tuple[LevelVersion, bytes, bytes], Aggregate] = {}
+        self._verdict_bytes = 0
 
     def policy(self, labels: dict[str, str] | None) -> tuple[Policy, PolicyError | None]:
         if not labels:
@@ -160,9 +164,12 @@ class PodSecurity:
         found = self._verdicts.get(cache_key)
         if found is None:
             found = evaluate_pod(lv, meta, spec)
-            if len(self._verdicts) >= VERDICT_CACHE_SIZE:
+            size = len(key[0]) + len(key[1])
+            if len(self._verdicts) >= VERDICT_CACHE_SIZE or self._verdict_bytes + size > VERDICT_CACHE_BYTES:
                 self._verdicts.clear()
+                self._verdict_bytes = 0
             self._verdicts[cache_key] = found
+            self._verdict_bytes += size
         return found
 
     # -- exemptions --------------------------------------------------------------------------------

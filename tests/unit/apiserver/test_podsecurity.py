@@ -397,6 +397,12 @@ def test_the_replicas_of_one_template_share_a_verdict_and_what_differs_is_evalua
     recorder, error = create("aa", spec(c("main")),
                              {"container.apparmor.security.beta.kubernetes.io/main": "unconfined"})
     assert error is not None and "AppArmor" in str(error)
+    # a spec larger than a key may be is evaluated each time (nothing of it is kept)
+    big = spec({"name": "main", "image": "x", "env": [{"name": "BLOB", "value": "x" * (16 << 10)}]})
+    evaluated.clear()
+    create("big-0", big)
+    create("big-1", big)
+    assert evaluated == [BASELINE, RESTRICTED] * 2
     # a full cache starts again: the first spec is evaluated anew
     monkeypatch.setattr(admission, "VERDICT_CACHE_SIZE", 1)
     create("other", spec(c("main", privileged=False)))
