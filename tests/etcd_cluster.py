@@ -17,10 +17,19 @@ import httpx
 from apiserver.storage.etcd import KV, EtcdStorage
 from tests.cluster import EtcdTLSFiles, Process, free_port, wait_for
 
+# etcd's raft timing for members on one host, as compose --ha runs them (docker-compose.ha.yml). etcd's tuning
+# guide (etcd.io/docs/v3.5/tuning) sets the heartbeat around the round trip between members and the election
+# timeout at ten round trips or more, slow disks included; its defaults, 100/1,000 ms, suit machines on a local
+# network. On loopback or a bridge the round trip is tens of microseconds: 50/500 ms keep ten heartbeats per
+# election timeout and leave a late heartbeat 450 ms of slack (no election was seen in a minute of writes at a
+# load average of 10). A dead leader is then replaced in 0.5-1 s instead of 1-2 s (bench/etcd_failover_bench.py).
+HEARTBEAT_MS = 50
+ELECTION_TIMEOUT_MS = 500
+
 
 class EtcdMember:
     def __init__(self, workdir: Path, name: str, token: str, tls: EtcdTLSFiles | None = None,
-                 election_timeout_ms: int = 1000) -> None:
+                 election_timeout_ms: int = ELECTION_TIMEOUT_MS) -> None:
         self.name = name
         self.election_timeout_ms = election_timeout_ms
         self.tls = tls
@@ -102,7 +111,8 @@ class EtcdMember:
 
 
 class EtcdCluster:
-    def __init__(self, workdir: Path, size: int = 3, *, tls: bool = False, election_timeout_ms: int = 1000) -> None:
+    def __init__(self, workdir: Path, size: int = 3, *, tls: bool = False,
+                 election_timeout_ms: int = ELECTION_TIMEOUT_MS) -> None:
         """`tls`: client and peer TLS, client certificates required on both (etcd's CA under workdir);
         `election_timeout_ms`: etcd's --election-timeout (the heartbeat a tenth of it)."""
         token = f"minik8s-test-{free_port()}"

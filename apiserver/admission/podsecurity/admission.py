@@ -26,6 +26,7 @@ from apiserver.admission.interfaces import AdmissionAttributes
 from apiserver.admission.podsecurity.api import (
     LABELS,
     LEVEL_PRIVILEGED,
+    LevelVersion,
     Policy,
     PolicyError,
     compare_levels,
@@ -58,8 +59,30 @@ _SECCOMP_POD_ANNOTATION = "seccomp.security.alpha.kubernetes.io/pod"
 _SECCOMP_CONTAINER_PREFIX = "container.seccomp.security.alpha.kubernetes.io/"
 
 
+# distinct (level, spec, annotations) verdicts kept, and the bytes of their keys; past either the cache starts
+# again (so specs written to fill it cost at most this much memory); a larger spec is evaluated each time
+VERDICT_CACHE_SIZE = 1024
+VERDICT_CACHE_BYTES = 4 << 20
+VERDICT_KEY_MAX_BYTES = 16 << 10
+_ALLOWED = Aggregate(())
+
+
 def _d(v: Any) -> Obj:
     return v if isinstance(v, dict) else {}
+
+
+def verdict_key(meta: Obj, spec: Obj) -> tuple[bytes, bytes] | None:
+    """What a verdict depends on, as bytes: the spec and the annotations, as JSON in their own order (the
+    pods of one template keep it); None for what does not encode (not JSON, or too large to be worth it)."""
+    try:
+        spec_json = orjson.dumps(spec)
+        annotations = meta.get("annotations")
+        annotations_json = orjson.dumps(annotations) if annotations else b""
+    except (orjson.JSONEncodeError, TypeError):
+        return None
+    if len(spec_json) + len(annotations_json) > VERDICT_KEY_MAX_BYTES:
+        return None
+    return spec_json, annotations_json
 
 
 def _username(user: Any) -> str:
@@ -102,6 +125,10 @@ class PodSecurity:
         self.pods_in_namespace = pods_in_namespace
         # every pod write asks for its namespace's policy: the few distinct label values are parsed once
         self._policies: dict[tuple[str | None, ...], tuple[Policy, PolicyError | None]] = {}
+        # the verdicts on the pod specs seen lately, by level and version: the replicas of one template
+        # are evaluated once (see verdict())
+        self._verdicts: dict[tuple[LevelVersion, bytes, bytes], Aggregate] = {}
+        self._verdict_bytes = 0
 
     def policy(self, labels: dict[str, str] | None) -> tuple[Policy, PolicyError | None]:
         if not labels:
@@ -124,6 +151,26 @@ class PodSecurity:
             await self._validate_pod(a)
         elif (info.group, info.plural) in TEMPLATE_PATHS and not a.subresource:
             await self._validate_pod_controller(a, TEMPLATE_PATHS[(info.group, info.plural)])
+
+    def verdict(self, lv: LevelVersion, meta: Obj, spec: Obj, key: tuple[bytes, bytes] | None) -> Aggregate:
+        """evaluate_pod, remembered: the checks are pure functions of the spec and the annotations (the
+        AppArmor ones), so the pods of one template (a ReplicaSet's, a Job's) share one verdict. `key` is
+        their JSON (verdict_key); None: not cached. Privileged has no checks."""
+        if lv.level == LEVEL_PRIVILEGED:
+            return _ALLOWED
+        if key is None:
+            return evaluate_pod(lv, meta, spec)
+        cache_key = (lv, *key)
+        found = self._verdicts.get(cache_key)
+        if found is None:
+            found = evaluate_pod(lv, meta, spec)
+            size = len(key[0]) + len(key[1])
+            if len(self._verdicts) >= VERDICT_CACHE_SIZE or self._verdict_bytes + size > VERDICT_CACHE_BYTES:
+                self._verdicts.clear()
+                self._verdict_bytes = 0
+            self._verdicts[cache_key] = found
+            self._verdict_bytes += size
+        return found
 
     # -- exemptions --------------------------------------------------------------------------------
 
@@ -247,10 +294,11 @@ class PodSecurity:
         if error is not None:
             add_audit_annotation(AUDIT_PREFIX + "error", f"Failed to parse policy: {error}")
         results: dict[Any, Aggregate] = {}
+        key = verdict_key(meta, spec)
 
         def result(lv: Any) -> Aggregate:
             if lv not in results:
-                results[lv] = evaluate_pod(lv, meta, spec)
+                results[lv] = self.verdict(lv, meta, spec, key)
             return results[lv]
 
         refusal: errors.ApiError | None = None

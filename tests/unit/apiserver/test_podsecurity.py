@@ -361,3 +361,51 @@ def test_tightening_checks_at_most_the_first_pods(monkeypatch: pytest.MonkeyPatc
         "new PodSecurity enforce level only checked against the first 2 of 3 existing pods",
         'existing pods in namespace "ns" violate the new PodSecurity enforce level "baseline:latest"',
         "p0 (and 1 other pod): host namespaces"]
+
+
+def test_the_replicas_of_one_template_share_a_verdict_and_what_differs_is_evaluated(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from apiserver.admission.interfaces import AdmissionAttributes
+    from apiserver.admission.podsecurity import admission
+
+    evaluated: list[Any] = []
+    real = admission.evaluate_pod
+
+    def counting(lv: Any, meta: Any, pod_spec: Any) -> Any:
+        evaluated.append(lv)
+        return real(lv, meta, pod_spec)
+
+    monkeypatch.setattr(admission, "evaluate_pod", counting)
+    plugin = _plugin({"pod-security.kubernetes.io/enforce": "baseline",
+                      "pod-security.kubernetes.io/warn": "restricted"}, [])
+
+    def create(name: str, pod_spec: dict[str, Any], annotations: dict[str, str] | None = None) -> Any:
+        meta: dict[str, Any] = {"name": name, **({"annotations": annotations} if annotations else {})}
+        obj = {"metadata": meta, "spec": pod_spec}
+        return _run_plugin(plugin, AdmissionAttributes("CREATE", _Store("pods"), "ns", name, None, obj, None, "jane",
+                                                       False))
+
+    for i in range(3):  # three replicas: baseline and restricted evaluated once each
+        recorder, error = create(f"web-{i}", spec(c("main")))
+        assert error is None
+        assert recorder.warnings and recorder.warnings[0].startswith('would violate PodSecurity "restricted:latest"')
+    assert evaluated == [BASELINE, RESTRICTED]
+    # another spec is evaluated, and refused on its own merits
+    recorder, error = create("host", spec(c("main"), hostPID=True))
+    assert error is not None and "host namespaces" in str(error)
+    # the same spec with an AppArmor annotation that baseline forbids is not the cached verdict
+    recorder, error = create("aa", spec(c("main")),
+                             {"container.apparmor.security.beta.kubernetes.io/main": "unconfined"})
+    assert error is not None and "AppArmor" in str(error)
+    # a spec larger than a key may be is evaluated each time (nothing of it is kept)
+    big = spec({"name": "main", "image": "x", "env": [{"name": "BLOB", "value": "x" * (16 << 10)}]})
+    evaluated.clear()
+    create("big-0", big)
+    create("big-1", big)
+    assert evaluated == [BASELINE, RESTRICTED] * 2
+    # a full cache starts again: the first spec is evaluated anew
+    monkeypatch.setattr(admission, "VERDICT_CACHE_SIZE", 1)
+    create("other", spec(c("main", privileged=False)))
+    evaluated.clear()
+    create("web-3", spec(c("main")))
+    assert BASELINE in evaluated
