@@ -116,7 +116,8 @@ def cluster_roles() -> dict[str, list[Obj]]:
         ],
         # the scheduler's VolumeBinding (bound to system:kube-scheduler)
         "system:volume-scheduler": [
-            rule([*READ, "update"], [""], ["persistentvolumes", "persistentvolumeclaims"]),
+            # patch: the selected-node annotation on a WaitForFirstConsumer claim (upstream's rule has it too)
+            rule([*READ, "patch", "update"], [""], ["persistentvolumes", "persistentvolumeclaims"]),
             rule(READ, ["storage.k8s.io"], ["storageclasses"]),
         ],
         # kube-proxy (user system:kube-proxy)

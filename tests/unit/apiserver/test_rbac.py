@@ -192,6 +192,9 @@ MATRIX: list[tuple[UserInfo, Attributes, bool]] = [
     (SCHEDULER, res(SCHEDULER, "list", "pods"), True),
     (SCHEDULER, res(SCHEDULER, "watch", "nodes"), True),
     (SCHEDULER, res(SCHEDULER, "create", "pods", "default", "p", subresource="binding"), True),
+    # VolumeBinding writes the selected-node annotation on a WaitForFirstConsumer claim (system:volume-scheduler)
+    (SCHEDULER, res(SCHEDULER, "patch", "persistentvolumeclaims", "default", "c"), True),
+    (SCHEDULER, res(SCHEDULER, "delete", "persistentvolumeclaims", "default", "c"), False),
     (SCHEDULER, res(SCHEDULER, "patch", "pods", "default", "p", subresource="status"), True),
     (SCHEDULER, res(SCHEDULER, "create", "events", "default"), True),
     (SCHEDULER, res(SCHEDULER, "delete", "deployments", "default", "nginx", group="apps"), False),
