@@ -104,11 +104,14 @@ def test_controllers_work_under_their_bootstrap_roles(secure: SecureApiServer, a
     assert admin.delete(f"/api/v1/nodes/gone-{ns}").status_code == 200
     wait_for(lambda: admin.get(f"/api/v1/namespaces/{ns}/pods/orphan").status_code == 404, 30, 0.2,
              what="the orphaned pod deleted by the pod garbage collector")
-    assert ("update", "poddisruptionbudgets") in {(e["verb"], e["objectRef"]["resource"])
-                                                  for e in writes_by(secure, "disruption-controller", ns)}
-    gc = {(e["verb"], e["objectRef"]["resource"], e["objectRef"].get("subresource", ""))
-          for e in writes_by(secure, "pod-garbage-collector", ns)}
-    assert {("patch", "pods", "status"), ("delete", "pods", "")} <= gc
+    # the audit backend writes in batches after the response: wait for the entries, do not read at once
+    wait_for(lambda: ("update", "poddisruptionbudgets") in {
+        (e["verb"], e["objectRef"]["resource"]) for e in writes_by(secure, "disruption-controller", ns)},
+        10, 0.1, what="the disruption controller's status write in the audit log")
+    wait_for(lambda: {("patch", "pods", "status"), ("delete", "pods", "")} <= {
+        (e["verb"], e["objectRef"]["resource"], e["objectRef"].get("subresource", ""))
+        for e in writes_by(secure, "pod-garbage-collector", ns)},
+        10, 0.1, what="the pod garbage collector's condition patch and delete in the audit log")
     refused = [e for account in ("disruption-controller", "pod-garbage-collector")
                for e in writes_by(secure, account, ns) if e["responseStatus"]["code"] in (401, 403)]
     assert refused == []

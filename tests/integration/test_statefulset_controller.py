@@ -52,15 +52,22 @@ def test_the_controller_writes_as_its_service_account_under_rbac(workdir: Path) 
                 return (sts.get("status", {}).get("replicas") == 2 and len(pods) == 2 and len(owned) == 2
                         and len(revisions) == 1)
             wait_for(written, 60, 0.2, what=f"the set's pods, claims, revision and status\n{controllers.log_tail()}")
-        writers = {(e["objectRef"]["resource"], e["objectRef"].get("subresource"), e["verb"]): e["user"]["username"]
-                   for e in filter_events(secure.audit_events(), namespace="default")
-                   if (e["verb"] in ("create", "update") and e["objectRef"]["resource"] != "statefulsets")
-                   or e["objectRef"].get("subresource") == "status"}
         account = "system:serviceaccount:kube-system:statefulset-controller"
-        for key in (("pods", None, "create"), ("controllerrevisions", None, "create"),
-                    ("persistentvolumeclaims", None, "create"), ("persistentvolumeclaims", None, "update"),
-                    ("statefulsets", "status", "update"), ("events", None, "create")):
-            assert writers.get(key) == account, (key, writers)
+        keys = (("pods", None, "create"), ("controllerrevisions", None, "create"),
+                ("persistentvolumeclaims", None, "create"), ("persistentvolumeclaims", None, "update"),
+                ("statefulsets", "status", "update"), ("events", None, "create"))
+
+        def writers() -> dict[tuple[str, str | None, str], str]:
+            return {(e["objectRef"]["resource"], e["objectRef"].get("subresource"), e["verb"]): e["user"]["username"]
+                    for e in filter_events(secure.audit_events(), namespace="default")
+                    if (e["verb"] in ("create", "update") and e["objectRef"]["resource"] != "statefulsets")
+                    or e["objectRef"].get("subresource") == "status"}
+
+        # the audit backend writes in batches after the response: wait for the entries, do not read at once
+        wait_for(lambda: all(key in writers() for key in keys), 10, 0.1, what="the controller's writes audited")
+        found = writers()
+        for key in keys:
+            assert found.get(key) == account, (key, found)
         denied = [e for e in secure.audit_events() if e["user"]["username"] == account
                   and (e.get("responseStatus") or {}).get("code") == 403]
         assert denied == [], denied
