@@ -11,6 +11,7 @@ and pod garbage collector write as their own service accounts, bound to their bo
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,9 +42,12 @@ def controllers(secure: SecureApiServer) -> Iterator[ControllerProcess]:
                                 ["disruption", "podgc", "deployment", "replicaset", "serviceaccount"],
                                 "--kubeconfig", str(secure.kubeconfig("controller-manager")),
                                 "--podgc-period=1s", "--podgc-quarantine=1s")
-    process.start()
-    yield process
-    process.stop()
+    try:
+        process.start()
+        yield process
+    finally:
+        process.stop()
+        shutil.rmtree(workdir, ignore_errors=True)  # the manager's log and kubeconfig: nothing left in /tmp
 
 
 @pytest.fixture
