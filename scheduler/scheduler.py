@@ -26,6 +26,7 @@ import random
 from typing import Any
 
 from machinery.api.core_v1 import Node, PersistentVolume, PersistentVolumeClaim, Pod
+from machinery.api.policy_v1 import PodDisruptionBudget
 from machinery.api.storage_v1 import StorageClass
 from machinery.client import KUBE_VERSION, ApiClient, ApiError, ClientError
 from machinery.events import EventRecorder
@@ -100,6 +101,8 @@ class Scheduler:
         self.claim_informer: Informer[PersistentVolumeClaim] = self.factory.informer_for(PersistentVolumeClaim)
         self.class_informer: Informer[StorageClass] = self.factory.informer_for(StorageClass)
         self.volume_informer: Informer[PersistentVolume] = self.factory.informer_for(PersistentVolume)
+        # preemption spares pods a budget protects where it can (upstream's PDB lister)
+        self.pdb_informer: Informer[PodDisruptionBudget] = self.factory.informer_for(PodDisruptionBudget)
         # a claim created or bound may make a pod waiting for it schedulable
         self.claim_informer.add_event_handler(self._on_claim_change, lambda _old, new: self._on_claim_change(new),
                                               None)
@@ -281,7 +284,8 @@ class Scheduler:
             self.unschedulable += 1
             qpi.unschedulable_plugins = {s.plugin for s in e.node_to_status.values() if s.plugin}
             if e.num_all_nodes:  # PostFilter: DefaultPreemption
-                verdict = default_preemption.post_filter(self.framework, info, snapshot, e)
+                verdict = default_preemption.post_filter(self.framework, info, snapshot, e,
+                                                         self.pdb_informer.list())
                 e.post_filter_msg = verdict.message
                 if verdict.candidate is not None:
                     self.preemptions += 1

@@ -89,6 +89,7 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule(["create"], [""], ["pods/binding", "bindings"]),
             rule(["patch", "update"], [""], ["pods/status"]),
             rule(READ, [""], ["nodes", "namespaces"]),
+            rule(READ, ["policy"], ["poddisruptionbudgets"]),  # preemption spares protected pods
             EVENTS,
             rule(["create", "get", "list", "update", "watch"], ["coordination.k8s.io"], ["leases"]),
         ],

@@ -6,8 +6,9 @@ and choose one node (pickOneNodeForPreemption). The scheduler then marks the vic
 DisruptionTarget condition, deletes them gracefully and sets the preemptor's status.nominatedNodeName; the
 preemptor is bound there once they are gone.
 
-Pure functions over the scheduler's snapshot; PodDisruptionBudgets are not considered (minik8s has none
-yet: upstream prefers victims whose eviction violates no budget, as a best effort).
+PodDisruptionBudgets are respected as a best effort, as upstream's: victims whose eviction would break a budget
+are given back first (filterPodsWithPDBViolation), and the node with the fewest such victims wins. Pure functions
+over the scheduler's snapshot and the budgets it lists.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from machinery.api.policy_v1 import PodDisruptionBudget
+from machinery.selectors import selector_from_label_selector
 from scheduler.framework import Code, FitError, Framework, NodeInfo, PodInfo, Snapshot, Status
 
 NAME = "DefaultPreemption"
@@ -33,6 +36,7 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 class Candidate:
     node: str
     victims: list[PodInfo] = field(default_factory=list)
+    num_pdb_violations: int = 0
 
 
 @dataclass
@@ -88,30 +92,73 @@ def _without(node: NodeInfo, removed: Sequence[PodInfo]) -> NodeInfo:
     return copy
 
 
-def select_victims_on_node(framework: Framework, pod: PodInfo, node: NodeInfo) -> tuple[list[PodInfo], Status]:
-    """SelectVictimsOnNode: the least important set of lower-priority pods whose removal lets pod fit."""
+def split_by_pdb_violation(pods: Sequence[PodInfo], pdbs: Sequence[PodDisruptionBudget]
+                           ) -> tuple[list[PodInfo], list[PodInfo]]:
+    """filterPodsWithPDBViolation: the pods whose eviction, in this order, would take a matching budget's
+    disruptionsAllowed below zero, and the others. A budget with an empty or invalid selector matches nothing;
+    a pod already in a budget's disruptedPods was counted by the apiserver and is not charged again."""
+    allowed = [(pdb.status.disruptions_allowed if pdb.status is not None else 0) for pdb in pdbs]
+    selectors = []
+    for pdb in pdbs:
+        sel = pdb.spec.selector if pdb.spec is not None else None
+        try:
+            selectors.append(selector_from_label_selector(sel.to_dict()) if sel is not None else None)
+        except ValueError:
+            selectors.append(None)
+    violating: list[PodInfo] = []
+    others: list[PodInfo] = []
+    for info in pods:
+        labels = info.pod.metadata.labels or {}
+        violated = False
+        for i, pdb in enumerate(pdbs):
+            selector = selectors[i]
+            if (not labels or pdb.metadata.namespace != info.namespace or selector is None or selector.empty
+                    or not selector.matches(labels)):
+                continue
+            if info.name in ((pdb.status.disrupted_pods if pdb.status is not None else None) or {}):
+                continue
+            allowed[i] -= 1
+            if allowed[i] < 0:
+                violated = True
+        (violating if violated else others).append(info)
+    return violating, others
+
+
+def select_victims_on_node(framework: Framework, pod: PodInfo, node: NodeInfo,
+                           pdbs: Sequence[PodDisruptionBudget] = ()) -> tuple[list[PodInfo], int, Status]:
+    """SelectVictimsOnNode: the least important set of lower-priority pods whose removal lets pod fit, and how
+    many of them break a PodDisruptionBudget."""
     lower = [p for p in node.pods.values() if p.priority < pod.priority]
     if not lower or node.node is None:
-        return [], Status.unschedulable(NO_VICTIMS)
+        return [], 0, Status.unschedulable(NO_VICTIMS)
     trial = _without(node, lower)
     status = framework.run_filter_plugins(pod, trial)
     if not status.is_success:
-        return [], status
+        return [], 0, status
     victims: list[PodInfo] = []
-    # most important first: each is kept if the pod still fits beside it
-    ordered = sorted(lower, key=lambda p: (-p.priority, start_time(p)))
-    for candidate in ordered:
+
+    def reprieve(candidate: PodInfo) -> bool:
+        """Give candidate back if the pod still fits beside it; else it is a victim."""
         trial.add_pod(candidate)
-        if not framework.run_filter_plugins(pod, trial).is_success:
-            trial.remove_pod(candidate)
-            victims.append(candidate)
-    return victims, Status()
+        if framework.run_filter_plugins(pod, trial).is_success:
+            return True
+        trial.remove_pod(candidate)
+        victims.append(candidate)
+        return False
+
+    # most important first, and the pods a budget protects before the others
+    ordered = sorted(lower, key=lambda p: (-p.priority, start_time(p)))
+    violating, others = split_by_pdb_violation(ordered, pdbs)
+    num_violations = sum(1 for candidate in violating if not reprieve(candidate))
+    for candidate in others:
+        reprieve(candidate)
+    return victims, num_violations, Status()
 
 
 def pick_one_node(candidates: Sequence[Candidate]) -> Candidate:
-    """pickOneNodeForPreemption: the lowest highest-victim priority, then the lowest sum of victim
-    priorities, then the fewest victims, then the latest start of the highest-priority victims, then
-    the first."""
+    """pickOneNodeForPreemption: the fewest budget violations, then the lowest highest-victim priority, then
+    the lowest sum of victim priorities, then the fewest victims, then the latest start of the highest-priority
+    victims, then the first."""
     def highest(c: Candidate) -> int:
         return max((v.priority for v in c.victims), default=-(1 << 31))
 
@@ -125,7 +172,10 @@ def pick_one_node(candidates: Sequence[Candidate]) -> Candidate:
         return min(times, default=_EPOCH)
 
     best = list(candidates)
-    for key in (highest, total, lambda c: len(c.victims)):
+    def violations(c: Candidate) -> int:
+        return c.num_pdb_violations
+
+    for key in (violations, highest, total, lambda c: len(c.victims)):
         low = min(key(c) for c in best)  # type: ignore[operator]
         best = [c for c in best if key(c) == low]  # type: ignore[operator]
         if len(best) == 1:
@@ -134,7 +184,8 @@ def pick_one_node(candidates: Sequence[Candidate]) -> Candidate:
     return next(c for c in best if latest_start(c) == late)
 
 
-def post_filter(framework: Framework, pod: PodInfo, snapshot: Snapshot, error: FitError) -> Result:
+def post_filter(framework: Framework, pod: PodInfo, snapshot: Snapshot, error: FitError,
+                pdbs: Sequence[PodDisruptionBudget] = ()) -> Result:
     """The PostFilter: a candidate, or upstream's message for why preemption cannot help."""
     ok, why = eligible(pod, snapshot)
     if not ok:
@@ -146,9 +197,9 @@ def post_filter(framework: Framework, pod: PodInfo, snapshot: Snapshot, error: F
         if status is not None and status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
             reasons[NOT_HELPFUL] += 1
             continue
-        victims, verdict = select_victims_on_node(framework, pod, node)
+        victims, num_violations, verdict = select_victims_on_node(framework, pod, node, pdbs)
         if verdict.is_success and victims:
-            candidates.append(Candidate(node.name, victims))
+            candidates.append(Candidate(node.name, victims, num_violations))
         elif verdict.is_success:  # fits without removing anyone (the cache moved meanwhile)
             reasons[NO_VICTIMS] += 1
         else:

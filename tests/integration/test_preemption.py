@@ -1,10 +1,12 @@
 """Preemption end to end: the scheduler as a real process, a real kubelet running the pods in Docker. A node
 full with a low-priority pod gets a high-priority one: the scheduler nominates the node, marks the victim
 with the DisruptionTarget condition and deletes it gracefully (the kubelet stops its container), and binds
-the preemptor there once the victim is gone; the pod then runs. A pod with preemptionPolicy Never waits."""
+the preemptor there once the victim is gone; the pod then runs. A pod with preemptionPolicy Never waits. Of two
+victims either of which would do, the one a PodDisruptionBudget protects is spared (upstream's best effort)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,3 +115,53 @@ def test_high_priority_pod_preempts_on_a_full_node(api: httpx.Client, namespace:
     wait_for(victim_state, 60, what="the victim gone")
     wait_for(lambda: running(api, namespace, "important"), 90, what="the preemptor running on the node")
     assert get(api, namespace, "important")["spec"]["nodeName"] == kubelet_node  # type: ignore[index]
+    # the node is this module's: leave it empty for the next test
+    assert api.delete(f"{pods}/important", params={"gracePeriodSeconds": 0}).status_code == 200
+    wait_for(lambda: get(api, namespace, "important") is None, 60, what="important gone")
+
+
+def test_preemption_spares_the_pod_a_disruption_budget_protects(api: httpx.Client, namespace: str,
+                                                                 kubelet_node: str, scheduler: SchedulerProcess,
+                                                                 classes: tuple[str, str, str]) -> None:
+    low, high, _ = classes
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    node = api.get(f"/api/v1/nodes/{kubelet_node}").json()
+    cpu = node["status"]["allocatable"]["cpu"]
+    cpu_millis = int(float(cpu.rstrip("m")) * (1 if cpu.endswith("m") else 1000))
+    share = f"{cpu_millis * 2 // 5}m"  # two fit side by side, a third does not: one of them must go
+
+    def start_of(name: str) -> dt.datetime | None:
+        started = ((get(api, namespace, name) or {}).get("status") or {}).get("startTime")
+        return dt.datetime.fromisoformat(started.replace("Z", "+00:00")) if started and running(api, namespace, name) \
+            else None
+
+    # the budget first: the scheduler's PDB informer has it long before the preemptor comes (two pods start
+    # in between)
+    budgets = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "guard"},
+              "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}}}
+    created = api.post(budgets, json=budget)
+    assert created.status_code == 201, created.text
+    # no disruption controller in this module: write the status it would (nothing may be disrupted)
+    status = {**created.json(), "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1,
+                                           "expectedPods": 1, "observedGeneration": 1}}
+    assert api.put(f"{budgets}/guard/status", json=status).status_code == 200
+    # "free" starts first, so it is the more important of two equal-priority pods: without a budget the later
+    # "guarded" would be the victim (the more important pod is given back first)
+    assert api.post(pods, json=sleeper("free", kubelet_node, share, low)).status_code == 201
+    free_started = wait_for(lambda: start_of("free"), 90, what="free running")
+    wait_for(lambda: dt.datetime.now(dt.UTC) > free_started + dt.timedelta(seconds=1), 5,  # type: ignore[operator]
+             what="a later start second for guarded")
+    assert api.post(pods, json=sleeper("guarded", kubelet_node, share, low)).status_code == 201
+    guarded_started = wait_for(lambda: start_of("guarded"), 90, what="guarded running")
+    assert guarded_started > free_started  # type: ignore[operator]
+
+    assert api.post(pods, json=sleeper("urgent", kubelet_node, share, high)).status_code == 201
+    preempted = wait_for(lambda: events(api, namespace, "free", "Preempted") or
+                         events(api, namespace, "guarded", "Preempted"), 60, what="a Preempted event")
+    assert preempted[0]["involvedObject"]["name"] == "free"  # type: ignore[index]
+    wait_for(lambda: running(api, namespace, "urgent"), 90, what="the preemptor running")
+    assert running(api, namespace, "guarded")
+    for name in ("urgent", "guarded", "free"):
+        api.delete(f"{pods}/{name}", params={"gracePeriodSeconds": 0})
+    assert api.delete(f"{budgets}/guard").status_code == 200
