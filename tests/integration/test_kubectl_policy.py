@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,3 +168,11 @@ def test_mkubectl_describes_as_kubectl_133(apiserver: ApiServer, api: httpx.Clie
         expected = real.run(*args).ok().stdout
         assert mk.run(*args).ok().stdout == expected, args
     assert "Resource Quotas" in real.run("describe", "namespace", namespace).stdout
+
+
+def test_cluster_info_finds_the_control_plane(kubectl: Kubectl, apiserver: ApiServer) -> None:  # noqa: F811
+    """`kubectl cluster-info` reads the `kubernetes` Service in default (the apiserver keeps it) and the
+    cluster-service Services of kube-system; it failed before the Service existed."""
+    out = re.sub(r"\x1b\[[0-9;]*m", "", kubectl.run("cluster-info").ok().stdout)  # kubectl colours it always
+    assert f"Kubernetes control plane is running at {apiserver.url}" in out
+    assert "To further debug and diagnose cluster problems, use 'kubectl cluster-info dump'." in out
