@@ -55,6 +55,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--disable-etcd-retry", action="store_true",
                    help="one attempt per etcd request, on one member (no failover retries): the baseline of "
                         "bench/etcd_failover_bench.py, not for clusters")
+    p.add_argument("--disable-request-metrics", action="store_true",
+                   help="count and time no request for /metrics: the baseline of bench/metrics_bench.py, not for "
+                        "clusters")
     p.add_argument("--bind-address", default="127.0.0.1", help="address to listen on (default %(default)s)")
     p.add_argument("--port", type=int, default=8080,
                    help="plain HTTP port for development, no authentication (default %(default)s; 0 disables)")
@@ -245,6 +248,7 @@ def main(argv: list[str] | None = None) -> None:
         etcd_tls=args.etcd_tls,
         encryption=encryption,
         etcd_retry=not args.disable_etcd_retry,
+        request_metrics=not args.disable_request_metrics,
         advertise_address=_with_port(args.advertise_address or args.bind_address, port),
         compaction_interval=args.etcd_compaction_interval,
         bookmark_interval=args.watch_bookmark_interval,

@@ -39,6 +39,8 @@ from apiserver.endpoints import metrics_proxy
 from apiserver.endpoints.autoscaling_v1 import AutoscalingV1, with_v1
 from apiserver.endpoints.installer import Dispatch, WatchShortcut, build_router
 from apiserver.endpoints.responsewriters import json_response
+from apiserver.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from apiserver.metrics import ApiServerMetrics, RequestMetrics
 from apiserver.registry import STRATEGIES
 from apiserver.registry.allocator import NodePortAllocator, ServiceIPAllocator
 from apiserver.registry.authorization import ReviewStore
@@ -109,6 +111,7 @@ class ApiServerConfig:
     proxy_client_key_file: str | None = None
     metrics_server_certificate_authority: str | None = None
     aggregated_discovery: bool = True  # --feature-gates AggregatedDiscoveryEndpoint (GA since 1.30)
+    request_metrics: bool = True  # False: the baseline of bench/metrics_bench.py (upstream always counts)
 
 
 _RBAC = "rbac.authorization.k8s.io"
@@ -573,6 +576,9 @@ def create_app(config: ApiServerConfig) -> FastAPI:
                        auditor=server.auditor,
                        limits=Limits(config.max_requests_inflight, config.max_mutating_requests_inflight,
                                      config.request_timeout))
+    request_metrics = ApiServerMetrics()
+    if config.request_metrics:  # outermost: a request the gate refuses is counted too
+        app.add_middleware(RequestMetrics, metrics=request_metrics)
 
     @app.exception_handler(errors.ApiError)
     async def api_error(request: Request, e: errors.ApiError) -> Response:
@@ -679,6 +685,10 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     @app.get("/livez", include_in_schema=False)
     async def healthz() -> Response:
         return PlainTextResponse("ok")
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics_text() -> Response:
+        return Response(request_metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
     @app.get("/readyz", include_in_schema=False)
     async def readyz() -> Response:

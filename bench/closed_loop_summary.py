@@ -1,11 +1,24 @@
-"""The summary of closed-loop create benchmarks that compare apiserver set-ups round by round (encryption at
-rest off vs on, PodSecurity off vs enforcing, ...): the medians of each set-up's rounds and each set-up's
-ratio to the first one, as one table."""
+"""Closed-loop create benchmarks that compare secure apiserver set-ups round by round (encryption at rest off vs
+on, request metrics off vs on, ...): the alternating rounds themselves (`run_rounds`), and their summary, the
+medians of each set-up's rounds and each set-up's ratio to the first one, as one table."""
 
 from __future__ import annotations
 
+import asyncio
+import ssl
 import statistics
+import sys
+import time
+from collections.abc import Callable
 from typing import Any
+
+import httpx
+import uvloop
+
+from bench.apiserver_bench import CpuMeter
+from bench.auth_bench import closed_loop
+from tests.auth_cluster import SecureApiServer
+from tests.cluster import Etcd, wait_for
 
 # (label, path into a closed_loop() result, format)
 FIGURES = (("creates/s, 64 clients", ("rate",), "{:,.0f}"),
@@ -43,3 +56,39 @@ def busy_caution(results: dict[str, list[dict[str, Any]]]) -> str | None:
     if others and max(others) > 0.3:
         return f"CAUTION: other processes were busy (up to {max(others):.2f} cores) during the closed loops"
     return None
+
+
+def run_rounds(servers: dict[str, SecureApiServer], etcd: Etcd, *, namespace_prefix: str, rounds: int, total: int,
+               clients: int, body: Callable[[str, str], bytes], resource: str) -> dict[str, list[dict[str, Any]]]:
+    """Start the servers (one etcd), make a namespace on each, then per round a warm-up and `total` creates on
+    each server in turn, so machine noise spreads over every set-up. Each set-up's rounds, in order."""
+    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in servers}
+    for server in servers.values():
+        server.process.start()
+    for server in servers.values():
+        wait_for(lambda s=server: httpx.get(f"{s.secure_url}/readyz", verify=s.ssl_context(),  # type: ignore[misc]
+                                            timeout=1).status_code == 200, 30, what="the secure apiserver")
+    for mode, server in servers.items():
+        with server.client("admin") as admin:
+            r = admin.post("/api/v1/namespaces", json={"metadata": {"name": f"{namespace_prefix}-{mode}"}})
+            assert r.status_code == 201, r.text
+    for r_i in range(rounds):
+        for mode, server in servers.items():
+            ns = f"{namespace_prefix}-{mode}"
+            pid = server.process.proc.pid  # type: ignore[union-attr]
+            ctx = server.ssl_context("admin")
+            print(f"[{time.strftime('%H:%M:%S')}] round {r_i + 1}/{rounds}, {mode} …", file=sys.stderr)
+
+            def run(prefix: str, count: int, server: SecureApiServer = server, ns: str = ns,
+                    ctx: ssl.SSLContext = ctx, pid: int = pid) -> dict[str, Any]:
+                meter = CpuMeter({"apiserver": pid, "etcd": etcd.process.proc.pid})  # type: ignore[union-attr]
+                with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                    return runner.run(closed_loop(server.secure_port, ctx, ns, prefix, count, clients, meter,
+                                                  body=body, resource=resource))
+
+            run(f"w{r_i}", 200)
+            result = run(f"c{r_i}", total)
+            if result["ok"] != total:
+                raise SystemExit(f"{mode}: {total - result['ok']} of {total} creates failed: {result['statuses']}")
+            results[mode].append(result)
+    return results

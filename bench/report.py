@@ -56,6 +56,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               what="creates with PodSecurity off, on (privileged namespace) and enforcing restricted (issue 10)"),
     Benchmark("secrets", "bench.secrets_bench", "secrets.json",
               what="Secret creates with encryption at rest (aescbc) on vs off, same run (issue 12)"),
+    Benchmark("metrics", "bench.metrics_bench", "metrics.json",
+              what="ConfigMap creates with the apiserver's request metrics on vs off, same run (issue 15)"),
     # (a) of the control-plane bench is the scheduler bench at 100x1000, which the sweep below runs
     Benchmark("control_plane", "bench.control_plane_bench", "control_plane.json", ("--skip-scheduler",),
               ("--skip-scheduler", "--nodes", "10", "--replicas", "100", "--verb-requests", "200"),
@@ -157,6 +159,7 @@ TARGETS: dict[str, Target] = {
     "auth.throughput_cost": Target(10, False, 10, "%", "the chain (PodSecurity enforcing baseline incl.) costs ≤ 10% "
                                                        "of throughput"),
     "secrets.create_ratio": Target(12, True, 0.8, "ratio", "Secret creates/s with encryption on ÷ off ≥ 0.8"),
+    "metrics.create_ratio": Target(15, True, 0.95, "ratio", "creates/s with tracing and metrics on ÷ off: cost ≤ 5%"),
     "storage.volumes_ratio": Target(12, False, 1.3, "x", "pod start with 3 configMap/secret volumes and a PVC "
                                                         "≤ 1.3x the same pod without volumes"),
     "storage.claim_to_running": Target(12, False, 2.0, "s", "claim created → bound and pod Running p50 ≤ 2 s "
@@ -302,6 +305,17 @@ def secrets_figures(d: JSONDict) -> list[Figure]:
                           s.get("aescbc"), _unit_of(label), "encryption off (same run)", s.get("off"),
                           _ratio(s.get("aescbc"), s.get("off"))))
     out.append(Figure("secrets.create_ratio", "secrets", "Secret creates/s, encryption on ÷ off",
+                      d.get("create_ratio"), "ratio"))
+    return out
+
+
+def metrics_figures(d: JSONDict) -> list[Figure]:
+    out = []
+    for label, s in (d.get("summary") or {}).items():
+        out.append(Figure(f"metrics.on.{label}", "metrics", f"{label}, request metrics on", s.get("on"),
+                          _unit_of(label), "request metrics off (same run)", s.get("off"),
+                          _ratio(s.get("on"), s.get("off"))))
+    out.append(Figure("metrics.create_ratio", "metrics", "ConfigMap creates/s, request metrics on ÷ off",
                       d.get("create_ratio"), "ratio"))
     return out
 
@@ -667,6 +681,7 @@ def crd_figures(d: JSONDict) -> list[Figure]:
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
+    "metrics": metrics_figures,
     "control_plane": control_plane_figures,
     "scheduler": scheduler_figures, "pod_startup": pod_startup_figures, "watch_memory": watch_memory_figures,
     "dos": dos_figures, "etcd_failover": etcd_failover_figures, "cri_startup": cri_startup_figures,

@@ -13,27 +13,20 @@ Writes _output/bench/secrets.json.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import base64
 import json
 import os
 import shutil
-import ssl
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
-import httpx
 import orjson
-import uvloop
 
 from apiserver.storage.encryptionconfig import default_config
-from bench.apiserver_bench import CpuMeter, render_table
-from bench.auth_bench import closed_loop
-from bench.closed_loop_summary import busy_caution, medians_and_rows
+from bench.apiserver_bench import render_table
+from bench.closed_loop_summary import busy_caution, medians_and_rows, run_rounds
 from tests.auth_cluster import SecureApiServer
-from tests.cluster import REPO, Etcd, make_workdir, wait_for
+from tests.cluster import REPO, Etcd, make_workdir
 
 OUTPUT = REPO / "_output" / "bench"
 MODES = ("off", "aescbc")
@@ -64,36 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     common = ("--port", "0", "--etcd-compaction-interval", "0")
     servers = {"off": SecureApiServer(workdir, etcd, *common),
                "aescbc": SecureApiServer(workdir, etcd, *common, "--encryption-provider-config", str(config))}
-    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
     try:
-        for server in servers.values():
-            server.process.start()
-        for server in servers.values():
-            wait_for(lambda s=server: httpx.get(f"{s.secure_url}/readyz", verify=s.ssl_context(),  # type: ignore[misc]
-                                                timeout=1).status_code == 200, 30, what="the secure apiserver")
-        for mode, server in servers.items():
-            with server.client("admin") as admin:
-                r = admin.post("/api/v1/namespaces", json={"metadata": {"name": f"bench-secrets-{mode}"}})
-                assert r.status_code == 201, r.text
-        for r_i in range(rounds):
-            for mode in MODES:
-                server, ns = servers[mode], f"bench-secrets-{mode}"
-                pid = server.process.proc.pid  # type: ignore[union-attr]
-                ctx = server.ssl_context("admin")
-                print(f"[{time.strftime('%H:%M:%S')}] round {r_i + 1}/{rounds}, {mode} …", file=sys.stderr)
-
-                def run(prefix: str, count: int, server: SecureApiServer = server, ns: str = ns,
-                        ctx: ssl.SSLContext = ctx, pid: int = pid) -> dict[str, Any]:
-                    meter = CpuMeter({"apiserver": pid, "etcd": etcd.process.proc.pid})  # type: ignore[union-attr]
-                    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-                        return runner.run(closed_loop(server.secure_port, ctx, ns, prefix, count, args.clients,
-                                                      meter, body=secret_body, resource="secrets"))
-
-                run(f"w{r_i}", 200)
-                result = run(f"c{r_i}", total)
-                if result["ok"] != total:
-                    raise SystemExit(f"{mode}: {total - result['ok']} of {total} creates failed: {result['statuses']}")
-                results[mode].append(result)
+        results = run_rounds(servers, etcd, namespace_prefix="bench-secrets", rounds=rounds, total=total,
+                             clients=args.clients, body=secret_body, resource="secrets")
         # the figures are only honest if the encrypted server really encrypted
         from tests.conftest import etcd_keys
 

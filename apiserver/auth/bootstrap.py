@@ -78,6 +78,9 @@ def cluster_roles() -> dict[str, list[Obj]]:
         "system:basic-user": [rule(["create"], ["authorization.k8s.io"],
                                    ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]),
                               rule(["create"], ["authentication.k8s.io"], ["selfsubjectreviews"])],
+        # /metrics and the health checks' details, for scrapers in the group (upstream's bootstrap role)
+        "system:monitoring": [url_rule(["get"], ["/healthz", "/healthz/*", "/livez", "/livez/*", "/readyz",
+                                                 "/readyz/*", "/metrics", "/metrics/slis"])],
         "system:public-info-viewer": [url_rule(["get"], ["/healthz", "/livez", "/readyz", "/version",
                                                          "/version/"])],
         "view": _view(),
@@ -362,6 +365,7 @@ def cluster_role_bindings() -> dict[str, tuple[str, list[Obj]]]:
         "cluster-admin": ("cluster-admin", [_group("system:masters")]),
         "system:discovery": ("system:discovery", [_group("system:authenticated")]),
         "system:basic-user": ("system:basic-user", [_group("system:authenticated")]),
+        "system:monitoring": ("system:monitoring", [_group("system:monitoring")]),
         "system:public-info-viewer": ("system:public-info-viewer",
                                       [_group("system:authenticated"), _group("system:unauthenticated")]),
         "system:kube-scheduler": ("system:kube-scheduler", [_user("system:kube-scheduler")]),

@@ -144,7 +144,9 @@ class Gate:
         received = time.time()
         method = scope.get("method", "GET") if kind == "http" else "POST"  # a websocket exec is a create
         path = scope["path"]
-        info = scope[SCOPE_KEY] = request_info(method, path, scope.get("query_string") or b"")
+        info = scope.get(SCOPE_KEY)  # the metrics middleware in front may have parsed it
+        if info is None:
+            info = scope[SCOPE_KEY] = request_info(method, path, scope.get("query_string") or b"")
         authorization = user_agent = None
         impersonation: list[tuple[bytes, bytes]] | None = None
         for name, value in scope["headers"]:

@@ -25,6 +25,7 @@ RESULTS: dict[str, dict[str, Any]] = {
                                                           "restricted": 950.0}},
                     "throughput_cost_percent": {"privileged": 1.0, "restricted": 5.0}},
     "secrets": {"summary": {"creates/s, 64 clients": {"off": 600.0, "aescbc": 450.0}}, "create_ratio": 0.75},
+    "metrics": {"summary": {"creates/s, 64 clients": {"off": 1000.0, "on": 970.0}}, "create_ratio": 0.97},
     "control_plane": {"deployment": {"replicas": 100, "nodes": 10, "create_to_all_bound_s": 1.5},
                       "memory": {"scheduler": {"VmHWM": 60.0}}},
     "scheduler": {"configs": [
@@ -61,6 +62,7 @@ def test_verdicts_follow_the_declared_targets() -> None:
     assert f["pod_startup.kubelet_rss"].verdict == "NOT MET"  # 120 > 100 MB
     assert f["auth.throughput_cost"].verdict == "met"
     assert f["secrets.create_ratio"].verdict == "NOT MET"  # 0.75 < 0.8
+    assert f["metrics.create_ratio"].verdict == "met"  # 0.97 ≥ 0.95
     assert f["scheduler.100x10.window"].verdict == "—"  # no target at 10 pods
     assert f["compose.bring_up"].verdict == "not measured"
     assert f["watch_memory.kb_per_watch"].verdict == "NOT MET"  # 45 > 20 KB at 1,000 watches
@@ -96,7 +98,7 @@ def test_markdown_has_one_row_per_figure_and_a_summary() -> None:
     assert all(line.startswith("| ") and line.endswith(" |") and line.count(" | ") >= 7 for line in table[2:])
     row = next(line for line in table if "apiserver pod creates" in line)
     assert "**NOT MET**" in row and "≥ 1,000 pod creates/s (#2)" in row and "0.30x" in row
-    assert summary_line(figures) == "targets: 6 met, 5 not met, 3 not measured at their size"
+    assert summary_line(figures) == "targets: 7 met, 5 not met, 3 not measured at their size"
 
 
 def test_missing_benchmarks_leave_their_figures_out() -> None:

@@ -1,0 +1,98 @@
+"""What the apiserver's request metrics cost (issue 15: ≤ 5% of creates/s): the same secure apiserver chain
+(TLS, x509 authn, RBAC, admission, audit at Metadata) with `--disable-request-metrics` and without, in one run, on
+one etcd.
+
+    python -m bench.metrics_bench [--quick] [--rounds N] [--keep]
+
+Each round runs both with the same closed loop of 64 keep-alive clients creating a small ConfigMap; rounds
+alternate to spread machine noise. The table gives medians and the ratio on/off. The figure is only honest if
+the measured server counted: its /metrics must show every create. Writes _output/bench/metrics.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+
+import orjson
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.apiserver_bench import render_table
+from bench.closed_loop_summary import busy_caution, medians_and_rows, run_rounds
+from tests.auth_cluster import SecureApiServer
+from tests.cluster import REPO, Etcd, make_workdir
+
+OUTPUT = REPO / "_output" / "bench"
+MODES = ("off", "on")
+NAMESPACE = "bench-metrics"
+
+
+def configmap_body(name: str, namespace: str) -> bytes:
+    return orjson.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
+                         "data": {"settings": "x" * 200}})
+
+
+def counted_creates(server: SecureApiServer) -> float:
+    """The POSTs of ConfigMaps with code 201 the server's /metrics shows."""
+    with server.client("admin") as admin:
+        text = admin.get("/metrics").text
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
+               if s.name == "apiserver_request_total" and s.labels.get("verb") == "POST"
+               and s.labels.get("resource") == "configmaps" and s.labels.get("code") == "201")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.metrics_bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="1,000 creates per closed loop, 2 rounds")
+    p.add_argument("--rounds", type=int, default=None, help="rounds (default 3, quick 2)")
+    p.add_argument("--clients", type=int, default=64)
+    p.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = p.parse_args(argv)
+    rounds = args.rounds or (2 if args.quick else 3)
+    total = 1000 if args.quick else 3000
+
+    workdir = make_workdir("minik8s-metrics-bench-")
+    etcd = Etcd(workdir)
+    etcd.start()
+    common = ("--port", "0", "--etcd-compaction-interval", "0")
+    servers = {"off": SecureApiServer(workdir, etcd, *common, "--disable-request-metrics"),
+               "on": SecureApiServer(workdir, etcd, *common)}
+    try:
+        results = run_rounds(servers, etcd, namespace_prefix=NAMESPACE, rounds=rounds, total=total,
+                             clients=args.clients, body=configmap_body, resource="configmaps")
+        counted = counted_creates(servers["on"])
+        expected = rounds * (total + 200)  # the warm-ups count too
+        if counted < expected:
+            raise SystemExit(f"the measured server counted {counted:.0f} creates, not {expected}")
+        if counted_creates(servers["off"]) != 0:
+            raise SystemExit("the baseline server counted requests: it was not a baseline")
+    finally:
+        for server in servers.values():
+            server.stop()
+        etcd.stop()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    summary, rows = medians_and_rows(results, MODES)
+    print()
+    print(f"ConfigMap creates, request metrics off vs on ({'quick' if args.quick else 'full'}, {rounds} rounds, "
+          "medians)")
+    print()
+    print(render_table(("figure", *MODES, "on/off"), rows))
+    if caution := busy_caution(results):
+        print(caution)
+    rate = summary["creates/s, 64 clients"]
+    create_ratio = round(rate["on"] / rate["off"], 3) if rate["off"] else None
+    print(f"creates/s with request metrics ÷ without: {create_ratio}")
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    out = OUTPUT / "metrics.json"
+    out.write_text(json.dumps({"benchmark": "metrics", "quick": args.quick, "rounds": results, "summary": summary,
+                               "create_ratio": create_ratio}, indent=2))
+    print(f"JSON: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
