@@ -25,6 +25,7 @@ the apiserver answers a SubjectAccessReview for the path's subresource of this n
 rest), as upstream's webhook authorizer; refused → 403 `Forbidden (user=..., verb=get, resource=nodes,
 subresource=proxy)`. `/healthz` stays open, for health checks.
 
+- `GET /metrics` → the kubelet's own metrics (runtime operations, pod start-up: kubelet/metrics.py).
 - `GET /stats/summary` → the stats/v1alpha1 Summary (node and pods' cpu and memory, from the runtime's
   CRI stats: kubelet/stats/); `GET /metrics/resource` → the same figures as Prometheus text.
 """
@@ -46,6 +47,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 from websockets.asyncio.client import connect
 
+from kubelet import metrics as kubelet_metrics
 from kubelet.container.runtime import ContainerState, ContainerStatus, LogOptions, Runtime
 from kubelet.pod_workers import PodWorkers
 from kubelet.server_auth import SubjectAccessReviewer
@@ -168,6 +170,7 @@ class KubeletServer:
             Route("/debug/pods", self.debug_pods),
             Route("/stats/summary", self.stats_summary),
             Route("/metrics/resource", self.metrics_resource),
+            Route("/metrics", self.metrics),
             Route("/containerLogs/{namespace}/{pod}/{container}", self.container_logs),
             WebSocketRoute("/exec/{namespace}/{pod}/{container}", self.exec_ws),
             Route("/exec/{namespace}/{pod}/{container}", self.exec_http, methods=["GET", "POST"]),
@@ -206,6 +209,10 @@ class KubeletServer:
             return JSONResponse(await self.k.summary.get())
         except (CriError, OSError) as e:
             return KubeletError(500, "InternalError", f"failed to get the node's stats summary: {e}").response()
+
+    async def metrics(self, request: Request) -> Response:
+        """The kubelet's own metrics (kubelet/metrics.py)."""
+        return Response(kubelet_metrics.render(), media_type=kubelet_metrics.CONTENT_TYPE)
 
     async def metrics_resource(self, request: Request) -> Response:
         summary: dict[str, Any] | None

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubelet import metrics
 from machinery.api.core_v1 import Pod
 from machinery.client import ApiClient, ApiError
 
@@ -65,6 +66,8 @@ class _PodStatusRecord:
     writing: bool = False  # a write is on its way (its response not yet in)
     # the status-only versions the watch showed meanwhile, in its order: ours, or another writer's
     unsettled: list[str | None] = field(default_factory=list)
+    first_seen: float = field(default_factory=time.monotonic)  # the pod's first status: this kubelet saw it
+    started: bool = False  # its Running status is written (or was in place: a pod adopted after a restart)
 
     def held(self, pod: Pod) -> bool:
         """Is our last write newer than `pod`? (the informer has not shown it yet)"""
@@ -146,6 +149,11 @@ class StatusManager:
             record.status = status
             return False
         meta = pod.metadata
+        if not record.started and status.get("phase") == "Running":
+            record.started = True
+            if api_status.get("phase") != "Running":  # started by this kubelet now, not adopted running
+                metrics.POD_START_DURATION.observe(time.monotonic() - record.first_seen)
+                metrics.STARTED_PODS.inc()
         record.writing = True
         written_rv: str | None = None
         try:

@@ -9,11 +9,13 @@ tests: the fake's methods take the stub's `(request, timeout=...)` call).
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 
+from kubelet import metrics
 from machinery.cri import api_pb2 as pb
 from machinery.cri import api_pb2_grpc as pb_grpc
 from machinery.cri.errors import CriError
@@ -35,10 +37,17 @@ def dial(endpoint: str) -> grpc.aio.Channel:
 
 
 async def call(method: Any, request: Any, timeout: float | None) -> Any:
+    """One CRI call, counted and timed by its operation type (upstream's instrumented services)."""
+    operation = metrics.operation_type(request)
+    metrics.RUNTIME_OPERATIONS.labels(operation).inc()
+    started = time.perf_counter()
     try:
         return await method(request, timeout=timeout)
     except grpc.aio.AioRpcError as e:
+        metrics.RUNTIME_OPERATIONS_ERRORS.labels(operation).inc()
         raise CriError(e.details() or str(e.code()), e.code()) from None
+    finally:
+        metrics.RUNTIME_OPERATIONS_DURATION.labels(operation).observe(time.perf_counter() - started)
 
 
 class RemoteRuntimeService:

@@ -94,6 +94,9 @@ def test_kubelet_stats_are_authorized_by_subject_access_review(cluster: Cluster)
     assert allowed.status_code == 200, allowed.text
     assert allowed.json()["node"]["nodeName"] == cluster.kubelet.node
     assert kubelet_get(cluster, "/metrics/resource", "metrics-server").status_code == 200  # nodes/metrics
+    assert "kubelet_runtime_operations_total" in kubelet_get(cluster, "/metrics", "metrics-server").text
+    own = kubelet_get(cluster, "/metrics", "scheduler")
+    assert own.status_code == 403 and "subresource=metrics" in own.json()["message"]
     denied = kubelet_get(cluster, "/stats/summary", "scheduler")
     assert denied.status_code == 403
     assert denied.json()["message"] == ("Forbidden (user=system:kube-scheduler, verb=get, resource=nodes, "

@@ -155,6 +155,29 @@ def test_stats_summary_moves_with_cpu_burnt(cluster: MetricsCluster, namespace: 
     assert "# TYPE node_memory_working_set_bytes gauge" in text and "scrape_error 0" in text
 
 
+def test_kubelet_own_metrics(cluster: MetricsCluster, pods: dict[str, str]) -> None:
+    """The kubelet's /metrics: its CRI calls by operation type and its pods' start-up, parsed with
+    prometheus-client's parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    r = httpx.get(f"{cluster.kubelet.address}/metrics", timeout=30)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    samples = [s for f in text_string_to_metric_families(r.text) for s in f.samples]
+
+    def value(name: str, **labels: str) -> float:
+        return sum(s.value for s in samples if s.name == name and all(s.labels.get(k) == v
+                                                                       for k, v in labels.items()))
+
+    # two pods started: a sandbox each, a container each, through the runtime's CRI
+    assert value("kubelet_runtime_operations_total", operation_type="run_podsandbox") >= 2
+    assert value("kubelet_runtime_operations_total", operation_type="start_container") >= 2
+    assert value("kubelet_runtime_operations_duration_seconds_count", operation_type="create_container") >= 2
+    assert value("kubelet_started_pods_total") >= 2
+    started = value("kubelet_pod_start_duration_seconds_count")
+    assert started >= 2 and 0 < value("kubelet_pod_start_duration_seconds_sum") < 120 * started
+    assert value("process_resident_memory_bytes") > 0
+
+
 def pod_metrics(api: httpx.Client, namespace: str, name: str) -> JSONDict | None:
     r = api.get(f"/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods/{name}")
     if r.status_code == 404:
