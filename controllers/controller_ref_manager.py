@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from machinery.api.meta import ObjectMeta, OwnerReference
 from machinery.client import ApiClient, ApiError
+from machinery.informer import Store, meta_namespace_key
 from machinery.selectors import LabelSelector
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,16 @@ def controller_ref(obj: Any) -> OwnerReference | None:
         if ref.controller:
             return ref
     return None
+
+
+def resolve_controller_key(obj: Any, kind: str, owners: Store[Any]) -> str | None:
+    """resolveControllerRef: the cache key of obj's controller when it is a `kind` in `owners` with the uid the
+    reference names (a namesake made after the owner's deletion is not it)."""
+    ref = controller_ref(obj)
+    if ref is None or ref.kind != kind:
+        return None
+    owner = owners.get_by_name(ref.name, obj.metadata.namespace)
+    return meta_namespace_key(owner) if owner is not None and owner.metadata.uid == ref.uid else None
 
 
 def new_controller_ref(owner: Any, api_version: str, kind: str) -> OwnerReference:

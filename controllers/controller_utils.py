@@ -22,7 +22,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -32,7 +32,7 @@ from machinery import timeutil
 from machinery.api.core_v1 import Pod, PodTemplateSpec
 from machinery.api.meta import ObjectMeta, OwnerReference
 from machinery.client import ApiError
-from machinery.informer import CONTROLLER_UID_INDEX, Informer, controller_uid_index
+from machinery.informer import CONTROLLER_UID_INDEX, Informer, controller_uid_index, meta_namespace_key
 from machinery.selectors import LabelSelector, selector_from_label_selector
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,15 @@ def label_selector_of(obj: Any) -> LabelSelector:
         return selector_from_label_selector(sel.to_dict() if sel is not None else None)
     except ValueError:
         return LabelSelector.nothing()
+
+
+def owners_selecting(pod: Pod, owners: Iterable[Any]) -> list[str]:
+    """The keys of the owners in the pod's namespace whose (non-empty) selector matches its labels: the
+    controllers that may adopt an orphan (getPodStatefulSets, getDaemonSetsForPod, ...)."""
+    labels = pod.metadata.labels or {}
+    return [meta_namespace_key(owner) for owner in owners
+            if owner.metadata.namespace == pod.metadata.namespace and owner.spec is not None
+            and not (selector := label_selector_of(owner)).empty and selector.matches(labels)]
 
 
 # -- expectations (client-go's ControllerExpectations) ----------------------------------------

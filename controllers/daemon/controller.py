@@ -31,6 +31,7 @@ from controllers.controller_ref_manager import (
     controller_ref,
     new_controller_ref,
     recheck_deletion_timestamp,
+    resolve_controller_key,
 )
 from controllers.controller_utils import (
     ORPHAN_INDEX,
@@ -42,6 +43,7 @@ from controllers.controller_utils import (
     namespace_terminating,
     orphan_index,
     owned_and_orphans,
+    owners_selecting,
     pod_body_from_template,
 )
 from controllers.daemon.history import (
@@ -132,17 +134,10 @@ class DaemonSetsController(Controller):
         self.queue.add(key)
 
     def _owner_key(self, obj: Any) -> str | None:
-        ref = controller_ref(obj)
-        if ref is None or ref.kind != "DaemonSet":
-            return None
-        ds = self.ds_informer.store.get_by_name(ref.name, obj.metadata.namespace)
-        return meta_namespace_key(ds) if ds is not None and ds.metadata.uid == ref.uid else None
+        return resolve_controller_key(obj, "DaemonSet", self.ds_informer.store)
 
     def _daemon_sets_selecting(self, pod: Pod) -> list[str]:
-        labels = pod.metadata.labels or {}
-        return [meta_namespace_key(ds) for ds in self.ds_informer.store.list()
-                if ds.metadata.namespace == pod.metadata.namespace and ds.spec is not None
-                and (sel := label_selector_of(ds)) and not sel.empty and sel.matches(labels)]
+        return owners_selecting(pod, self.ds_informer.store.list())
 
     def _pod_added(self, pod: Pod) -> None:
         if pod.metadata.deletion_timestamp is not None:

@@ -27,7 +27,12 @@ import logging
 from typing import Any
 
 from controllers import history
-from controllers.controller_ref_manager import ControllerRefManager, controller_ref, recheck_deletion_timestamp
+from controllers.controller_ref_manager import (
+    ControllerRefManager,
+    controller_ref,
+    recheck_deletion_timestamp,
+    resolve_controller_key,
+)
 from controllers.controller_utils import (
     ORPHAN_INDEX,
     ensure_indexers,
@@ -36,6 +41,7 @@ from controllers.controller_utils import (
     namespace_terminating,
     orphan_index,
     owned_and_orphans,
+    owners_selecting,
 )
 from controllers.statefulset.utils import (
     apply_revision,
@@ -119,18 +125,11 @@ class StatefulSetController(Controller):
         self.queue.add(meta_namespace_key(sts))
 
     def _owner_key(self, obj: Any) -> str | None:
-        ref = controller_ref(obj)
-        if ref is None or ref.kind != "StatefulSet":
-            return None
-        sts = self.set_informer.store.get_by_name(ref.name, obj.metadata.namespace)
-        return meta_namespace_key(sts) if sts is not None and sts.metadata.uid == ref.uid else None
+        return resolve_controller_key(obj, "StatefulSet", self.set_informer.store)
 
     def _sets_selecting(self, pod: Pod) -> list[str]:
         """getStatefulSetsForPod: the sets of the pod's namespace whose selector matches it."""
-        labels = pod.metadata.labels or {}
-        return [meta_namespace_key(s) for s in self.set_informer.store.list()
-                if s.metadata.namespace == pod.metadata.namespace and s.spec is not None
-                and not (sel := label_selector_of(s)).empty and sel.matches(labels)]
+        return owners_selecting(pod, self.set_informer.store.list())
 
     def _owned_changed(self, obj: Any) -> None:
         key = self._owner_key(obj)
