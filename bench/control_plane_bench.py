@@ -255,7 +255,8 @@ async def deployment_phase(args: argparse.Namespace, results: dict[str, Any]) ->
             await create_all(client, "/api/v1/nodes", [hollow_node(i) for i in range(args.nodes)])
             log(f"{args.nodes} hollow nodes registered; starting the controller-manager and the scheduler")
             cm = ControllerProcess(workdir, api.url, CONTROLLERS, *CM_FLAGS)
-            scheduler = Process("scheduler", [sys.executable, "-m", "scheduler", "--master", api.url],
+            scheduler = Process("scheduler", [sys.executable, "-m", "scheduler", "--master", api.url,
+                                              "--secure-port=0"],
                                 workdir / "scheduler.log")
             scheduler.start()
             cm.start(60)

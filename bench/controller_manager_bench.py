@@ -109,7 +109,8 @@ async def phase(controllers: str, deployments: int, replicas: int, jobs: int, ti
                 await create_all(client, path, bodies, concurrency=8)
             env = {"KUBECONFIG": str(workdir / "no-kubeconfig")}
             manager = Process("controller-manager", [sys.executable, "-m", "controllers", "--master", apiserver.url,
-                                                     "--controllers", controllers, "--leader-elect=false"],
+                                                     "--controllers", controllers, "--leader-elect=false",
+                                                     "--secure-port=0"],
                               workdir / "controller-manager.log", env=env)
             manager.start()
             took = await _settled(client, deployments, replicas, controllers == "*", timeout)

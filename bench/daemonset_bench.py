@@ -126,9 +126,11 @@ async def run(nodes: int, max_unavailable: str, timeout: float, keep: bool) -> d
             await create_all(client, "/api/v1/nodes", [hollow_node(i) for i in range(nodes)])
             env = {"KUBECONFIG": str(workdir / "no-kubeconfig")}
             scheduler = Process("scheduler", [sys.executable, "-m", "scheduler", "--master", apiserver.url,
-                                              "--leader-elect=false"], workdir / "scheduler.log", env=env)
+                                              "--leader-elect=false", "--secure-port=0"], workdir / "scheduler.log",
+                                env=env)
             manager = Process("controller-manager", [sys.executable, "-m", "controllers", "--master", apiserver.url,
-                                                     "--controllers", "daemonset", "--leader-elect=false"],
+                                                     "--controllers", "daemonset", "--leader-elect=false",
+                                                     "--secure-port=0"],
                               workdir / "controller-manager.log", env=env)
             components = [scheduler, manager]
             for component in components:

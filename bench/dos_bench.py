@@ -173,11 +173,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         server = SecureApiServer(workdir, etcd).start()
         pki = server.pki
         processes = [
-            Process("controller-manager", [sys.executable, "-m", "controllers", "--kubeconfig",
+            Process("controller-manager", [sys.executable, "-m", "controllers", "--secure-port=0", "--kubeconfig",
                                            str(pki.kubeconfig("controller-manager")),
                                            "--service-account-private-key-file", str(pki.sa_key)],
                     workdir / "controller-manager.log"),
-            Process("scheduler", [sys.executable, "-m", "scheduler", "--kubeconfig", str(pki.kubeconfig("scheduler"))],
+            Process("scheduler", [sys.executable, "-m", "scheduler", "--kubeconfig", str(pki.kubeconfig("scheduler")),
+                                  "--secure-port=0"],
                     workdir / "scheduler.log"),
         ]
         for p in processes:

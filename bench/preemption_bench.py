@@ -131,7 +131,7 @@ async def run(reps: int, timeout: float, keep: bool) -> dict[str, Any]:
                                    json={"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                                          "metadata": {"name": cls}, "value": value})).raise_for_status()
             scheduler = Process("scheduler", [sys.executable, "-m", "scheduler", "--master", apiserver.url,
-                                              "--leader-elect=false"], workdir / "scheduler.log",
+                                              "--leader-elect=false", "--secure-port=0"], workdir / "scheduler.log",
                                 env={"KUBECONFIG": str(workdir / "no-kubeconfig")})
             scheduler.start()
             watch = BoundWatch(client)

@@ -188,7 +188,7 @@ async def run_config(nodes: int, pods: int, keep: bool, timeout: float, profile:
                                                          stamps, done))
             await asyncio.sleep(0.2)  # the watch is registered before any binding can happen
             scheduler = Process("scheduler", [sys.executable, "-m", "scheduler", "--master", apiserver.url,
-                                              "-v", "1"], workdir / "scheduler.log")
+                                              "-v", "1", "--secure-port=0"], workdir / "scheduler.log")
             assert apiserver.process.proc is not None
             apiserver_pid = apiserver.process.proc.pid
             apiserver_cpu = cpu_seconds(apiserver_pid)

@@ -18,6 +18,9 @@ kube-system/kube-controller-manager through machinery.leaderelection, writing it
 identity (system:kube-controller-manager) over a connection of its own. As upstream's, a standby
 builds nothing and starts no informer until it holds the Lease; a leader that loses it exits at once
 with status 1 ("leaderelection lost"); a stopped one releases it so a standby takes over at once.
+
+The secure port (--secure-port 10257, 0 for none) serves /healthz and, to whom the apiserver allows, /metrics
+(machinery/delegated_auth.py), on a standby too.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controllers.clientbuilder import DynamicClientBuilder
-from machinery import leaderelection
+from machinery import delegated_auth, leaderelection
 from machinery.client import KUBE_VERSION, ApiClient
 from machinery.informer import SharedInformerFactory
 from machinery.kubeconfig import ClientConfig, KubeconfigError, load_kubeconfig
@@ -41,6 +44,7 @@ from machinery.leaderelection import parse_bool as _bool
 from machinery.leaderelection import parse_duration
 
 log = logging.getLogger("controllers.manager")
+SECURE_PORT = 10257  # upstream's kube-controller-manager port
 
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:kube-system:"
 
@@ -452,6 +456,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the usage ratio within which nothing is scaled (default %(default)s)")
     p.add_argument("--horizontal-pod-autoscaler-cpu-initialization-period", type=parse_duration, default=300.0)
     p.add_argument("--horizontal-pod-autoscaler-initial-readiness-delay", type=parse_duration, default=30.0)
+    delegated_auth.add_serving_flags(p, SECURE_PORT)
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
     args = p.parse_args(argv)
     try:
@@ -500,19 +505,27 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    if not args.leader_elect:
-        return await run_controllers(args, config, stop)
-    code = 0
+    # the secure port first, on a standby too (upstream's healthz and metrics do not wait for the lease)
+    serving_client = ApiClient(config, user_agent=user_agent("secure-serving"))
+    server, _ = await delegated_auth.start_serving(args, serving_client)
+    try:
+        if not args.leader_elect:
+            return await run_controllers(args, config, stop)
+        code = 0
 
-    async def lead() -> None:
-        nonlocal code
-        code = await run_controllers(args, config, stop)
+        async def lead() -> None:
+            nonlocal code
+            code = await run_controllers(args, config, stop)
 
-    # its own connection, so renewals never queue behind the controllers' writes (upstream's
-    # "leader-election" client), under the kubeconfig's identity, not a controller's service account
-    client = ApiClient(config, user_agent=user_agent("leader-election"))
-    await leaderelection.run_leader_elected(client, args, "kube-controller-manager", lead, stop)
-    return code
+        # its own connection, so renewals never queue behind the controllers' writes (upstream's
+        # "leader-election" client), under the kubeconfig's identity, not a controller's service account
+        client = ApiClient(config, user_agent=user_agent("leader-election"))
+        await leaderelection.run_leader_elected(client, args, "kube-controller-manager", lead, stop)
+        return code
+    finally:
+        if server is not None:
+            await server.stop()
+        await serving_client.close()
 
 
 async def run_controllers(args: argparse.Namespace, config: ClientConfig, stop: asyncio.Event) -> int:

@@ -223,8 +223,11 @@ main() {
   for node in ${CONTAINERD_NODES}; do
     [[ " ${NODES} " == *" ${node} "* ]] || die "CONTAINERD_NODES names ${node}, which is not in NODES (${NODES})"
   done
-  start_component controllers - "${PY}" -m controllers --kubeconfig "${OUT}/controller-manager.conf"
-  start_component scheduler - "${PY}" -m scheduler --kubeconfig "${OUT}/scheduler.conf"
+  # secure ports 10257 and 10259 on loopback, as kubeadm binds them: /healthz, and /metrics for system:monitoring
+  start_component controllers - "${PY}" -m controllers --kubeconfig "${OUT}/controller-manager.conf" \
+    --bind-address 127.0.0.1 --client-ca-file "${PKI_CA}"
+  start_component scheduler - "${PY}" -m scheduler --kubeconfig "${OUT}/scheduler.conf" \
+    --bind-address 127.0.0.1 --client-ca-file "${PKI_CA}"
   # the DNS add-on's Service and endpoints, created once as kubernetes-admin (the DNS may only keep them)
   "${PY}" -m dns.kube_dns_service --kubeconfig "${OUT}/admin.conf" --service-ip "${CLUSTER_DNS}" \
     --port "${DNS_PORT}" --health-port "${DNS_HEALTH_PORT}" || die "creating the kube-dns Service failed"

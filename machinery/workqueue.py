@@ -13,6 +13,11 @@ The queue guarantees what makes that loop safe:
 
 Everything runs on one event loop and no method awaits while it changes state, so the queue needs
 no locks; `get()` is the only coroutine.
+
+Every named queue reports client-go's workqueue metrics (util/workqueue/metrics.go) to the process's
+prometheus-client registry, which the components serve at /metrics: `workqueue_adds_total`, `workqueue_depth`,
+`workqueue_queue_duration_seconds` (add → get), `workqueue_work_duration_seconds` (get → done) and
+`workqueue_retries_total`, by `name`. The queue keeps the figures itself; a collector reads them at scrape time.
 """
 
 from __future__ import annotations
@@ -21,9 +26,15 @@ import asyncio
 import contextlib
 import math
 import time
+import weakref
+from bisect import bisect_left
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Hashable
-from typing import Generic, Protocol, TypeVar
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
+from itertools import accumulate
+from typing import Any, Generic, Protocol, TypeVar
+
+from prometheus_client import REGISTRY
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 T = TypeVar("T", bound=Hashable)
 T_contra = TypeVar("T_contra", bound=Hashable, contravariant=True)
@@ -145,11 +156,37 @@ def default_controller_rate_limiter(
 # --------------------------------------------------------------------------------------------
 
 
+# client-go's: prometheus.ExponentialBuckets(10e-9, 10, 10), 10 ns to 10 s
+DURATION_BUCKETS = tuple(10e-9 * 10 ** i for i in range(10))
+
+
+class QueueStats:
+    """One queue's figures, as client-go's defaultQueueMetrics keeps them."""
+
+    __slots__ = ("adds", "queue_durations", "retries", "work_durations")
+
+    def __init__(self) -> None:
+        self.adds = 0
+        self.retries = 0
+        self.queue_durations = [0] * (len(DURATION_BUCKETS) + 1)
+        self.work_durations = [0] * (len(DURATION_BUCKETS) + 1)
+
+
+_QUEUES: weakref.WeakSet[RateLimitingQueue[Any]] = weakref.WeakSet()
+
+
 class RateLimitingQueue(Generic[T]):
     """FIFO of keys with dedupe, processing exclusion, delayed adds and rate-limited re-adds."""
 
     def __init__(self, rate_limiter: RateLimiter[T] | None = None, name: str = "") -> None:
         self.name = name
+        self.stats = QueueStats()
+        self.queue_seconds = 0.0  # the sums of the two histograms
+        self.work_seconds = 0.0
+        self._added_at: dict[T, float] = {}  # queued items: since when
+        self._started_at: dict[T, float] = {}  # items being processed: since when
+        if name:
+            _QUEUES.add(self)
         self.rate_limiter: RateLimiter[T] = rate_limiter or default_controller_rate_limiter()
         self._queue: deque[T] = deque()
         self._dirty: set[T] = set()  # wants processing: queued, or re-added while processing
@@ -165,9 +202,11 @@ class RateLimitingQueue(Generic[T]):
         if self._shutting_down or item in self._dirty:
             return
         self._dirty.add(item)
+        self.stats.adds += 1
         if item in self._processing:
             return
         self._queue.append(item)
+        self._added_at.setdefault(item, time.perf_counter())
         self._wakeup_next()
 
     async def get(self) -> T:
@@ -191,13 +230,25 @@ class RateLimitingQueue(Generic[T]):
         item = self._queue.popleft()
         self._processing.add(item)
         self._dirty.discard(item)
+        now = time.perf_counter()
+        added = self._added_at.pop(item, None)
+        if added is not None:
+            self.queue_seconds += now - added
+            self.stats.queue_durations[bisect_left(DURATION_BUCKETS, now - added)] += 1
+        self._started_at[item] = now
         return item
 
     def done(self, item: T) -> None:
         """Processing of `item` finished; if it was re-added meanwhile, queue it again."""
         self._processing.discard(item)
+        started = self._started_at.pop(item, None)
+        if started is not None:
+            took = time.perf_counter() - started
+            self.work_seconds += took
+            self.stats.work_durations[bisect_left(DURATION_BUCKETS, took)] += 1
         if item in self._dirty:
             self._queue.append(item)
+            self._added_at.setdefault(item, time.perf_counter())
             self._wakeup_next()
 
     def shutdown(self) -> None:
@@ -273,6 +324,7 @@ class RateLimitingQueue(Generic[T]):
         """Add `item` once the rate limiter allows it (a failure: backoff grows)."""
         if self._shutting_down:
             return
+        self.stats.retries += 1
         self.add_after(item, self.rate_limiter.when(item))
 
     def forget(self, item: T) -> None:
@@ -281,3 +333,39 @@ class RateLimitingQueue(Generic[T]):
 
     def num_requeues(self, item: T) -> int:
         return self.rate_limiter.num_requeues(item)
+
+
+class _WorkqueueCollector:
+    """client-go's workqueue metrics of every named queue of the process, read at scrape time (queues of one name
+    are summed)."""
+
+    def collect(self) -> Iterator[Metric]:
+        adds = CounterMetricFamily("workqueue_adds", "[ALPHA] Total number of adds handled by workqueue",
+                                   labels=("name",))
+        retries = CounterMetricFamily("workqueue_retries", "[ALPHA] Total number of retries handled by workqueue",
+                                      labels=("name",))
+        depth = GaugeMetricFamily("workqueue_depth", "[ALPHA] Current depth of workqueue", labels=("name",))
+        queue_duration = HistogramMetricFamily(
+            "workqueue_queue_duration_seconds",
+            "[ALPHA] How long in seconds an item stays in workqueue before being requested.", labels=("name",))
+        work_duration = HistogramMetricFamily(
+            "workqueue_work_duration_seconds",
+            "[ALPHA] How long in seconds processing an item from workqueue takes.", labels=("name",))
+        by_name: dict[str, list[RateLimitingQueue[Any]]] = {}
+        for queue in list(_QUEUES):
+            by_name.setdefault(queue.name, []).append(queue)
+        bounds = [*(repr(b) for b in DURATION_BUCKETS), "+Inf"]
+        for name, queues in sorted(by_name.items()):
+            adds.add_metric((name,), sum(q.stats.adds for q in queues))
+            retries.add_metric((name,), sum(q.stats.retries for q in queues))
+            depth.add_metric((name,), sum(len(q) for q in queues))
+            for family, counts, total in (
+                    (queue_duration, [sum(c) for c in zip(*(q.stats.queue_durations for q in queues), strict=True)],
+                     sum(q.queue_seconds for q in queues)),
+                    (work_duration, [sum(c) for c in zip(*(q.stats.work_durations for q in queues), strict=True)],
+                     sum(q.work_seconds for q in queues))):
+                family.add_metric((name,), list(zip(bounds, accumulate(counts), strict=True)), total)
+        yield from (adds, depth, queue_duration, work_duration, retries)
+
+
+REGISTRY.register(_WorkqueueCollector())  # a collector: collect() above

@@ -11,6 +11,9 @@ Leader election (--leader-elect, on by default, as upstream): replicas campaign 
 kube-system/kube-scheduler (--leader-elect-resource-name). Every replica fills its caches first (a
 standby keeps its informers warm, as upstream's does); only the holder schedules and binds. A leader
 that loses the Lease exits at once with status 1 ("leaderelection lost"); a stopped one releases it.
+
+The secure port (--secure-port 10259, 0 for none) serves /healthz and, to whom the apiserver allows, /metrics
+(machinery/delegated_auth.py).
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
-from machinery import leaderelection
+from machinery import delegated_auth, leaderelection
 from machinery.client import ApiClient
 from machinery.kubeconfig import ClientConfig, build_config_from_flags
 from scheduler.queue import DEFAULT_POD_INITIAL_BACKOFF, DEFAULT_POD_MAX_BACKOFF
 from scheduler.scheduler import DEFAULT_BIND_CONCURRENCY, DEFAULT_SCHEDULER_NAME, Scheduler, user_agent
 
 log = logging.getLogger("scheduler")
+SECURE_PORT = 10259  # upstream's kube-scheduler port
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,6 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="cap of the doubling backoff (default %(default)s)")
     p.add_argument("--bind-concurrency", type=int, default=DEFAULT_BIND_CONCURRENCY,
                    help="bindings in flight at once (default %(default)s)")
+    delegated_auth.add_serving_flags(p, SECURE_PORT)
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
     args = p.parse_args(argv)
     if not args.kubeconfig and not args.master:
@@ -102,6 +107,8 @@ async def run(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # serving starts first, on a standby too (upstream's healthz and metrics do not wait for the lease)
+    server, _ = await delegated_auth.start_serving(args, client)
     try:
         if args.leader_elect:
             await _run_elected(args, config, scheduler, stop)
@@ -109,6 +116,8 @@ async def run(args: argparse.Namespace) -> None:
             await _until_stopped(scheduler.run(), stop)
     finally:
         await scheduler.factory.shutdown()  # a standby that never led still runs its informers
+        if server is not None:
+            await server.stop()
         await client.close()
         log.info("scheduler stopped: %d bound, %d unschedulable attempts, %d binding errors",
                  scheduler.scheduled, scheduler.unschedulable, scheduler.bind_errors)

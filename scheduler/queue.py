@@ -118,6 +118,10 @@ class SchedulingQueue:
     def __len__(self) -> int:
         return len(self._active) + len(self._backoff) + len(self._unschedulable)
 
+    def sizes(self) -> dict[str, int]:
+        """The pods in each sub-queue (scheduler_pending_pods)."""
+        return {"active": len(self._active), "backoff": len(self._backoff), "unschedulable": len(self._unschedulable)}
+
     def __contains__(self, key: object) -> bool:
         return key in self._active or key in self._backoff or key in self._unschedulable
 

@@ -33,6 +33,7 @@ from machinery.events import EventRecorder
 from machinery.informer import Informer, SharedInformerFactory
 from machinery.timeutil import now_rfc3339
 from machinery.volumeutil import ANN_SELECTED_NODE
+from scheduler import metrics
 from scheduler.cache import Cache
 from scheduler.framework import Filter, FitError, Framework, PodInfo, pod_key
 from scheduler.plugins import default_framework, default_preemption, volume_binding
@@ -127,6 +128,7 @@ class Scheduler:
         # node → pods preemption nominated there (status.nominatedNodeName), not bound yet
         self.nominated: dict[str, dict[str, PodInfo]] = {}
         self._nominated_node: dict[str, str] = {}
+        metrics.register(self)  # its counters in /metrics
 
     def _on_claim_change(self, claim: PersistentVolumeClaim) -> None:
         self.queue.move_all_to_active_or_backoff(PVC_CHANGE)

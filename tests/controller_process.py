@@ -28,6 +28,13 @@ def leader_election_flags(flags: tuple[str, ...]) -> list[str]:
     return ["--leader-elect=false"]
 
 
+def serving_flags(flags: tuple[str, ...]) -> list[str]:
+    """`--secure-port=0` (no HTTPS: many components run on this host at once) unless the flags give a port."""
+    if any(f == "--secure-port" or f.startswith("--secure-port=") for f in flags):
+        return []
+    return ["--secure-port=0"]
+
+
 class ComponentProcess:
     """What the controller-manager's and the scheduler's handles share: the process, this run's part of its
     log, its leader-election identity, stop and kill."""
@@ -77,7 +84,7 @@ class ControllerProcess(ComponentProcess):
         super().__init__(Process(
             "controller-manager",
             [sys.executable, "-m", "controllers", "--master", server, "--controllers", ",".join(controllers),
-             *leader_election_flags(flags), *flags],
+             *leader_election_flags(flags), *serving_flags(flags), *flags],
             workdir / f"controller-manager-{named}-{uuid.uuid4().hex[:6]}.log",
             # no kubeconfig of the machine's: --master alone says where the apiserver is
             env={"KUBECONFIG": str(workdir / "no-kubeconfig")},

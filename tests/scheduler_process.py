@@ -12,13 +12,14 @@ import uuid
 from pathlib import Path
 
 from tests.cluster import Process, wait_for
-from tests.controller_process import ComponentProcess, leader_election_flags
+from tests.controller_process import ComponentProcess, leader_election_flags, serving_flags
 
 
 class SchedulerProcess(ComponentProcess):
     def __init__(self, workdir: Path, server: str, name: str | None = None, *flags: str) -> None:
         self.name = name or "default-scheduler"
-        argv = [sys.executable, "-m", "scheduler", "--master", server, *leader_election_flags(flags), *flags]
+        argv = [sys.executable, "-m", "scheduler", "--master", server, *leader_election_flags(flags),
+                *serving_flags(flags), *flags]
         if name:
             argv += ["--scheduler-name", name]
         super().__init__(Process("scheduler", argv, workdir / f"scheduler-{self.name}-{uuid.uuid4().hex[:6]}.log",

@@ -93,6 +93,9 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule(["patch", "update"], [""], ["pods/status"]),
             rule(READ, [""], ["nodes", "namespaces"]),
             rule(READ, ["policy"], ["poddisruptionbudgets"]),  # preemption spares protected pods
+            # the secure port's delegated authentication and authorization
+            rule(["create"], ["authentication.k8s.io"], ["tokenreviews"]),
+            rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
             EVENTS,
             rule(["create", "get", "list", "update", "watch"], ["coordination.k8s.io"], ["leases"]),
         ],

@@ -1,7 +1,13 @@
-"""The apiserver's /metrics on a secure apiserver (TLS, Node,RBAC, audit): scraped and parsed with
-prometheus-client's own parser. Requests are counted with upstream's labels (verb refined to LIST, WATCH, APPLY;
-scope; code, also for a request the gate refused), timed in upstream's buckets, a watch shows in the long-running
-gauge while it streams; /metrics itself is RBAC's: system:monitoring and cluster-admin may read it, others get 403."""
+"""/metrics of the apiserver, the controller-manager and the scheduler on a secure apiserver (TLS, Node,RBAC,
+audit): scraped and parsed with prometheus-client's own parser.
+
+- The apiserver counts requests with upstream's labels (verb refined to LIST, WATCH, APPLY; scope; code, also for a
+  request the gate refused), times them in upstream's buckets, shows a watch in the long-running gauge while it
+  streams; its /metrics is RBAC's: system:monitoring and cluster-admin may read it, others get 403.
+- The controller-manager's (10257) and the scheduler's (10259) secure ports, as real processes under their own
+  identities: /healthz open to anyone, /metrics for a client certificate the apiserver authorizes by a
+  SubjectAccessReview (401 without one, 403 for a user without the right); the workqueue metrics of each controller
+  and the scheduler's attempts and queues."""
 
 from __future__ import annotations
 
@@ -14,7 +20,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.auth_cluster import SecureApiServer
-from tests.cluster import Etcd, wait_for
+from tests.cluster import Etcd, free_port, wait_for
+from tests.controller_process import ControllerProcess
+from tests.scheduler_process import SchedulerProcess
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +43,8 @@ def scrape(client: httpx.Client) -> dict[str, list[tuple[dict[str, str], float]]
     return samples
 
 
-def value(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
-    return sum(v for got, v in samples.get(name, []) if all(got.get(k) == want for k, want in labels.items()))
+def value(samples: dict[str, list[tuple[dict[str, str], float]]], metric: str, /, **labels: str) -> float:
+    return sum(v for got, v in samples.get(metric, []) if all(got.get(k) == want for k, want in labels.items()))
 
 
 def test_requests_are_counted_and_timed_with_upstreams_labels(secure: SecureApiServer, admin: httpx.Client,
@@ -110,3 +118,57 @@ def test_metrics_is_for_system_monitoring_and_admins_only(secure: SecureApiServe
         assert r.json()["message"] == 'forbidden: User "jane" cannot get path "/metrics"'
     with secure.client("scraper") as prometheus:
         assert "apiserver_request_total" in scrape(prometheus)
+
+
+def component_client(secure: SecureApiServer, port: int, identity: str | None) -> httpx.Client:
+    """HTTPS to a component's secure port (its certificate is self-signed: not verified, as a scraper told to)."""
+    import ssl
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if identity is not None:
+        ctx.load_cert_chain(secure.pki.cert(identity), secure.pki.key(identity))
+    return httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=ctx, timeout=10)
+
+
+def test_controller_manager_and_scheduler_serve_metrics_to_whom_rbac_allows(secure: SecureApiServer, workdir: Path,
+                                                                             admin: httpx.Client, ns: str) -> None:
+    secure.issue("nobody", "jane")
+    secure.issue("scraper", "prometheus", ["system:monitoring"])
+    cm_port, scheduler_port = free_port(), free_port()
+    serving = ("--bind-address", "127.0.0.1", "--client-ca-file", secure.ca)
+    manager = ControllerProcess(workdir, secure.secure_url, ["deployment", "replicaset"], "--kubeconfig",
+                                str(secure.kubeconfig("controller-manager")), "--secure-port", str(cm_port), *serving)
+    scheduler = SchedulerProcess(workdir, secure.secure_url, None, "--kubeconfig", str(secure.kubeconfig("scheduler")),
+                                 "--secure-port", str(scheduler_port), *serving)
+    manager.start()
+    scheduler.start()
+    try:
+        deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                      "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                               "template": {"metadata": {"labels": {"app": "web"}},
+                                            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
+        assert admin.post(f"/apis/apps/v1/namespaces/{ns}/deployments", json=deployment).status_code == 201
+        # no node: the pod is unschedulable, which the scheduler counts
+        for port in (cm_port, scheduler_port):
+            with component_client(secure, port, None) as anonymous:
+                assert anonymous.get("/healthz").text == "ok"
+                assert anonymous.get("/metrics").status_code == 401
+            with component_client(secure, port, "nobody") as jane:
+                r = jane.get("/metrics")
+                assert r.status_code == 403 and r.text == 'forbidden: User "jane" cannot get path "/metrics"'
+        with component_client(secure, cm_port, "scraper") as prometheus:
+            wait_for(lambda: value(scrape(prometheus), "workqueue_adds_total", name="deployment") >= 1, 30,
+                     what="the deployment controller's queue in the controller-manager's /metrics")
+            samples = scrape(prometheus)
+            assert value(samples, "workqueue_adds_total", name="replicaset") >= 1
+            assert value(samples, "workqueue_work_duration_seconds_count", name="deployment") >= 1
+            assert value(samples, "process_resident_memory_bytes") > 0
+        with component_client(secure, scheduler_port, "admin") as master:  # system:masters: no review needed
+            wait_for(lambda: value(scrape(master), "scheduler_schedule_attempts_total", result="unschedulable",
+                                   profile="default-scheduler") >= 1, 30, what="an unschedulable attempt counted")
+            assert value(scrape(master), "scheduler_pending_pods", queue="unschedulable") >= 1
+    finally:
+        manager.stop()
+        scheduler.stop()

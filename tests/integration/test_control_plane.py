@@ -69,7 +69,7 @@ class SchedulerProcess:
     def __init__(self, workdir: Path, server: str) -> None:
         # no leader election: a restart after kill -9 must not wait out the dead process's Lease
         self.process = Process("scheduler", [sys.executable, "-m", "scheduler", "--master", server, "-v", "2",
-                                             "--leader-elect=false"],
+                                             "--leader-elect=false", "--secure-port=0"],
                                workdir / "scheduler.log", env={"KUBECONFIG": str(workdir / "no-kubeconfig")})
 
     def start(self, timeout: float = 30.0) -> None:

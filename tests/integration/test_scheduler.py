@@ -28,7 +28,8 @@ RUN_LABEL = "minik8s.test/scheduler-run"
 
 def start_scheduler(apiserver: ApiServer, workdir: Path, name: str | None) -> Process:
     # no leader election: schedulers of other names run at once here, and a restart must not wait out a Lease
-    argv = [sys.executable, "-m", "scheduler", "--master", apiserver.url, "-v", "2", "--leader-elect=false"]
+    argv = [sys.executable, "-m", "scheduler", "--master", apiserver.url, "-v", "2", "--leader-elect=false",
+            "--secure-port=0"]
     if name:
         argv += ["--scheduler-name", name]
     process = Process("scheduler", argv, workdir / f"scheduler-{name or 'default'}-{uuid.uuid4().hex[:6]}.log")
