@@ -262,7 +262,9 @@ def test_rbac_podsecurity_and_audit_see_the_subresource(cluster: SecureCluster, 
     body = json.dumps({"spec": {"ephemeralContainers": [{"name": "priv", "image": BUSYBOX,
                                                          "securityContext": {"privileged": True}}]}})
 
-    # RBAC: upstream's edit role (and so admin, which aggregates it) grants no pods/ephemeralcontainers
+    # RBAC: upstream's edit role (and so admin, which aggregates it) grants no pods/ephemeralcontainers, on purpose
+    # (admission policies written before ephemeral containers may not cover them: kubernetes PRs 109332, 121217
+    # and 131114 were closed for that reason); an administrator aggregates a role of their own into edit
     binding = {"metadata": {"name": "eve-edit"}, "subjects": [{"kind": "User", "name": "eve",
                                                                "apiGroup": "rbac.authorization.k8s.io"}],
                "roleRef": {"kind": "ClusterRole", "name": "edit", "apiGroup": "rbac.authorization.k8s.io"}}
