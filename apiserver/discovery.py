@@ -17,6 +17,7 @@ _SUBRESOURCE_VERBS = {
     "exec": ["create", "get"],
     "token": ["create"],
     "eviction": ["create"],
+    "ephemeralcontainers": ["get", "patch", "update"],
 }
 
 

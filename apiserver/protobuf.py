@@ -123,9 +123,9 @@ SCHEMA: dict[str, str] = {
     "VolumeProjection": (
         "1 secret:SecretProjection; 2 downwardAPI:DownwardAPIProjection; 3 configMap:ConfigMapProjection; "
         "4 serviceAccountToken:ServiceAccountTokenProjection; 5 clusterTrustBundle:ClusterTrustBundleProjection"),
-    "SecretProjection": "1 localObjectReference:LocalObjectReference; 2 items:[KeyToPath]; 4 optional:bool?",
+    "SecretProjection": "1 localObjectReference:LocalObjectReference*; 2 items:[KeyToPath]; 4 optional:bool?",
     "DownwardAPIProjection": "1 items:[DownwardAPIVolumeFile]",
-    "ConfigMapProjection": "1 localObjectReference:LocalObjectReference; 2 items:[KeyToPath]; 4 optional:bool?",
+    "ConfigMapProjection": "1 localObjectReference:LocalObjectReference*; 2 items:[KeyToPath]; 4 optional:bool?",
     "ServiceAccountTokenProjection": "1 audience:str; 2 expirationSeconds:int?; 3 path:str",
     "ClusterTrustBundleProjection": (
         "1 name:str?; 2 signerName:str?; 3 labelSelector:LabelSelector; 5 optional:bool?; 4 path:str"),

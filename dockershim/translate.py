@@ -349,7 +349,8 @@ def container_create_body(config: cri.ContainerConfig, sandbox_config: cri.PodSa
         "RestartPolicy": {"Name": "no"},
         "LogConfig": {"Type": "json-file", "Config": {"max-size": LOG_MAX_SIZE, "max-file": LOG_MAX_FILES}},
     }
-    pid_mode = _mode(ns.pid, sandbox_id, None)
+    # TARGET: an ephemeral container joins its target's PID namespace (cri-dockerd modifyHostOptionsForContainer)
+    pid_mode = f"container:{ns.target_id}" if ns.pid == cri.TARGET and ns.target_id else _mode(ns.pid, sandbox_id, None)
     if pid_mode:
         host_config["PidMode"] = pid_mode
     host_config.update(resources_host_config(config.linux.resources))

@@ -116,7 +116,8 @@ class KubeletPodSyncer:
         status = self.runtime.get_pod_status(uid)
         spec = pod.spec
         containers = list(spec.containers) if spec else []
-        all_containers = containers + (list(spec.init_containers or []) if spec else [])
+        all_containers = containers + (list(spec.init_containers or []) + list(spec.ephemeral_containers or [])
+                                       if spec else [])
         sandbox_ready = bool(status.sandboxes) and status.sandboxes[0].ready
         if spec is not None and spec.host_network:
             pod_ip = self.node_ip if status.sandboxes else None

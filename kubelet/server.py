@@ -232,7 +232,9 @@ class KubeletServer:
         return pod
 
     def _container(self, pod: Pod, name: str) -> None:
-        names = [c.name for c in pod.spec.containers] if pod.spec else []
+        spec = pod.spec  # every kind of container: regular, init and ephemeral (upstream's VisitContainers)
+        names = [c.name for c in [*spec.containers, *(spec.init_containers or []), *(spec.ephemeral_containers or [])]
+                 ] if spec else []
         if name not in names:
             raise KubeletError(400, "BadRequest", f"container {name} is not valid for pod {pod.metadata.name}")
 

@@ -175,6 +175,12 @@ def compute_pod_status(pod: Pod, rt: PodRuntimeState, now: str) -> dict[str, Any
         cs["ready"] = bool(term) and term.get("exitCode") == 0
         cs["started"] = "running" in cs["state"]
         init_statuses.append(cs)
+    ephemeral_statuses = []
+    for ec in (spec.ephemeral_containers if spec else None) or []:  # never ready, never restarted
+        cs = container_status(ec.name, ec.image or "", rt.instances.get(ec.name, ()), rt, False, False)
+        cs["ready"] = False
+        cs["started"] = "running" in cs["state"]
+        ephemeral_statuses.append(cs)
     incomplete = [cs["name"] for cs in init_statuses if not cs["ready"]]
     init_failed = restart_policy == "Never" and any(
         (cs["state"].get("terminated") or {}).get("exitCode", 0) != 0 for cs in init_statuses)
@@ -224,6 +230,8 @@ def compute_pod_status(pod: Pod, rt: PodRuntimeState, now: str) -> dict[str, Any
     status.update({"phase": phase, "conditions": others + conditions, "containerStatuses": statuses})
     if init_statuses:
         status["initContainerStatuses"] = init_statuses
+    if ephemeral_statuses:
+        status["ephemeralContainerStatuses"] = ephemeral_statuses
     if rt.host_ip:
         status["hostIP"] = rt.host_ip
         status["hostIPs"] = [{"ip": rt.host_ip}]

@@ -15,6 +15,8 @@ import ssl
 import subprocess
 import sys
 import uuid
+from collections.abc import Sequence
+from pathlib import Path
 
 import httpx
 
@@ -31,8 +33,11 @@ class _Url:
 
 
 class SecureCluster:
-    def __init__(self, node_count: int = 2, prefix: str = "pv", *, proxy: bool = True) -> None:
+    def __init__(self, node_count: int = 2, prefix: str = "pv", *, proxy: bool = True,
+                 runtimes: Sequence[str] = (), audit: bool = False) -> None:
         self.with_proxy = proxy
+        self.runtimes = list(runtimes)  # each node's CRI runtime, in order (default: the Docker shim)
+        self.audit = audit  # the apiserver writes its audit log to audit_log
         self.workdir = make_workdir(f"minik8s-{prefix}-")
         self.tag = uuid.uuid4().hex[:6]
         self.nodes = [f"{prefix}-{self.tag}-{i + 1}" for i in range(node_count)]
@@ -47,6 +52,10 @@ class SecureCluster:
         self.controllers: ControllerProcess | None = None
         self.proxy: Process | None = None
         self.kubelets: list[KubeletProcess] = []
+
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "audit.log"
 
     def client(self, identity: str = "admin", timeout: float = 15) -> httpx.Client:
         ctx = ssl.create_default_context(cafile=str(self.pki.ca_cert))
@@ -75,7 +84,8 @@ class SecureCluster:
             "--service-cluster-ip-range", self.service_cidr, "--etcd-compaction-interval", "0",
             "--kubelet-client-certificate", str(self.pki.kubelet_client_cert),
             "--kubelet-client-key", str(self.pki.kubelet_client_key),
-            "--kubelet-certificate-authority", str(self.pki.ca_cert)], self.workdir / "apiserver.log")
+            "--kubelet-certificate-authority", str(self.pki.ca_cert),
+            *(["--audit-log-path", str(self.audit_log)] if self.audit else [])], self.workdir / "apiserver.log")
         self.apiserver.start()
 
         def ready() -> bool:
@@ -91,13 +101,14 @@ class SecureCluster:
                                              "--kubeconfig", str(self.pki.kubeconfig("controller-manager")))
         self.controllers.start(60)
         subnets = list(block.subnets(new_prefix=24))[:len(self.nodes)]
-        for node, subnet in zip(self.nodes, subnets, strict=True):
+        for i, (node, subnet) in enumerate(zip(self.nodes, subnets, strict=True)):
             kubelet = KubeletProcess(self.workdir, _Url(self.url), node, str(subnet),  # type: ignore[arg-type]
                                      extra_args=["--kubeconfig", str(self.pki.kubeconfig(f"kubelet-{node}")),
                                                  "--tls-cert-file", str(self.pki.kubelet_serving_cert(node)),
                                                  "--tls-private-key-file", str(self.pki.kubelet_serving_key(node)),
                                                  "--client-ca-file", str(self.pki.ca_cert)],
-                                     tls=(self.pki.ca_cert, self.pki.kubelet_client_cert, self.pki.kubelet_client_key))
+                                     tls=(self.pki.ca_cert, self.pki.kubelet_client_cert, self.pki.kubelet_client_key),
+                                     container_runtime=self.runtimes[i] if i < len(self.runtimes) else "docker")
             self.kubelets.append(kubelet)
         with self.client() as api:
             for kubelet in self.kubelets:

@@ -158,7 +158,7 @@ class CustomResourceStore(Store):
         apply_defaults(obj, self.schema)
         return obj
 
-    def _validate(self, obj: Obj, old: Obj | None) -> None:
+    def _validate(self, obj: Obj, old: Obj | None, subresource: str | None = None) -> None:
         meta = obj["metadata"]
         errs = validate_object_meta(meta, self.info.namespaced, self.info.kind)
         if old is not None:

@@ -2,8 +2,8 @@
 subresource's REST storage): status (the object's .status alone), finalize, scale (autoscaling/v1
 Scale over spec.replicas: registry/scale.py), binding (the scheduler's way to set a pod's node: the
 write in the pod's BindingREST, registry/podstorage.py), serviceaccounts/token (registry/token.py),
-pods/eviction (the pod's EvictionREST, registry/eviction.py), log and exec (relayed to the kubelet:
-endpoints/proxy.py); and the POST of the virtual access reviews (registry/authorization.py)."""
+pods/eviction (the pod's EvictionREST, registry/eviction.py), pods/ephemeralcontainers, log and exec
+(relayed to the kubelet: endpoints/proxy.py); and the POST of the virtual access reviews (registry/authorization.py)."""
 
 from __future__ import annotations
 
@@ -58,6 +58,22 @@ def finalize_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
         return await h.update(request, name, namespace, subresource="finalize")
 
     return {"PUT": put}
+
+
+def ephemeral_containers_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
+    """pods/{name}/ephemeralcontainers (upstream EphemeralContainersREST): the whole Pod is read and
+    written; a write changes only spec.ephemeralContainers (PodStrategy.prepare_for_subresource_update)."""
+
+    async def get(request: Request, name: str, namespace: str | None = None) -> Response:
+        return json_response(await h.store.get(namespace, name))
+
+    async def put(request: Request, name: str, namespace: str | None = None) -> Response:
+        return await h.update(request, name, namespace, subresource="ephemeralcontainers")
+
+    async def patch(request: Request, name: str, namespace: str | None = None) -> Response:
+        return await h.patch(request, name, namespace, subresource="ephemeralcontainers")
+
+    return {"GET": get, "PUT": put, "PATCH": patch}
 
 
 # -- scale -------------------------------------------------------------------------------------
@@ -180,4 +196,5 @@ SUBRESOURCE_HANDLERS: dict[str, Callable[[ResourceHandlers], dict[str, Endpoint]
     "exec": exec_endpoints,
     "token": token_endpoints,
     "eviction": eviction_endpoints,
+    "ephemeralcontainers": ephemeral_containers_endpoints,
 }

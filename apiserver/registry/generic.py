@@ -220,13 +220,17 @@ class Store:
                                      "on the request")
         meta["namespace"] = namespace
 
-    def _validate(self, obj: Obj, old: Obj | None) -> None:
+    def _validate(self, obj: Obj, old: Obj | None, subresource: str | None = None) -> None:
         meta = obj["metadata"]
         errs = validate_object_meta(meta, self.info.namespaced, self.info.kind)
         if old is not None:
             errs += validate_object_meta_update(meta, old["metadata"])
         errs += self.strategy.validate(obj)
-        if old is not None:
+        if old is None:
+            errs += self.strategy.validate_create(obj)
+        elif subresource:
+            errs += self.strategy.validate_subresource_update(subresource, obj, old)
+        else:
             errs += self.strategy.validate_update(obj, old)
         if errs:
             raise errors.invalid(self.info, meta.get("name") or meta.get("generateName") or "", errs)
@@ -453,7 +457,7 @@ class Store:
                 new = await admission.mutate(attrs)
             finish = await self.begin_update(new, old, opts)
             try:
-                self._validate(new, old)
+                self._validate(new, old, subresource)
                 if _spec_of(new) != _spec_of(old):
                     new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
                 if admission is not None:
@@ -489,7 +493,7 @@ class Store:
         raise errors.conflict(self.info, name, "too many concurrent writers; try again")
 
     def _prepare_update(self, new: Obj, old: Obj, subresource: str | None) -> Obj:
-        if subresource in ("status", "finalize"):
+        if subresource in ("status", "finalize", "ephemeralcontainers"):
             self.strategy.prepare_for_subresource_update(subresource, new, old)
         meta, old_meta = new.setdefault("metadata", {}), old["metadata"]
         # system fields an update never changes (upstream BeforeUpdate); a uid given must be the

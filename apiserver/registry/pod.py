@@ -47,6 +47,7 @@ from machinery.validation import (
 )
 
 MAX_INT32 = 2**31 - 1
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 
 RESTART_POLICIES = ["Always", "OnFailure", "Never"]
 DNS_POLICIES = ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]
@@ -153,6 +154,15 @@ def default_container(container: Obj) -> None:
             field_ref["apiVersion"] = "v1"
 
 
+def default_ephemeral_container(container: Obj) -> None:
+    """The container defaults an ephemeral container gets too (zz_generated.defaults.go walks
+    spec.ephemeralContainers[*].ephemeralContainerCommon as it walks containers)."""
+    had_resources = "resources" in container
+    default_container(container)
+    if not had_resources:
+        container.pop("resources", None)
+
+
 def default_volume(volume: Obj) -> None:
     """A volume with no source is an emptyDir; file-projecting sources get mode 0644."""
     if not any(k != "name" for k in volume):
@@ -196,6 +206,8 @@ def default_pod_spec(spec: Obj) -> None:
         spec["schedulerName"] = "default-scheduler"
     for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
         default_container(container)
+    for ephemeral in spec.get("ephemeralContainers") or []:
+        default_ephemeral_container(ephemeral)
     for volume in spec.get("volumes") or []:
         default_volume(volume)
 
@@ -271,6 +283,8 @@ def validate_pod_spec(spec: Obj, path: str) -> list[FieldError]:
     errs += validate_containers(spec.get("containers") or [], volumes, grace, f"{path}.containers")
     errs += validate_init_containers(spec.get("initContainers") or [], spec.get("containers") or [], volumes,
                                      grace, f"{path}.initContainers")
+    errs += validate_ephemeral_containers(spec.get("ephemeralContainers") or [], spec.get("containers") or [],
+                                          spec.get("initContainers") or [], volumes, f"{path}.ephemeralContainers")
     errs += _validate_host_network(spec, path)
     errs += _validate_enum(spec.get("restartPolicy"), f"{path}.restartPolicy", RESTART_POLICIES)
     errs += _validate_enum(spec.get("dnsPolicy"), f"{path}.dnsPolicy", DNS_POLICIES)
@@ -311,6 +325,8 @@ def validate_pod_template_spec(template: Obj | None, path: str) -> list[FieldErr
     errs = validate_labels(meta.get("labels"), f"{path}.labels")
     errs += validate_annotations(meta.get("annotations"), f"{path}.annotations")
     errs += validate_pod_spec(template.get("spec") or {}, f"{path}.spec")
+    if (template.get("spec") or {}).get("ephemeralContainers"):
+        errs.append(forbidden(f"{path}.spec.ephemeralContainers", "ephemeral containers not allowed in pod template"))
     return errs
 
 
@@ -367,6 +383,65 @@ def validate_init_containers(containers: list[Obj], regular: list[Obj], volumes:
                 if ctr.get(key) is not None:
                     errs.append(forbidden(f"{idx}.{key}", "may not be set for init containers without "
                                                           "restartPolicy=Always"))
+    return errs
+
+
+# upstream allowedEphemeralContainerFields: what an ephemeral container may set; everything else
+# (ports, probes, lifecycle, resources, resizePolicy, restartPolicy) "cannot be set"
+ALLOWED_EPHEMERAL_CONTAINER_FIELDS = frozenset({
+    "name", "image", "command", "args", "workingDir", "envFrom", "env", "volumeMounts", "volumeDevices",
+    "terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy", "securityContext", "stdin",
+    "stdinOnce", "tty", "targetContainerName"})
+EPHEMERAL_CONTAINER_FORBIDDEN = "cannot be set for an Ephemeral Container"
+
+
+def validate_ephemeral_containers(ephemeral: list[Obj], containers: list[Obj], inits: list[Obj], volumes: set[str],
+                                  path: str) -> list[FieldError]:
+    """upstream validateEphemeralContainers: the common container checks; a name unique across all
+    the pod's containers; a targetContainerName naming a regular or init container; only the
+    allowed fields (validateFieldAllowList); no subPath mounts."""
+    errs: list[FieldError] = []
+    others = {c.get("name") or "" for c in [*containers, *inits]}
+    names = set(others)
+    for i, ctr in enumerate(ephemeral):
+        idx = f"{path}[{i}]"
+        errs += _validate_container_common(ctr, volumes, idx)
+        name = ctr.get("name") or ""
+        if name in names:
+            errs.append(duplicate(f"{idx}.name", name))
+        else:
+            names.add(name)
+        target = ctr.get("targetContainerName")
+        if target and target not in others:
+            errs.append(not_found(f"{idx}.targetContainerName", target))
+        for key, value in ctr.items():
+            if key not in ALLOWED_EPHEMERAL_CONTAINER_FIELDS and not semantic_equal(value, None):
+                errs.append(forbidden(f"{idx}.{key}", EPHEMERAL_CONTAINER_FORBIDDEN))
+        for j, mount in enumerate(ctr.get("volumeMounts") or []):
+            for key in ("subPath", "subPathExpr"):
+                if mount.get(key):
+                    errs.append(forbidden(f"{idx}.volumeMounts[{j}].{key}", EPHEMERAL_CONTAINER_FORBIDDEN))
+    return errs
+
+
+def validate_ephemeral_containers_update(new: Obj, old: Obj) -> list[FieldError]:
+    """upstream ValidatePodEphemeralContainersUpdate, part 2 (the new pod itself is validated by
+    the store): existing ephemeral containers may be neither removed nor changed; static pods take
+    none."""
+    if MIRROR_POD_ANNOTATION in ((old.get("metadata") or {}).get("annotations") or {}):
+        return [forbidden("", "static pods do not support ephemeral containers")]
+    errs: list[FieldError] = []
+    path = "spec.ephemeralContainers"
+    current = {c.get("name"): c for c in (new.get("spec") or {}).get("ephemeralContainers") or []}
+    for was in (old.get("spec") or {}).get("ephemeralContainers") or []:
+        name = was.get("name")
+        now = current.get(name)
+        if now is None:
+            errs.append(forbidden(path, f'existing ephemeral containers "{name}" may not be removed\n'))
+        elif not semantic_equal(was, now):
+            diff = "\n".join(_diff(was, now, "EphemeralContainer"))
+            errs.append(forbidden(f"{path}[{name}]", f'existing ephemeral containers "{name}" may not be changed\n'
+                                                     f"{diff}"))
     return errs
 
 
@@ -1148,6 +1223,39 @@ class PodStrategy(Strategy):
         if not semantic_equal(new.get("status"), old.get("status")):
             errs += validate_pod_status_update(new, old)
         return errs
+
+    def validate_create(self, obj: Obj) -> list[FieldError]:
+        """ValidatePodCreate: ephemeral containers come only through their subresource."""
+        if (obj.get("spec") or {}).get("ephemeralContainers"):
+            return [forbidden("spec.ephemeralContainers", "cannot be set on create")]
+        return []
+
+    def prepare_for_subresource_update(self, subresource: str, new: Obj, old: Obj) -> None:
+        """pods/ephemeralcontainers (upstream podEphemeralContainersStrategy.PrepareForUpdate,
+        dropNonEphemeralContainerUpdates): the stored pod with the new spec.ephemeralContainers."""
+        if subresource != "ephemeralcontainers":
+            super().prepare_for_subresource_update(subresource, new, old)
+            return
+        ephemeral = (new.get("spec") or {}).get("ephemeralContainers")
+        meta = new.get("metadata") or {}
+        kept = copy.deepcopy(old)
+        for key in ("name", "namespace", "resourceVersion", "uid"):
+            if key in meta:
+                kept["metadata"][key] = meta[key]
+        spec = kept.setdefault("spec", {})
+        if ephemeral:
+            spec["ephemeralContainers"] = ephemeral
+            for container in ephemeral:
+                default_ephemeral_container(container)
+        else:
+            spec.pop("ephemeralContainers", None)
+        new.clear()
+        new.update(kept)
+
+    def validate_subresource_update(self, subresource: str, new: Obj, old: Obj) -> list[FieldError]:
+        if subresource == "ephemeralcontainers":
+            return validate_ephemeral_containers_update(new, old)
+        return self.validate_update(new, old)
 
     def prepare_for_status_update(self, new: Obj, old: Obj) -> None:
         """Only .status changes; podIP/podIPs agree; a kubelet that drops qosClass gets it back."""

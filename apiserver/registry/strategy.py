@@ -25,6 +25,10 @@ class Strategy:
         """Validate a new object (metadata is validated by the generic store)."""
         return []
 
+    def validate_create(self, obj: Obj) -> list[FieldError]:
+        """What only a create may not carry (validate(obj) is run as well)."""
+        return []
+
     def prepare_for_update(self, new: Obj, old: Obj) -> None:
         """Fill defaults; keep what an update of the main resource may not change (in place)."""
         if self.has_status_subresource and "status" in old:
@@ -57,6 +61,10 @@ class Strategy:
         if subresource != "status":
             raise ValueError(f"no update through subresource {subresource!r}")
         self.prepare_for_status_update(new, old)
+
+    def validate_subresource_update(self, subresource: str, new: Obj, old: Obj) -> list[FieldError]:
+        """Validate a write through a subresource (the pods/ephemeralcontainers strategy has its own)."""
+        return self.validate_update(new, old)
 
     def deletion_grace_period(self, obj: Obj, requested: int | None) -> int:
         """Seconds a DELETE waits before the object goes (upstream RESTGracefulDeleteStrategy);

@@ -146,9 +146,11 @@ def security_context(pod: Pod, container: Container) -> pb.LinuxContainerSecurit
 
 
 def generate_container_config(pod: Pod, container: Container, attempt: int,
-                              options: RunContainerOptions) -> pb.ContainerConfig:
+                              options: RunContainerOptions, target_id: str = "") -> pb.ContainerConfig:
     """upstream generateContainerConfig: command and args with $(VAR) expanded, env, mounts, log path,
-    labels and annotations (restart count, spec hash), resources and security context."""
+    labels and annotations (restart count, spec hash), resources and security context. `target_id`: an
+    ephemeral container's target, whose PID namespace it joins (NamespaceMode TARGET) where it would
+    otherwise have its own (generateLinuxContainerConfig)."""
     env_map = dict(options.envs)
     config = pb.ContainerConfig(
         metadata=pb.ContainerMetadata(name=container.name, attempt=attempt),
@@ -165,4 +167,8 @@ def generate_container_config(pod: Pod, container: Container, attempt: int,
         stdin=bool(container.stdin), stdin_once=bool(container.stdin_once), tty=bool(container.tty))
     config.linux.resources.CopyFrom(linux_resources(container))
     config.linux.security_context.CopyFrom(security_context(pod, container))
+    namespaces = config.linux.security_context.namespace_options
+    if target_id and namespaces.pid == pb.CONTAINER:
+        namespaces.pid = pb.TARGET
+        namespaces.target_id = target_id
     return config

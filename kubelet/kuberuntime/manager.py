@@ -60,7 +60,7 @@ from kubelet.kuberuntime.pod_actions import (
     should_restart,
 )
 from kubelet.pleg.generic import GenericPLEG
-from machinery.api.core_v1 import Container, LifecycleHandler, Pod
+from machinery.api.core_v1 import Container, EphemeralContainer, LifecycleHandler, Pod
 from machinery.cri import api_pb2 as pb
 from machinery.cri.errors import CriError
 from machinery.flowcontrol import Backoff
@@ -221,6 +221,9 @@ class KubeGenericRuntimeManager(Runtime):
             await self._read_termination_messages(pod, status)
             return SyncResult(dict(state.waiting), state.requeue_after)
         pod_ip = self._pod_ip(pod, status)
+        for ec in actions.ephemeral_to_start:  # before init containers, as upstream's step 5
+            if await self.ensure_image(pod, ec, sandbox_config):
+                await self.start_container(pod, ec, sandbox_id, sandbox_config, pod_ip, 0)
         if actions.next_init_container is not None:
             await self._start_if_due(pod, actions.next_init_container, sandbox_id, sandbox_config, pod_ip,
                                      status, spec_changed=False)
@@ -368,7 +371,18 @@ class KubeGenericRuntimeManager(Runtime):
             return
         for reason, message in options.warnings:
             self._event(pod, "Warning", reason, message)
-        config = generate_container_config(pod, c, attempt, options)
+        target_id = ""
+        if isinstance(c, EphemeralContainer) and c.target_container_name:
+            # upstream startSpec.getTargetID: the target's current instance shares its PID namespace
+            target = self.cache.get(uid).instances(c.target_container_name)
+            if not target:
+                message = f"unable to find target container {c.target_container_name}"
+                state.waiting[c.name] = ("CreateContainerConfigError", message)
+                self._event(pod, "Warning", "Failed", f"Error: {message}")
+                self._requeue(state, 2.0)
+                return
+            target_id = target[0].id
+        config = generate_container_config(pod, c, attempt, options, target_id)
         await asyncio.to_thread(os.makedirs, os.path.join(sandbox_config.log_directory, c.name), 0o755, True)
         try:
             cid = await self.runtime_service.create_container(sandbox_id, config, sandbox_config)
@@ -459,7 +473,7 @@ class KubeGenericRuntimeManager(Runtime):
         status = self.cache.get(uid)
         specs: dict[str, Container] = {}
         if pod is not None and pod.spec:
-            specs = {c.name: c for c in list(pod.spec.containers) + list(pod.spec.init_containers or [])}
+            specs = {c.name: c for c in _all_containers(pod)}
         running = status.running_containers
         if running:
             await asyncio.gather(*(self.kill_container(pod, c, specs.get(c.name), grace, None) for c in running))
@@ -491,8 +505,7 @@ class KubeGenericRuntimeManager(Runtime):
         `logs --previous` and lastState); remove older ones, containers no longer in the spec, and
         sandboxes no container lives in any more (upstream's container GC, per pod)."""
         uid = pod.metadata.uid or ""
-        spec = pod.spec
-        names = {c.name for c in (list(spec.containers) + list(spec.init_containers or []) if spec else [])}
+        names = {c.name for c in _all_containers(pod)}
         state = self._state(uid)
         status = self.cache.get(uid)
         for c in status.containers:
@@ -521,8 +534,7 @@ class KubeGenericRuntimeManager(Runtime):
     # -- termination messages ---------------------------------------------------------------------
 
     async def _read_termination_messages(self, pod: Pod, status: PodStatus) -> None:
-        specs = {c.name: c for c in (list(pod.spec.containers) + list(pod.spec.init_containers or [])
-                                     if pod.spec else [])}
+        specs = {c.name: c for c in _all_containers(pod)}
         state = self._state(pod.metadata.uid or "")
         for name, c in specs.items():
             for inst in status.instances(name)[:2]:
@@ -575,6 +587,14 @@ class KubeGenericRuntimeManager(Runtime):
                        stderr: bool) -> str:
         return await self.runtime_service.exec(pb.ExecRequest(container_id=container_id, cmd=cmd, tty=tty,
                                                               stdin=stdin, stdout=stdout, stderr=stderr))
+
+
+def _all_containers(pod: Pod) -> list[Container]:
+    """Regular, init and ephemeral containers (upstream's podutil.VisitContainers)."""
+    spec = pod.spec
+    if spec is None:
+        return []
+    return [*spec.containers, *(spec.init_containers or []), *(spec.ephemeral_containers or [])]
 
 
 def _read_file(path: str) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from kubelet.container.helpers import hash_container
 from kubelet.container.runtime import ContainerState, ContainerStatus, PodStatus
-from machinery.api.core_v1 import Container, Pod
+from machinery.api.core_v1 import Container, EphemeralContainer, Pod
 
 DEFAULT_GRACE = 30
 
@@ -54,6 +54,8 @@ class PodActions:
     init_failed: bool = False  # an init container failed under restartPolicy Never
     init_pending: bool = False  # an init container runs, or must run first
     containers_to_start: list[Container] = field(default_factory=list)
+    # ephemeral containers never started: started once, never restarted (upstream EphemeralContainersToStart)
+    ephemeral_to_start: list[EphemeralContainer] = field(default_factory=list)
     # container id -> (the container's spec or None when it left the spec, reason or None, grace override)
     containers_to_kill: dict[str, tuple[Container | None, str | None, int | None]] = field(default_factory=dict)
     spec_changed: set[str] = field(default_factory=set)  # names restarted for a new spec: no back-off
@@ -87,6 +89,10 @@ def compute_pod_actions(pod: Pod, status: PodStatus, kill_requests: dict[str, Ki
         actions.kill_pod = bool(status.sandboxes) or any(c.running for c in status.containers)
         actions.create_sandbox = True
         actions.attempt = (newest.attempt + 1) if newest else 0
+    if not actions.create_sandbox:
+        # ephemeral containers may start even while initialization is under way; never again once they ran
+        actions.ephemeral_to_start = [c for c in (spec.ephemeral_containers or [] if spec else [])
+                                      if not status.instances(c.name)]
     for c in inits:
         instances = status.instances(c.name)
         cur = instances[0] if instances else None

@@ -140,9 +140,15 @@ def test_two_container_pod_shares_one_ip_and_localhost(runtime_nodes: tuple[Kube
     prefix = RUNTIME_PREFIX[runtime_of(a)]
     for cs in pod["status"]["containerStatuses"]:
         assert cs["containerID"].startswith(prefix) and cs["ready"] and cs["restartCount"] == 0
-    wait_for(lambda: "Welcome to minik8s httpd" in log_of(api, namespace, "duo", container="probe"), 15,
-             what="sidecar fetched the page over localhost")
-    assert log_of(api, namespace, "duo", container="probe").splitlines()[1] == "duo"
+    # the page's title, then the hostname (wget's "can't connect" lines may come first, while httpd starts;
+    # the log may be read between two writes)
+    def after_title() -> list[str]:
+        lines = log_of(api, namespace, "duo", container="probe").splitlines()
+        titles = [n for n, line in enumerate(lines) if "Welcome to minik8s httpd" in line]
+        return lines[titles[0] + 1:] if titles else []
+
+    wait_for(after_title, 15, what="sidecar fetched the page over localhost")
+    assert after_title()[0] == "duo"
     uid = created["metadata"]["uid"]
     with NodeCri(a) as cri:
         (sandbox,) = cri.sandboxes(uid)

@@ -203,3 +203,11 @@ def test_image_user_is_a_uid_or_a_name() -> None:
     assert tr.image_from_inspect({"Id": "sha256:1", "Config": {"User": "1000:1000"}}).uid.value == 1000
     named = tr.image_from_inspect({"Id": "sha256:1", "RepoTags": ["a:1"], "Config": {"User": "nginx"}})
     assert named.username == "nginx" and not named.HasField("uid") and list(named.repo_tags) == ["a:1"]
+
+
+def test_an_ephemeral_container_joins_its_targets_pid_namespace() -> None:
+    config = cri.ContainerConfig(metadata=cri.ContainerMetadata(name="debugger"), image=cri.ImageSpec(image="b"))
+    config.linux.security_context.namespace_options.CopyFrom(cri.NamespaceOption(pid=cri.TARGET, target_id="c0ffee"))
+    body = tr.container_create_body(config, sandbox_config(), sandbox_id=SANDBOX_ID, node=NODE)
+    assert body["HostConfig"]["PidMode"] == "container:c0ffee"
+    assert body["HostConfig"]["NetworkMode"] == f"container:{SANDBOX_ID}"

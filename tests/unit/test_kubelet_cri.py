@@ -14,8 +14,14 @@ from kubelet.container.helpers import hash_container
 from kubelet.container.runtime import ContainerState, ContainerStatus, PodStatus, SandboxStatus
 from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import RemoteRuntimeService, dial
-from kubelet.kuberuntime.container_config import generate_pod_sandbox_config
+from kubelet.kuberuntime.container_config import (
+    RunContainerOptions,
+    generate_container_config,
+    generate_pod_sandbox_config,
+)
 from kubelet.kuberuntime.pod_actions import KillRequest, compute_pod_actions
+from machinery.api.core_v1 import EphemeralContainer
+from machinery.cri import api_pb2 as pb
 from machinery.cri.errors import CriError
 from machinery.cri.testing.fake_runtime import FakeRuntime, FakeRuntimeError, serve
 from tests.unit.kubelet_fakes import IMAGE, NODE_IP, FakeKubelet, container_state, eventually, make_pod
@@ -128,6 +134,29 @@ def test_init_containers_run_one_after_the_other_before_the_app() -> None:
     failed = PodStatus("uid-p", sandboxes=[SandboxStatus("sb1", 0, ready=True)], containers=[_exited("i1", 1)])
     assert compute_pod_actions(make_pod(initContainers=[{"name": "i1", "image": IMAGE}], restartPolicy="Never"),
                                failed, {}).init_failed
+
+
+def test_ephemeral_containers_start_once_even_during_init_and_never_again() -> None:
+    pod = make_pod(initContainers=[{"name": "i1", "image": IMAGE}])
+    assert pod.spec is not None
+    pod.spec.ephemeral_containers = [EphemeralContainer(name="dbg", image=IMAGE, target_container_name="c")]
+    status = PodStatus("uid-p", sandboxes=[SandboxStatus("sb1", 0, ready=True)], containers=[_running("i1")])
+    actions = compute_pod_actions(pod, status, {})
+    assert actions.init_pending and [c.name for c in actions.ephemeral_to_start] == ["dbg"]
+    status.containers.append(_exited("dbg", 1))
+    assert compute_pod_actions(pod, status, {}).ephemeral_to_start == []  # never restarted
+    fresh = compute_pod_actions(pod, PodStatus("uid-p"), {})
+    assert fresh.create_sandbox and fresh.ephemeral_to_start == []  # not with a new sandbox
+
+
+def test_an_ephemeral_containers_config_shares_its_targets_pid_namespace() -> None:
+    pod = make_pod()
+    ec = EphemeralContainer(name="dbg", image=IMAGE, target_container_name="c")
+    config = generate_container_config(pod, ec, 0, RunContainerOptions(), "target-id")
+    ns = config.linux.security_context.namespace_options
+    assert (ns.pid, ns.target_id) == (pb.TARGET, "target-id")
+    assert generate_container_config(pod, ec, 0, RunContainerOptions()).linux.security_context.namespace_options.pid \
+        == pb.CONTAINER
 
 
 # -- SyncPod and the pod workers, on the fake -------------------------------------------------------

@@ -285,3 +285,13 @@ def test_configmap_and_secret_as_kubectl_create_sends_them() -> None:
     assert protobuf.decode(body) == {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
                                      "data": {"password": "czNjcjN0"}, "type": "kubernetes.io/basic-auth",
                                      "immutable": True}
+
+
+def test_projected_configmap_and_secret_names_sit_inline() -> None:
+    """A pod's projected kube-api-access volume as `kubectl debug --copy-to` (1.33) creates it: the
+    LocalObjectReference of ConfigMapProjection and SecretProjection is inline (`json:",inline"`)."""
+    projected = [(1, [(3, [(1, [(1, "kube-root-ca.crt")]), (2, [(1, "ca.crt"), (2, "ca.crt")])])]),
+                 (1, [(1, [(1, [(1, "creds")])])])]
+    decoded = protobuf.decode_message("VolumeProjection", enc(projected[0][1]))
+    assert decoded == {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+    assert protobuf.decode_message("VolumeProjection", enc(projected[1][1])) == {"secret": {"name": "creds"}}

@@ -9,7 +9,7 @@ import pytest
 from kubelet.container.runtime import ContainerState, ContainerStatus
 from kubelet.status import PodRuntimeState, compute_pod_status, pod_phase, terminated_state
 from kubelet.status_manager import status_patch
-from machinery.api.core_v1 import Pod
+from machinery.api.core_v1 import EphemeralContainer, Pod
 
 NOW = "2026-11-22T10:00:00Z"
 LATER = "2026-11-22T10:05:00Z"
@@ -207,3 +207,19 @@ def test_a_failed_init_container_fails_a_never_restarting_pod() -> None:
     rt = state(instances={"i1": [inst("i1", "exited", exit_code=1)]})
     assert compute_pod_status(make_init_pod("Never"), rt, NOW)["phase"] == "Failed"
     assert compute_pod_status(make_init_pod("OnFailure"), rt, NOW)["phase"] == "Pending"
+
+
+def test_ephemeral_containers_report_their_own_statuses_and_leave_phase_and_readiness_alone() -> None:
+    pod = make_pod(["a"])
+    assert pod.spec is not None
+    pod.spec.ephemeral_containers = [EphemeralContainer(name="dbg", image="minik8s/busybox:1.35",
+                                                        target_container_name="a")]
+    st = compute_pod_status(pod, state(instances={"a": [inst("a")], "dbg": [inst("dbg", "exited", exit_code=1)]}),
+                            NOW)
+    assert st["phase"] == "Running"
+    assert {c["type"]: c["status"] for c in st["conditions"]}["Ready"] == "True"
+    (eph,) = st["ephemeralContainerStatuses"]
+    assert (eph["name"], eph["ready"], eph["started"], eph["restartCount"]) == ("dbg", False, False, 0)
+    assert eph["state"]["terminated"]["exitCode"] == 1
+    st = compute_pod_status(pod, state(instances={"a": [inst("a")]}), NOW)
+    assert st["ephemeralContainerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
