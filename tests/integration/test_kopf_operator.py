@@ -15,7 +15,8 @@ publisher controllers, a scheduler and a real kubelet (Docker) for the pods.
 - peering: an operator of higher priority makes the first pause (kopf's ClusterKopfPeering), only it
   handles; when it stops the first resumes;
 - 410 Gone: the apiserver restarted while etcd compacted past kopf's resourceVersion; kopf relists and
-  goes on without handling anything twice;
+  goes on without handling anything twice; its watches ask for bookmarks and continue from a
+  resourceVersion (the audit log);
 - a Website against its schema: 422 Invalid with the field paths, through kubectl and the API, nothing stored.
 """
 
@@ -418,6 +419,14 @@ def test_the_operator_relists_after_410_gone(secure: SecureApiServer, own_etcd: 
     wait_for(lambda: handled(admin, ns, "after").get("operator") == "A", 60, 0.2,
              what=f"the operator handling a Website after the relist\n{operator.process.log_tail()}")
     assert reasons(admin, ns, "before").count("Created") == 1  # the relist ran no handler twice
+
+    # its watches ask for bookmarks and continue from a resourceVersion (each ends after WEBSITE_WATCH_TIMEOUT)
+    def continued_watches() -> list[str]:
+        return [e["requestURI"] for e in secure.audit_events() if e["user"]["username"] == ACCOUNT
+                and e.get("verb") == "watch" and e.get("objectRef", {}).get("resource") == "websites"
+                and "allowWatchBookmarks=true" in e["requestURI"] and "resourceVersion=" in e["requestURI"]]
+
+    wait_for(continued_watches, 40, 0.5, what="a continued watch of websites in the audit log")
 
 
 def test_a_website_against_its_schema_is_refused_with_field_paths(
