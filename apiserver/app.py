@@ -526,8 +526,12 @@ class ApiServer:
 
 
 def _status_response(e: errors.ApiError) -> Response:
-    """The Status as upstream writes it: Go's json.Encoder ends the body with a newline."""
-    return Response(orjson.dumps(e.status()) + b"\n", status_code=e.code, media_type="application/json")
+    """The Status as upstream writes it: Go's json.Encoder ends the body with a newline; a Status that says
+    when to retry says it in Retry-After too (upstream responsewriters.ErrorNegotiated)."""
+    retry_after = (e.details or {}).get("retryAfterSeconds")
+    headers = {"Retry-After": str(retry_after)} if retry_after else None
+    return Response(orjson.dumps(e.status()) + b"\n", status_code=e.code, media_type="application/json",
+                    headers=headers)
 
 
 def _error_response(request: Request, e: Exception) -> Response:
@@ -667,14 +671,14 @@ def create_app(config: ApiServerConfig) -> FastAPI:
     async def get_group(group: str) -> Response:
         found = discovery.api_group(group, server.custom.groups())
         if found is None:
-            raise errors.page_not_found()
+            raise server.custom.not_found()  # 503 until the CRDs are served
         return json_response(with_v1(found))
 
     @app.get("/apis/{group}/{version}", include_in_schema=False)
     async def get_group_version(group: str, version: str) -> Response:
         found = discovery.api_resource_list(f"{group}/{version}", server.custom.infos())
         if found is None:
-            raise errors.page_not_found()
+            raise server.custom.not_found()
         return json_response(found)
 
     @app.get("/version", include_in_schema=False)
@@ -737,7 +741,7 @@ def create_app(config: ApiServerConfig) -> FastAPI:
         if not path and request.method == "GET":
             found = discovery.api_resource_list(f"{group}/{version}", server.custom.infos())
             if found is None:
-                raise errors.page_not_found()
+                raise server.custom.not_found()
             return json_response(found)
         return await server.custom.dispatch(request, group, version, path)
 

@@ -109,3 +109,13 @@ def timeout(message: str) -> ApiError:
 
 def page_not_found() -> ApiError:
     return ApiError(404, "NotFound", "the server could not find the requested resource", {})
+
+
+def paths_not_installed() -> ApiError:
+    """A path the server does not know (yet) while it is still installing the ones it will serve: the
+    custom resources of the CRDs there are (upstream k8s.io/apiserver/pkg/util/notfoundhandler, until the
+    MuxAndDiscoveryComplete signals, the apiextensions' CRDInformerHasNotSynced among them). Clients
+    retry a 503 and obey its Retry-After; a 404 would tell them the resource does not exist."""
+    return ApiError(503, "ServiceUnavailable",
+                    "the request has been made before all known HTTP paths have been installed, please try again",
+                    {"retryAfterSeconds": 5})

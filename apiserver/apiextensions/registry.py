@@ -387,10 +387,15 @@ class CustomResourceRegistry:
         self._v2_proto = (self.generation, data)
         return data
 
+    def not_found(self) -> errors.ApiError:
+        """What a path no one serves answers: 404, or 503 while the CRDs there were at start are not all
+        served yet (after a restart, their clients must retry rather than conclude the resource is gone)."""
+        return errors.page_not_found() if self.synced.is_set() else errors.paths_not_installed()
+
     async def dispatch(self, request: Request, group: str, version: str, path: str) -> Response:
         found = self.dispatchers.get(f"/apis/{group}/{version}")
         if found is None:
-            raise errors.page_not_found()
+            raise self.not_found()
         target = of_scope(request.scope).target
         store = self.store_for(group, version, target.resource) if target is not None else None
         if store is not None and store.deprecation:

@@ -235,3 +235,31 @@ def test_feature_gates_flag() -> None:
         _feature_gates("Nope=true")
     with pytest.raises(SystemExit, match="invalid value"):
         _feature_gates("AggregatedDiscoveryEndpoint=maybe")
+
+
+def test_unknown_custom_paths_answer_503_until_the_crds_are_served() -> None:
+    """After a restart, before the CRDs there are are served, a custom resource's path is not "not found"
+    but "not installed yet" (upstream's notfoundhandler): 503 with retryAfterSeconds and Retry-After, which
+    clients such as kopf retry; once synced, 404 as before."""
+    import asyncio
+
+    from apiserver.apiextensions.registry import CustomResourceRegistry
+    from apiserver.app import _status_response
+    from apiserver.errors import ApiError
+
+    registry = CustomResourceRegistry(None, None, None, 100, 1800, {})  # type: ignore[arg-type]
+
+    def answer() -> ApiError:
+        with pytest.raises(ApiError) as raised:
+            asyncio.run(registry.dispatch(None, "kopf.dev", "v1", "clusterkopfpeerings"))  # type: ignore[arg-type]
+        return raised.value
+
+    early = answer()
+    assert (early.code, early.reason, early.details) == (503, "ServiceUnavailable", {"retryAfterSeconds": 5})
+    assert early.message == ("the request has been made before all known HTTP paths have been installed, "
+                             "please try again")
+    assert _status_response(early).headers["Retry-After"] == "5"
+    registry.synced.set()
+    late = answer()
+    assert (late.code, late.reason) == (404, "NotFound")
+    assert "retry-after" not in _status_response(late).headers
