@@ -5,7 +5,7 @@ Redis list, written to the primary and read from the read Service, as upstream's
 
   GET  /            the page: the title and every entry, with a form to add one
   GET  /entries     the entries as JSON: {"entries": [...], "pod": <hostname>}
-  POST /entries     adds the request body (or the form's `entry` field) as an entry: 201
+  POST /entries     adds the request body as an entry: 201 (the page's form, field `entry`: 303 to /)
   GET  /info        {"pod": <hostname>, "title": <title>}
   GET  /healthz     200 while the process serves (liveness)
   GET  /readyz      200 when the read Service answers PING and the server is not shutting down (readiness)
@@ -34,6 +34,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 TITLE = os.environ.get("GUESTBOOK_TITLE", "Guestbook")
 PRIMARY = os.environ.get("REDIS_PRIMARY", "redis-0.redis")
@@ -50,8 +52,11 @@ stopping = threading.Event()
 
 
 def client(host: str) -> redis.Redis:
+    # a command on a connection the server closed (redis-0 restarted, maybe at another address) is sent again
+    # on a new one, which resolves the name again
     return redis.Redis(host=host, port=PORT, password=PASSWORD, socket_timeout=3, socket_connect_timeout=3,
-                       decode_responses=True, retry_on_timeout=True)
+                       decode_responses=True, retry=Retry(ExponentialBackoff(cap=1, base=0.05), 3),
+                       retry_on_error=[redis.ConnectionError, redis.TimeoutError])
 
 
 primary, reader = client(PRIMARY), client(READ)
@@ -120,9 +125,11 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(413, {"error": f"an entry has at most {MAX_ENTRY} bytes"})
             return
         body = self.rfile.read(length).decode("utf-8", "replace")
+        # the page's form sends entry=...; `curl --data 'text'` sends the same content type with the bare text
+        form = None
         if self.headers.get("Content-Type", "").startswith("application/x-www-form-urlencoded"):
-            body = urllib.parse.parse_qs(body).get("entry", [""])[0]
-        entry = body.strip()
+            form = urllib.parse.parse_qs(body, keep_blank_values=True).get("entry")
+        entry = (form[0] if form else body).strip()
         if not entry:
             self.send_json(400, {"error": "an empty entry"})
             return
@@ -131,7 +138,7 @@ class Handler(BaseHTTPRequestHandler):
         except redis.RedisError as e:
             self.send_json(503, {"error": f"redis {PRIMARY}: {e}"})
             return
-        if self.headers.get("Content-Type", "").startswith("application/x-www-form-urlencoded"):
+        if form:  # back to the page
             self.send_response(303)
             self.send_header("Location", "/")
             self.send_header("Content-Length", "0")
