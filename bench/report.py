@@ -118,6 +118,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("crd", "bench.crd_bench", "crd.json",
               what="custom-object creates/s ÷ ConfigMap and ÷ Pod creates/s, CRD create → served, kubectl "
                    "cold-cache discovery with aggregated discovery ÷ without (issue 14)"),
+    Benchmark("guestbook", "bench.guestbook_bench", "guestbook.json",
+              what="the guestbook on local-up: apply -k → all Ready p50 of 3, NodePort req/s and p99 with 3 "
+                   "frontends ÷ one frontend pod IP, success rate during a rollout restart (issue 17)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -185,6 +188,8 @@ TARGETS: dict[str, Target] = {
     "hpa.decision": Target(13, False, 15, "s", "the HPA's share (metrics show the load → scale written) ≤ one "
                                                 "15 s sync period"),
     "crd.cr_vs_pod": Target(14, True, 0.8, "x", "custom-object creates/s ÷ Pod creates/s ≥ 0.8"),
+    "guestbook.rollout_success": Target(17, True, 100, "%", "request success rate during the frontend's rolling "
+                                                            "update = 100%"),
 }
 
 
@@ -678,6 +683,26 @@ def crd_figures(d: JSONDict) -> list[Figure]:
     ]
 
 
+def guestbook_figures(d: JSONDict) -> list[Figure]:
+    node, pod, rollout = d.get("nodeport") or {}, d.get("pod") or {}, d.get("rollout") or {}
+    load = f"{d.get('clients')} client processes, GET /entries on a new connection each, {d.get('seconds')} s"
+    return [
+        Figure("guestbook.apply_ready", "guestbook", f"kubectl apply -k examples/guestbook → all Ready, p50 of "
+               f"{d.get('reps')}", d.get("apply_ready_p50_s"), "s",
+               note="local-up (node-1 Docker shim, node-2 containerd), images built; runs: "
+                    + ", ".join(f"{t:.1f}" for t in d.get("apply_ready_s") or []), full_size=not d.get("quick")),
+        Figure("guestbook.nodeport_rps", "guestbook", "requests/s through the NodePort, 3 frontends",
+               node.get("rps"), "/s", "one frontend pod IP (same run)", pod.get("rps"),
+               _ratio(node.get("rps"), pod.get("rps")), note=load),
+        Figure("guestbook.nodeport_p99", "guestbook", "p99 through the NodePort, 3 frontends", node.get("p99_ms"),
+               "ms", "one frontend pod IP (same run)", pod.get("p99_ms"),
+               _ratio(node.get("p99_ms"), pod.get("p99_ms")), note=load),
+        Figure("guestbook.rollout_success", "guestbook", "requests answered during a rollout restart of the frontend",
+               rollout.get("success_pct"), "%",
+               note=f"{rollout.get('ok')} of {rollout.get('requests')} over {rollout.get('seconds') or 0:.0f} s"),
+    ]
+
+
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
@@ -696,6 +721,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "hpa": hpa_figures,
     "preemption": preemption_figures,
     "crd": crd_figures,
+    "guestbook": guestbook_figures,
 }
 
 

@@ -55,6 +55,8 @@ NODES="${NODES:-node-1 node-2}"  # one kubelet per name, all on this host
 # containerd_node) instead of the Docker shim: e.g. CONTAINERD_NODES=node-2 runs one node of each.
 CONTAINERD_NODES="${CONTAINERD_NODES:-}"
 CONTAINERD_IMAGES="minik8s/pause:3.9 minik8s/busybox:1.35 minik8s/httpd:1"
+# imported too when Docker has them (hack/guestbook-images.sh, from setup.sh): the guestbook example's
+CONTAINERD_OPTIONAL_IMAGES="minik8s/redis:1 minik8s/guestbook:1"
 START_TIMEOUT="${START_TIMEOUT:-60}"
 CLUSTER_CIDR="${CLUSTER_CIDR:-10.244.0.0/16}"
 PROXY_HEALTHZ_PORT="${PROXY_HEALTHZ_PORT:-10256}"  # kube-proxy's upstream ports
@@ -74,11 +76,14 @@ start_containerd() {
   containerd_ready() { "${PY}" -m containerd_node wait --dir "${dir}" --timeout 1 >/dev/null 2>&1; }
   start_component "containerd-${node}" containerd_ready \
     "${PY}" -m containerd_node run --node "${node}" --dir "${dir}"
-  local images=()
+  local images=() image
   read -r -a images <<<"${CONTAINERD_IMAGES}"
+  for image in ${CONTAINERD_OPTIONAL_IMAGES}; do
+    docker image inspect "${image}" >/dev/null 2>&1 && images+=("${image}")
+  done
   "${PY}" -m containerd_node import-images --dir "${dir}" "${images[@]}" \
     || die "containerd-${node}: importing ${CONTAINERD_IMAGES} from Docker failed (hack/images.sh builds them)"
-  log "containerd-${node}: images imported (${CONTAINERD_IMAGES})"
+  log "containerd-${node}: images imported (${images[*]})"
 }
 
 etcd_healthy() { curl -fsS --max-time 2 "${ETCD_METRICS_URL}/health" >/dev/null 2>&1; }

@@ -34,6 +34,7 @@ ensure_apt_packages "${MINIK8S_APT_PACKAGES[@]}"
 ensure_dockerd
 "${MINIK8S_ROOT}/hack/images.sh"  # the pause, busybox and httpd images pods run (built locally: no registry)
 "${MINIK8S_ROOT}/hack/python-image.sh"  # minik8s/python:1, the official client in a pod (in-cluster tests)
+"${MINIK8S_ROOT}/hack/guestbook-images.sh"  # minik8s/redis:1 and minik8s/guestbook:1 (examples/guestbook/)
 ensure_venv
 
 for f in /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback; do

@@ -33,6 +33,8 @@ from tests.cluster import REPO, ApiServer, Process, free_port, wait_for
 PAUSE = "minik8s/pause:3.9"
 BUSYBOX = "minik8s/busybox:1.35"
 HTTPD = "minik8s/httpd:1"
+REDIS = "minik8s/redis:1"  # the guestbook example's images (hack/guestbook-images.sh)
+GUESTBOOK = "minik8s/guestbook:1"
 BACKOFF_BASE = 1.0  # --crashloop-backoff-base-seconds of test kubelets: restarts after 0, 1, 2, 4 s ...
 
 JSONDict = dict[str, Any]
@@ -53,6 +55,12 @@ def ensure_images() -> None:
     if missing:
         done = subprocess.run([str(REPO / "hack" / "images.sh")], capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"hack/images.sh failed:\n{done.stdout}\n{done.stderr}"
+
+
+def ensure_guestbook_images() -> None:
+    """minik8s/redis:1 and minik8s/guestbook:1 by hack/guestbook-images.sh (skips an image whose recipe is built)."""
+    done = subprocess.run([str(REPO / "hack" / "guestbook-images.sh")], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"hack/guestbook-images.sh failed:\n{done.stdout}\n{done.stderr}"
 
 
 # Test clusters on one host (several sessions may run tests at once) pick their pod CIDRs among

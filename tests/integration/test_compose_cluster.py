@@ -43,9 +43,11 @@ from machinery.kubeconfig import load_kubeconfig, write_kubeconfig
 from tests.cluster import REPO, assert_etcd_takes_only_the_apiserver, free_port, make_workdir, wait_for
 from tests.e2e.conftest import KUBECTL_VERSION
 from tests.e2e.conftest import httpd_b_image as httpd_b_image  # the second web server image to roll to (a fixture)
+from tests.e2e.test_guestbook import RequestLoop, ready
 from tests.e2e.test_road import PAGE_TITLE, events_about, http_get, n_ready, recorded_at, wait_pods, write_manifest
 from tests.kubectl import Kubectl, find_kubectl
 from tests.manifests import deployment
+from tests.node_process import ensure_guestbook_images
 
 pytestmark = pytest.mark.compose
 
@@ -547,6 +549,83 @@ def test_scale_to_5_and_back_roll_to_a_second_image_and_back_then_delete(
         # delete: no pod, no pod container of any of them
         kubectl.run("delete", "-f", str(manifest)).ok()
         wait_for(lambda: not api.get(f"/api/v1/namespaces/{ns}/pods").json()["items"], 90, 0.25, what="no pods")
+    assert_no_pod_containers(cluster, uids)
+
+
+def test_the_guestbook_example_lives_through_a_new_primary_and_a_rollout(
+        compose_cluster: ComposeCluster, namespace: str, kubectl: Kubectl) -> None:
+    """examples/guestbook/ (issue 17) on the compose cluster: apply -k, all Ready, entries through the NodePort on
+    every frontend pod and Redis pod, redis-0 deleted and back with its claim and entries, a rollout restart under
+    a request loop with no failed request, delete -k: no pod, claim or container left. (The local-up cluster runs
+    the whole list: tests/e2e/test_guestbook.py.)"""
+    cluster, ns = compose_cluster, namespace
+    ensure_guestbook_images()  # the compose kubelets run pods on this host's Docker
+    folder = str(REPO / "examples" / "guestbook")
+    kubectl.run("apply", "-k", folder).ok()
+    uids: set[str] = set()
+    with cluster.client() as api:
+        def get(path: str) -> JSONDict:
+            r = api.get(path)
+            assert r.status_code == 200, r.text
+            body: JSONDict = r.json()
+            return body
+
+        def ready_app() -> bool:
+            front = get(f"/apis/apps/v1/namespaces/{ns}/deployments/frontend").get("status") or {}
+            redis = get(f"/apis/apps/v1/namespaces/{ns}/statefulsets/redis").get("status") or {}
+            return front.get("readyReplicas") == 3 and front.get("updatedReplicas") == 3 and \
+                redis.get("readyReplicas") == 3
+
+        def pods(selector: str) -> list[JSONDict]:
+            items: list[JSONDict] = get(f"/api/v1/namespaces/{ns}/pods?labelSelector={selector}")["items"]
+            return items
+
+        def redis_entries(pod: str) -> list[str]:
+            done = kubectl.run("exec", pod, "--", "redis-cli", "lrange", "guestbook:entries", "0", "-1")
+            return done.stdout.splitlines() if done.returncode == 0 else []
+
+        wait_for(ready_app, 180, 0.5, what="the guestbook Ready")
+        node = get(f"/api/v1/nodes/{cluster.nodes[0]}")
+        ip = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+        url = f"http://{ip}:{get(f'/api/v1/namespaces/{ns}/services/frontend')['spec']['ports'][0]['nodePort']}"
+        want = {f"compose entry {i}" for i in range(20)}
+        for entry in sorted(want):
+            r = httpx.post(f"{url}/entries", content=entry, timeout=10)
+            assert r.status_code == 201, r.text
+        for pod in pods("tier=frontend"):
+            uids.add(pod["metadata"]["uid"])
+            pod_url = f"http://{pod['status']['podIP']}:8080/entries"
+            wait_for(lambda u=pod_url: want <= set(httpx.get(u, timeout=5).json()["entries"]), 30, 0.5,  # type: ignore[misc]
+                     what=f"the entries from {pod_url}")
+        for name in ("redis-0", "redis-1", "redis-2"):
+            wait_for(lambda n=name: want <= set(redis_entries(n)), 60, 1, what=f"the entries on {name}")  # type: ignore[misc]
+
+        before = get(f"/api/v1/namespaces/{ns}/pods/redis-0")
+        claim = get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/data-redis-0")
+        kubectl.run("delete", "pod", "redis-0").ok()
+        wait_for(lambda: (p := api.get(f"/api/v1/namespaces/{ns}/pods/redis-0")).status_code == 200
+                 and p.json()["metadata"]["uid"] != before["metadata"]["uid"] and ready(p.json()), 120, 0.5,
+                 what="redis-0 back and Ready")
+        assert get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/data-redis-0")["metadata"]["uid"] == \
+            claim["metadata"]["uid"]
+        assert want <= set(redis_entries("redis-0"))
+
+        loop = RequestLoop(url, limit=240)
+        try:
+            wait_for(lambda: loop.ok >= 20, 30, 0.2, what="the request loop to run")
+            kubectl.run("rollout", "restart", "deployment/frontend").ok()
+            done = kubectl.run("rollout", "status", "deployment/frontend", "--timeout=180s", timeout=200)
+            assert done.returncode == 0, done
+        finally:
+            loop.stop()
+        assert loop.failed == 0 and loop.ok > 0, loop.errors[:10]
+        print(f"compose guestbook rollout: {loop.ok}/{loop.ok + loop.failed} requests answered")
+        uids |= {p["metadata"]["uid"] for p in pods("")}
+
+        kubectl.run("delete", "-k", folder, "--timeout=180s", timeout=200).ok()
+        wait_for(lambda: not get(f"/api/v1/namespaces/{ns}/pods")["items"], 120, 0.5, what="no pods")
+        wait_for(lambda: not get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims")["items"], 60, 0.5,
+                 what="no claims (the StatefulSet's go with it: whenDeleted Delete)")
     assert_no_pod_containers(cluster, uids)
 
 
