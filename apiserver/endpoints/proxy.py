@@ -13,8 +13,9 @@ address dialled (upstream: without the CA, it is not verified); without them, pl
   until the container stops or the client goes away. A kubelet error (a Status) is passed on.
 - exec: a websocket (subprotocol v5.channel.k8s.io, as kubectl 1.30+ speaks, or v4/channel.k8s.io)
   is bridged message for message to the kubelet's `/exec/...` websocket, so stdin, stdout, stderr,
-  resize and the final Status with the exit code travel unchanged. A plain (non-upgrade) request
-  gets 400 "Upgrade request required", as upstream answers it.
+  resize and the final Status with the exit code travel unchanged. kubectl <= 1.29 upgrades to SPDY/3.1
+  instead (v4.channel.k8s.io): its streams are bridged to the same websocket by streamtranslator.py. A plain
+  (non-upgrade) request gets 400 "Upgrade request required", as upstream answers it.
 
 `exec_endpoints` returns the websocket handler under the key "WEBSOCKET" (HTTP routes never see
 websocket requests): the router dispatches websocket requests to it, `handler(websocket, name=...,
@@ -39,9 +40,11 @@ from starlette.responses import Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from apiserver import errors
+from apiserver.endpoints import streamtranslator
 from apiserver.endpoints.handlers import ResourceHandlers
 from apiserver.endpoints.request import query
 from apiserver.endpoints.responsewriters import json_response
+from machinery import spdy
 from machinery.types import Obj
 
 log = logging.getLogger(__name__)
@@ -243,34 +246,19 @@ async def _deny(websocket: WebSocket, error: errors.ApiError) -> None:
 
 def exec_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
     async def plain(request: Request, name: str, namespace: str | None = None) -> Response:
+        if streamtranslator.wants_spdy(request):  # kubectl <= 1.29
+            return await _spdy_exec(request, h, namespace, name)
         pod = await h.store.get(namespace, name)
         pick_container(pod, query(request).get("container"))  # upstream checks it before the upgrade
         raise errors.bad_request("Upgrade request required")
 
     async def websocket_exec(websocket: WebSocket, name: str, namespace: str | None = None) -> None:
-        from websockets.asyncio.client import connect
-        from websockets.exceptions import InvalidStatus, WebSocketException
-
         offered = list(websocket.scope.get("subprotocols") or [])
         protocols = [p for p in EXEC_PROTOCOLS if p in offered]
         try:
             if not protocols:
                 raise errors.bad_request(f"unable to upgrade connection: no supported subprotocol in {offered}")
-            pod, base, tls = await _pod_and_kubelet(websocket, h, namespace, name)
-            phase = (pod.get("status") or {}).get("phase")
-            if phase in ("Succeeded", "Failed"):
-                raise errors.bad_request(f"cannot exec into a container in a completed pod; current phase is {phase}")
-            container = pick_container(pod, query(websocket).get("container"))
-            url = "ws" + base.removeprefix("http") + f"/exec/{namespace}/{name}/{container}?" + \
-                exec_query(websocket, container)
-            options: dict[str, Any] = {"ssl": tls} if tls else {}
-            try:
-                upstream = await connect(url, subprotocols=protocols, max_size=None, compression=None,  # type: ignore[arg-type]
-                                         open_timeout=KUBELET_CONNECT_TIMEOUT, ping_interval=None, **options)
-            except InvalidStatus as e:
-                raise _kubelet_error(e.response.status_code, e.response.body or b"") from e
-            except (OSError, WebSocketException, TimeoutError) as e:
-                raise errors.ApiError(500, "InternalError", f"error dialing backend: {e}") from e
+            upstream = await _dial_exec(websocket, h, namespace, name, protocols)
         except errors.ApiError as e:
             await _deny(websocket, e)
             return
@@ -278,6 +266,49 @@ def exec_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
         await _bridge(websocket, upstream)
 
     return {"GET": plain, "POST": plain, "WEBSOCKET": websocket_exec}
+
+
+async def _dial_exec(conn: Request | WebSocket, h: ResourceHandlers, namespace: str | None, name: str,
+                     protocols: list[str]) -> Any:
+    """The kubelet's exec websocket for this request (websockets' asyncio client), or the ApiError to answer."""
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus, WebSocketException
+
+    pod, base, tls = await _pod_and_kubelet(conn, h, namespace, name)
+    phase = (pod.get("status") or {}).get("phase")
+    if phase in ("Succeeded", "Failed"):
+        raise errors.bad_request(f"cannot exec into a container in a completed pod; current phase is {phase}")
+    container = pick_container(pod, query(conn).get("container"))
+    url = "ws" + base.removeprefix("http") + f"/exec/{namespace}/{name}/{container}?" + exec_query(conn, container)
+    options: dict[str, Any] = {"ssl": tls} if tls else {}
+    try:
+        return await connect(url, subprotocols=protocols, max_size=None, compression=None,  # type: ignore[arg-type]
+                             open_timeout=KUBELET_CONNECT_TIMEOUT, ping_interval=None, **options)
+    except InvalidStatus as e:
+        raise _kubelet_error(e.response.status_code, e.response.body or b"") from e
+    except (OSError, WebSocketException, TimeoutError) as e:
+        raise errors.ApiError(500, "InternalError", f"error dialing backend: {e}") from e
+
+
+async def _spdy_exec(request: Request, h: ResourceHandlers, namespace: str | None, name: str) -> Response:
+    """exec over SPDY/3.1 (kubectl <= 1.29): the protocol negotiated and the kubelet dialled before the 101, then
+    the client's streams bridged to the kubelet's websocket (apiserver/endpoints/streamtranslator.py)."""
+    protocol = streamtranslator.negotiate(streamtranslator.offered_protocols(request),
+                                          streamtranslator.REMOTECOMMAND_PROTOCOLS)
+    q = query(request)
+    flags = {k: (q.get(k) or "").lower() in ("true", "1") for k in ("stdin", "stdout", "stderr", "tty")}
+    upstream = await _dial_exec(request, h, namespace, name, ["v5.channel.k8s.io", "v4.channel.k8s.io"])
+    expected = streamtranslator.expected_streams(**flags)
+    v5 = upstream.subprotocol == "v5.channel.k8s.io"
+
+    async def run(session: spdy.Session) -> None:
+        await streamtranslator.bridge_remotecommand(session, upstream, expected, v5)
+
+    async def cleanup() -> None:
+        with contextlib.suppress(Exception):
+            await upstream.close()
+
+    return streamtranslator.SpdyUpgrade(protocol, run, cleanup)
 
 
 async def _bridge(client: WebSocket, upstream: Any) -> None:
