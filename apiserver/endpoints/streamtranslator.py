@@ -28,6 +28,7 @@ import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import orjson
 from starlette.requests import Request
@@ -319,4 +320,4 @@ def attach_query(stdin: bool, stdout: bool, stderr: bool, tty: bool, container: 
     """The kubelet's attach query (no command; the streams and tty as for exec)."""
     flags = [(k, "true") for k, v in (("stdin", stdin), ("stdout", stdout), ("stderr", stderr and not tty),
                                        ("tty", tty)) if v]
-    return "&".join(f"{k}={v}" for k, v in [*flags, ("container", container)])
+    return urlencode([*flags, ("container", container)])
