@@ -116,6 +116,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("crd", "bench.crd_bench", "crd.json",
               what="custom-object creates/s ÷ ConfigMap and ÷ Pod creates/s, CRD create → served, kubectl "
                    "cold-cache discovery with aggregated discovery ÷ without (issue 14)"),
+    Benchmark("exec", "bench.exec_bench", "exec.json",
+              what="one-byte `kubectl exec -i … cat` round trip p50/p99, kubectl 1.27 (SPDY, bridged to the "
+                   "kubelet's websocket) ÷ 1.33 (websocket), same run (issue 18)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -664,6 +667,15 @@ def crd_figures(d: JSONDict) -> list[Figure]:
     ]
 
 
+def exec_figures(d: JSONDict) -> list[Figure]:
+    spdy, ws = d.get("spdy") or {}, d.get("websocket") or {}
+    return [Figure(f"exec.round_trip_{q}", "exec", f"1-byte exec round trip {q}, kubectl 1.27 (SPDY/3.1)",
+                   spdy.get(f"{q}_ms"), "ms", "kubectl 1.33, websocket (same run)", ws.get(f"{q}_ms"),
+                   _ratio(spdy.get(f"{q}_ms"), ws.get(f"{q}_ms")),
+                   note="one long-lived `kubectl exec -i POD -- cat` each, rounds alternating")
+            for q in ("p50", "p99")]
+
+
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
@@ -681,6 +693,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "hpa": hpa_figures,
     "preemption": preemption_figures,
     "crd": crd_figures,
+    "exec": exec_figures,
 }
 
 
