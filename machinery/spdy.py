@@ -333,11 +333,18 @@ class Stream:
         if fin:
             self.remote_closed = True
             self._chunks.put_nowait(None)
+            self._forget_if_done()
 
     def _end(self) -> None:
         if not self.remote_closed:
             self.remote_closed = True
             self._chunks.put_nowait(None)
+        self._forget_if_done()
+
+    def _forget_if_done(self) -> None:
+        """Closed both ways: the session no longer routes frames to it (a long port-forward opens many)."""
+        if self.remote_closed and self.local_closed:
+            self.session.streams.pop(self.id, None)
 
     async def write(self, data: bytes) -> None:
         if self.local_closed or self.reset or not data:
@@ -351,6 +358,7 @@ class Stream:
         if not self.local_closed and not self.reset:
             self.local_closed = True
             self.session.send(DataFrame(self.id, b"", FLAG_FIN))
+            self._forget_if_done()
 
     def cancel(self, status: int = CANCEL) -> None:
         if not self.reset:
@@ -453,7 +461,7 @@ class Session(asyncio.Protocol):
         if self.closed.is_set():
             return
         self.closed.set()
-        for stream in self.streams.values():
+        for stream in list(self.streams.values()):
             stream._end()
         self._incoming.put_nowait(None)
 

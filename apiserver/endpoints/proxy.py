@@ -44,7 +44,6 @@ from apiserver.endpoints import streamtranslator
 from apiserver.endpoints.handlers import ResourceHandlers
 from apiserver.endpoints.request import query
 from apiserver.endpoints.responsewriters import json_response
-from machinery import spdy
 from machinery.types import Obj
 
 log = logging.getLogger(__name__)
@@ -295,20 +294,8 @@ async def _spdy_exec(request: Request, h: ResourceHandlers, namespace: str | Non
     the client's streams bridged to the kubelet's websocket (apiserver/endpoints/streamtranslator.py)."""
     protocol = streamtranslator.negotiate(streamtranslator.offered_protocols(request),
                                           streamtranslator.REMOTECOMMAND_PROTOCOLS)
-    q = query(request)
-    flags = {k: (q.get(k) or "").lower() in ("true", "1") for k in ("stdin", "stdout", "stderr", "tty")}
     upstream = await _dial_exec(request, h, namespace, name, ["v5.channel.k8s.io", "v4.channel.k8s.io"])
-    expected = streamtranslator.expected_streams(**flags)
-    v5 = upstream.subprotocol == "v5.channel.k8s.io"
-
-    async def run(session: spdy.Session) -> None:
-        await streamtranslator.bridge_remotecommand(session, upstream, expected, v5)
-
-    async def cleanup() -> None:
-        with contextlib.suppress(Exception):
-            await upstream.close()
-
-    return streamtranslator.SpdyUpgrade(protocol, run, cleanup)
+    return streamtranslator.remotecommand_upgrade(request, protocol, upstream)
 
 
 async def _bridge(client: WebSocket, upstream: Any) -> None:

@@ -161,6 +161,24 @@ async def collect_streams(session: spdy.Session, expected: set[str],
     return streams
 
 
+def remotecommand_upgrade(request: Request, protocol: str, upstream: Any) -> SpdyUpgrade:
+    """The 101 and the bridge for exec or attach, once `protocol` is negotiated (`negotiate`, before dialling) and
+    the kubelet's websocket (`upstream`, offered v5 then v4) is open: the streams the request's options ask for."""
+    q = request.query_params
+    flags = {k: (q.get(k) or "").lower() in ("true", "1") for k in ("stdin", "stdout", "stderr", "tty")}
+    expected = expected_streams(**flags)
+    v5 = upstream.subprotocol == "v5.channel.k8s.io"
+
+    async def run(session: spdy.Session) -> None:
+        await bridge_remotecommand(session, upstream, expected, v5)
+
+    async def cleanup() -> None:
+        with contextlib.suppress(Exception):
+            await upstream.close()
+
+    return SpdyUpgrade(protocol, run, cleanup)
+
+
 def failure_status(message: str) -> bytes:
     return orjson.dumps({"metadata": {}, "status": "Failure", "message": message, "reason": "InternalError",
                          "code": 500})
@@ -309,6 +327,76 @@ class PortChannels:
             self.prefix_seen[channel] = True
             payload = payload[2:]
         return ("data" if channel == self.DATA else "error"), payload
+
+
+async def bridge_portforward(session: spdy.Session, dial: Callable[[int], Awaitable[Any]]) -> None:
+    """Serve a SPDY port-forward connection: each requestID's error and data streams become one websocket to the
+    kubelet from `dial(port)` (portforward.k8s.io for that port), relayed until either side ends; a stream with a
+    bad type or port is reset. Returns when the client's connection ends."""
+    pairs = PortForwardPairs()
+    forwards: set[asyncio.Task[None]] = set()
+    try:
+        while (stream := await session.accept()) is not None:
+            try:
+                request = pairs.add(stream.id, stream.headers, stream)
+            except ValueError as e:
+                log.info("spdy port-forward: resetting stream %d: %s", stream.id, e)
+                stream.cancel(spdy.PROTOCOL_ERROR)
+                continue
+            if request is not None:
+                task = asyncio.create_task(forward_port(request, dial))
+                forwards.add(task)
+                task.add_done_callback(forwards.discard)
+    finally:
+        for task in list(forwards):
+            task.cancel()
+        for task in list(forwards):
+            with contextlib.suppress(BaseException):
+                await task
+
+
+async def forward_port(request: PortForwardRequest, dial: Callable[[int], Awaitable[Any]]) -> None:
+    """One forwarded connection: the client's data stream ↔ the kubelet's data channel; the kubelet's error
+    channel to the client's error stream (upstream's message: "error forwarding port P to pod ...")."""
+    data: spdy.Stream = request.streams["data"]
+    error: spdy.Stream = request.streams["error"]
+    try:
+        upstream = await dial(request.port)
+    except Exception as e:
+        await error.write(f"error forwarding port {request.port}: {e}".encode())
+        error.close()
+        data.close()
+        return
+    channels = PortChannels(request.port)
+
+    async def up() -> None:
+        while (chunk := await data.read()) is not None:
+            await upstream.send(channels.to_kubelet(chunk))
+
+    async def down() -> None:
+        async for message in upstream:
+            kind, payload = channels.from_kubelet(message if isinstance(message, bytes) else message.encode())
+            if kind == "data":
+                await data.write(payload)
+            elif kind == "error" and payload:
+                await error.write(payload)
+
+    tasks = [asyncio.create_task(up()), asyncio.create_task(down())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.info("spdy port-forward %s: %s", request.request_id, task.exception())
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        with contextlib.suppress(Exception):
+            await upstream.close()
+        data.close()
+        error.close()
 
 
 def portforward_path(namespace: str, name: str) -> str:

@@ -205,3 +205,69 @@ def test_attach_and_port_forward_kubelet_addresses() -> None:
     assert st.attach_query(stdin=False, stdout=True, stderr=True, tty=False, container="c") == \
         "stdout=true&stderr=true&container=c"
     assert st.portforward_path("ns", "p") == "/portForward/ns/p"
+
+
+class PortKubelet:
+    """A scripted portforward.k8s.io websocket for one port: answers each data frame with its upper case, after
+    the two port prefixes; `error` goes on the error channel first."""
+
+    def __init__(self, port: int, error: bytes = b"") -> None:
+        self.prefix = port.to_bytes(2, "little")
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.queue.put_nowait(b"\x00" + self.prefix)
+        self.queue.put_nowait(b"\x01" + self.prefix + error)
+        if error:
+            self.queue.put_nowait(None)
+        self.closed = False
+
+    async def send(self, frame: bytes) -> None:
+        assert frame[0] == 0
+        self.queue.put_nowait(b"\x00" + frame[1:].upper())
+
+    async def close(self) -> None:
+        self.closed = True
+        self.queue.put_nowait(None)
+
+    def __aiter__(self) -> Any:
+        return self._messages()
+
+    async def _messages(self) -> Any:
+        while (frame := await self.queue.get()) is not None:
+            yield frame
+
+
+async def test_port_forward_bridged_per_request() -> None:
+    session, transport, client = _client_session()
+    kubelets: dict[int, PortKubelet] = {}
+
+    async def dial(port: int) -> PortKubelet:
+        if port == 9999:
+            raise OSError("connection refused")
+        kubelets[port] = PortKubelet(port, b"no listener" if port == 81 else b"")
+        return kubelets[port]
+
+    bridge = asyncio.create_task(st.bridge_portforward(session, dial))
+
+    def syn(stream_id: int, kind: str, port: str, request_id: str) -> bytes:
+        return client.encode(spdy.SynStream(stream_id, {"streamtype": [kind], "port": [port],
+                                                        "requestid": [request_id]}))
+
+    session.data_received(syn(1, "error", "8080", "0") + syn(3, "data", "8080", "0") +
+                          client.encode(spdy.DataFrame(3, b"ping")) +
+                          syn(5, "error", "81", "1") + syn(7, "data", "81", "1") +
+                          syn(9, "error", "9999", "2") + syn(11, "data", "9999", "2") +
+                          syn(13, "data", "http", "3"))
+    async with asyncio.timeout(5):
+        while not ({5, 7, 9, 11} <= _fins(transport.frames) and _by_stream(transport.frames).get(3) == b"PING"):
+            await asyncio.sleep(0.01)
+    sent = _by_stream(transport.frames)
+    assert sent[5] == b"no listener" and sent[9] == b"error forwarding port 9999: connection refused"
+    assert spdy.RstStream(13, spdy.PROTOCOL_ERROR) in transport.frames
+    assert 3 not in _fins(transport.frames)  # 8080 still open
+    session.data_received(client.encode(spdy.DataFrame(3, b"", spdy.FLAG_FIN)))  # the local connection ended
+    async with asyncio.timeout(5):
+        while not {1, 3} <= _fins(transport.frames):
+            await asyncio.sleep(0.01)
+    assert kubelets[8080].closed
+    session.connection_lost(None)
+    await asyncio.wait_for(bridge, 5)

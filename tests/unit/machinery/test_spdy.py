@@ -216,3 +216,17 @@ async def test_a_reset_stream_ends_and_writes_nothing_more() -> None:
     assert await stream.read() is None
     await stream.write(b"late")
     assert transport.frames == [spdy.SynReply(1, {})]
+
+
+async def test_streams_closed_both_ways_are_forgotten() -> None:
+    session, transport, client = _session()
+    session.data_received(client.encode(spdy.SynStream(1, {})) + client.encode(spdy.SynStream(3, {})))
+    one, three = await session.accept(), await session.accept()
+    assert one is not None and three is not None
+    session.data_received(client.encode(spdy.DataFrame(1, b"", spdy.FLAG_FIN)))
+    assert 1 in session.streams  # half-closed: still writable from here
+    one.close()
+    three.cancel()
+    assert session.streams == {}
+    session.data_received(client.encode(spdy.DataFrame(1, b"late")))
+    assert transport.frames[-1] == spdy.RstStream(1, spdy.INVALID_STREAM)
