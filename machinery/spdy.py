@@ -14,6 +14,8 @@ partial), so the framing is written once here:
   data read until the peer's FIN, written and half-closed (FIN) from here; PINGs are answered. spdystream does no
   flow control (WINDOW_UPDATE is ignored there and here); reading the connection pauses while more than
   `HIGH_WATER` bytes wait unread, and writers wait (`drain`) while the transport's buffer is full.
+- `serve_messages`: the same session carried in messages instead of a byte stream (kubectl >= 1.30 tunnels its
+  port-forward SPDY session in websocket binary messages: client-go tools/portforward/tunneling_connection.go).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import contextlib
 import logging
 import struct
 import zlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
@@ -502,3 +505,65 @@ class Session(asyncio.Protocol):
             self.send(GoAway(self._last_peer_stream, GOAWAY_OK))
             self.transport.close()
         self._finish()
+
+
+# -- a session carried in messages ----------------------------------------------------------------------------
+
+
+class MessageTransport(asyncio.Transport):
+    """A Session's transport over message-based I/O: writes are sent in order by one task through `send`."""
+
+    def __init__(self, send: Callable[[bytes], Awaitable[None]]) -> None:
+        super().__init__()
+        self._send = send
+        self._outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._closing = False
+        self.reading = asyncio.Event()
+        self.reading.set()
+        self.pump = asyncio.create_task(self._pump())
+
+    async def _pump(self) -> None:
+        try:
+            while (data := await self._outgoing.get()) is not None:
+                await self._send(data)
+        except Exception as e:  # the carrier is gone: nothing more can be sent
+            log.info("spdy: the message carrier failed: %s", e)
+            self._closing = True
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._closing:
+            self._outgoing.put_nowait(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        if not self._closing:
+            self._closing = True
+            self._outgoing.put_nowait(None)
+
+    def pause_reading(self) -> None:
+        self.reading.clear()
+
+    def resume_reading(self) -> None:
+        self.reading.set()
+
+
+async def serve_messages(session: Session, receive: Callable[[], Awaitable[bytes | None]],
+                         send: Callable[[bytes], Awaitable[None]]) -> None:
+    """Feed `session` the messages from `receive` (None: the carrier ended) and send what it writes through
+    `send`, until the carrier ends or the session closes; whatever consumes the session's streams runs beside."""
+    transport = MessageTransport(send)
+    session.connection_made(transport)
+    try:
+        while not session.closed.is_set():
+            await transport.reading.wait()
+            message = await receive()
+            if message is None:
+                break
+            session.data_received(message)
+    finally:
+        session.connection_lost(None)
+        transport.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(transport.pump, 5)

@@ -12,8 +12,10 @@ kubelet websockets (machinery/spdy.py frames the SPDY side).
   (its NonZeroExitCode cause is kubectl's exit code), then every stream is half-closed.
 - portforward (upstream kubelet/pkg/cri/streaming/portforward/httpstream.go): per connection the client opens an
   error and a data stream carrying `port` and `requestID` headers; each pair is one websocket to the kubelet's
-  portforward.k8s.io (`?port=P`: data channel 0, error channel 1, each channel's first frame from the kubelet
-  begins with the port, two bytes little endian). `PortForwardPairs` and `PortChannels` are that translation.
+  port-forward for that port (upstream portforward/websocket.go: v4.channel.k8s.io, `?ports=P`, data channel 0,
+  error channel 1, each channel's first frame from the kubelet beginning with the port, two bytes little
+  endian). `bridge_portforward` (with `PortForwardPairs` and `PortChannels`) is that translation; the same
+  session carried in websocket messages (kubectl >= 1.30's tunnel) runs through machinery/spdy.serve_messages.
 
 Failures before the 101 (no such pod, kubelet unreachable, no common protocol) are ordinary Status answers; a
 malformed frame afterwards ends the SPDY connection (GOAWAY) and the kubelet's websocket with it.
@@ -300,7 +302,7 @@ class PortForwardPairs:
 
 
 class PortChannels:
-    """The kubelet's portforward.k8s.io websocket for one port: data channel 0, error channel 1; the first frame
+    """The kubelet's port-forward websocket for one port: data channel 0, error channel 1; the first frame
     on each channel from the kubelet begins with the port (uint16, little endian), which is not data."""
 
     DATA, ERROR = 0, 1
@@ -331,8 +333,8 @@ class PortChannels:
 
 async def bridge_portforward(session: spdy.Session, dial: Callable[[int], Awaitable[Any]]) -> None:
     """Serve a SPDY port-forward connection: each requestID's error and data streams become one websocket to the
-    kubelet from `dial(port)` (portforward.k8s.io for that port), relayed until either side ends; a stream with a
-    bad type or port is reset. Returns when the client's connection ends."""
+    kubelet from `dial(port)` (its port-forward websocket for that port), relayed until either side ends; a
+    stream with a bad type or port is reset. Returns when the client's connection ends."""
     pairs = PortForwardPairs()
     forwards: set[asyncio.Task[None]] = set()
     try:

@@ -230,3 +230,30 @@ async def test_streams_closed_both_ways_are_forgotten() -> None:
     assert session.streams == {}
     session.data_received(client.encode(spdy.DataFrame(1, b"late")))
     assert transport.frames[-1] == spdy.RstStream(1, spdy.INVALID_STREAM)
+
+
+async def test_a_session_carried_in_messages() -> None:
+    """kubectl >= 1.30's port-forward tunnel: SPDY frames in websocket messages; a frame may span two."""
+    client = spdy.Framer()
+    incoming: asyncio.Queue[bytes | None] = asyncio.Queue()
+    sent: list[spdy.Frame] = []
+    reader = spdy.Framer()
+
+    async def send(data: bytes) -> None:
+        sent.extend(reader.feed(data))
+
+    session = spdy.Session()
+    served = asyncio.create_task(spdy.serve_messages(session, incoming.get, send))
+    wire = client.encode(spdy.SynStream(1, {"streamtype": ["data"], "port": ["80"]})) + \
+        client.encode(spdy.DataFrame(1, b"hello", spdy.FLAG_FIN))
+    incoming.put_nowait(wire[:7])
+    incoming.put_nowait(wire[7:])
+    stream = await asyncio.wait_for(session.accept(), 5)
+    assert stream is not None and stream.header("port") == "80"
+    assert await stream.read() == b"hello" and await stream.read() is None
+    await stream.write(b"back")
+    stream.close()
+    incoming.put_nowait(None)  # the websocket ends
+    await asyncio.wait_for(served, 5)
+    assert sent == [spdy.SynReply(1, {}), spdy.DataFrame(1, b"back"), spdy.DataFrame(1, b"", spdy.FLAG_FIN)]
+    assert session.closed.is_set()
