@@ -67,6 +67,8 @@ def test_kubectl_exec_over_spdy(apiserver: ApiServer, spdy_ns: str, tmp_path: Pa
     assert result.returncode == 3, result
     assert result.stdout == "out\n" and "err\n" in result.stderr
     assert kubectl.run("exec", POD, "--", "hostname").ok().stdout == f"{POD}\n"
+    wrong = kubectl.run("exec", POD, "-c", "nosuch", "--", "true")  # refused before the upgrade
+    assert wrong.returncode == 1 and f"container nosuch is not valid for pod {POD}" in wrong.stderr, wrong
     # stdin's end (the stream's FIN) reaches the command: tr ends
     assert kubectl.run("exec", "-i", POD, "--", "tr", "a-z", "A-Z", stdin="piped in\n").ok().stdout == "PIPED IN\n"
     output, code = run_in_terminal(kubectl.argv("exec", "-it", POD, "--", "sh"),

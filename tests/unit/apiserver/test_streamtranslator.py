@@ -271,3 +271,34 @@ async def test_port_forward_bridged_per_request() -> None:
     assert kubelets[8080].closed
     session.connection_lost(None)
     await asyncio.wait_for(bridge, 5)
+
+
+async def test_streams_not_created_in_time() -> None:
+    session, _, client = _client_session()
+    session.data_received(client.encode(spdy.SynStream(1, {"streamtype": ["error"]})))
+    with pytest.raises(TimeoutError):
+        await st.collect_streams(session, {"error", "stdout"}, timeout=0.05)
+
+
+async def test_without_the_servers_switch_the_upgrade_is_refused() -> None:
+    """A server whose HTTP protocol offers no switch (no machinery.tls Upgrade in the scope): upstream's 400."""
+    messages: list[dict[str, Any]] = []
+    cleaned: list[bool] = []
+
+    async def send(message: Any) -> None:
+        messages.append(message)
+
+    async def run(session: spdy.Session) -> None:
+        raise AssertionError("no session without the switch")
+
+    async def cleanup() -> None:
+        cleaned.append(True)
+
+    async def receive() -> Any:
+        return {"type": "http.disconnect"}
+
+    await st.SpdyUpgrade("v4.channel.k8s.io", run, cleanup)({"type": "http", "headers": []}, receive, send)
+    assert messages[0]["status"] == 400
+    body = json.loads(messages[1]["body"])
+    assert (body["reason"], body["message"]) == ("BadRequest", "Upgrade request required")
+    assert cleaned == [True]
