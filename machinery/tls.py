@@ -338,8 +338,10 @@ class TLSHttpProtocol(HttpToolsProtocol):
         self._header_bytes = 0
         self._disarm_header_timer()
         super().on_headers_complete()
+        if not self.parser.should_upgrade() or self.cycle is None:  # the common case: one C call
+            return
         token = self._get_upgrade()
-        if token is not None and token != b"websocket" and self.parser.should_upgrade() and self.cycle is not None:
+        if token is not None and token != b"websocket":
             upgrade = self._upgrade = Upgrade(token.decode("latin-1"))
             self.scope[UPGRADE_SCOPE_KEY] = upgrade  # type: ignore[literal-required]
             self._switching_send(upgrade)
