@@ -77,17 +77,19 @@ def test_kubectl_exec_over_spdy(apiserver: ApiServer, spdy_ns: str, tmp_path: Pa
     assert code == 4
 
 
-def test_kubectl_cp_5mb_both_ways(apiserver: ApiServer, spdy_ns: str, tmp_path: Path) -> None:
-    """kubectl 1.27 cp (exec of tar over SPDY) of 5 MB into the container and back, checksums equal."""
-    kubectl = _kubectl("1.27", apiserver, spdy_ns, tmp_path)
+@pytest.mark.parametrize("version", SPDY_VERSIONS)
+def test_kubectl_cp_5mb_both_ways(apiserver: ApiServer, spdy_ns: str, tmp_path: Path, version: str) -> None:
+    """kubectl cp (exec of tar over SPDY) of 5 MB into the container and back, checksums equal."""
+    kubectl = _kubectl(version, apiserver, spdy_ns, tmp_path)
     source = tmp_path / "blob.bin"
     source.write_bytes(os.urandom(5 * 1024 * 1024))
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
-    kubectl.run("cp", str(source), f"{POD}:/tmp/blob.bin", timeout=120).ok()
-    remote = kubectl.run("exec", POD, "--", "sha256sum", "/tmp/blob.bin").ok().stdout.split()[0]
+    remote_path = f"/tmp/blob-{version}.bin"
+    kubectl.run("cp", str(source), f"{POD}:{remote_path}", timeout=120).ok()
+    remote = kubectl.run("exec", POD, "--", "sha256sum", remote_path).ok().stdout.split()[0]
     assert remote == digest
     back = tmp_path / "back.bin"
-    kubectl.run("cp", f"{POD}:/tmp/blob.bin", str(back), timeout=120).ok()
+    kubectl.run("cp", f"{POD}:{remote_path}", str(back), timeout=120).ok()
     assert hashlib.sha256(back.read_bytes()).hexdigest() == digest
 
 
