@@ -401,6 +401,19 @@ async def forward_port(request: PortForwardRequest, dial: Callable[[int], Awaita
         error.close()
 
 
+def portforward_upgrade(protocol: str, dial: Callable[[int], Awaitable[Any]]) -> SpdyUpgrade:
+    """The 101 and `bridge_portforward` for a SPDY port-forward (kubectl <= 1.29 sends no ports in the query: they
+    come per connection in the streams' headers), once `protocol` is negotiated against PORTFORWARD_PROTOCOLS."""
+
+    async def run(session: spdy.Session) -> None:
+        await bridge_portforward(session, dial)
+
+    async def cleanup() -> None:  # each forwarded connection closes its own kubelet websocket
+        return None
+
+    return SpdyUpgrade(protocol, run, cleanup)
+
+
 def portforward_path(namespace: str, name: str) -> str:
     """The kubelet's port-forward endpoint (upstream /portForward/{podNamespace}/{podID})."""
     return f"/portForward/{namespace}/{name}"
