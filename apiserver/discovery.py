@@ -17,6 +17,8 @@ _SUBRESOURCE_VERBS = {
     "exec": ["create", "get"],
     "token": ["create"],
     "eviction": ["create"],
+    "attach": ["create", "get"],
+    "portforward": ["create", "get"],
 }
 
 

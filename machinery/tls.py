@@ -39,6 +39,9 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.datastructures import Headers
+from websockets.server import ServerProtocol
+from websockets.typing import Subprotocol
 
 
 def server_ssl_context(cert_file: str, key_file: str, client_ca_file: str | None) -> ssl.SSLContext:
@@ -389,8 +392,27 @@ class TLSHttpProtocol(HttpToolsProtocol):
         self._in_headers = True
 
 
+class _KubernetesServerProtocol(ServerProtocol):
+    """websockets' handshake, except that Sec-WebSocket-Protocol is not parsed as RFC 6455 tokens: kubectl's
+    port-forward offers `SPDY/3.1+portforward.k8s.io` (a '/' is no token character; Go's gorilla takes it),
+    which websockets would refuse with 400. uvicorn splits the header on commas for the app's scope and
+    writes the app's chosen subprotocol into the answer itself."""
+
+    def process_subprotocol(self, headers: Headers) -> Subprotocol | None:
+        return None
+
+
 class TLSWebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's websockets (sans-I/O) protocol with the peer's certificate in scope["peercert"] and
+    Kubernetes' subprotocol names accepted (_KubernetesServerProtocol)."""
+
     _peer: dict[str, Any] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.conn = _KubernetesServerProtocol(extensions=self.conn.available_extensions,
+                                              max_size=(self.conn.max_message_size, self.conn.max_fragment_size),
+                                              logger=self.conn.logger)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
