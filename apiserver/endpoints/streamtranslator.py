@@ -364,8 +364,9 @@ async def forward_port(request: PortForwardRequest, dial: Callable[[int], Awaita
     error: spdy.Stream = request.streams["error"]
     try:
         upstream = await dial(request.port)
-    except Exception as e:
-        await error.write(f"error forwarding port {request.port}: {e}".encode())
+    except Exception as e:  # an ApiError (no pod, no kubelet) carries its message; anything else is named
+        message = e.message if isinstance(e, errors.ApiError) else f"error forwarding port {request.port}: {e}"
+        await error.write(message.encode())
         error.close()
         data.close()
         return

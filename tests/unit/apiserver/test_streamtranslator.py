@@ -243,6 +243,8 @@ async def test_port_forward_bridged_per_request() -> None:
     async def dial(port: int) -> PortKubelet:
         if port == 9999:
             raise OSError("connection refused")
+        if port == 9998:
+            raise errors.ApiError(500, "InternalError", "error dialing backend: refused")
         kubelets[port] = PortKubelet(port, b"no listener" if port == 81 else b"")
         return kubelets[port]
 
@@ -256,12 +258,15 @@ async def test_port_forward_bridged_per_request() -> None:
                           client.encode(spdy.DataFrame(3, b"ping")) +
                           syn(5, "error", "81", "1") + syn(7, "data", "81", "1") +
                           syn(9, "error", "9999", "2") + syn(11, "data", "9999", "2") +
-                          syn(13, "data", "http", "3"))
+                          syn(13, "data", "http", "3") +
+                          syn(15, "error", "9998", "4") + syn(17, "data", "9998", "4"))
     async with asyncio.timeout(5):
-        while not ({5, 7, 9, 11} <= _fins(transport.frames) and _by_stream(transport.frames).get(3) == b"PING"):
+        while not ({5, 7, 9, 11, 15, 17} <= _fins(transport.frames) and
+                   _by_stream(transport.frames).get(3) == b"PING"):
             await asyncio.sleep(0.01)
     sent = _by_stream(transport.frames)
     assert sent[5] == b"no listener" and sent[9] == b"error forwarding port 9999: connection refused"
+    assert sent[15] == b"error dialing backend: refused"
     assert spdy.RstStream(13, spdy.PROTOCOL_ERROR) in transport.frames
     assert 3 not in _fins(transport.frames)  # 8080 still open
     session.data_received(client.encode(spdy.DataFrame(3, b"", spdy.FLAG_FIN)))  # the local connection ended
