@@ -8,14 +8,14 @@ from typing import Any
 
 from apiserver import errors
 from apiserver.endpoints.portforward import serve_tunnel
-from machinery import spdy31
+from machinery import spdy
 
 
 class FakeWebSocket:
     def __init__(self) -> None:
         self.incoming: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.peer = spdy31.Framer()  # decodes what the server sends
-        self.frames: list[spdy31.Frame] = []
+        self.peer = spdy.Framer()  # decodes what the server sends
+        self.frames: list[spdy.Frame] = []
         self.changed = asyncio.Event()
 
     async def receive(self) -> dict[str, Any]:
@@ -62,13 +62,13 @@ class FakeKubelet:
         self.closed = True
 
 
-def _data(frames: list[spdy31.Frame], stream: int) -> tuple[bytes, bool]:
-    mine = [f for f in frames if not f.control and f.stream_id == stream]
-    return b"".join(f.data for f in mine), any(f.fin for f in mine)
+def _data(frames: list[spdy.Frame], stream: int) -> tuple[bytes, bool]:
+    mine = [f for f in frames if isinstance(f, spdy.DataFrame) and f.stream_id == stream]
+    return b"".join(f.data for f in mine), any(f.flags & spdy.FLAG_FIN for f in mine)
 
 
 async def test_a_forwarded_connection() -> None:
-    ws, client = FakeWebSocket(), spdy31.Framer()
+    ws, client = FakeWebSocket(), spdy.Framer()
     kubelets: dict[int, FakeKubelet] = {}
 
     async def dial(port: int) -> FakeKubelet:
@@ -77,14 +77,14 @@ async def test_a_forwarded_connection() -> None:
 
     session = asyncio.create_task(serve_tunnel(ws, dial))  # type: ignore[arg-type]
     headers = {"port": ["8080"], "requestid": ["0"]}
-    error = client.syn_stream(1, {"streamtype": ["error"], **headers})
+    error = client.encode(spdy.SynStream(1, {"streamtype": ["error"], **headers}))
     await ws.incoming.put({"type": "websocket.receive", "bytes": error
-                           + spdy31.Framer.data(1, b"", fin=True)
-                           + client.syn_stream(3, {"streamtype": ["data"], **headers})
-                           + spdy31.Framer.data(3, b"hello")
-                           + client.ping(1)})
-    await ws.wait(lambda fs: {f.stream_id for f in fs if f.type == spdy31.SYN_REPLY} == {1, 3})
-    await ws.wait(lambda fs: any(f.type == spdy31.PING and f.value == 1 for f in fs))
+                           + client.encode(spdy.DataFrame(1, b"", spdy.FLAG_FIN))
+                           + client.encode(spdy.SynStream(3, {"streamtype": ["data"], **headers}))
+                           + client.encode(spdy.DataFrame(3, b"hello"))
+                           + client.encode(spdy.Ping(1))})
+    await ws.wait(lambda fs: {f.stream_id for f in fs if isinstance(f, spdy.SynReply)} == {1, 3})
+    await ws.wait(lambda fs: spdy.Ping(1) in fs)
     async with asyncio.timeout(5):
         while not kubelets.get(8080) or not kubelets[8080].sent:
             await asyncio.sleep(0.01)
@@ -100,22 +100,22 @@ async def test_a_forwarded_connection() -> None:
 
 
 async def test_the_kubelets_error_reaches_the_error_stream() -> None:
-    ws, client = FakeWebSocket(), spdy31.Framer()
+    ws, client = FakeWebSocket(), spdy.Framer()
 
     async def dial(port: int) -> FakeKubelet:
         raise errors.ApiError(500, "InternalError", "error dialing backend: refused")
 
     session = asyncio.create_task(serve_tunnel(ws, dial))  # type: ignore[arg-type]
     headers = {"port": ["81"], "requestid": ["7"]}
-    error = client.syn_stream(1, {"streamtype": ["error"], **headers})
+    error = client.encode(spdy.SynStream(1, {"streamtype": ["error"], **headers}))
     await ws.incoming.put({"type": "websocket.receive", "bytes": error
-                           + client.syn_stream(3, {"streamtype": ["data"], **headers})})
+                           + client.encode(spdy.SynStream(3, {"streamtype": ["data"], **headers}))})
     await ws.wait(lambda fs: _data(fs, 1)[1] and _data(fs, 3)[1])
     assert _data(ws.frames, 1) == (b"error dialing backend: refused", True)
     # a stream without a usable port is reset; a malformed frame ends the session with GOAWAY
     await ws.incoming.put({"type": "websocket.receive",
-                           "bytes": client.syn_stream(5, {"streamtype": ["data"], "port": ["http"]})})
-    await ws.wait(lambda fs: any(f.type == spdy31.RST_STREAM and f.stream_id == 5 for f in fs))
+                           "bytes": client.encode(spdy.SynStream(5, {"streamtype": ["data"], "port": ["http"]}))})
+    await ws.wait(lambda fs: any(isinstance(f, spdy.RstStream) and f.stream_id == 5 for f in fs))
     await ws.incoming.put({"type": "websocket.receive", "bytes": b"\x80\x02\x00\x06\x00\x00\x00\x04\x00\x00\x00\x01"})
     await asyncio.wait_for(session, 5)
-    assert ws.frames[-1].type == spdy31.GOAWAY and ws.frames[-1].status == 1
+    assert ws.frames[-1] == spdy.GoAway(5, spdy.GOAWAY_PROTOCOL_ERROR)
