@@ -37,7 +37,7 @@ from tests.integration.test_mkubectl import run_in_terminal
 from tests.kubectl import find_kubectl
 from tests.node_process import BUSYBOX, KubeletProcess, cleanup, ensure_images, free_pod_cidrs
 
-VERSIONS = ("1.33", "1.30")
+VERSIONS = ("1.33", "1.30", "1.27")  # 1.27: SPDY/3.1, bridged by streamtranslator.py
 TEN_MB = 10 * 1024 * 1024
 # the web pod: busybox httpd on 8080 and, on 9000, a server that reads 10 MB, answers its sha256, then echoes it
 # (a file of its own per connection; no `$$` or `$(...)`, which the kubelet expands in a command)
