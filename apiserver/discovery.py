@@ -18,6 +18,8 @@ _SUBRESOURCE_VERBS = {
     "token": ["create"],
     "eviction": ["create"],
     "ephemeralcontainers": ["get", "patch", "update"],
+    "attach": ["create", "get"],
+    "portforward": ["create", "get"],
 }
 
 

@@ -465,6 +465,7 @@ _PARAMS: dict[str, tuple[str, str]] = {
     "stdout": ("boolean", "Redirect the standard output stream of the pod for this call."),
     "stderr": ("boolean", "Redirect the standard error stream of the pod for this call."),
     "tty": ("boolean", "TTY if true indicates that a tty will be allocated for the exec call."),
+    "ports": ("integer", "List of ports to forward Required when using WebSockets"),
 }
 _LIST_PARAMS = ("allowWatchBookmarks", "continue", "fieldSelector", "labelSelector", "limit",
                 "resourceVersion", "resourceVersionMatch", "timeoutSeconds", "watch")
@@ -473,6 +474,8 @@ _PATCH_PARAMS = (*_WRITE_PARAMS, "force")
 _DELETE_PARAMS = ("dryRun", "gracePeriodSeconds", "orphanDependents", "propagationPolicy")
 _LOG_PARAMS = ("container", "follow", "limitBytes", "previous", "sinceSeconds", "tailLines", "timestamps")
 _EXEC_PARAMS = ("command", "container", "stderr", "stdin", "stdout", "tty")
+_CONNECT_PARAMS = {"exec": _EXEC_PARAMS, "attach": ("container", "stderr", "stdin", "stdout", "tty"),
+                   "portforward": ("ports",)}
 
 _TEXT: dict[str, Any] = {"type": "string"}  # a response that is not an object (logs, exec)
 
@@ -618,7 +621,7 @@ def _subresource_paths(info: ResourceInfo, sub: str, sub_kind: str, base: str, s
     return [_Path(path, params, [
         op(method, f"connect:{method.capitalize()}", "connect",
            f"connect {method.upper()} requests to {sub} of {info.kind}", title, gvk=connect_gvk,
-           params=_EXEC_PARAMS if sub == "exec" else (), responses={"200": _TEXT}, produces=("*/*",))
+           params=_CONNECT_PARAMS.get(sub, ()), responses={"200": _TEXT}, produces=("*/*",))
         for method in ("get", "post")
     ])]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import uvicorn
 
-from machinery.tls import TLSHttpProtocol, idle_timeout, tls_options
+from machinery.tls import TLSHttpProtocol, TLSWebSocketProtocol, idle_timeout, tls_options
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Listener:
 
 def _config(app: Any, listener: Listener, lifespan: bool) -> uvicorn.Config:
     # the plain port gets the header limits too (its peer certificate is always None)
-    kwargs: dict[str, Any] = {"http": TLSHttpProtocol}
+    kwargs: dict[str, Any] = {"http": TLSHttpProtocol, "ws": TLSWebSocketProtocol}
     if listener.ssl_context is not None:
         kwargs.update(tls_options(listener.ssl_context))
     return uvicorn.Config(app, host=listener.host, port=listener.port, log_level="warning", access_log=False,

@@ -115,12 +115,18 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("preemption", "bench.preemption_bench", "preemption.json",
               what="high-priority pod create → bound by preempting a low-priority one vs the same pod on a free "
                    "node, same run (issue 18)"),
+    Benchmark("streaming", "bench.streaming_bench", "streaming.json",
+              what="kubectl port-forward throughput ÷ straight to the pod IP (same run), exec 1-byte echo "
+                   "round trip p50/p99 vs a TCP echo to the pod (issue 18)"),
     Benchmark("crd", "bench.crd_bench", "crd.json",
               what="custom-object creates/s ÷ ConfigMap and ÷ Pod creates/s, CRD create → served, kubectl "
                    "cold-cache discovery with aggregated discovery ÷ without (issue 14)"),
     Benchmark("guestbook", "bench.guestbook_bench", "guestbook.json",
               what="the guestbook on local-up: apply -k → all Ready p50 of 3, NodePort req/s and p99 with 3 "
                    "frontends ÷ one frontend pod IP, success rate during a rollout restart (issue 17)"),
+    Benchmark("exec", "bench.exec_bench", "exec.json",
+              what="one-byte `kubectl exec -i … cat` round trip p50/p99, kubectl 1.27 (SPDY, bridged to the "
+                   "kubelet's websocket) ÷ 1.33 (websocket), same run (issue 18)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -178,6 +184,8 @@ TARGETS: dict[str, Target] = {
     "proxy.1000.latency_p99": Target(11, False, 1.0, "s", "network programming p99 ≤ 1 s at 1,000 Services"),
     "proxy.throughput_ratio": Target(11, True, 0.9, "ratio", "throughput through a ClusterIP ≥ 0.9x direct"),
     "proxy.rss": Target(11, False, 100, "MB", "kube-proxy RSS ≤ 100 MB with 1,000 Services"),
+    "streaming.portforward_ratio": Target(18, True, 0.5, "ratio", "port-forward throughput ≥ 0.5x straight to "
+                                                                  "the pod IP"),
     "controller_manager.rss_all": Target(13, False, 120, "MB", "controller-manager RSS with every controller on "
                                                                 "≤ 120 MB"),
     # issue 12 bounds a pod with volumes at 1.3x one without (its own figure counts a PVC: the storage benchmark's)
@@ -666,6 +674,24 @@ def preemption_figures(d: JSONDict) -> list[Figure]:
                         "attempt, as upstream's podInitialBackoffSeconds")]
 
 
+def streaming_figures(d: JSONDict) -> list[Figure]:
+    size = f"{d.get('mb')} MB x {d.get('rounds')} rounds each way"
+    return [
+        Figure("streaming.portforward_ratio", "streaming", "kubectl 1.33 port-forward throughput ÷ straight to the "
+               "pod IP (down + up)", d.get("portforward_ratio"), "ratio", note=size),
+        Figure("streaming.portforward_mb_s", "streaming", "kubectl port-forward throughput (down + up)",
+               d.get("portforward_mb_per_s"), "MB/s", "straight to the pod IP (same run)", d.get("direct_mb_per_s"),
+               _ratio(d.get("portforward_mb_per_s"), d.get("direct_mb_per_s")),
+               note=f"per direction: {d.get('ratio_by_direction')}"),
+        Figure("streaming.exec_echo_p50", "streaming", "exec 1-byte echo round trip (websocket v5), p50",
+               d.get("exec_echo_p50_ms"), "ms", "TCP echo to the pod (p50, same run)", d.get("tcp_echo_p50_ms"),
+               _ratio(d.get("exec_echo_p50_ms"), d.get("tcp_echo_p50_ms"))),
+        Figure("streaming.exec_echo_p99", "streaming", "exec 1-byte echo round trip (websocket v5), p99",
+               d.get("exec_echo_p99_ms"), "ms", "TCP echo to the pod (p99, same run)", d.get("tcp_echo_p99_ms"),
+               _ratio(d.get("exec_echo_p99_ms"), d.get("tcp_echo_p99_ms"))),
+    ]
+
+
 def crd_figures(d: JSONDict) -> list[Figure]:
     s = d.get("summary") or {}
     rate = {k: (s.get(k) or {}).get("rate") for k in ("configmaps", "pods", "widgets")}
@@ -703,6 +729,15 @@ def guestbook_figures(d: JSONDict) -> list[Figure]:
     ]
 
 
+def exec_figures(d: JSONDict) -> list[Figure]:
+    spdy, ws = d.get("spdy") or {}, d.get("websocket") or {}
+    return [Figure(f"exec.round_trip_{q}", "exec", f"1-byte exec round trip {q}, kubectl 1.27 (SPDY/3.1)",
+                   spdy.get(f"{q}_ms"), "ms", "kubectl 1.33, websocket (same run)", ws.get(f"{q}_ms"),
+                   _ratio(spdy.get(f"{q}_ms"), ws.get(f"{q}_ms")),
+                   note="one long-lived `kubectl exec -i POD -- cat` each, rounds alternating")
+            for q in ("p50", "p99")]
+
+
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
@@ -720,8 +755,10 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "storage": storage_figures,
     "hpa": hpa_figures,
     "preemption": preemption_figures,
+    "streaming": streaming_figures,
     "crd": crd_figures,
     "guestbook": guestbook_figures,
+    "exec": exec_figures,
 }
 
 

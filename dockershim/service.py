@@ -485,12 +485,27 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         return cri.ExecResponse(url=self.streaming.register(data["Id"], request))
 
     @rpc
-    async def Attach(self, request: cri.AttachRequest, context: Any) -> Any:
-        raise CriError(grpc.StatusCode.UNIMPLEMENTED, "attach is not supported by this runtime")
+    async def Attach(self, request: cri.AttachRequest, context: Any) -> cri.AttachResponse:
+        """The URL of an attach to the container's own streams (cri-dockerd's Attach)."""
+        if not (request.stdin or request.stdout or request.stderr):
+            raise CriError(grpc.StatusCode.INVALID_ARGUMENT, "one of stdin, stdout, or stderr must be set")
+        if request.tty and request.stderr:
+            raise CriError(grpc.StatusCode.INVALID_ARGUMENT, "tty and stderr cannot both be true")
+        data = await self._inspect(request.container_id, tr.TYPE_CONTAINER)
+        if not (data.get("State") or {}).get("Running"):
+            raise CriError(grpc.StatusCode.FAILED_PRECONDITION, f"container not running ({request.container_id})")
+        return cri.AttachResponse(url=self.streaming.register(data["Id"], request))
 
     @rpc
-    async def PortForward(self, request: cri.PortForwardRequest, context: Any) -> Any:
-        raise CriError(grpc.StatusCode.UNIMPLEMENTED, "port-forward is not supported by this runtime")
+    async def PortForward(self, request: cri.PortForwardRequest, context: Any) -> cri.PortForwardResponse:
+        """The URL of a port-forward into the sandbox's network namespace (cri-dockerd's PortForward)."""
+        data = await self._inspect(request.pod_sandbox_id, tr.TYPE_SANDBOX)
+        if not (data.get("State") or {}).get("Running"):
+            raise CriError(grpc.StatusCode.FAILED_PRECONDITION, f"sandbox {request.pod_sandbox_id} is not running")
+        for port in request.port:
+            if not 0 < port < 65536:
+                raise CriError(grpc.StatusCode.INVALID_ARGUMENT, f"invalid port {port}")
+        return cri.PortForwardResponse(url=self.streaming.register(data["Id"], request))
 
     # -- events -----------------------------------------------------------------------------------
 

@@ -13,6 +13,12 @@
   3 the final Status with the exit code, 4 terminal resize; in v5, 255 closes a stream). A runtime
   without v5 (containerd 1.6) gets v4 offered too and the kubelet translates a v5 client's frames
   (kubelet/streaming.py, which says what v4 cannot carry: the end of stdin).
+- `GET /attach/{namespace}/{pod}/{container}?stdin&stdout&stderr&tty` (websocket, the same subprotocols and
+  frames) → CRI Attach: the container's own streams (its main process), relayed the same way.
+- `GET /portForward/{namespace}/{pod}?ports=P[,Q]` (websocket, subprotocol v4.channel.k8s.io or none) →
+  CRI PortForward on the pod's sandbox: the runtime's streaming server reaches the ports inside the pod's
+  network namespace; frames pass verbatim (upstream portforward/websocket.go: per port a data channel 2i
+  and an error channel 2i+1, the server's first frame on each the port as two little-endian bytes).
 
 Errors are `Status` objects with the HTTP code, which the apiserver passes on to kubectl.
 
@@ -35,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
@@ -53,7 +60,15 @@ from kubelet.pod_workers import PodWorkers
 from kubelet.server_auth import SubjectAccessReviewer
 from kubelet.stats.summary import SummaryProvider, resource_metrics
 from kubelet.status_manager import StatusManager
-from kubelet.streaming import EXEC_PROTOCOLS, V5, V5ToV4, relay, runtime_subprotocols, translating
+from kubelet.streaming import (
+    EXEC_PROTOCOLS,
+    PORTFORWARD_PROTOCOL,
+    V5,
+    V5ToV4,
+    relay,
+    runtime_subprotocols,
+    translating,
+)
 from machinery.api.core_v1 import Pod
 from machinery.authn.user import user_from_peercert
 from machinery.cri.errors import CriError
@@ -174,6 +189,10 @@ class KubeletServer:
             Route("/containerLogs/{namespace}/{pod}/{container}", self.container_logs),
             WebSocketRoute("/exec/{namespace}/{pod}/{container}", self.exec_ws),
             Route("/exec/{namespace}/{pod}/{container}", self.exec_http, methods=["GET", "POST"]),
+            WebSocketRoute("/attach/{namespace}/{pod}/{container}", self.attach_ws),
+            Route("/attach/{namespace}/{pod}/{container}", self.exec_http, methods=["GET", "POST"]),
+            WebSocketRoute("/portForward/{namespace}/{pod}", self.portforward_ws),
+            Route("/portForward/{namespace}/{pod}", self.exec_http, methods=["GET", "POST"]),
         ])
         if config.client_ca_file:
             self.app = ClientCertificateAuth(self.app, kubelet.reviewer)
@@ -309,28 +328,55 @@ class KubeletServer:
         return KubeletError(400, "BadRequest", "Upgrade request required").response()
 
     async def exec_ws(self, websocket: WebSocket) -> None:
+        command = websocket.query_params.getlist("command")
+        tty = _flag(websocket, "tty")
+
+        async def url(container_id: str) -> str:
+            if not command:
+                raise KubeletError(400, "BadRequest", "you must specify at least one command for the container")
+            stdin = _flag(websocket, "stdin", "input")
+            return await self.k.runtime.get_exec(container_id, command, tty=tty, stdin=stdin,
+                                                 stdout=_flag(websocket, "stdout", "output") or tty,
+                                                 stderr=_flag(websocket, "stderr", "error") and not tty)
+
+        await self._remotecommand(websocket, "exec", url)
+
+    async def attach_ws(self, websocket: WebSocket) -> None:
+        """Attach to the container's main process (upstream server.go getAttach → kubelet.GetAttach)."""
+        tty = _flag(websocket, "tty")
+
+        async def url(container_id: str) -> str:
+            stdin = _flag(websocket, "stdin", "input")
+            stdout = _flag(websocket, "stdout", "output")
+            stderr = _flag(websocket, "stderr", "error") and not tty
+            if not (stdin or stdout or stderr):
+                raise KubeletError(400, "BadRequest", "you must specify at least 1 of stdin, stdout, stderr")
+            return await self.k.runtime.get_attach(container_id, tty=tty, stdin=stdin, stdout=stdout or tty,
+                                                   stderr=stderr)
+
+        await self._remotecommand(websocket, "attach", url)
+
+    async def _remotecommand(self, websocket: WebSocket, what: str,
+                             get_url: Callable[[str], Awaitable[str]]) -> None:
+        """exec and attach: the runtime's URL for the running container, then the relay (with v5 → v4 when the
+        runtime speaks only v4)."""
         offered = list(websocket.scope.get("subprotocols") or [])
         protocol = next((p for p in EXEC_PROTOCOLS if p in offered), None)
         p = websocket.path_params
-        command = websocket.query_params.getlist("command")
         tty = _flag(websocket, "tty")
-        stdin = _flag(websocket, "stdin", "input")
-        stdout = _flag(websocket, "stdout", "output")
-        stderr = _flag(websocket, "stderr", "error") and not tty
         try:
             if protocol is None:
                 raise KubeletError(400, "BadRequest", f"no supported subprotocol among {offered}; "
                                                       f"expected one of {list(EXEC_PROTOCOLS)}")
-            if not command:
-                raise KubeletError(400, "BadRequest", "you must specify at least one command for the container")
             pod = self._pod(p["namespace"], p["pod"])
             self._container(pod, p["container"])
             instances = self.k.runtime.get_pod_status(pod.metadata.uid or "").instances(p["container"])
             if not instances or not instances[0].running:
+                if what == "attach":  # upstream kubelet.GetAttach finds only running containers
+                    raise KubeletError(500, "InternalError", f'container not found ("{p["container"]}")')
                 raise KubeletError(400, "BadRequest", f'container "{p["container"]}" in pod "{pod.metadata.name}" '
                                                       "is not running")
-            url = await self.k.runtime.get_exec(instances[0].id, command, tty=tty, stdin=stdin,
-                                                stdout=stdout or tty, stderr=stderr)
+            url = await get_url(instances[0].id)
             upstream = await connect(
                 _ws_url(url), subprotocols=[websockets.Subprotocol(o) for o in runtime_subprotocols(offered)],
                 max_size=None, ping_interval=None, open_timeout=30)
@@ -338,10 +384,13 @@ class KubeletServer:
             await _deny(websocket, e)
             return
         except CriError as e:
-            await _deny(websocket, KubeletError(500, "InternalError", f"exec: {e.message}"))
+            await _deny(websocket, KubeletError(500, "InternalError", f"{what}: {e.message}"))
+            return
+        except websockets.exceptions.InvalidStatus as e:
+            await _deny(websocket, _runtime_refusal(what, e))
             return
         except (OSError, websockets.exceptions.WebSocketException, TimeoutError) as e:
-            await _deny(websocket, KubeletError(500, "InternalError", f"exec: the runtime's streaming server: {e}"))
+            await _deny(websocket, KubeletError(500, "InternalError", f"{what}: the runtime's streaming server: {e}"))
             return
         translate = V5ToV4(tty) if translating(offered, upstream.subprotocol) else None
         await websocket.accept(subprotocol=V5 if translate else upstream.subprotocol or protocol)
@@ -349,6 +398,78 @@ class KubeletServer:
             await relay(websocket, upstream, translate)
         finally:
             await upstream.close()
+
+    # -- port-forward -----------------------------------------------------------------------------
+
+    async def portforward_ws(self, websocket: WebSocket) -> None:
+        """Port-forward into the pod's network namespace (upstream server.go getPortForward)."""
+        offered = list(websocket.scope.get("subprotocols") or [])
+        p = websocket.path_params
+        try:
+            if offered and PORTFORWARD_PROTOCOL not in offered:
+                raise KubeletError(400, "BadRequest", f"no supported subprotocol among {offered}; "
+                                                      f"expected one of {[PORTFORWARD_PROTOCOL]}")
+            ports = portforward_ports(websocket.query_params.getlist("ports"))
+            pod = self._pod(p["namespace"], p["pod"])
+            sandboxes = [sb for sb in self.k.runtime.get_pod_status(pod.metadata.uid or "").sandboxes if sb.ready]
+            if not sandboxes:
+                raise KubeletError(500, "InternalError", f'failed to find sandboxID for pod "{pod.metadata.name}"')
+            url = await self.k.runtime.get_port_forward(sandboxes[0].id, ports)
+            query = "ports=" + ",".join(str(port) for port in ports)
+            upstream = await connect(_ws_url(url) + ("&" if "?" in url else "?") + query,
+                                     subprotocols=[websockets.Subprotocol(PORTFORWARD_PROTOCOL)],
+                                     max_size=None, ping_interval=None, open_timeout=30)
+        except KubeletError as e:
+            await _deny(websocket, e)
+            return
+        except CriError as e:
+            await _deny(websocket, KubeletError(500, "InternalError", f"portforward: {e.message}"))
+            return
+        except websockets.exceptions.InvalidStatus as e:
+            await _deny(websocket, _runtime_refusal("portforward", e))
+            return
+        except (OSError, websockets.exceptions.WebSocketException, TimeoutError) as e:
+            await _deny(websocket, KubeletError(500, "InternalError", f"portforward: the runtime's streaming server: "
+                                                                      f"{e}"))
+            return
+        await websocket.accept(subprotocol=PORTFORWARD_PROTOCOL if offered else None)
+        try:
+            await relay(websocket, upstream)
+        finally:
+            await upstream.close()
+
+
+def portforward_ports(values: list[str]) -> list[int]:
+    """The `ports` of a port-forward (upstream portforward.NewV4Options): required, each 1..65535."""
+    ports: list[int] = []
+    for value in values:
+        for part in (x.strip() for x in value.split(",")):
+            if not part:
+                continue
+            try:
+                port = int(part)
+            except ValueError:
+                raise KubeletError(400, "BadRequest", f'unable to parse "{part}" as a port: invalid syntax') from None
+            if not 0 < port < 65536:
+                raise KubeletError(400, "BadRequest", f"port {port} must be > 0 and < 65536")
+            ports.append(port)
+    if not ports:
+        raise KubeletError(400, "BadRequest", 'query parameter "port" is required')
+    return ports
+
+
+def _runtime_refusal(what: str, e: websockets.exceptions.InvalidStatus) -> KubeletError:
+    """The runtime's streaming server refused the upgrade: its Status (or text) as the kubelet's error."""
+    body = e.response.body or b""
+    try:
+        status = json.loads(body)
+        if isinstance(status, dict) and status.get("message"):
+            return KubeletError(int(status.get("code") or e.response.status_code),
+                                str(status.get("reason") or "InternalError"), f"{what}: {status['message']}")
+    except ValueError:
+        pass
+    text = body.decode(errors="replace").strip() or f"HTTP {e.response.status_code}"
+    return KubeletError(500, "InternalError", f"{what}: the runtime's streaming server: {text}")
 
 
 def _ws_url(url: str) -> str:

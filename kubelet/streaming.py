@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 V5 = "v5.channel.k8s.io"
 V4 = "v4.channel.k8s.io"
 EXEC_PROTOCOLS = (V5, V4, "channel.k8s.io")
+PORTFORWARD_PROTOCOL = V4  # upstream portforward/websocket.go's v4BinaryWebsocketProtocol
 STDIN_CHANNEL, CLOSE_CHANNEL = 0, 255
 TERMINAL_EOF = b"\x04"  # VEOF, ^D: what the terminal's line discipline reads as the end of input
 

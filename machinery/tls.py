@@ -16,6 +16,12 @@ the bytes of a request's line and headers are counted as they arrive, before htt
 past the limit the connection gets Go's plain 431 answer and is closed; a connection that has not
 sent its request headers within the header timeout is closed, as Go does, without an answer.
 
+A request asking to upgrade to another protocol than websocket (`Connection: Upgrade`, `Upgrade: SPDY/3.1`, as
+kubectl ≤ 1.29 asks for exec) finds an `Upgrade` in scope[UPGRADE_SCOPE_KEY], Go's http.Hijacker for ASGI: the app
+sets `Upgrade.protocol` and sends `http.response.start` with status 101 through the ASGI send (so the middleware
+sees, and audits, the 101); the server writes that head itself and hands the connection to the protocol. Such a
+request's connection is not kept alive if the app answers otherwise.
+
 And a TLS connection's responses reach the TLS layer a piece at a time (PacedWrites): uvloop encrypts
 what is written into OpenSSL's memory buffer, which grows to the most ever pending and never shrinks,
 so one 2 MB LIST kept 2.3 MB for the rest of a keep-alive connection (and a watch after it).
@@ -33,6 +39,9 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.datastructures import Headers
+from websockets.server import ServerProtocol
+from websockets.typing import Subprotocol
 
 
 def server_ssl_context(cert_file: str, key_file: str, client_ca_file: str | None) -> ssl.SSLContext:
@@ -193,6 +202,45 @@ class CoalescingTransport:
         return getattr(self.transport, name)
 
 
+UPGRADE_SCOPE_KEY = "minik8s.upgrade"
+
+
+class Upgrade:
+    """One request's offer to switch protocols (see the module docstring); `protocol` is the app's to set."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token  # the Upgrade header, lowercase: "spdy/3.1"
+        self.protocol: asyncio.Protocol | None = None
+        self.early = bytearray()  # bytes the client sent after its headers, before the 101
+        self.switched = False
+
+
+class _UpgradedRelay(asyncio.Protocol):
+    """The connection's protocol after a switch: everything to the app's protocol, writes still paced."""
+
+    def __init__(self, protocol: asyncio.Protocol, paced: PacedWrites | None) -> None:
+        self.protocol = protocol
+        self.paced = paced
+
+    def data_received(self, data: bytes) -> None:
+        self.protocol.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.protocol.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.protocol.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self.paced is not None:
+            self.paced.pause_writing()
+        self.protocol.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.paced is None or self.paced.resume_writing():
+            self.protocol.resume_writing()
+
+
 class TLSHttpProtocol(HttpToolsProtocol):
     """httptools' protocol, plus the connection's verified client certificate in every scope, the
     header limits (size and read timeout) of Go's net/http server, and writes through PacedWrites."""
@@ -204,6 +252,7 @@ class TLSHttpProtocol(HttpToolsProtocol):
     _refused = False
     _upgraded = False
     _paced: PacedWrites | None = None
+    _upgrade: Upgrade | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._paced = PacedWrites(transport)
@@ -221,6 +270,9 @@ class TLSHttpProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # read and dropped until the close
+        if self._upgrade is not None:
+            self._upgrade.early += data  # a protocol the parser does not speak: kept for the app's
+            return
         if not self._in_headers:
             super().data_received(data)
             return
@@ -289,14 +341,78 @@ class TLSHttpProtocol(HttpToolsProtocol):
         self._header_bytes = 0
         self._disarm_header_timer()
         super().on_headers_complete()
+        if not self.parser.should_upgrade() or self.cycle is None:  # the common case: one C call
+            return
+        token = self._get_upgrade()
+        if token is not None and token != b"websocket":
+            upgrade = self._upgrade = Upgrade(token.decode("latin-1"))
+            self.scope[UPGRADE_SCOPE_KEY] = upgrade  # type: ignore[literal-required]
+            self._switching_send(upgrade)
+
+    def _unsupported_upgrade_warning(self) -> None:
+        if self._upgrade is None:
+            super()._unsupported_upgrade_warning()
+
+    def _switching_send(self, upgrade: Upgrade) -> None:
+        cycle = self.cycle
+        cycle.keep_alive = False  # the parser stopped at the upgrade: no request follows on this connection
+        original = cycle.send
+
+        async def send(message: Any) -> None:
+            if message["type"] == "http.response.start" and message.get("status") == 101 \
+                    and upgrade.protocol is not None and not cycle.response_started:
+                cycle.response_started = cycle.response_complete = True
+                self._switch(upgrade, upgrade.protocol, message.get("headers") or [])
+                return
+            await original(message)
+
+        cycle.send = send  # type: ignore[method-assign]
+
+    def _switch(self, upgrade: Upgrade, protocol: asyncio.Protocol, headers: list[tuple[bytes, bytes]]) -> None:
+        """Write the 101 and hand the connection to `protocol`."""
+        head = [b"HTTP/1.1 101 Switching Protocols\r\n"]
+        for name, value in [*self.server_state.default_headers, *headers]:
+            head += [name, b": ", value, b"\r\n"]
+        head.append(b"\r\n")
+        upgrade.switched = True
+        self._upgraded = True
+        self._disarm_header_timer()
+        self._unset_keepalive_if_required()
+        self.connections.discard(self)
+        self.transport.write(b"".join(head))
+        protocol.connection_made(self.transport)
+        self.transport.set_protocol(_UpgradedRelay(protocol, self._paced))
+        self.flow.resume_reading()
+        if upgrade.early:
+            protocol.data_received(bytes(upgrade.early))
+            upgrade.early.clear()
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._in_headers = True
 
 
+class _KubernetesServerProtocol(ServerProtocol):
+    """websockets' handshake, except that Sec-WebSocket-Protocol is not parsed as RFC 6455 tokens: kubectl's
+    port-forward offers `SPDY/3.1+portforward.k8s.io` (a '/' is no token character; Go's gorilla takes it),
+    which websockets would refuse with 400. uvicorn splits the header on commas for the app's scope and
+    writes the app's chosen subprotocol into the answer itself."""
+
+    def process_subprotocol(self, headers: Headers) -> Subprotocol | None:
+        return None
+
+
 class TLSWebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's websockets (sans-I/O) protocol with the peer's certificate in scope["peercert"] and
+    Kubernetes' subprotocol names accepted (_KubernetesServerProtocol)."""
+
     _peer: dict[str, Any] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.conn = _KubernetesServerProtocol(extensions=self.conn.available_extensions,
+                                              max_size=(self.conn.max_message_size, self.conn.max_fragment_size),
+                                              logger=self.conn.logger)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)

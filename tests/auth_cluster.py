@@ -109,7 +109,8 @@ class SecureApiServer:
     def kubeconfig(self, name: str) -> Path:
         return self.pki.kubeconfig(name)
 
-    def kubelet(self, workdir: Path, node: str, pod_cidr: str, *, tls: bool = True) -> KubeletProcess:
+    def kubelet(self, workdir: Path, node: str, pod_cidr: str, *, tls: bool = True,
+                container_runtime: str = "docker") -> KubeletProcess:
         """A kubelet (not started) talking to the secure port as system:node:NODE; with `tls` it serves
         HTTPS with the cluster CA's certificate for it and takes only client certificates from that CA."""
         layout = pki.ensure_pki(self.root, self.secure_url, nodes=[node])
@@ -121,7 +122,7 @@ class SecureApiServer:
                      "--client-ca-file", str(layout.ca_cert)]
             client = (layout.ca_cert, layout.kubelet_client_cert, layout.kubelet_client_key)
         return KubeletProcess(workdir, _SecureUrl(self.secure_url), node, pod_cidr,  # type: ignore[arg-type]
-                              extra_args=args, tls=client)
+                              extra_args=args, tls=client, container_runtime=container_runtime)
 
     def ensure_service_account(self, name: str, namespace: str = "kube-system") -> dict[str, Any]:
         """The ServiceAccount NAMESPACE/NAME, created (as the admin) when missing."""

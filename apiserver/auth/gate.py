@@ -336,8 +336,11 @@ class Gate:
     async def _refuse(self, scope: Scope, send: Send, code: int, body: bytes, ctx: AuditContext | None,
                       message: str, annotations: dict[str, str] | None = None,
                       extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
-        if scope["type"] == "websocket":
+        if scope["type"] == "websocket" and "websocket.http.response" not in (scope.get("extensions") or {}):
             await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
+        elif scope["type"] == "websocket":  # the upgrade refused with the Status, as upstream answers it
+            await send({"type": "websocket.http.response.start", "status": code, "headers": list(_JSON_HEADERS)})
+            await send({"type": "websocket.http.response.body", "body": body})
         else:
             headers = list(_JSON_HEADERS)
             if extra_headers:

@@ -13,8 +13,9 @@ address dialled (upstream: without the CA, it is not verified); without them, pl
   until the container stops or the client goes away. A kubelet error (a Status) is passed on.
 - exec: a websocket (subprotocol v5.channel.k8s.io, as kubectl 1.30+ speaks, or v4/channel.k8s.io)
   is bridged message for message to the kubelet's `/exec/...` websocket, so stdin, stdout, stderr,
-  resize and the final Status with the exit code travel unchanged. A plain (non-upgrade) request
-  gets 400 "Upgrade request required", as upstream answers it.
+  resize and the final Status with the exit code travel unchanged. kubectl <= 1.29 upgrades to SPDY/3.1
+  instead (v4.channel.k8s.io): its streams are bridged to the same websocket by streamtranslator.py. A plain
+  (non-upgrade) request gets 400 "Upgrade request required", as upstream answers it.
 
 `exec_endpoints` returns the websocket handler under the key "WEBSOCKET" (HTTP routes never see
 websocket requests): the router dispatches websocket requests to it, `handler(websocket, name=...,
@@ -39,6 +40,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from apiserver import errors
+from apiserver.endpoints import streamtranslator
 from apiserver.endpoints.handlers import ResourceHandlers
 from apiserver.endpoints.request import query
 from apiserver.endpoints.responsewriters import json_response
@@ -49,6 +51,7 @@ log = logging.getLogger(__name__)
 Endpoint = Callable[..., Any]
 
 EXEC_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io")
+PORTFORWARD_PROTOCOL = "v4.channel.k8s.io"  # the kubelet's (upstream portforward/websocket.go)
 DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
 KUBELET_CONNECT_TIMEOUT = 10.0
 _BOOL_PARAMS = ("follow", "previous", "timestamps")
@@ -216,6 +219,15 @@ def log_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
 # -- exec -----------------------------------------------------------------------------------------------
 
 
+def _streams(q: Any, pairs: list[tuple[str, str]]) -> None:
+    for key in ("stdin", "stdout", "stderr", "tty"):
+        value = (q.get(key) or "").lower()
+        if value in ("true", "1"):
+            pairs.append((key, "true"))
+    if not any(k in ("stdin", "stdout", "stderr") for k, _ in pairs):
+        raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
+
+
 def exec_query(request: Request | WebSocket, container: str) -> str:
     """The kubelet's exec query: the command words, the streams asked for, tty."""
     q = query(request)
@@ -223,14 +235,34 @@ def exec_query(request: Request | WebSocket, container: str) -> str:
     if not command:
         raise errors.bad_request("you must specify at least one command for the container")
     pairs: list[tuple[str, str]] = [("command", c) for c in command]
-    for key in ("stdin", "stdout", "stderr", "tty"):
-        value = (q.get(key) or "").lower()
-        if value in ("true", "1"):
-            pairs.append((key, "true"))
-    if not any(k in ("stdin", "stdout", "stderr") for k, _ in pairs):
-        raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
+    _streams(q, pairs)
     pairs.append(("container", container))
     return urlencode(pairs)
+
+
+def attach_query(request: Request | WebSocket, container: str) -> str:
+    """The kubelet's attach query: the streams asked for, tty (upstream PodAttachOptions)."""
+    pairs: list[tuple[str, str]] = []
+    _streams(query(request), pairs)
+    pairs.append(("container", container))
+    return urlencode(pairs)
+
+
+def portforward_ports(request: Request | WebSocket) -> list[int]:
+    """`ports` of a pods/portforward (upstream PodPortForwardOptions; required over websockets)."""
+    ports: list[int] = []
+    for value in query(request).getlist("ports"):
+        for part in (x.strip() for x in value.split(",")):
+            if not part:
+                continue
+            try:
+                port = int(part)
+            except ValueError:
+                raise errors.bad_request(f'unable to parse "{part}" as a port: invalid syntax') from None
+            if not 0 < port < 65536:
+                raise errors.bad_request(f"port {port} must be > 0 and < 65536")
+            ports.append(port)
+    return ports
 
 
 async def _deny(websocket: WebSocket, error: errors.ApiError) -> None:
@@ -241,43 +273,119 @@ async def _deny(websocket: WebSocket, error: errors.ApiError) -> None:
             await websocket.close(1008, error.message[:120])
 
 
-def exec_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
+async def dial_kubelet(conn: Request | WebSocket, h: ResourceHandlers, namespace: str | None, name: str,
+                       subresource: str, protocols: list[str], ports: list[int] | None = None) -> Any:
+    """The kubelet's websocket for a pod's exec, attach or portforward (upstream ExecLocation,
+    AttachLocation, PortForwardLocation in pkg/registry/core/pod/strategy.go): the checks of the request,
+    the pod's node, the dial. Raises ApiError with the answer for the client. Shared by every client-side
+    transport (websockets here; SPDY translates into the same calls)."""
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus, WebSocketException
+
+    pod, base, tls = await _pod_and_kubelet(conn, h, namespace, name)
+    if subresource == "portforward":
+        ports = ports or portforward_ports(conn)
+        if not ports:
+            raise errors.bad_request('query parameter "port" is required')  # upstream's wording
+        path = f"/portForward/{namespace}/{name}?ports=" + ",".join(str(p) for p in ports)
+    else:
+        phase = (pod.get("status") or {}).get("phase")
+        if subresource == "exec" and phase in ("Succeeded", "Failed"):
+            raise errors.bad_request(f"cannot exec into a container in a completed pod; current phase is {phase}")
+        container = pick_container(pod, query(conn).get("container"))
+        q = exec_query(conn, container) if subresource == "exec" else attach_query(conn, container)
+        path = f"/{subresource}/{namespace}/{name}/{container}?{q}"
+    url = "ws" + base.removeprefix("http") + path
+    options: dict[str, Any] = {"ssl": tls} if tls else {}
+    try:
+        return await connect(url, subprotocols=protocols, max_size=None, compression=None,  # type: ignore[arg-type]
+                             open_timeout=KUBELET_CONNECT_TIMEOUT, ping_interval=None, **options)
+    except InvalidStatus as e:
+        raise _kubelet_error(e.response.status_code, e.response.body or b"") from e
+    except (OSError, WebSocketException, TimeoutError) as e:
+        raise errors.ApiError(500, "InternalError", f"error dialing backend: {e}") from e
+
+
+def _remotecommand_endpoints(h: ResourceHandlers, subresource: str) -> dict[str, Endpoint]:
     async def plain(request: Request, name: str, namespace: str | None = None) -> Response:
+        if streamtranslator.wants_spdy(request):  # kubectl <= 1.29
+            protocol = streamtranslator.negotiate(streamtranslator.offered_protocols(request),
+                                                  streamtranslator.REMOTECOMMAND_PROTOCOLS)
+            upstream = await dial_kubelet(request, h, namespace, name, subresource,
+                                          ["v5.channel.k8s.io", "v4.channel.k8s.io"])
+            return streamtranslator.remotecommand_upgrade(request, protocol, upstream)
         pod = await h.store.get(namespace, name)
         pick_container(pod, query(request).get("container"))  # upstream checks it before the upgrade
         raise errors.bad_request("Upgrade request required")
 
-    async def websocket_exec(websocket: WebSocket, name: str, namespace: str | None = None) -> None:
-        from websockets.asyncio.client import connect
-        from websockets.exceptions import InvalidStatus, WebSocketException
-
+    async def websocket_stream(websocket: WebSocket, name: str, namespace: str | None = None) -> None:
         offered = list(websocket.scope.get("subprotocols") or [])
         protocols = [p for p in EXEC_PROTOCOLS if p in offered]
         try:
             if not protocols:
                 raise errors.bad_request(f"unable to upgrade connection: no supported subprotocol in {offered}")
-            pod, base, tls = await _pod_and_kubelet(websocket, h, namespace, name)
-            phase = (pod.get("status") or {}).get("phase")
-            if phase in ("Succeeded", "Failed"):
-                raise errors.bad_request(f"cannot exec into a container in a completed pod; current phase is {phase}")
-            container = pick_container(pod, query(websocket).get("container"))
-            url = "ws" + base.removeprefix("http") + f"/exec/{namespace}/{name}/{container}?" + \
-                exec_query(websocket, container)
-            options: dict[str, Any] = {"ssl": tls} if tls else {}
-            try:
-                upstream = await connect(url, subprotocols=protocols, max_size=None, compression=None,  # type: ignore[arg-type]
-                                         open_timeout=KUBELET_CONNECT_TIMEOUT, ping_interval=None, **options)
-            except InvalidStatus as e:
-                raise _kubelet_error(e.response.status_code, e.response.body or b"") from e
-            except (OSError, WebSocketException, TimeoutError) as e:
-                raise errors.ApiError(500, "InternalError", f"error dialing backend: {e}") from e
+            upstream = await dial_kubelet(websocket, h, namespace, name, subresource, protocols)
         except errors.ApiError as e:
             await _deny(websocket, e)
             return
         await websocket.accept(subprotocol=upstream.subprotocol)
         await _bridge(websocket, upstream)
 
-    return {"GET": plain, "POST": plain, "WEBSOCKET": websocket_exec}
+    return {"GET": plain, "POST": plain, "WEBSOCKET": websocket_stream}
+
+
+def exec_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
+    return _remotecommand_endpoints(h, "exec")
+
+
+def attach_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
+    return _remotecommand_endpoints(h, "attach")
+
+
+def portforward_endpoints(h: ResourceHandlers) -> dict[str, Endpoint]:
+    """pods/portforward: `v4.channel.k8s.io` with `?ports=` (the official clients) relayed verbatim to the
+    kubelet; `SPDY/3.1+portforward.k8s.io` (kubectl ≥ 1.31, 1.30 with KUBECTL_PORT_FORWARD_WEBSOCKETS=true:
+    SPDY/3.1 tunnelled in websocket messages) served by endpoints/portforward.py, a kubelet websocket per
+    forwarded connection."""
+
+    async def plain(request: Request, name: str, namespace: str | None = None) -> Response:
+        await h.store.get(namespace, name)
+        if streamtranslator.wants_spdy(request):  # kubectl <= 1.29: the ports come per connection
+            protocol = streamtranslator.negotiate(streamtranslator.offered_protocols(request),
+                                                  streamtranslator.PORTFORWARD_PROTOCOLS)
+
+            async def dial(port: int) -> Any:
+                return await dial_kubelet(request, h, namespace, name, "portforward", [PORTFORWARD_PROTOCOL], [port])
+
+            return streamtranslator.portforward_upgrade(protocol, dial)
+        portforward_ports(request)
+        raise errors.bad_request("Upgrade request required")
+
+    async def websocket_portforward(websocket: WebSocket, name: str, namespace: str | None = None) -> None:
+        from apiserver.endpoints.portforward import TUNNEL_PROTOCOL, serve_tunnel
+
+        offered = list(websocket.scope.get("subprotocols") or [])
+        try:
+            if TUNNEL_PROTOCOL in offered:
+                await h.store.get(namespace, name)  # NotFound before the upgrade; the rest per connection
+                await websocket.accept(subprotocol=TUNNEL_PROTOCOL)
+
+                async def dial(port: int) -> Any:
+                    return await dial_kubelet(websocket, h, namespace, name, "portforward", [PORTFORWARD_PROTOCOL],
+                                              [port])
+
+                await serve_tunnel(websocket, dial)
+                return
+            if offered and PORTFORWARD_PROTOCOL not in offered:
+                raise errors.bad_request(f"unable to upgrade connection: no supported subprotocol in {offered}")
+            upstream = await dial_kubelet(websocket, h, namespace, name, "portforward", [PORTFORWARD_PROTOCOL])
+        except errors.ApiError as e:
+            await _deny(websocket, e)
+            return
+        await websocket.accept(subprotocol=PORTFORWARD_PROTOCOL if offered else None)
+        await _bridge(websocket, upstream)
+
+    return {"GET": plain, "POST": plain, "WEBSOCKET": websocket_portforward}
 
 
 async def _bridge(client: WebSocket, upstream: Any) -> None:

@@ -2,8 +2,9 @@
 subresource's REST storage): status (the object's .status alone), finalize, scale (autoscaling/v1
 Scale over spec.replicas: registry/scale.py), binding (the scheduler's way to set a pod's node: the
 write in the pod's BindingREST, registry/podstorage.py), serviceaccounts/token (registry/token.py),
-pods/eviction (the pod's EvictionREST, registry/eviction.py), pods/ephemeralcontainers, log and exec
-(relayed to the kubelet: endpoints/proxy.py); and the POST of the virtual access reviews (registry/authorization.py)."""
+pods/eviction (the pod's EvictionREST, registry/eviction.py), pods/ephemeralcontainers, log, exec, attach and
+portforward (relayed to the kubelet: endpoints/proxy.py, the kubectl port-forward tunnel in endpoints/portforward.py);
+and the POST of the virtual access reviews (registry/authorization.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from starlette.responses import Response
 from apiserver import errors
 from apiserver.admission.noderestriction import admit_token_request
 from apiserver.endpoints.handlers import ResourceHandlers
-from apiserver.endpoints.proxy import exec_endpoints, log_endpoints
+from apiserver.endpoints.proxy import attach_endpoints, exec_endpoints, log_endpoints, portforward_endpoints
 from apiserver.endpoints.request import check_duplicates, decode_object, read_body, write_options
 from apiserver.endpoints.responsewriters import json_response
 from apiserver.patch import UnsupportedPatchType, apply_patch
@@ -194,6 +195,8 @@ SUBRESOURCE_HANDLERS: dict[str, Callable[[ResourceHandlers], dict[str, Endpoint]
     "binding": binding_endpoints,
     "log": log_endpoints,
     "exec": exec_endpoints,
+    "attach": attach_endpoints,
+    "portforward": portforward_endpoints,
     "token": token_endpoints,
     "eviction": eviction_endpoints,
     "ephemeralcontainers": ephemeral_containers_endpoints,

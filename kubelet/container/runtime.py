@@ -248,3 +248,12 @@ class Runtime(abc.ABC):
     async def get_exec(self, container_id: str, cmd: list[str], *, tty: bool, stdin: bool, stdout: bool,
                        stderr: bool) -> str:
         """The URL of the runtime's streaming server that runs this exec."""
+
+    @abc.abstractmethod
+    async def get_attach(self, container_id: str, *, tty: bool, stdin: bool, stdout: bool, stderr: bool) -> str:
+        """The URL of the runtime's streaming server attached to the container's streams (CRI Attach)."""
+
+    @abc.abstractmethod
+    async def get_port_forward(self, sandbox_id: str, ports: list[int]) -> str:
+        """The URL of the runtime's streaming server forwarding into the sandbox's network namespace
+        (CRI PortForward)."""

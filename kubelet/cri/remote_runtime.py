@@ -138,6 +138,12 @@ class RemoteRuntimeService:
     async def exec(self, request: pb.ExecRequest) -> str:
         return str((await call(self.stub.Exec, request, self.timeout)).url)
 
+    async def attach(self, request: pb.AttachRequest) -> str:
+        return str((await call(self.stub.Attach, request, self.timeout)).url)
+
+    async def port_forward(self, request: pb.PortForwardRequest) -> str:
+        return str((await call(self.stub.PortForward, request, self.timeout)).url)
+
     async def reopen_container_log(self, container_id: str) -> None:
         await call(self.stub.ReopenContainerLog, pb.ReopenContainerLogRequest(container_id=container_id),
                    self.timeout)

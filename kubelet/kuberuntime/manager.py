@@ -588,6 +588,13 @@ class KubeGenericRuntimeManager(Runtime):
         return await self.runtime_service.exec(pb.ExecRequest(container_id=container_id, cmd=cmd, tty=tty,
                                                               stdin=stdin, stdout=stdout, stderr=stderr))
 
+    async def get_attach(self, container_id: str, *, tty: bool, stdin: bool, stdout: bool, stderr: bool) -> str:
+        return await self.runtime_service.attach(pb.AttachRequest(container_id=container_id, tty=tty, stdin=stdin,
+                                                                  stdout=stdout, stderr=stderr))
+
+    async def get_port_forward(self, sandbox_id: str, ports: list[int]) -> str:
+        return await self.runtime_service.port_forward(pb.PortForwardRequest(pod_sandbox_id=sandbox_id, port=ports))
+
 
 def _all_containers(pod: Pod) -> list[Container]:
     """Regular, init and ephemeral containers (upstream's podutil.VisitContainers)."""

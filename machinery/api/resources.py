@@ -86,7 +86,7 @@ RESOURCES: tuple[ResourceInfo, ...] = (
     ResourceInfo("", "v1", "Pod", "pods", "pod", True, core_v1.Pod,
                  short_names=("po",), categories=("all",),
                  subresources={"status": "Pod", "binding": "Binding", "log": "", "exec": "", "eviction": "Eviction",
-                               "ephemeralcontainers": "Pod"}),
+                               "ephemeralcontainers": "Pod", "attach": "", "portforward": ""}),
     ResourceInfo("", "v1", "Event", "events", "event", True, core_v1.Event, short_names=("ev",)),
     ResourceInfo("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", True, core_v1.ServiceAccount,
                  short_names=("sa",), subresources={"token": "TokenRequest"}),

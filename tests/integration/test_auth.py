@@ -650,6 +650,29 @@ def test_logs_and_exec_reach_the_kubelet_over_tls(secure: SecureApiServer, admin
     assert "err" in done.stderr
 
 
+def test_spdy_exec_over_tls_is_authorized_and_audited(secure: SecureApiServer, admin: httpx.Client, ns: str,
+                                                      tls_kubelet: KubeletProcess, tmp_path: Path) -> None:
+    """kubectl 1.27 (SPDY/3.1) over HTTPS with its client certificate: the upgrade on the TLS connection, the
+    kubelet reached over TLS, the exit code; the audit entry says create pods/exec, 101 (issue 18)."""
+    body = pod("spdy", image=BUSYBOX, nodeName=tls_kubelet.node)
+    body["spec"]["containers"][0]["command"] = ["sleep", "3600"]
+    body["spec"]["terminationGracePeriodSeconds"] = 0
+    assert admin.post(pod_path(ns), json=body).status_code == 201
+    wait_for(lambda: admin.get(pod_path(ns, "spdy")).json().get("status", {}).get("phase") == "Running", 90, 0.5,
+             what=f"the spdy pod running\n{tls_kubelet.log_tail()}")
+    binary = find_kubectl("1.27")
+    if binary is None:
+        pytest.fail("kubectl.1.27 is not installed")
+    kubectl = SecureKubectl(binary, "1.27", secure, "admin", tmp_path / "admin", ns)
+    done = kubectl.run("exec", "-i", "spdy", "--", "sh", "-c", "tr a-z A-Z; exit 3", stdin="over tls\n")
+    assert (done.returncode, done.stdout) == (3, "OVER TLS\n"), done
+    [event] = secure.wait_audit(lambda e: e["stage"] == "ResponseComplete" and
+                                (e.get("objectRef") or {}).get("subresource") == "exec" and
+                                (e.get("objectRef") or {}).get("namespace") == ns, 30, what="the exec's audit entry")
+    assert (event["verb"], event["responseStatus"]["code"], event["user"]["username"]) == \
+        ("create", 101, "kubernetes-admin"), event
+
+
 def test_kubelet_refuses_callers_without_the_apiservers_certificate(secure: SecureApiServer, ns: str,
                                                                     tls_kubelet: KubeletProcess) -> None:
     path = f"/containerLogs/{ns}/talker/main"

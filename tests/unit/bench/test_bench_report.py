@@ -199,3 +199,11 @@ def test_preemption_against_the_free_node_of_the_same_run() -> None:
                 if f.area == "preemption"]
     assert figure.key == "preemption.create_to_bound" and figure.value == 1020.0 and figure.baseline == 20.0
     assert figure.ratio == 51.0 and figure.verdict == "—"  # the issue sets no target
+
+
+def test_exec_round_trip_spdy_over_websocket_of_the_same_run() -> None:
+    data = {"spdy": {"p50_ms": 1.2, "p99_ms": 8.0}, "websocket": {"p50_ms": 1.0, "p99_ms": 4.0}}
+    figures = {f.key: f for f in build_figures({"exec": data}) if f.area == "exec"}
+    assert (figures["exec.round_trip_p50"].value, figures["exec.round_trip_p50"].baseline) == (1.2, 1.0)
+    assert figures["exec.round_trip_p50"].ratio == 1.2 and figures["exec.round_trip_p99"].ratio == 2.0
+    assert figures["exec.round_trip_p99"].verdict == "—"  # the issue sets no target
