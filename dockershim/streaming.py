@@ -232,18 +232,26 @@ class StreamingServer:
             await send(bytes([2 * i]) + port_prefix(port))
             await send(bytes([2 * i + 1]) + port_prefix(port))
 
+        ended: set[int] = set()  # ports whose connection is over: what the client still sends them is dropped
+
         async def forward(i: int, port: int) -> None:
             try:
                 if not pid:
                     raise OSError(f"sandbox {pending.container_id} is not running")
                 sock = await connect_in_netns(pid, port)
             except OSError as e:
+                ended.add(i)
                 message = (f"error forwarding port {port} to pod {pending.container_id}, uid : failed to connect to "
                            f"localhost:{port} inside namespace \"{pending.container_id}\", {e}")
                 log.info("port-forward: %s", message)
                 await send(bytes([2 * i + 1]) + message.encode())
                 return
-            await pump_socket(sock, send, inbound[i], 2 * i)
+            try:
+                await pump_socket(sock, send, inbound[i], 2 * i)
+            finally:
+                ended.add(i)
+                while not inbound[i].empty():
+                    inbound[i].get_nowait()
 
         async def receive() -> None:
             while True:
@@ -251,7 +259,8 @@ class StreamingServer:
                 if message["type"] == "websocket.disconnect":
                     return
                 data = message.get("bytes") or b""
-                if data and data[0] % 2 == 0 and data[0] // 2 < len(ports) and len(data) > 1:
+                if data and data[0] % 2 == 0 and data[0] // 2 < len(ports) and len(data) > 1 \
+                        and data[0] // 2 not in ended:
                     await inbound[data[0] // 2].put(data[1:])
 
         async def forward_all() -> None:

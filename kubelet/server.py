@@ -133,6 +133,7 @@ _VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH
 # upstream kubelet's subresource of nodes per path prefix (the rest is "proxy")
 _SUBRESOURCES = (("/stats", "stats"), ("/metrics", "metrics"), ("/logs", "log"), ("/spec", "spec"))
 PUBLIC_PATHS = frozenset({"/healthz"})
+STREAM_WRITE_LIMIT = 4 << 20  # buffered towards the runtime before send() waits (websockets' default: 32 KiB)
 
 Scope = dict[str, Any]
 ASGI = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
@@ -379,7 +380,7 @@ class KubeletServer:
             url = await get_url(instances[0].id)
             upstream = await connect(
                 _ws_url(url), subprotocols=[websockets.Subprotocol(o) for o in runtime_subprotocols(offered)],
-                max_size=None, ping_interval=None, open_timeout=30)
+                max_size=None, ping_interval=None, open_timeout=30, write_limit=STREAM_WRITE_LIMIT)
         except KubeletError as e:
             await _deny(websocket, e)
             return
@@ -418,7 +419,7 @@ class KubeletServer:
             query = "ports=" + ",".join(str(port) for port in ports)
             upstream = await connect(_ws_url(url) + ("&" if "?" in url else "?") + query,
                                      subprotocols=[websockets.Subprotocol(PORTFORWARD_PROTOCOL)],
-                                     max_size=None, ping_interval=None, open_timeout=30)
+                                     max_size=None, ping_interval=None, open_timeout=30, write_limit=STREAM_WRITE_LIMIT)
         except KubeletError as e:
             await _deny(websocket, e)
             return

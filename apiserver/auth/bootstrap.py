@@ -334,7 +334,7 @@ def _edit() -> list[Obj]:
     edit, CVE-2021-25740)."""
     return [
         *_view(),
-        rule(READ, [""], ["secrets"]),
+        rule(READ, [""], ["pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets", "services/proxy"]),
         rule(WRITE, [""], ["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "events",
                            "serviceaccounts", "services", "services/proxy", "configmaps", "secrets",
                            "persistentvolumeclaims", "replicationcontrollers", "replicationcontrollers/scale"]),

@@ -361,6 +361,19 @@ def test_port_forward_bad_input(docker_node: KubeletProcess, ns: str, secure: Se
     assert result.returncode != 0 and 'pods "nope" not found' in result.stderr, result
     code, body = _ws_refusal(secure, f"/api/v1/namespaces/{ns}/pods/nope/portforward?ports=80", ["v4.channel.k8s.io"])
     assert (code, body["reason"], body["message"]) == (404, "NotFound", 'pods "nope" not found'), body
+    with secure.client("admin", timeout=30) as admin:
+        manifest = pod_manifest("idle", docker_node.node, [container("c", command=["sleep", "3600"])])
+        create(admin, ns, manifest)
+        for sub in ("attach", "portforward"):  # no upgrade: upstream's 400
+            r = admin.post(f"/api/v1/namespaces/{ns}/pods/idle/{sub}")
+            assert (r.status_code, r.json()["message"]) == (400, "Upgrade request required"), r.text
+        wait_pod(admin, ns, "idle", running, what="idle running")
+    for query, message in (("", 'query parameter "port" is required'),
+                           ("?ports=http", 'unable to parse "http" as a port: invalid syntax'),
+                           ("?ports=70000", "port 70000 must be > 0 and < 65536")):
+        code, body = _ws_refusal(secure, f"/api/v1/namespaces/{ns}/pods/idle/portforward{query}",
+                                 ["v4.channel.k8s.io"])
+        assert (code, body["message"]) == (400, message), body
 
 
 # -- RBAC and audit -------------------------------------------------------------------------------------

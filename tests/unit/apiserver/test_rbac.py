@@ -432,3 +432,18 @@ def test_view_reads_and_edit_writes_the_core_policy_objects_as_upstream() -> Non
                                                                           "replicationcontrollers/scale")
         # quotas and limit ranges are the cluster admin's to set, not a namespace editor's (upstream: read only)
         assert not grants(role, "create", "resourcequotas") and not grants(role, "update", "limitranges")
+
+
+def test_edit_and_admin_may_get_and_create_the_streaming_subresources_view_may_not() -> None:
+    """pods/attach, exec, portforward: create and get for edit (and admin, which aggregates it), as upstream's
+    aggregate-to-edit; nothing for view."""
+    roles = bootstrap.cluster_roles()
+
+    def grants(role: str, verb: str, resource: str) -> bool:
+        return any("" in r.get("apiGroups", []) and resource in r.get("resources", []) and verb in r["verbs"]
+                   for r in roles[role])
+
+    for resource in ("pods/attach", "pods/exec", "pods/portforward"):
+        for role in ("edit", "admin"):
+            assert grants(role, "create", resource) and grants(role, "get", resource), (role, resource)
+        assert not grants("view", "create", resource) and not grants("view", "get", resource)
