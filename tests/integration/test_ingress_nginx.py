@@ -11,13 +11,11 @@ one stays). Nothing is left after: no nginx process, no run directory, no contai
 from __future__ import annotations
 
 import base64
-import contextlib
 import datetime
 import http.client
 import shutil
 import socket
 import ssl
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -32,7 +30,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from machinery.netutil import default_node_ip
-from tests.cluster import ApiServer, Process, make_workdir, wait_for
+from tests.cluster import ApiServer, wait_for
+from tests.ingress_process import Backends, IngressController, endpoint_slice, get
 from tests.kubectl import Kubectl, find_kubectl
 
 pytestmark = pytest.mark.skipif(not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()),
@@ -42,51 +41,6 @@ TAG = uuid.uuid4().hex[:6]
 NS = f"ingress-it-{TAG}"
 CLASS = f"nginx-{TAG}"
 NETWORKING = "/apis/networking.k8s.io/v1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Backends:
-    """busybox httpd containers that answer their own name on /, /exact, /app/ and /app/x, /appx."""
-
-    def __init__(self) -> None:
-        import docker
-
-        self.client = docker.from_env()
-        self.tag = f"ingresstest-{TAG}"
-        self.network = self.client.networks.create(self.tag, driver="bridge", labels={"io.minik8s.test": self.tag})
-        self.ips: dict[str, str] = {}
-
-    def add(self, name: str) -> str:
-        script = (f"mkdir -p /w/app && for f in /w/index.html /w/exact /w/app/index.html /w/app/x /w/appx; "
-                  f"do echo {name} > $f; done && exec httpd -f -p 80 -h /w")
-        c = self.client.containers.run("minik8s/httpd:1", ["sh", "-c", script], name=f"{self.tag}-{name}",
-                                       detach=True, network=self.tag, labels={"io.minik8s.test": self.tag})
-        c.reload()
-        self.ips[name] = str(c.attrs["NetworkSettings"]["Networks"][self.tag]["IPAddress"])
-        wait_for(lambda: get(self.ips[name], 80, "x", "/") == (200, name), 30, what=f"backend {name}")
-        return self.ips[name]
-
-    def remove(self) -> None:
-        for c in self.client.containers.list(all=True, filters={"label": f"io.minik8s.test={self.tag}"}):
-            c.remove(force=True)
-        self.network.remove()
-        self.client.close()
-
-
-def get(ip: str, port: int, host: str, path: str, timeout: float = 5.0) -> tuple[int, str]:
-    """One GET on a new connection, with a Host header: (status, body)."""
-    conn = http.client.HTTPConnection(ip, port, timeout=timeout)
-    try:
-        conn.request("GET", path, headers={"Host": host})
-        r = conn.getresponse()
-        return r.status, r.read().decode(errors="replace").strip()
-    finally:
-        conn.close()
 
 
 def served_certificate(port: int, sni: str) -> x509.Certificate:
@@ -148,44 +102,6 @@ def rule(host: str, *paths: tuple[str, str, str]) -> dict[str, Any]:
         for p, t, svc in paths]}}
 
 
-def endpoint_slice(service: str, ips: list[str]) -> dict[str, Any]:
-    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": f"{service}-1", "namespace": NS, "labels": {"kubernetes.io/service-name": service}},
-            "addressType": "IPv4", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}],
-            "endpoints": [{"addresses": [ip], "conditions": {"ready": True}} for ip in ips]}
-
-
-class Controller:
-    def __init__(self, server: str) -> None:
-        self.workdir = make_workdir("minik8s-ingress-")
-        self.run_dir = self.workdir / "run"
-        self.http, self.https, self.health = free_port(), free_port(), free_port()
-        argv = [sys.executable, "-m", "ingress_nginx", "--master", server, "--ingress-class", CLASS,
-                "--run-dir", str(self.run_dir), "--bind-address", "127.0.0.1", "--http-port", str(self.http),
-                "--https-port", str(self.https), "--healthz-port", str(self.health), "--election-id", f"lead-{TAG}",
-                "--leader-elect-resource-namespace", NS, "--allow-snippet-annotations", "true",
-                "--sync-period-min", "50ms"]
-        self.process = Process("ingress-nginx", argv, self.workdir / "controller.log")
-
-    def metric(self, name: str) -> int:
-        text = httpx.get(f"http://127.0.0.1:{self.health}/metrics", timeout=5).text
-        return next(int(line.split()[1]) for line in text.splitlines() if line.startswith(name + " "))
-
-    def conf(self) -> str:
-        return (self.run_dir / "nginx.conf").read_text()
-
-    def nginx_pids(self) -> list[int]:
-        found = []
-        for proc in Path("/proc").iterdir():
-            if proc.name.isdigit():
-                try:
-                    if str(self.run_dir).encode() in (proc / "cmdline").read_bytes():
-                        found.append(int(proc.name))
-                except OSError:
-                    continue
-        return found
-
-
 @pytest.fixture(scope="module")
 def api(apiserver: ApiServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=apiserver.url, timeout=10) as client:
@@ -200,7 +116,7 @@ def backends() -> Iterator[Backends]:
         docker.from_env().ping()
     except Exception as e:
         pytest.skip(f"no Docker engine for the backends: {e}")
-    b = Backends()
+    b = Backends(f"ingresstest-{TAG}")
     try:
         b.add("a0")
         b.add("b0")
@@ -210,44 +126,30 @@ def backends() -> Iterator[Backends]:
 
 
 @pytest.fixture(scope="module")
-def cluster(apiserver: ApiServer, api: httpx.Client, backends: Backends) -> Iterator[Controller]:
+def cluster(apiserver: ApiServer, api: httpx.Client, backends: Backends) -> Iterator[IngressController]:
     r = api.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     assert r.status_code == 201, r.text
-    r = api.post(f"{NETWORKING}/ingressclasses", json={
-        "apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": {"name": CLASS},
-        "spec": {"controller": "k8s.io/ingress-nginx"}})
-    assert r.status_code == 201, r.text
-    for svc, ip in (("svc-a", backends.ips["a0"]), ("svc-b", backends.ips["b0"])):
-        r = api.post(f"/api/v1/namespaces/{NS}/services", json={
-            "apiVersion": "v1", "kind": "Service", "metadata": {"name": svc, "namespace": NS},
-            "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 80}]}})
-        assert r.status_code == 201, r.text
-        r = api.post(f"/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices", json=endpoint_slice(svc, [ip]))
-        assert r.status_code == 201, r.text
-    controller = Controller(apiserver.url)
+    controller = IngressController(apiserver.url, CLASS, NS, "--allow-snippet-annotations", "true",
+                                   "--sync-period-min", "50ms")
     try:
-        controller.process.start()
-        wait_for(lambda: httpx.get(f"http://127.0.0.1:{controller.health}/healthz", timeout=2).status_code == 200,
-                 60, what="the controller's /healthz")
+        r = api.post(f"{NETWORKING}/ingressclasses", json={
+            "apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": {"name": CLASS},
+            "spec": {"controller": "k8s.io/ingress-nginx"}})
+        assert r.status_code == 201, r.text
+        for svc, ip in (("svc-a", backends.ips["a0"]), ("svc-b", backends.ips["b0"])):
+            r = api.post(f"/api/v1/namespaces/{NS}/services", json={
+                "apiVersion": "v1", "kind": "Service", "metadata": {"name": svc, "namespace": NS},
+                "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 80}]}})
+            assert r.status_code == 201, r.text
+            r = api.post(f"/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices",
+                         json=endpoint_slice(NS, svc, [ip]))
+            assert r.status_code == 201, r.text
+        controller.start()
         yield controller
     finally:
-        controller.process.stop()
-        try:
-            wait_for(lambda: not controller.nginx_pids(), 20, what="nginx gone")
-        finally:
-            for pid in controller.nginx_pids():  # only ever ours: their command line names our run dir
-                with_suppress_kill(pid)
-            shutil.rmtree(controller.workdir, ignore_errors=True)
-            api.delete(f"/api/v1/namespaces/{NS}")
-            api.delete(f"{NETWORKING}/ingressclasses/{CLASS}")
-
-
-def with_suppress_kill(pid: int) -> None:
-    import os
-    import signal
-
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+        controller.stop()
+        api.delete(f"/api/v1/namespaces/{NS}")
+        api.delete(f"{NETWORKING}/ingressclasses/{CLASS}")
 
 
 def create(api: httpx.Client, obj: dict[str, Any]) -> None:
@@ -256,16 +158,15 @@ def create(api: httpx.Client, obj: dict[str, Any]) -> None:
     assert r.status_code == 201, r.text
 
 
-def routed(c: Controller, host: str, path: str, expect: tuple[int, str], timeout: float = 20) -> None:
+def routed(c: IngressController, host: str, path: str, expect: tuple[int, str], timeout: float = 20) -> None:
     """Until `host``path` answers `expect` and the reload is over (the old workers, which may still answer a
     new connection with the old configuration now and then, have exited)."""
     wait_for(lambda: get("127.0.0.1", c.http, host, path) == expect, timeout,
              what=f"{host}{path} answering {expect} (last: {get('127.0.0.1', c.http, host, path)})")
-    settled(c, timeout)
+    c.settled(timeout)
 
 
-def settled(c: Controller, timeout: float = 20) -> None:
-    wait_for(lambda: c.metric("nginx_ingress_controller_reload_in_progress") == 0, timeout, what="reload over")
+
 
 
 def events(api: httpx.Client, name: str) -> list[dict[str, Any]]:
@@ -273,7 +174,8 @@ def events(api: httpx.Client, name: str) -> list[dict[str, Any]]:
     return [e for e in items if e["involvedObject"].get("name") == name]
 
 
-def test_two_hosts_to_two_services_and_the_default_backend(api: httpx.Client, cluster: Controller) -> None:
+def test_two_hosts_to_two_services_and_the_default_backend(api: httpx.Client,
+                                                           cluster: IngressController) -> None:
     create(api, ingress("hosts", [rule("a.example.com", ("/", "Prefix", "svc-a")),
                                   rule("b.example.com", ("/", "Prefix", "svc-b"))]))
     routed(cluster, "a.example.com", "/", (200, "a0"))
@@ -288,7 +190,7 @@ def test_two_hosts_to_two_services_and_the_default_backend(api: httpx.Client, cl
     assert any(e["reason"] == "Sync" for e in events(api, "hosts"))
 
 
-def test_prefix_and_exact(api: httpx.Client, cluster: Controller) -> None:
+def test_prefix_and_exact(api: httpx.Client, cluster: IngressController) -> None:
     create(api, ingress("paths", [rule("p.example.com", ("/exact", "Exact", "svc-a"), ("/app", "Prefix", "svc-b"))]))
     routed(cluster, "p.example.com", "/exact", (200, "a0"))
     assert get("127.0.0.1", cluster.http, "p.example.com", "/exact/") == (404, "default backend - 404")
@@ -299,7 +201,8 @@ def test_prefix_and_exact(api: httpx.Client, cluster: Controller) -> None:
     assert get("127.0.0.1", cluster.http, "p.example.com", "/appx") == (404, "default backend - 404")
 
 
-def test_tls_from_a_secret_and_the_fallback_for_a_missing_one(api: httpx.Client, cluster: Controller) -> None:
+def test_tls_from_a_secret_and_the_fallback_for_a_missing_one(api: httpx.Client,
+                                                              cluster: IngressController) -> None:
     create(api, tls_secret("tls-s", "s.example.com"))
     create(api, ingress("secure", [rule("s.example.com", ("/", "Prefix", "svc-a"))],
                         tls=[{"hosts": ["s.example.com"], "secretName": "tls-s"}]))
@@ -307,7 +210,7 @@ def test_tls_from_a_secret_and_the_fallback_for_a_missing_one(api: httpx.Client,
                         tls=[{"hosts": ["m.example.com"], "secretName": "no-such-secret"}]))
     wait_for(lambda: common_name(served_certificate(cluster.https, "s.example.com")) == "s.example.com", 20,
              what="the Secret's certificate served for s.example.com")
-    settled(cluster)
+    cluster.settled()
     assert https_get(cluster.https, "s.example.com", "/") == (200, "a0")
     # plain HTTP to a TLS host: ingress-nginx's ssl-redirect
     conn = http.client.HTTPConnection("127.0.0.1", cluster.http, timeout=5)
@@ -322,7 +225,7 @@ def test_tls_from_a_secret_and_the_fallback_for_a_missing_one(api: httpx.Client,
         "Kubernetes Ingress Controller Fake Certificate"
 
 
-def test_an_endpoint_change_reloads_without_failed_requests(api: httpx.Client, cluster: Controller,
+def test_an_endpoint_change_reloads_without_failed_requests(api: httpx.Client, cluster: IngressController,
                                                            backends: Backends) -> None:
     create(api, ingress("scale", [rule("scale.example.com", ("/", "Prefix", "svc-a"))]))
     routed(cluster, "scale.example.com", "/", (200, "a0"))
@@ -357,7 +260,8 @@ def test_an_endpoint_change_reloads_without_failed_requests(api: httpx.Client, c
     assert len(results) > 20
 
 
-def test_a_path_type_mismatch_is_refused_with_upstreams_message(api: httpx.Client, cluster: Controller) -> None:
+def test_a_path_type_mismatch_is_refused_with_upstreams_message(api: httpx.Client,
+                                                                cluster: IngressController) -> None:
     bad = ingress("bad", [{"host": "x.example.com", "http": {"paths": [
         {"path": "foo", "pathType": "Exact", "backend": {"service": {"name": "svc-a", "port": {"number": 80}}}}]}}])
     r = api.post(f"{NETWORKING}/namespaces/{NS}/ingresses", json=bad)
@@ -372,7 +276,7 @@ def test_a_path_type_mismatch_is_refused_with_upstreams_message(api: httpx.Clien
 
 
 def test_a_configuration_nginx_refuses_never_replaces_the_running_one(api: httpx.Client,
-                                                                      cluster: Controller) -> None:
+                                                                      cluster: IngressController) -> None:
     routed(cluster, "b.example.com", "/", (200, "b0"))
     before, failures = cluster.conf(), cluster.metric("nginx_ingress_controller_config_test_failures")
     create(api, ingress("broken", [rule("broken.example.com", ("/", "Prefix", "svc-a"))],
@@ -389,7 +293,7 @@ def test_a_configuration_nginx_refuses_never_replaces_the_running_one(api: httpx
              what="the next good configuration loaded")
 
 
-def test_default_ingress_class(api: httpx.Client, cluster: Controller) -> None:
+def test_default_ingress_class(api: httpx.Client, cluster: IngressController) -> None:
     path = f"{NETWORKING}/ingressclasses/{CLASS}"
     klass = api.get(path).json()
     klass["metadata"]["annotations"] = {"ingressclass.kubernetes.io/is-default-class": "true"}
@@ -406,7 +310,8 @@ def test_default_ingress_class(api: httpx.Client, cluster: Controller) -> None:
 
 
 @pytest.mark.parametrize("version", ["1.27", "1.33"])
-def test_kubectl_create_ingress(version: str, apiserver: ApiServer, api: httpx.Client, cluster: Controller) -> None:
+def test_kubectl_create_ingress(version: str, apiserver: ApiServer, api: httpx.Client,
+                                cluster: IngressController) -> None:
     binary = find_kubectl(version)
     if binary is None:
         pytest.skip(f"no kubectl {version}")
@@ -416,7 +321,7 @@ def test_kubectl_create_ingress(version: str, apiserver: ApiServer, api: httpx.C
                 f"--rule={host}/=svc-a:80", f"--rule={host}/b*=svc-b:80,tls=tls-k").ok()
     # TLS for the host (with a Secret that does not exist: the fallback certificate), so over HTTPS
     wait_for(lambda: https_get(cluster.https, host, "/") == (200, "a0"), 20, what=f"{host}/ over HTTPS")
-    settled(cluster)
+    cluster.settled()
     status, body = https_get(cluster.https, host, "/b/x")  # routed to svc-b's httpd, which has no /b/x
     assert status == 404 and "default backend" not in body
     got = api.get(f"{NETWORKING}/namespaces/{NS}/ingresses/kc-{version.replace('.', '')}").json()
