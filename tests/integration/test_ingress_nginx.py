@@ -32,6 +32,7 @@ from cryptography.x509.oid import NameOID
 from machinery.netutil import default_node_ip
 from tests.cluster import ApiServer, wait_for
 from tests.ingress_process import Backends, IngressController, endpoint_slice, get
+from tests.integration.test_mkubectl import Mk, same_output
 from tests.kubectl import Kubectl, find_kubectl
 
 pytestmark = pytest.mark.skipif(not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()),
@@ -332,3 +333,8 @@ def test_kubectl_create_ingress(version: str, apiserver: ApiServer, api: httpx.C
     assert table.split("\n")[0].split() == ["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"]
     assert table.split("\n")[1].split()[:3] == [f"kc-{version.replace('.', '')}", CLASS, host]
     wait_for(lambda: default_node_ip() in kubectl.run("get", "ingress").ok().stdout, 30, what="ADDRESS shown")
+    if version == "1.33":  # mkubectl describes an Ingress and its class as kubectl does, byte for byte
+        mk = Mk(apiserver.url, cluster.workdir / "mk", NS)
+        described = same_output(mk, kubectl, "describe", "ingress", f"kc-{version.replace('.', '')}")
+        assert f"tls-k terminates {host}" in described and "svc-b:80 (" in described
+        same_output(mk, kubectl, "describe", "ingressclass", CLASS)
