@@ -6,9 +6,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from apiserver.admission.defaultingressclass import default_class
+from apiserver.auth import bootstrap
+from apiserver.auth.authz import Authorizer, RBACAuthorizer, StaticRbac
 from apiserver.printers import table_for
 from apiserver.registry.ingress import IngressClassStrategy, IngressStrategy
+from tests.unit.apiserver.test_rbac import res, user
 
 SVC = {"service": {"name": "web", "port": {"number": 80}}}
 
@@ -127,3 +132,43 @@ def test_tables() -> None:
     table = table_for("ingressclasses", [klass], now=now)
     assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Controller", "Parameters", "Age"]
     assert table["rows"][0]["cells"] == ["nginx", "k8s.io/ingress-nginx", "P.k8s.example.com/p", "60s"]
+
+
+INGRESS_NGINX = user("system:ingress-nginx", "system:authenticated")
+
+
+@pytest.mark.parametrize(("who", "verb", "resource", "group", "subresource", "name", "allowed"), [
+    # ingress-nginx's ClusterRole: read what it renders, write only Ingress status, its Lease and events
+    (INGRESS_NGINX, "list", "ingresses", "networking.k8s.io", "", "", True),
+    (INGRESS_NGINX, "watch", "ingressclasses", "networking.k8s.io", "", "", True),
+    (INGRESS_NGINX, "update", "ingresses", "networking.k8s.io", "status", "x", True),
+    (INGRESS_NGINX, "list", "endpointslices", "discovery.k8s.io", "", "", True),
+    (INGRESS_NGINX, "watch", "secrets", "", "", "", True),
+    (INGRESS_NGINX, "create", "events", "", "", "", True),
+    (INGRESS_NGINX, "update", "leases", "coordination.k8s.io", "", "ingress-nginx-leader", True),
+    (INGRESS_NGINX, "update", "ingresses", "networking.k8s.io", "", "x", False),
+    (INGRESS_NGINX, "update", "leases", "coordination.k8s.io", "", "kube-scheduler", False),
+    (INGRESS_NGINX, "create", "services", "", "", "", False),
+    (INGRESS_NGINX, "get", "secrets", "", "", "x", False),
+    # any authenticated user gets nothing of it
+    (user("someone", "system:authenticated"), "list", "ingresses", "networking.k8s.io", "", "", False),
+])
+def test_rbac(who: Any, verb: str, resource: str, group: str, subresource: str, name: str, allowed: bool) -> None:
+    roles, bindings = bootstrap.policy_objects()
+    authorizer = Authorizer([RBACAuthorizer(StaticRbac(roles, [], bindings, []))])
+    attrs = res(who, verb, resource, "default", name, group=group, subresource=subresource)
+    assert authorizer.authorize(attrs)[0] is allowed
+
+
+def test_view_edit_admin_aggregate_ingresses() -> None:
+    roles = bootstrap.cluster_roles()
+
+    def grants(role: str, verb: str, resource: str) -> bool:
+        return any("networking.k8s.io" in r.get("apiGroups", []) and resource in r.get("resources", [])
+                   and verb in r["verbs"] for r in roles[role])
+
+    assert grants("view", "list", "ingresses") and grants("view", "get", "ingresses/status")
+    assert not grants("view", "create", "ingresses")
+    for role in ("edit", "admin"):
+        assert grants(role, "create", "ingresses") and grants(role, "delete", "ingresses")
+    assert "ingress-nginx" in bootstrap.cluster_role_bindings()
