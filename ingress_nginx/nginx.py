@@ -40,8 +40,12 @@ class Nginx:
         self.failed_tests = 0
 
     def prepare(self) -> None:
+        """The run directory: open to nginx's workers (they run as an unprivileged user and buffer large
+        responses under tmp/), but ssl/ (the keys) is the master's alone."""
         for sub in ("logs", "tmp", "ssl"):
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(self.run_dir, 0o755)
+        os.chmod(self.run_dir / "tmp", 0o755)
         os.chmod(self.run_dir / "ssl", 0o700)
 
     def _argv(self, conf: Path, *extra: str) -> list[str]:

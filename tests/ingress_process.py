@@ -51,7 +51,7 @@ def endpoint_slice(namespace: str, service: str, ips: list[str], port: int = 80)
 
 
 class Backends:
-    """busybox httpd containers that answer their own name on /, /exact, /app/ and /app/x, /appx."""
+    """busybox httpd containers that answer their own name on /, /exact, /app/ and /app/x, /appx; /big is 2 MB."""
 
     def __init__(self, tag: str) -> None:
         import docker
@@ -63,7 +63,8 @@ class Backends:
 
     def add(self, name: str) -> str:
         script = (f"mkdir -p /w/app && for f in /w/index.html /w/exact /w/app/index.html /w/app/x /w/appx; "
-                  f"do echo {name} > $f; done && exec httpd -f -p 80 -h /w")
+                  f"do echo {name} > $f; done && dd if=/dev/zero of=/w/big bs=1M count=2 2>/dev/null && "
+                  "exec httpd -f -p 80 -h /w")
         c = self.client.containers.run("minik8s/httpd:1", ["sh", "-c", script], name=f"{self.tag}-{name}",
                                        detach=True, network=self.tag, labels={TEST_LABEL: self.tag})
         c.reload()
@@ -79,14 +80,16 @@ class Backends:
 
 
 class IngressController:
-    def __init__(self, server: str, ingress_class: str, lease_namespace: str, *flags: str) -> None:
+    def __init__(self, server: str, ingress_class: str, lease_namespace: str, *flags: str,
+                 election_id: str | None = None) -> None:
         self.workdir = make_workdir("minik8s-ingress-")
+        self.workdir.chmod(0o755)  # nginx's workers (an unprivileged user) reach the run dir's tmp/ through it
         self.run_dir = self.workdir / "run"
         self.http, self.https, self.health = free_port(), free_port(), free_port()
         argv = [sys.executable, "-m", "ingress_nginx", "--master", server, "--ingress-class", ingress_class,
                 "--run-dir", str(self.run_dir), "--bind-address", "127.0.0.1", "--http-port", str(self.http),
                 "--https-port", str(self.https), "--healthz-port", str(self.health),
-                "--election-id", f"ingress-{uuid.uuid4().hex[:6]}", "--leader-elect-resource-namespace",
+                "--election-id", election_id or f"ingress-{uuid.uuid4().hex[:6]}", "--leader-elect-resource-namespace",
                 lease_namespace, *flags]
         self.process = Process("ingress-nginx", argv, self.workdir / "controller.log")
 

@@ -42,6 +42,7 @@ TAG = uuid.uuid4().hex[:6]
 NS = f"ingress-it-{TAG}"
 CLASS = f"nginx-{TAG}"
 NETWORKING = "/apis/networking.k8s.io/v1"
+ELECTION_ID = f"lead-{TAG}"
 
 
 def served_certificate(port: int, sni: str) -> x509.Certificate:
@@ -131,7 +132,7 @@ def cluster(apiserver: ApiServer, api: httpx.Client, backends: Backends) -> Iter
     r = api.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     assert r.status_code == 201, r.text
     controller = IngressController(apiserver.url, CLASS, NS, "--allow-snippet-annotations", "true",
-                                   "--sync-period-min", "50ms")
+                                   "--sync-period-min", "50ms", election_id=ELECTION_ID)
     try:
         r = api.post(f"{NETWORKING}/ingressclasses", json={
             "apiVersion": "networking.k8s.io/v1", "kind": "IngressClass", "metadata": {"name": CLASS},
@@ -182,6 +183,8 @@ def test_two_hosts_to_two_services_and_the_default_backend(api: httpx.Client,
     routed(cluster, "a.example.com", "/", (200, "a0"))
     routed(cluster, "b.example.com", "/", (200, "b0"))
     assert get("127.0.0.1", cluster.http, "unknown.example.com", "/") == (404, "default backend - 404")
+    big = httpx.get(f"http://127.0.0.1:{cluster.http}/big", headers={"Host": "b.example.com"}, timeout=10)
+    assert (big.status_code, len(big.content)) == (200, 2 << 20)  # buffered through nginx's tmp/ by its workers
     # upstreams are the endpoint addresses, never a ClusterIP
     assert "server " + api.get(f"/api/v1/namespaces/{NS}/services/svc-a").json()["spec"]["clusterIP"] \
         not in cluster.conf()
@@ -338,3 +341,26 @@ def test_kubectl_create_ingress(version: str, apiserver: ApiServer, api: httpx.C
         described = same_output(mk, kubectl, "describe", "ingress", f"kc-{version.replace('.', '')}")
         assert f"tls-k terminates {host}" in described and "svc-b:80 (" in described
         same_output(mk, kubectl, "describe", "ingressclass", CLASS)
+
+
+def normalized(c: IngressController) -> str:
+    return c.conf().replace(str(c.run_dir), "RUN").replace(f":{c.http}", ":HTTP").replace(f":{c.https}", ":HTTPS")
+
+
+def test_a_second_replica_serves_too_but_only_the_leader_writes_status(apiserver: ApiServer, api: httpx.Client,
+                                                                       cluster: IngressController) -> None:
+    routed(cluster, "b.example.com", "/", (200, "b0"))
+    wait_for(lambda: cluster.metric("nginx_ingress_controller_leader_election_status") == 1, 30,
+             what="the module's controller leading")
+    second = IngressController(apiserver.url, CLASS, NS, "--publish-status-address", "192.0.2.7",
+                               election_id=ELECTION_ID)
+    try:
+        second.start()
+        assert get("127.0.0.1", second.http, "b.example.com", "/") == (200, "b0")
+        assert normalized(second) == normalized(cluster)  # the same configuration, its own ports and files
+        assert second.metric("nginx_ingress_controller_leader_election_status") == 0
+        lb = api.get(f"{NETWORKING}/namespaces/{NS}/ingresses/hosts").json()["status"]["loadBalancer"]
+        assert lb["ingress"] == [{"ip": default_node_ip()}]  # the follower's address is never written
+    finally:
+        second.stop()
+    assert not second.run_dir.exists()
