@@ -321,8 +321,10 @@ def test_kubectl_create_ingress(version: str, apiserver: ApiServer, api: httpx.C
         pytest.skip(f"no kubectl {version}")
     kubectl = Kubectl(binary, version, apiserver.url, cluster.workdir / f"kubectl-{version}", NS)
     host = f"k{version.replace('.', '')}.example.com"
-    kubectl.run("create", "ingress", f"kc-{version.replace('.', '')}", f"--class={CLASS}",
-                f"--rule={host}/=svc-a:80", f"--rule={host}/b*=svc-b:80,tls=tls-k").ok()
+    created = kubectl.run("create", "ingress", f"kc-{version.replace('.', '')}", f"--class={CLASS}",
+                          f"--rule={host}/=svc-a:80", f"--rule={host}/b*=svc-b:80,tls=tls-k", "-v=8").ok()
+    # kubectl 1.33's typed client sends it as protobuf (apiserver/protobuf.py decodes it); 1.27 JSON
+    assert ("Content-Type: application/vnd.kubernetes.protobuf" in created.stderr) == (version == "1.33")
     # TLS for the host (with a Secret that does not exist: the fallback certificate), so over HTTPS
     wait_for(lambda: https_get(cluster.https, host, "/") == (200, "a0"), 20, what=f"{host}/ over HTTPS")
     cluster.settled()
