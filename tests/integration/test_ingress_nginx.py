@@ -366,3 +366,19 @@ def test_a_second_replica_serves_too_but_only_the_leader_writes_status(apiserver
     finally:
         second.stop()
     assert not second.run_dir.exists()
+
+
+def test_local_ups_ingress_class_manifest_applies(apiserver: ApiServer, api: httpx.Client,
+                                                  cluster: IngressController) -> None:
+    """examples/ingress-nginx-class.yaml, as hack/local-up-cluster.sh applies it with mkubectl."""
+    mk = Mk(apiserver.url, cluster.workdir / "mk-apply", NS)
+    manifest = Path(__file__).resolve().parents[2] / "examples" / "ingress-nginx-class.yaml"
+    try:
+        assert mk.run("apply", "-f", str(manifest)).ok().stdout.strip() == \
+            "ingressclass.networking.k8s.io/nginx created"
+        got = api.get(f"{NETWORKING}/ingressclasses/nginx").json()
+        assert got["spec"] == {"controller": "k8s.io/ingress-nginx"}
+        assert mk.run("apply", "-f", str(manifest)).ok().stdout.strip() == \
+            "ingressclass.networking.k8s.io/nginx unchanged"
+    finally:
+        api.delete(f"{NETWORKING}/ingressclasses/nginx")
