@@ -207,7 +207,8 @@ class IngressController:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(_first(stop.wait(), self.status_due.wait()), 60)
         finally:
-            if self.options.update_status_on_shutdown:
+            # on shutdown only: a replica that merely lost the Lease leaves the status to the new leader
+            if self.options.update_status_on_shutdown and stop.is_set():
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self.update_status([]), 5)
             self.leading = False
