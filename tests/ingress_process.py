@@ -81,12 +81,13 @@ class Backends:
 
 class IngressController:
     def __init__(self, server: str, ingress_class: str, lease_namespace: str, *flags: str,
-                 election_id: str | None = None) -> None:
+                 election_id: str | None = None, kubeconfig: Path | None = None) -> None:
         self.workdir = make_workdir("minik8s-ingress-")
         self.workdir.chmod(0o755)  # nginx's workers (an unprivileged user) reach the run dir's tmp/ through it
         self.run_dir = self.workdir / "run"
         self.http, self.https, self.health = free_port(), free_port(), free_port()
-        argv = [sys.executable, "-m", "ingress_nginx", "--master", server, "--ingress-class", ingress_class,
+        connect = ["--kubeconfig", str(kubeconfig)] if kubeconfig is not None else ["--master", server]
+        argv = [sys.executable, "-m", "ingress_nginx", *connect, "--ingress-class", ingress_class,
                 "--run-dir", str(self.run_dir), "--bind-address", "127.0.0.1", "--http-port", str(self.http),
                 "--https-port", str(self.https), "--healthz-port", str(self.health),
                 "--election-id", election_id or f"ingress-{uuid.uuid4().hex[:6]}", "--leader-elect-resource-namespace",

@@ -30,7 +30,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from machinery.netutil import default_node_ip
-from tests.cluster import ApiServer, wait_for
+from tests.auth_cluster import SecureApiServer
+from tests.cluster import ApiServer, Etcd, wait_for
 from tests.ingress_process import Backends, IngressController, endpoint_slice, get
 from tests.integration.test_mkubectl import Mk, same_output
 from tests.kubectl import Kubectl, find_kubectl
@@ -382,3 +383,46 @@ def test_local_ups_ingress_class_manifest_applies(apiserver: ApiServer, api: htt
             "ingressclass.networking.k8s.io/nginx unchanged"
     finally:
         api.delete(f"{NETWORKING}/ingressclasses/nginx")
+
+
+def test_runs_as_system_ingress_nginx_through_the_gate(workdir: Path, own_etcd: Etcd, backends: Backends) -> None:
+    """local-up's way: the controller as system:ingress-nginx (its kubeconfig from the cluster PKI) on an apiserver
+    with authn, RBAC and audit: it reads what it renders, campaigns for ingress-nginx-leader in kube-system, writes
+    status (audited as itself), and may not change an Ingress's spec (403)."""
+    secure = SecureApiServer(workdir, own_etcd).start()
+    controller = IngressController(secure.secure_url, "nginx", "kube-system", election_id="ingress-nginx-leader",
+                                   kubeconfig=secure.kubeconfig("ingress-nginx"))
+    base = f"{NETWORKING}/namespaces/default/ingresses"
+    try:
+        with secure.client("admin") as admin:
+            for path, body in (
+                    (f"{NETWORKING}/ingressclasses", {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+                                                      "metadata": {"name": "nginx"},
+                                                      "spec": {"controller": "k8s.io/ingress-nginx"}}),
+                    ("/api/v1/namespaces/default/services", {
+                        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                        "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 80}]}}),
+                    ("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+                     endpoint_slice("default", "web", [backends.ips["b0"]])),
+                    (base, {**ingress("gated", [rule("gated.example.com", ("/", "Prefix", "web"))],
+                                      class_name="nginx"), "metadata": {"name": "gated"}})):
+                r = admin.post(path, json=body)
+                assert r.status_code == 201, r.text
+            controller.start()
+            routed(controller, "gated.example.com", "/", (200, "b0"))
+            wait_for(lambda: admin.get(f"{base}/gated").json()["status"]["loadBalancer"].get("ingress"), 30,
+                     what="status written by the controller")
+        secure.wait_audit(lambda e: e.get("verb") == "update" and e.get("objectRef", {}).get("subresource") == "status"
+                          and e.get("objectRef", {}).get("resource") == "ingresses"
+                          and e["user"]["username"] == "system:ingress-nginx"
+                          and (e.get("responseStatus") or {}).get("code") == 200, what="system:ingress-nginx's update")
+        with secure.client("ingress-nginx") as me:
+            got = me.get(f"{base}/gated").json()
+            got["spec"]["rules"][0]["host"] = "hijacked.example.com"
+            r = me.put(f"{base}/gated", json=got)
+            assert r.status_code == 403 and r.json()["reason"] == "Forbidden"
+            assert me.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/ingress-nginx-leader") \
+                .json()["spec"]["holderIdentity"]
+    finally:
+        controller.stop()
+        secure.stop()
