@@ -133,6 +133,14 @@ async def health_app(controller: IngressController) -> web.AppRunner:
     return runner
 
 
+async def watch_nginx(nginx: Nginx, stop: asyncio.Event) -> None:
+    """nginx gone without being asked to: exit (upstream's controller does too; a supervisor starts both again)."""
+    assert nginx.process is not None
+    code = await nginx.process.wait()
+    if not stop.is_set():
+        raise NginxError(f"NGINX process has stopped (exit status {code})")
+
+
 async def campaign(client: ApiClient, controller: IngressController, args: argparse.Namespace,
                    recorder: EventRecorder, stop: asyncio.Event) -> None:
     """Campaign again whenever leadership is lost: a replica that lost the Lease keeps serving traffic."""
@@ -186,25 +194,25 @@ async def run(args: argparse.Namespace) -> int:
         log.info("serving Ingresses of class %s (%s) on %s:%d/%d; status address %s", args.ingress_class,
                  args.controller_class, args.bind_address, args.http_port, args.https_port, address)
         tasks.append(asyncio.create_task(controller.run_sync(stop)))
+        tasks.append(asyncio.create_task(watch_nginx(nginx, stop)))
         if args.update_status:
             tasks.append(asyncio.create_task(campaign(client, controller, args, recorder, stop)))
         waiter = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
         for task in done:
-            if task is not waiter and task.exception() is not None:
+            if task is not waiter and not task.cancelled() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]  # checked just above
-        stop.set()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        return 0
+        return 0  # the rest winds down below (watch_nginx ends only once nginx is stopped)
     except NginxError as e:
         log.error("%s", e)
         return 1
     finally:
         stop.set()
+        # nginx first (its graceful stop), while the tasks wind down (the leader clears the status, releases
+        # the Lease): a supervisor that loses patience kills this process, not nginx, which has a session of its own
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await nginx.stop()
+        await asyncio.gather(nginx.stop(), *tasks, return_exceptions=True)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(recorder.flush(), 2.0)
         recorder.close()

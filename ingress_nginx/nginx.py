@@ -78,16 +78,26 @@ class Nginx:
             return None
         return pid if b"nginx" in cmdline and str(self.run_dir).encode() in cmdline else None
 
+    def stale_group(self) -> int | None:
+        """The process group of the nginx a previous run of ours left: its master (killed or not) led it, so
+        workers orphaned by a killed master, which still hold the ports, are found by it too."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if group_members(pid) else None
+
     async def start(self, text: str) -> None:
-        """Test `text`, make it nginx.conf and start nginx on it (after stopping a master we left behind)."""
-        stale = self.stale_master()
+        """Test `text`, make it nginx.conf and start nginx on it (after stopping what a previous run left)."""
+        stale = self.stale_group()
         if stale is not None:
-            log.info("stopping the nginx master %d a previous run left", stale)
-            await _stop_pid(stale)
+            log.info("stopping the nginx (process group %d) a previous run left", stale)
+            await _stop_group(stale)
         await self.test(text)
         self._swap()
+        # its own session and process group: the master and its workers go together (see stale_group)
         self.process = await asyncio.create_subprocess_exec(*self._argv(self.conf, "-g", "daemon off;"),
-                                                            stdin=asyncio.subprocess.DEVNULL)
+                                                            stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
         for _ in range(100):  # up to 5 s for the pid file: nginx has bound its ports then
             if self.process.returncode is not None:
                 raise NginxError(f"nginx exited with {self.process.returncode} at start: "
@@ -134,7 +144,8 @@ class Nginx:
         try:
             await asyncio.wait_for(proc.wait(), timeout)
         except TimeoutError:
-            proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
 
     def _error_log_tail(self) -> str:
@@ -158,14 +169,31 @@ def children(pid: int) -> list[int]:
     return found
 
 
-async def _stop_pid(pid: int, timeout: float = 10.0) -> None:
+def group_members(pgid: int) -> list[int]:
+    """The nginx processes of process group `pgid` (zombies aside)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z" and cmdline.startswith(b"nginx"):
+            found.append(int(entry.name))
+    return found
+
+
+async def _stop_group(pgid: int, timeout: float = 10.0) -> None:
+    """SIGQUIT to the group (a live master stops gracefully, orphaned workers finish), SIGKILL past `timeout`."""
     with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGQUIT)
+        os.killpg(pgid, signal.SIGQUIT)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while Path(f"/proc/{pid}").exists():
+    while group_members(pgid):
         if loop.time() > deadline:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+                os.killpg(pgid, signal.SIGKILL)
             break
         await asyncio.sleep(0.05)

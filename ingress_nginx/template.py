@@ -83,6 +83,7 @@ def render(config: Configuration, s: Settings) -> str:
     lines = [
         "# rendered by ingress_nginx: do not edit",
         f"worker_processes {s.worker_processes};",
+        "worker_shutdown_timeout 10s;",  # old workers of a reload or a stop never wait longer on connections
         f"pid {run}/nginx.pid;",
         f"error_log {run}/logs/error.log notice;",
         "events {", "    worker_connections 4096;", "}",

@@ -93,11 +93,17 @@ class IngressController:
                 "--election-id", election_id or f"ingress-{uuid.uuid4().hex[:6]}", "--leader-elect-resource-namespace",
                 lease_namespace, *flags]
         self.process = Process("ingress-nginx", argv, self.workdir / "controller.log")
+        self.groups: set[int] = set()
 
     def start(self) -> None:
         self.process.start()
-        wait_for(lambda: httpx.get(f"http://127.0.0.1:{self.health}/healthz", timeout=2).status_code == 200,
-                 60, what="the controller's /healthz")
+        def healthy() -> bool:
+            if not self.process.alive():
+                raise AssertionError(f"the controller exited:\n{self.process.log_tail()}")
+            return httpx.get(f"http://127.0.0.1:{self.health}/healthz", timeout=2).status_code == 200
+
+        wait_for(healthy, 60, what="the controller's /healthz")
+        self.remember_group()
 
     def metric(self, name: str) -> int:
         text = httpx.get(f"http://127.0.0.1:{self.health}/metrics", timeout=5).text
@@ -113,22 +119,40 @@ class IngressController:
         return (self.run_dir / "nginx.conf").read_text()
 
     def nginx_pids(self) -> list[int]:
-        found = []
+        """Our nginx processes: those naming our run dir (the master) and the members of its process group (the
+        workers, orphaned or not) whose leader was written to our pid file."""
+        found = set()
+        groups = set(self.groups)
+        with contextlib.suppress(OSError, ValueError):
+            groups.add(int((self.run_dir / "nginx.pid").read_text()))
         for proc in Path("/proc").iterdir():
             if proc.name.isdigit():
                 try:
                     cmdline = (proc / "cmdline").read_bytes()
+                    fields = (proc / "stat").read_text().rsplit(")", 1)[-1].split()
                 except OSError:
                     continue
-                if b"nginx" in cmdline and str(self.run_dir).encode() in cmdline:
-                    found.append(int(proc.name))
-        return found
+                if fields[0] == "Z" or not cmdline.startswith(b"nginx"):
+                    continue
+                if str(self.run_dir).encode() in cmdline or int(fields[2]) in groups:
+                    found.add(int(proc.name))
+        return sorted(found)
+
+    def remember_group(self) -> None:
+        """Note nginx's process group (its master's pid) before something may kill the master."""
+        with contextlib.suppress(OSError, ValueError):
+            self.groups.add(int((self.run_dir / "nginx.pid").read_text()))
 
     def stop(self) -> None:
         """Stop the controller (it stops nginx gracefully); kill what is left of ours; remove the work dir."""
-        self.process.stop()
+        self.remember_group()
+        self.process.stop(timeout=30)
         try:
-            wait_for(lambda: not self.nginx_pids(), 20, what="nginx gone")
+            try:
+                wait_for(lambda: not self.nginx_pids(), 20, what="nginx gone")
+            except TimeoutError as e:
+                left = {pid: Path(f"/proc/{pid}/stat").read_text() for pid in self.nginx_pids()}
+                raise AssertionError(f"nginx left: {left}\n{self.process.log_tail(60)}") from e
         finally:
             for pid in self.nginx_pids():
                 with contextlib.suppress(ProcessLookupError):

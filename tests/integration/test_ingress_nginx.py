@@ -13,7 +13,9 @@ from __future__ import annotations
 import base64
 import datetime
 import http.client
+import os
 import shutil
+import signal
 import socket
 import ssl
 import threading
@@ -426,3 +428,28 @@ def test_runs_as_system_ingress_nginx_through_the_gate(workdir: Path, own_etcd: 
     finally:
         controller.stop()
         secure.stop()
+
+
+def test_nginx_or_controller_killed(apiserver: ApiServer, api: httpx.Client, cluster: IngressController) -> None:
+    """nginx killed: the controller exits (its supervisor starts it again); the controller killed: its nginx runs on
+    without it, and the next controller on the same run dir stops that stale master and serves again."""
+    create(api, ingress("killed", [rule("k.example.com", ("/", "Prefix", "svc-b"))]))
+    routed(cluster, "k.example.com", "/", (200, "b0"))
+    third = IngressController(apiserver.url, CLASS, NS, "--update-status", "false")
+    try:
+        third.start()
+        master = int((third.run_dir / "nginx.pid").read_text())
+        os.kill(master, signal.SIGKILL)
+        assert third.process.proc is not None
+        assert third.process.proc.wait(30) == 1
+        assert "NGINX process has stopped" in third.process.log_tail()
+        third.start()
+        assert get("127.0.0.1", third.http, "k.example.com", "/") == (200, "b0")
+        stale = int((third.run_dir / "nginx.pid").read_text())
+        third.process.kill()
+        assert get("127.0.0.1", third.http, "k.example.com", "/") == (200, "b0")  # nginx serves on alone
+        third.start()
+        wait_for(lambda: not Path(f"/proc/{stale}").exists(), 20, what="the stale nginx master stopped")
+        routed(third, "k.example.com", "/", (200, "b0"))
+    finally:
+        third.stop()
