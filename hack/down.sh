@@ -40,8 +40,8 @@ if [[ -d "${OUT}" ]]; then
     nodes+=("--node" "${name#kubelet-}")
   done
   stopped=0
-  for pidfile in "${OUT}/ingress-nginx.pid" "${OUT}/metrics-server.pid" "${OUT}/local-path-provisioner.pid" "${kubelets[@]}" "${shims[@]}" \
-    "${containerds[@]}" "${OUT}/proxy.pid" "${OUT}/dns.pid" \
+  for pidfile in "${OUT}/ingress-nginx.pid" "${OUT}/metrics-server.pid" "${OUT}/local-path-provisioner.pid" \
+    "${kubelets[@]}" "${shims[@]}" "${containerds[@]}" "${OUT}/proxy.pid" "${OUT}/dns.pid" \
     "${OUT}/scheduler.pid" "${OUT}/controllers.pid" "${OUT}/apiserver.pid" "${OUT}/etcd.pid"; do
     [[ -f "${pidfile}" ]] || continue
     name="$(basename "${pidfile}" .pid)"
