@@ -197,7 +197,8 @@ class ApiServer:
             service_account=self._service_account,
             priority_classes=PriorityClasses(self._priority_class, self._priority_classes),
             limit_ranges=self._limit_ranges,
-            quotas=Quotas(self._any_quota_in, self._quotas_in, self._write_quota_status))
+            quotas=Quotas(self._any_quota_in, self._quotas_in, self._write_quota_status),
+            ingress_classes=self._ingress_classes)
         if config.admission_plugins:
             for store in self.stores.values():
                 store.admission = self.admission
@@ -274,6 +275,11 @@ class ApiServer:
     async def _storage_classes(self) -> list[Obj]:
         """Every StorageClass, from etcd: a default class created a moment ago counts for the next claim."""
         found = await self.stores[("storage.k8s.io", "storageclasses")].list(None, Predicate())
+        return found.objects()
+
+    async def _ingress_classes(self) -> list[Obj]:
+        """Every IngressClass, from etcd: a default class created a moment ago counts for the next Ingress."""
+        found = await self.stores[("networking.k8s.io", "ingressclasses")].list(None, Predicate())
         return found.objects()
 
     async def _service_account(self, namespace: str, name: str) -> Obj | None:

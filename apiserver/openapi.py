@@ -68,6 +68,7 @@ MODULES: dict[str, tuple[str, str, str]] = {
     "machinery.api.autoscaling_v1": ("io.k8s.api.autoscaling.v1", "autoscaling", "v1"),
     "machinery.api.autoscaling_v2": ("io.k8s.api.autoscaling.v2", "autoscaling", "v2"),
     "machinery.api.storage_v1": ("io.k8s.api.storage.v1", "storage.k8s.io", "v1"),
+    "machinery.api.networking_v1": ("io.k8s.api.networking.v1", "networking.k8s.io", "v1"),
     "machinery.api.scheduling_v1": ("io.k8s.api.scheduling.v1", "scheduling.k8s.io", "v1"),
     "machinery.api.rbac_v1": ("io.k8s.api.rbac.v1", "rbac.authorization.k8s.io", "v1"),
     "machinery.api.admissionregistration_v1": ("io.k8s.api.admissionregistration.v1",

@@ -1455,3 +1455,69 @@ def _print_replication_controller(obj: Obj, now: datetime) -> list[Cell]:
     selector = ",".join(f"{k}={v}" for k, v in sorted(_d(spec.get("selector")).items())) or "<none>"
     return [_name(obj), _i(spec.get("replicas"), 1), _i(status.get("replicas")), _i(status.get("readyReplicas")),
             _age(obj, now), names, images, selector]
+
+
+# ---------------------------------------------------------------------------------------------
+# Networking: Ingress, IngressClass (printIngress, printIngressClass)
+# ---------------------------------------------------------------------------------------------
+
+_LOAD_BALANCER_WIDTH = 16
+
+
+def _ingress_hosts(rules: list[Any]) -> str:
+    """formatHosts: the first three hosts, `+ N more...`, `*` when no rule names one."""
+    hosts: list[str] = []
+    more = False
+    for rule in rules:
+        if len(hosts) == 3:
+            more = True
+        if not more and _d(rule).get("host"):
+            hosts.append(_s(_d(rule)["host"]))
+    if not hosts:
+        return "*"
+    return f"{','.join(hosts)} + {len(rules) - 3} more..." if more else ",".join(hosts)
+
+
+def _ingress_address(obj: Obj) -> str:
+    """ingressLoadBalancerStatusStringer (not wide): sorted unique IPs or hostnames, cut at 16 characters."""
+    found = {_s(e.get("ip")) or _s(e.get("hostname"))
+             for e in map(_d, _l(_d(_d(obj.get("status")).get("loadBalancer")).get("ingress")))}
+    joined = ",".join(sorted(found - {""}))
+    return joined[:_LOAD_BALANCER_WIDTH - 3] + "..." if len(joined) > _LOAD_BALANCER_WIDTH else joined
+
+
+@_printer(
+    "ingresses",
+    [
+        NAME_COLUMN,
+        _col("Class", "string", "The name of the IngressClass resource that should be used for ingress."),
+        _col("Hosts", "string", "Hosts that incoming requests are matched against before the ingress rule"),
+        _col("Address", "string", "Address is a list containing ingress points for the load-balancer"),
+        _col("Ports", "string", "Ports of TLS configurations that open"),
+        AGE_COLUMN,
+    ],
+)
+def _print_ingress(obj: Obj, now: datetime) -> list[Cell]:
+    spec = _d(obj.get("spec"))
+    class_name = spec.get("ingressClassName")
+    return [_name(obj), "<none>" if class_name is None else _s(class_name), _ingress_hosts(_l(spec.get("rules"))),
+            _ingress_address(obj), "80, 443" if _l(spec.get("tls")) else "80", _age(obj, now)]
+
+
+@_printer(
+    "ingressclasses",
+    [
+        NAME_COLUMN,
+        _col("Controller", "string", "Controller that is responsible for handling this class"),
+        _col("Parameters", "string", "A reference to a resource with additional parameters"),
+        AGE_COLUMN,
+    ],
+)
+def _print_ingress_class(obj: Obj, now: datetime) -> list[Cell]:
+    spec = _d(obj.get("spec"))
+    params = spec.get("parameters")
+    shown = "<none>"
+    if isinstance(params, dict):
+        shown = _s(params.get("kind")) + (f".{params['apiGroup']}" if params.get("apiGroup") is not None else "")
+        shown += "/" + _s(params.get("name"))
+    return [_name(obj), _s(spec.get("controller")), shown, _age(obj, now)]

@@ -438,6 +438,25 @@ SCHEMA: dict[str, str] = {
     # kubectl create configmap | secret generic|tls|docker-registry
     "ConfigMap": "1 metadata:ObjectMeta; 4 immutable:bool?; 2 data:{str}; 3 binaryData:{bytes}",
     "Secret": "1 metadata:ObjectMeta; 5 immutable:bool?; 2 data:{bytes}; 4 stringData:{str}; 3 type:str",
+    # kubectl create ingress (networking.k8s.io/v1)
+    "Ingress": "1 metadata:ObjectMeta; 2 spec:IngressSpec; 3 status:IngressStatus",
+    "IngressSpec": ("4 ingressClassName:str?; 1 defaultBackend:IngressBackend; 2 tls:[IngressTLS]; "
+                    "3 rules:[IngressRule]"),
+    "IngressBackend": "4 service:IngressServiceBackend; 3 resource:TypedLocalObjectReference",
+    "IngressServiceBackend": "1 name:str; 2 port:ServiceBackendPort",
+    "ServiceBackendPort": "1 name:str; 2 number:int",
+    "IngressTLS": "1 hosts:[str]; 2 secretName:str",
+    "IngressRule": "1 host:str; 2 ingressRuleValue:IngressRuleValue*",
+    "IngressRuleValue": "1 http:HTTPIngressRuleValue",
+    "HTTPIngressRuleValue": "1 paths:[HTTPIngressPath]",
+    "HTTPIngressPath": "1 path:str; 3 pathType:str?; 2 backend:IngressBackend",
+    "IngressStatus": "1 loadBalancer:IngressLoadBalancerStatus",
+    "IngressLoadBalancerStatus": "1 ingress:[IngressLoadBalancerIngress]",
+    "IngressLoadBalancerIngress": "1 ip:str; 2 hostname:str; 4 ports:[IngressPortStatus]",
+    "IngressPortStatus": "1 port:int; 2 protocol:str; 3 error:str?",
+    "IngressClass": "1 metadata:ObjectMeta; 2 spec:IngressClassSpec",
+    "IngressClassSpec": "1 controller:str; 2 parameters:IngressClassParametersReference",
+    "IngressClassParametersReference": "1 apiGroup:str?; 2 kind:str; 3 name:str; 4 scope:str?; 5 namespace:str?",
 }
 
 # (apiVersion, kind) of the envelope → the message of `raw`; the kinds we serve, and DeleteOptions.
@@ -454,6 +473,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("policy/v1", "PodDisruptionBudget"): "PodDisruptionBudget",
     ("autoscaling/v2", "HorizontalPodAutoscaler"): "HorizontalPodAutoscaler",
     ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
+    **{("networking.k8s.io/v1", k): k for k in ("Ingress", "IngressClass")},
     **{("rbac.authorization.k8s.io/v1", k): k for k in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")},
     **{("admissionregistration.k8s.io/v1", k): k
        for k in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")},

@@ -127,6 +127,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("exec", "bench.exec_bench", "exec.json",
               what="one-byte `kubectl exec -i … cat` round trip p50/p99, kubectl 1.27 (SPDY, bridged to the "
                    "kubelet's websocket) ÷ 1.33 (websocket), same run (issue 18)"),
+    Benchmark("ingress", "bench.ingress_bench", "ingress.json",
+              what="requests/s through an Ingress (the host's nginx, python -m ingress_nginx) ÷ straight to the pod, "
+                   "same run; EndpointSlice change → routed through nginx (issue 18)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -738,6 +741,22 @@ def exec_figures(d: JSONDict) -> list[Figure]:
             for q in ("p50", "p99")]
 
 
+
+
+def ingress_figures(d: JSONDict) -> list[Figure]:
+    t, e = d.get("throughput") or {}, d.get("endpoint_change") or {}
+    return [
+        Figure("ingress.throughput_ratio", "ingress", "requests/s through the Ingress (nginx)", t.get("ingress_rps"),
+               "/s", "the same requests straight to the pod IP", t.get("direct_rps"), t.get("ratio"),
+               f"median of {len(t.get('pairs') or [])} back-to-back pairs, {_get(d, 'setup', 'concurrency')} clients, "
+               f"a connection per request; p99 {t.get('ingress_p99_ms') or 0:.1f} ms vs "
+               f"{t.get('direct_p99_ms') or 0:.1f} ms; {t.get('errors')} errors"),
+        Figure("ingress.endpoint_change", "ingress", "EndpointSlice change → first answer through nginx: p99",
+               e.get("p99_s"), "s", note=f"p50 {e.get('p50_s') or 0:.3f} s over {e.get('samples')} changes "
+                                         "(watch, render, nginx -t, graceful reload)"),
+    ]
+
+
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
@@ -759,6 +778,7 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "crd": crd_figures,
     "guestbook": guestbook_figures,
     "exec": exec_figures,
+    "ingress": ingress_figures,
 }
 
 

@@ -40,8 +40,8 @@ if [[ -d "${OUT}" ]]; then
     nodes+=("--node" "${name#kubelet-}")
   done
   stopped=0
-  for pidfile in "${OUT}/metrics-server.pid" "${OUT}/local-path-provisioner.pid" "${kubelets[@]}" "${shims[@]}" \
-    "${containerds[@]}" "${OUT}/proxy.pid" "${OUT}/dns.pid" \
+  for pidfile in "${OUT}/ingress-nginx.pid" "${OUT}/metrics-server.pid" "${OUT}/local-path-provisioner.pid" \
+    "${kubelets[@]}" "${shims[@]}" "${containerds[@]}" "${OUT}/proxy.pid" "${OUT}/dns.pid" \
     "${OUT}/scheduler.pid" "${OUT}/controllers.pid" "${OUT}/apiserver.pid" "${OUT}/etcd.pid"; do
     [[ -f "${pidfile}" ]] || continue
     name="$(basename "${pidfile}" .pid)"
@@ -72,6 +72,11 @@ elif docker_running; then
 else
   log "docker: not running; no containers to remove"
 fi
+# the ingress controller stops its nginx on SIGTERM; one it could not stop (killed) is stopped here by its pid file
+if [[ -f /run/minik8s/ingress-nginx/nginx.pid ]]; then
+  stop_pidfile /run/minik8s/ingress-nginx/nginx.pid nginx "${STOP_TIMEOUT}"
+fi
+rm -rf /run/minik8s/ingress-nginx
 for node in "${nodes[@]}"; do
   # the shims' sockets: local-up serves each node's CRI at /run/minik8s/<node>/dockershim.sock
   rm -f "/run/minik8s/${node:?}/dockershim.sock"

@@ -30,6 +30,7 @@ MINIK8S_APT_PACKAGES=(
   curl:curl
   docker-compose:docker-compose # the compose cluster (docker-compose.yml)
   debootstrap:debootstrap       # its Debian base image (hack/cluster-images.sh)
+  nginx-light:nginx             # the ingress controller's proxy (python -m ingress_nginx)
 )
 
 # ---------------------------------------------------------------- logging ---

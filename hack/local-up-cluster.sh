@@ -105,6 +105,12 @@ local_path_ready() { curl -fsS --max-time 2 "http://127.0.0.1:${LOCAL_PATH_HEALT
 # metrics-server (python -m metrics_server): metrics.k8s.io for kubectl top and the HPA, behind the apiserver
 METRICS_SERVER_PORT="${METRICS_SERVER_PORT:-4443}"
 METRICS_RESOLUTION="${METRICS_RESOLUTION:-15s}"
+# the ingress controller (python -m ingress_nginx): the host's nginx on :${INGRESS_HTTP_PORT} and
+# :${INGRESS_HTTPS_PORT} for the Ingresses of class nginx; its files in /run/minik8s/ingress-nginx
+INGRESS_HTTP_PORT="${INGRESS_HTTP_PORT:-8880}"
+INGRESS_HTTPS_PORT="${INGRESS_HTTPS_PORT:-8443}"
+INGRESS_HEALTHZ_PORT="${INGRESS_HEALTHZ_PORT:-10254}"
+ingress_ready() { curl -fsS --max-time 2 "http://127.0.0.1:${INGRESS_HEALTHZ_PORT}/healthz" >/dev/null 2>&1; }
 metrics_server_ready() { curl -fsS --max-time 2 --cacert "${PKI_CA}" "https://127.0.0.1:${METRICS_SERVER_PORT}/readyz" \
   >/dev/null 2>&1; }
 
@@ -282,6 +288,10 @@ main() {
     --requestheader-client-ca-file "${PKI_CA}" --requestheader-allowed-names front-proxy-client \
     --kubelet-client-certificate "${OUT}/pki/metrics-server.crt" --kubelet-client-key "${OUT}/pki/metrics-server.key" \
     --kubelet-certificate-authority "${PKI_CA}"
+  "${PY}" -m kubectl --kubeconfig "${OUT}/admin.conf" apply -f "${MINIK8S_ROOT}/examples/ingress-nginx-class.yaml" \
+    >/dev/null || die "creating the IngressClass nginx failed"
+  start_component ingress-nginx ingress_ready "${PY}" -m ingress_nginx --kubeconfig "${OUT}/ingress-nginx.conf" \
+    --http-port "${INGRESS_HTTP_PORT}" --https-port "${INGRESS_HTTPS_PORT}" --healthz-port "${INGRESS_HEALTHZ_PORT}"
 
   cat <<EOF
 

@@ -963,6 +963,7 @@ async def describe_namespace(ctx: Context, ns: Obj) -> str:
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 ENDPOINT_SLICES = resource_for("discovery.k8s.io", "endpointslices")
+SERVICES = resource_for("", "services")
 MAX_ENDPOINTS_SHOWN = 3
 
 
@@ -1780,6 +1781,124 @@ async def describe_limit_range(ctx: Context, lr: Obj) -> str:
     return limit_range_description(lr)
 
 
+# -- Ingress, IngressClass (describeIngressV1, describeIngressClassV1) ---------------------------------------
+
+
+def _service_backend_text(service: Obj) -> str:
+    """serviceBackendStringer: name:port-name, else name:port-number."""
+    port = _d(service.get("port"))
+    return f"{service.get('name', '')}:{port['name'] if port.get('name') else port.get('number') or 0}"
+
+
+def ingress_backend_text(namespace: str, backend: Obj, services: dict[str, Obj],
+                         slices: dict[str, list[Obj]]) -> str:
+    """describeBackendV1: `svc:port (endpoints)` from the Service's EndpointSlices, or the resource's reference."""
+    service = _d(backend.get("service"))
+    if service:
+        text = _service_backend_text(service)
+        svc = services.get(service.get("name") or "")
+        if svc is None:
+            return f'{text} (<error: services "{service.get("name", "")}" not found>)'
+        port, port_name = _d(service.get("port")), ""
+        for sp in map(_d, _l(_d(svc.get("spec")).get("ports"))):
+            if (port.get("number") and port["number"] == sp.get("port")) or \
+                    (port.get("name") and port["name"] == sp.get("name")):
+                port_name = sp.get("name") or ""
+        return f"{text} ({format_endpoint_slices(slices.get(service.get('name') or '', []), port_name)})"
+    resource = _d(backend.get("resource"))
+    if resource:
+        group = resource.get("apiGroup") if resource.get("apiGroup") is not None else "<none>"
+        return f"APIGroup: {group}, Kind: {resource.get('kind', '')}, Name: {resource.get('name', '')}"
+    return ""
+
+
+def ingress_description(ingress: Obj, services: dict[str, Obj], slices: dict[str, list[Obj]],
+                        events: list[Obj] | None) -> str:
+    meta, spec = _d(ingress.get("metadata")), _d(ingress.get("spec"))
+    namespace = meta.get("namespace") or ""
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    w.write(0, f"Namespace:\t{namespace}\n")
+    lb = _l(_d(_d(ingress.get("status")).get("loadBalancer")).get("ingress"))
+    address = ",".join(sorted({str(_d(i).get("ip") or _d(i).get("hostname") or "") for i in lb} - {""}))
+    w.write(0, f"Address:\t{address}\n")
+    class_name = spec.get("ingressClassName")
+    w.write(0, f"Ingress Class:\t{'<none>' if class_name is None else class_name}\n")
+    default = "<default>"
+    if spec.get("defaultBackend") is not None:
+        default = ingress_backend_text(namespace, _d(spec["defaultBackend"]), services, slices)
+    w.write(0, f"Default backend:\t{default}\n")
+    if _l(spec.get("tls")):
+        w.write(0, "TLS:\n")
+        for tls in map(_d, _l(spec.get("tls"))):
+            hosts = ",".join(str(h) for h in _l(tls.get("hosts")))
+            if tls.get("secretName"):
+                w.write(1, f"{tls['secretName']} terminates {hosts}\n")
+            else:
+                w.write(1, f"SNI routes {hosts}\n")
+    w.write(0, "Rules:\n  Host\tPath\tBackends\n")
+    w.write(1, "----\t----\t--------\n")
+    count = 0
+    for rule in map(_d, _l(spec.get("rules"))):
+        if rule.get("http") is None:
+            continue
+        count += 1
+        w.write(1, f"{rule.get('host') or '*'}\t\n")
+        for path in map(_d, _l(_d(rule.get("http")).get("paths"))):
+            backend = ingress_backend_text(namespace, _d(path.get("backend")), services, slices)
+            w.write(2, f"\t{path.get('path') or ''} \t{backend}\n")
+    if count == 0:
+        w.write(1, f"*\t*\t{default}\n")
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    describe_events(w, events)
+    return w.text()
+
+
+def _ingress_service_names(spec: Obj) -> set[str]:
+    backends = [_d(spec.get("defaultBackend"))] + [
+        _d(_d(p).get("backend")) for r in _l(spec.get("rules")) for p in _l(_d(_d(r).get("http")).get("paths"))]
+    return {str(_d(b.get("service")).get("name")) for b in backends if _d(b.get("service")).get("name")}
+
+
+async def describe_ingress(ctx: Context, ingress: Obj) -> str:
+    namespace = _d(ingress.get("metadata")).get("namespace") or ctx.namespace
+    services: dict[str, Obj] = {}
+    slices: dict[str, list[Obj]] = {}
+    assert SERVICES is not None
+    for name in sorted(_ingress_service_names(_d(ingress.get("spec")))):
+        try:
+            services[name] = await ctx.client.request("GET", SERVICES.object_path(name, namespace))
+            slices[name] = await _list(ctx, ENDPOINT_SLICES, namespace, labelSelector=f"{SERVICE_NAME_LABEL}={name}")
+        except ApiError:
+            continue
+    events = await search_events(ctx, ingress, "Ingress")
+    return ingress_description(ingress, services, slices, events)
+
+
+def ingress_class_description(klass: Obj, events: list[Obj] | None) -> str:
+    meta, spec = _d(klass.get("metadata")), _d(klass.get("spec"))
+    w = PrefixWriter()
+    w.write(0, f"Name:\t{meta.get('name', '')}\n")
+    print_labels_multiline(w, "Labels", meta.get("labels"))
+    print_annotations_multiline(w, "Annotations", meta.get("annotations"))
+    w.write(0, f"Controller:\t{spec.get('controller') or ''}\n")
+    params = spec.get("parameters")
+    if isinstance(params, dict):
+        w.write(0, "Parameters:\n")
+        if params.get("apiGroup") is not None:
+            w.write(1, f"APIGroup:\t{params['apiGroup']}\n")
+        w.write(1, f"Kind:\t{params.get('kind', '')}\n")
+        w.write(1, f"Name:\t{params.get('name', '')}\n")
+    if events is not None:
+        describe_events(w, events)
+    return w.text()
+
+
+async def describe_ingress_class(ctx: Context, klass: Obj) -> str:
+    return ingress_class_description(klass, await search_events(ctx, klass, "IngressClass"))
+
+
 Describer = Callable[[Context, Obj], Awaitable[str]]
 DESCRIBERS: dict[tuple[str, str], Describer] = {
     ("", "Pod"): describe_pod,
@@ -1802,6 +1921,8 @@ DESCRIBERS: dict[tuple[str, str], Describer] = {
     ("autoscaling", "HorizontalPodAutoscaler"): describe_hpa,
     ("", "ResourceQuota"): describe_quota,
     ("", "LimitRange"): describe_limit_range,
+    ("networking.k8s.io", "Ingress"): describe_ingress,
+    ("networking.k8s.io", "IngressClass"): describe_ingress_class,
 }
 
 

@@ -265,3 +265,34 @@ def is_valid_ip(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+_WILDCARD_DNS1123_SUBDOMAIN_FMT: Final = "\\*\\." + _DNS1123_SUBDOMAIN_FMT
+_WILDCARD_DNS1123_SUBDOMAIN_ERR: Final = ("a wildcard DNS-1123 subdomain must start with '*.', followed by a valid "
+                                          "DNS subdomain, which must consist of lower case alphanumeric characters, "
+                                          "'-' or '.' and end with an alphanumeric character")
+_WILDCARD_DNS1123_SUBDOMAIN_RE: Final = re.compile(_WILDCARD_DNS1123_SUBDOMAIN_FMT)
+HTTP_PATH_FMT: Final = "[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+"
+_HTTP_PATH_RE: Final = re.compile(HTTP_PATH_FMT)
+
+
+def is_wildcard_dns1123_subdomain(value: str) -> list[str]:
+    """IsWildcardDNS1123Subdomain: an Ingress host such as `*.example.com`."""
+    errs: list[str] = []
+    if byte_len(value) > DNS1123_SUBDOMAIN_MAX_LENGTH:
+        errs.append(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH))
+    if _WILDCARD_DNS1123_SUBDOMAIN_RE.fullmatch(value) is None:
+        errs.append(regex_error(_WILDCARD_DNS1123_SUBDOMAIN_ERR, _WILDCARD_DNS1123_SUBDOMAIN_FMT, "*.example.com"))
+    return errs
+
+
+def is_http_path(value: str) -> bool:
+    """The path part of IsDomainPrefixedPath (httpPathFmt)."""
+    return _HTTP_PATH_RE.fullmatch(value) is not None
+
+
+def is_valid_path_segment_name(value: str) -> list[str]:
+    """apimachinery/pkg/api/validation/path IsValidPathSegmentName."""
+    if value in (".", ".."):
+        return [f"may not be '{value}'"]
+    return [f"may not contain '{c}'" for c in ("/", "%") if c in value]

@@ -25,6 +25,8 @@ Validating, after the resource's validation (schema and rules):
 
   ResourceQuota              last: a new object's usage charged to the namespace's quotas, refused
                              past spec.hard (resourcequota.py)
+  DefaultIngressClass        (mutating) a new Ingress naming no class gets the default IngressClass
+                             (defaultingressclass.py)
   Priority                   a new pod's priorityClassName → spec.priority and preemptionPolicy,
                              globalDefault kept unique (priority.py; mutating and validating)
 
@@ -53,6 +55,7 @@ import orjson
 
 from apiserver import errors
 from apiserver.admission import limitranger, resourcequota
+from apiserver.admission.defaultingressclass import IngressClasses, set_default_ingress_class
 from apiserver.admission.interfaces import AdmissionAttributes
 from apiserver.admission.noderestriction import node_restriction
 from apiserver.admission.podsecurity.admission import PodSecurity
@@ -80,7 +83,7 @@ log = logging.getLogger(__name__)
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 ALL_PLUGINS = ("ServiceAccount", "DefaultStorageClass", "StorageObjectInUseProtection", "MutatingAdmissionWebhook",
                "NodeRestriction", "PersistentVolumeClaimResize", "PodSecurity", "ValidatingAdmissionWebhook",
-               "Priority", "LimitRanger", "ResourceQuota")
+               "Priority", "LimitRanger", "ResourceQuota", "DefaultIngressClass")
 # webhooks are never called for their own configurations (upstream excludes them, so a broken
 # webhook can always be removed) nor for access reviews
 _NOT_WEBHOOKED = frozenset({"admissionregistration.k8s.io", "authorization.k8s.io"})
@@ -253,7 +256,8 @@ class AdmissionChain:
                  service_account: Callable[[str, str], Awaitable[Obj | None]] | None = None,
                  priority_classes: PriorityClasses | None = None,
                  limit_ranges: limitranger.LimitRanges | None = None,
-                 quotas: resourcequota.Quotas | None = None):
+                 quotas: resourcequota.Quotas | None = None,
+                 ingress_classes: IngressClasses | None = None):
         unknown = set(plugins) - set(ALL_PLUGINS)
         if unknown:
             raise ValueError(f"unknown admission plugins: {', '.join(sorted(unknown))} "
@@ -269,6 +273,7 @@ class AdmissionChain:
         self.priority_classes = priority_classes if "Priority" in self.plugins else None
         self.limit_ranges = limit_ranges if "LimitRanger" in self.plugins else None
         self.quotas = quotas if "ResourceQuota" in self.plugins else None
+        self.ingress_classes = ingress_classes if "DefaultIngressClass" in self.plugins else None
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -307,6 +312,8 @@ class AdmissionChain:
             await admit_pod_priority(a, self.priority_classes)  # priority.py
         if "DefaultStorageClass" in self.plugins and self.storage_classes is not None:
             await set_default_storage_class(a, self.storage_classes)
+        if self.ingress_classes is not None:
+            await set_default_ingress_class(a, self.ingress_classes)
         if "StorageObjectInUseProtection" in self.plugins:
             add_protection_finalizer(a)
         if self.mutating_webhooks is not None and info.group not in _NOT_WEBHOOKED:

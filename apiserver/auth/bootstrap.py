@@ -14,6 +14,8 @@ Each component gets the least it needs for what it does here:
 - kube-proxy (user system:kube-proxy) is bound to system:node-proxier, cluster DNS (service account
   kube-system/kube-dns or user system:kube-dns) to system:kube-dns, and to minik8s's
   system:minik8s:kube-dns-service: it keeps the endpoints of the kube-dns Service pointing at itself;
+- the ingress controller (service account kube-system/ingress-nginx, or user system:ingress-nginx) is
+  bound to ingress-nginx, the ClusterRole of ingress-nginx's deploy manifests (its leader Role folded in);
 - system:masters is bound to cluster-admin; every authenticated user may read discovery and ask
   `kubectl auth can-i` (system:discovery, system:basic-user); health and version are public.
 """
@@ -155,6 +157,21 @@ def cluster_roles() -> dict[str, list[Obj]]:
         "system:kube-dns": [
             rule(["list", "watch"], [""], ["endpoints", "services"]),
             rule(["list", "watch"], ["discovery.k8s.io"], ["endpointslices"]),
+        ],
+        # ingress-nginx's ClusterRole (deploy/static/provider/*/deploy.yaml), with its namespaced leader-election
+        # Role (the ingress-nginx-leader Lease) folded in: ingress_nginx/ runs on the host, not in a namespace
+        "ingress-nginx": [
+            rule(["list", "watch"], [""], ["configmaps", "endpoints", "nodes", "pods", "secrets", "namespaces"]),
+            rule(["list", "watch"], ["coordination.k8s.io"], ["leases"]),
+            rule(["get"], [""], ["nodes"]),
+            rule(["get", "list", "watch"], [""], ["services"]),
+            rule(["get", "list", "watch"], ["networking.k8s.io"], ["ingresses"]),
+            EVENTS,
+            rule(["update"], ["networking.k8s.io"], ["ingresses/status"]),
+            rule(["get", "list", "watch"], ["networking.k8s.io"], ["ingressclasses"]),
+            rule(["list", "watch", "get"], ["discovery.k8s.io"], ["endpointslices"]),
+            rule(["get", "update"], ["coordination.k8s.io"], ["leases"], ["ingress-nginx-leader"]),
+            rule(["create"], ["coordination.k8s.io"], ["leases"]),
         ],
         # minik8s's own: the DNS process keeps kube-system/kube-dns pointing at itself (dns/kube_dns_service.py).
         # No create: a create cannot be narrowed to a name, and one of Services or EndpointSlices anywhere would
@@ -326,6 +343,7 @@ def _view() -> list[Obj]:
             rule(READ, ["discovery.k8s.io"], ["endpointslices"]), rule(READ, ["coordination.k8s.io"], ["leases"]),
             rule(READ, ["policy"], ["poddisruptionbudgets", "poddisruptionbudgets/status"]),
             rule(READ, ["autoscaling"], _VIEW_AUTOSCALING),
+            rule(READ, ["networking.k8s.io"], ["ingresses", "ingresses/status"]),
             rule(_METRICS_READER, [METRICS_GROUP], ["pods", "nodes"])]  # system:aggregated-metrics-reader
 
 
@@ -347,6 +365,7 @@ def _edit() -> list[Obj]:
         rule(["create"], [""], ["pods/eviction"]),
         rule(WRITE, ["policy"], ["poddisruptionbudgets"]),
         rule(WRITE, ["autoscaling"], ["horizontalpodautoscalers"]),
+        rule(WRITE, ["networking.k8s.io"], ["ingresses"]),
     ]
 
 
@@ -380,6 +399,8 @@ def cluster_role_bindings() -> dict[str, tuple[str, list[Obj]]]:
                                                             _user("system:metrics-server")]),
         "system:kube-dns": ("system:kube-dns", [_service_account("kube-system", "kube-dns"),
                                                 _user("system:kube-dns")]),
+        "ingress-nginx": ("ingress-nginx", [_service_account("kube-system", "ingress-nginx"),
+                                            _user("system:ingress-nginx")]),
         "system:minik8s:kube-dns-service": ("system:minik8s:kube-dns-service",
                                             [_service_account("kube-system", "kube-dns"), _user("system:kube-dns")]),
     }

@@ -31,6 +31,7 @@ SAN now asked for, or is not signed by the CA on disk):
                                               name and default-route address, localhost, 127.0.0.1,
                                               --kubelet-san ...)
     DIR/admin.conf scheduler.conf controller-manager.conf kube-dns.conf kube-proxy.conf metrics-server.conf
+                                              ingress-nginx.conf
                                               kubelet-NODE.conf
                                               (certificates embedded)
 
@@ -96,6 +97,7 @@ KUBELET_CLIENT = "apiserver-kubelet-client"  # file name under pki/
 
 
 METRICS_SERVER_USER = "system:metrics-server"  # python -m metrics_server, bound to system:metrics-server
+INGRESS_NGINX_USER = "system:ingress-nginx"  # python -m ingress_nginx, bound to ingress-nginx
 FRONT_PROXY_CLIENT_USER = "front-proxy-client"  # the apiserver towards the metrics-server (requestheader)
 ETCD_CA_NAME = "etcd-ca"
 ETCD_CLIENT_USER = "kube-apiserver-etcd-client"
@@ -435,6 +437,7 @@ def component_identities(nodes: Iterable[str] = ()) -> list[tuple[str, str, tupl
         ("kube-dns", KUBE_DNS_USER, ()),
         ("kube-proxy", PROXY_USER, ()),
         ("metrics-server", METRICS_SERVER_USER, ()),
+        ("ingress-nginx", INGRESS_NGINX_USER, ()),
     ]
     out += [(f"kubelet-{node}", node_user(node), (NODES_GROUP,)) for node in nodes]
     return out

@@ -15,6 +15,7 @@ from apiserver.registry.endpoints import EndpointsStrategy
 from apiserver.registry.endpointslice import EndpointSliceStrategy
 from apiserver.registry.event import EventStrategy
 from apiserver.registry.horizontalpodautoscaler import HorizontalPodAutoscalerStrategy
+from apiserver.registry.ingress import IngressClassStrategy, IngressStrategy
 from apiserver.registry.job import JobStrategy
 from apiserver.registry.lease import LeaseStrategy
 from apiserver.registry.namespace import NamespaceStrategy
@@ -77,6 +78,8 @@ STRATEGIES: dict[str, Strategy] = {
     "/resourcequotas": ResourceQuotaStrategy(),
     "/limitranges": LimitRangeStrategy(),
     "/replicationcontrollers": ReplicationControllerStrategy(),
+    "networking.k8s.io/ingresses": IngressStrategy(),
+    "networking.k8s.io/ingressclasses": IngressClassStrategy(),
 }
 
 

@@ -24,6 +24,7 @@ from machinery.api import (
     coordination_v1,
     core_v1,
     discovery_v1,
+    networking_v1,
     policy_v1,
     rbac_v1,
     scheduling_v1,
@@ -154,6 +155,10 @@ RESOURCES: tuple[ResourceInfo, ...] = (
                  subresources={"status": "HorizontalPodAutoscaler"}),
     ResourceInfo("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", "priorityclass", False,
                  scheduling_v1.PriorityClass, short_names=("pc",)),
+    ResourceInfo("networking.k8s.io", "v1", "Ingress", "ingresses", "ingress", True, networking_v1.Ingress,
+                 short_names=("ing",), subresources={"status": "Ingress"}),
+    ResourceInfo("networking.k8s.io", "v1", "IngressClass", "ingressclasses", "ingressclass", False,
+                 networking_v1.IngressClass),
     # kubectl auth whoami: v1 (1.28+), v1beta1 (1.27), v1alpha1 (1.26); v1 first, the group's preferred version
     *(ResourceInfo("authentication.k8s.io", version, "SelfSubjectReview", "selfsubjectreviews", "selfsubjectreview",
                    False, model, verbs=("create",), virtual=True)

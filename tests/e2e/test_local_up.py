@@ -32,7 +32,7 @@ LOCK_TIMEOUT = 1200
 NODES = "node-1 node-2"
 CONTAINERD_NODES = "node-2"  # one node of each runtime: node-1 on the Docker shim, node-2 on its own containerd
 COMPONENTS = ["etcd", "apiserver", "controllers", "scheduler", "dns", "proxy", "dockershim-node-1", "kubelet-node-1",
-              "containerd-node-2", "kubelet-node-2", "local-path-provisioner"]
+              "containerd-node-2", "kubelet-node-2", "local-path-provisioner", "ingress-nginx"]
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
 
 
@@ -253,6 +253,39 @@ def test_a_pod_on_each_runtime_reaches_a_service_by_its_name(local_up: LocalUp) 
             assert phase == "Succeeded", f"the pod on {node} could not fetch http://lu-web/: {log}"
 
 
+def test_an_ingress_routes_to_a_pod_through_the_hosts_nginx(local_up: LocalUp) -> None:
+    """local-up's ingress controller: an Ingress of class nginx (created by local-up) routes a host on :8880 to a
+    pod on the Docker-shim node, straight to its address; the controller writes this host's address into the
+    Ingress's status."""
+    web = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lu-ing", "labels": {"app": "lu-ing"}},
+           "spec": {"nodeName": "node-1", "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "web", "image": "minik8s/httpd:1"}]}}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lu-ing"},
+               "spec": {"selector": {"app": "lu-ing"}, "ports": [{"port": 80}]}}
+    ingress = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "lu-ing"},
+               "spec": {"ingressClassName": "nginx", "rules": [{"host": "lu.example.com", "http": {"paths": [
+                   {"path": "/", "pathType": "Prefix",
+                    "backend": {"service": {"name": "lu-ing", "port": {"number": 80}}}}]}}]}}
+    with local_up.client() as client:
+        for body, path in ((web, "/api/v1/namespaces/default/pods"), (service, "/api/v1/namespaces/default/services"),
+                           (ingress, "/apis/networking.k8s.io/v1/namespaces/default/ingresses")):
+            r = client.post(path, json=body)
+            assert r.status_code == 201, r.text
+
+        def routed() -> bool:
+            try:
+                r = httpx.get("http://127.0.0.1:8880/", headers={"Host": "lu.example.com"}, timeout=3)
+            except httpx.HTTPError:
+                return False
+            return r.status_code == 200
+
+        wait_for(routed, 90, what="lu.example.com routed through nginx on :8880")
+        assert httpx.get("http://127.0.0.1:8880/", headers={"Host": "nobody.example.com"}, timeout=3).status_code \
+            == 404  # the default backend
+        wait_for(lambda: client.get("/apis/networking.k8s.io/v1/namespaces/default/ingresses/lu-ing").json()
+                 ["status"]["loadBalancer"].get("ingress"), 30, what="status.loadBalancer")
+
+
 def test_a_claim_of_the_default_class_gets_a_directory_on_its_pods_node(local_up: LocalUp) -> None:
     """local-up's local-path provisioner (its manifests applied as kubernetes-admin, the provisioner as its service
     account): a claim of no class gets local-path, the scheduler puts its pod on node-2 (containerd), the helper pod
@@ -343,5 +376,7 @@ def test_down_stops_the_supervisors_and_leaves_nothing_behind(local_up: LocalUp)
     assert str(OUT) not in Path("/proc/self/mountinfo").read_text()  # no rootfs, shm or netns mount left
     assert not Path("/sys/class/net/mk8s-node-2").exists()
     assert not Path("/run/minik8s/node-1").exists()  # node-1's dockershim socket and its directory
+    assert "/run/minik8s/ingress-nginx" not in ps  # the ingress controller's nginx, and its files
+    assert not Path("/run/minik8s/ingress-nginx").exists()
     rules = subprocess.run(["iptables-save"], capture_output=True, text=True, check=True).stdout
     assert "KUBE-SERVICES" not in rules and "KUBE-SVC-" not in rules  # kube-proxy's chains went with --cleanup

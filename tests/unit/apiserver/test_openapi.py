@@ -421,7 +421,7 @@ def test_v3_root_lists_every_group_version_with_its_hash() -> None:
                                   "apis/policy/v1", "apis/autoscaling/v2",
                                   "apis/authentication.k8s.io/v1", "apis/authentication.k8s.io/v1beta1",
                                   "apis/authentication.k8s.io/v1alpha1", "apis/scheduling.k8s.io/v1",
-                                  "apis/apiextensions.k8s.io/v1"}
+                                  "apis/apiextensions.k8s.io/v1", "apis/networking.k8s.io/v1"}
     for path, entry in root["paths"].items():
         url = entry["serverRelativeURL"]
         assert url.startswith(f"/openapi/v3/{path}?hash=")

@@ -194,8 +194,10 @@ _PACKAGES = {"v1": "core.v1", "apps/v1": "apps.v1", "batch/v1": "batch.v1", "coo
              "policy/v1": "policy.v1", "policy/v1beta1": "policy.v1beta1",
              "autoscaling/v2": "autoscaling.v2",
              "authentication.k8s.io/v1beta1": "authentication.v1beta1", "scheduling.k8s.io/v1": "scheduling.v1",
+             "networking.k8s.io/v1": "networking.v1",
              "authentication.k8s.io/v1alpha1": "authentication.v1alpha1"}
-_JSON_NAMES = {"Webhooks": "webhooks", "uID": "uid"}  # go-to-protobuf kept the Go field name where the JSON tag differs
+# go-to-protobuf kept the Go field name where the JSON tag differs
+_JSON_NAMES = {"Webhooks": "webhooks", "uID": "uid", "aPIGroup": "apiGroup"}
 
 
 def upstream_messages(binary: bytes) -> dict[str, Any]:

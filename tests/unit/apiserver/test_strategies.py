@@ -1314,7 +1314,8 @@ class TestRegistry:
                                    "authorization.k8s.io/subjectaccessreviews",
                                    "autoscaling/horizontalpodautoscalers",
                                    "scheduling.k8s.io/priorityclasses", "/resourcequotas", "/limitranges",
-                                   "/replicationcontrollers"}
+                                   "/replicationcontrollers",
+                                   "networking.k8s.io/ingresses", "networking.k8s.io/ingressclasses"}
         assert isinstance(strategy_for("", "pods"), PodStrategy)
         assert type(strategy_for("x", "nothing")) is Strategy
 
