@@ -1,0 +1,142 @@
+"""The apiserver's field manager (upstream k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager and
+k8s.io/apimachinery/pkg/util/managedfields/internal: fieldmanager.go, conflict.go, managedfields.go):
+who manages which fields of every object, kept in metadata.managedFields on each create, update and
+patch, and server-side apply with its conflicts. The algorithms are machinery/managedfields'."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apiserver import errors
+from machinery import managedfields as mf
+from machinery.api.resources import ResourceInfo
+from machinery.types import Obj
+
+MAX_MANAGER_LENGTH = 128
+
+
+def manager_of(field_manager: str | None, user_agent: str) -> str | None:
+    """The manager a write is recorded under: fieldManager, else the User-Agent's product (upstream
+    managerOrUserAgent/prefixFromUserAgent); None when neither says one (internal writes)."""
+    if field_manager:
+        return field_manager
+    product = "".join(c for c in user_agent.split("/", 1)[0] if c.isprintable())[:MAX_MANAGER_LENGTH]
+    return product or None
+
+
+def check_manager(field_manager: str | None, options_kind: str) -> None:
+    """upstream ValidateFieldManager: at most 128 bytes, printable characters only (422)."""
+    if not field_manager:
+        return
+    problems = []
+    if len(field_manager.encode()) > MAX_MANAGER_LENGTH:
+        problems.append(f"fieldManager: Too long: may not be more than {MAX_MANAGER_LENGTH} bytes")
+    for i, c in enumerate(field_manager):
+        if not c.isprintable():
+            problems.append(f'fieldManager: Invalid value: "{field_manager}": invalid character '
+                            f"U+{ord(c):04X} (at position {i})")
+            break
+    if problems:
+        message = "; ".join(problems) if len(problems) == 1 else "[" + ", ".join(problems) + "]"
+        raise errors.ApiError(422, "Invalid", f'{options_kind}.meta.k8s.io "" is invalid: {message}',
+                              {"group": "meta.k8s.io", "kind": options_kind,
+                               "causes": [{"reason": "FieldValueInvalid", "message": p.split(": ", 1)[1],
+                                           "field": "fieldManager"} for p in problems]})
+
+
+def _decode(raw: Any) -> list[mf.Entry] | None:
+    if raw == [{}]:  # upstream: a client clears managedFields by writing one empty entry
+        return []
+    try:
+        return mf.decode_entries(raw)
+    except ValueError:
+        return None
+
+
+def _set(meta: Obj, entries: list[mf.Entry]) -> None:
+    if entries:
+        meta["managedFields"] = mf.encode_entries(entries)
+    else:
+        meta.pop("managedFields", None)
+
+
+def track_create(info: ResourceInfo, node: mf.TypeNode, obj: Obj, incoming: Any, manager: str | None,
+                 now: str) -> None:
+    """An Update operation by `manager` from nothing to `obj` (managedFields set in place); a client's
+    own valid managedFields are kept as the start."""
+    entries = _decode(incoming) or []
+    if manager is not None:
+        entries = mf.update({}, obj, entries, manager, info.api_version, "", node, now)
+    _set(obj["metadata"], entries)
+
+
+def track_update(info: ResourceInfo, node: mf.TypeNode, old: Obj, new: Obj, manager: str | None,
+                 subresource: str | None, now: str) -> None:
+    """An Update operation by `manager` from `old` to `new` (new's managedFields set in place).
+
+    managedFields the client changed replace the stored ones (how kubectl moves client-side apply's
+    fields to server-side apply); left out or invalid, the stored ones stay.
+    """
+    meta = new["metadata"]
+    old_raw, new_raw = old["metadata"].get("managedFields"), meta.get("managedFields")
+    entries = _decode(new_raw) if new_raw and new_raw != old_raw else None
+    if entries is None:
+        if manager is None or _same(old, new):
+            if old_raw is None:
+                meta.pop("managedFields", None)
+            else:
+                meta["managedFields"] = old_raw
+            return
+        entries = _decode(old_raw) or []
+    if manager is not None:
+        entries = mf.update(old, new, entries, manager, info.api_version, subresource or "", node, now)
+    _set(meta, entries)
+
+
+def _same(old: Obj, new: Obj) -> bool:
+    return mf.strip(old) == mf.strip(new)
+
+
+def apply(info: ResourceInfo, node: mf.TypeNode, live: Obj | None, config: Obj, manager: str, force: bool,
+          subresource: str | None, name: str, now: str) -> Obj:
+    """Server-side apply of `config` by `manager` onto `live` (None: creating): the merged object with
+    its managedFields (upstream FieldManager.Apply); 400 for a configuration of another version or
+    name, or with managedFields; 409 listing the conflicts unless forced."""
+    if config.get("apiVersion") != info.api_version:
+        raise errors.bad_request("Incorrect version specified in apply patch. Specified patch version: "
+                                 f"{config.get('apiVersion') or ''}, expected: {info.api_version}")
+    if config.get("kind") != info.kind:
+        raise errors.bad_request(f"the kind in the data ({config.get('kind') or ''}) does not match the expected "
+                                 f"kind ({info.kind})")
+    meta = config.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise errors.bad_request("metadata must be an object")
+    meta = meta or {}
+    if meta.get("managedFields") is not None:
+        raise errors.bad_request("metadata.managedFields must be nil")
+    if meta.get("name") and meta["name"] != name:
+        raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL "
+                                 f"({name})")
+    config = {**config, "metadata": {**meta, "name": name}}
+    has_status = "status" in info.subresources
+    if subresource == "status":
+        reset = frozenset(k for k in config if k not in ("status", "metadata", "apiVersion", "kind"))
+    else:
+        reset = frozenset({"status"}) if has_status else frozenset()
+    entries = (_decode(live["metadata"].get("managedFields")) or []) if live is not None else []
+    try:
+        merged, entries = mf.apply(live or {}, config, entries, manager, info.api_version, subresource or "",
+                                   node, force, now, reset)
+    except mf.Conflicts as c:
+        raise conflict_error(c) from None
+    if merged is not live:
+        merged = {**merged, "metadata": dict(merged["metadata"])}
+        _set(merged["metadata"], entries)
+    return merged
+
+
+def conflict_error(c: mf.Conflicts) -> errors.ApiError:
+    """upstream internal.NewConflictError: 409 Conflict, a cause per field."""
+    return errors.ApiError(409, "Conflict", c.message(), {"causes": [
+        {"reason": "FieldManagerConflict", "message": f"conflict with {x.manager}", "field": x.field}
+        for x in c.conflicts]})

@@ -1,0 +1,119 @@
+"""Field paths and sets in their fieldsV1 form (upstream structured-merge-diff fieldpath: element.go,
+serialize-pe.go, serialize.go, set.go).
+
+A path is a tuple of path elements, each kept in its serialized form: `f:<field>` (a field of a map),
+`k:{"name":"c"}` (an item of an associative list, its key fields as compact JSON with sorted names),
+`v:<json>` (an item of a set) and `i:<n>` (an item of a list by index). A set of paths is a Python set;
+fieldsV1 nests the elements, `{}` marking a leaf member and `".": {}` a member that also has children.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+Path = tuple[str, ...]
+
+
+def value_json(value: Any) -> str:
+    """A value as structured-merge-diff serializes it: compact JSON, map keys sorted."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def field(name: str) -> str:
+    return "f:" + name
+
+
+def key_element(fields: Mapping[str, Any]) -> str:
+    return "k:" + value_json(dict(fields))
+
+
+def value_element(value: Any) -> str:
+    return "v:" + value_json(value)
+
+
+def encode_fields(paths: Iterable[Path]) -> dict[str, Any]:
+    """A set of paths as fieldsV1."""
+    root: dict[str, Any] = {}
+    members: list[Path] = []
+    for path in paths:
+        node = root
+        for element in path:
+            node = node.setdefault(element, {})
+        members.append(path)
+    for path in members:
+        node = root
+        for element in path:
+            node = node[element]
+        if node and "." not in node:
+            node["."] = {}
+    return _sorted(root)
+
+
+def _sorted(node: dict[str, Any]) -> dict[str, Any]:
+    # upstream writes "." first, then the children in their serialized order
+    out: dict[str, Any] = {}
+    if "." in node:
+        out["."] = {}
+    for key in sorted((k for k in node if k != "."), key=element_order):
+        out[key] = _sorted(node[key])
+    return out
+
+
+def element_order(element: str) -> tuple[int, str]:
+    # upstream's PathElement order: fields, then keys, then values, then indexes
+    return "fkvi".find(element[0]), element
+
+
+def decode_fields(fields: Any) -> set[Path]:
+    """fieldsV1 as a set of paths; ValueError on what is no fieldsV1."""
+    if not isinstance(fields, dict):
+        raise ValueError("expected an object")
+    out: set[Path] = set()
+    _decode(fields, (), out)
+    return out
+
+
+def _decode(node: dict[str, Any], prefix: Path, out: set[Path]) -> None:
+    for key, child in node.items():
+        if key == ".":
+            if prefix:
+                out.add(prefix)
+            continue
+        if not isinstance(key, str) or key[:2] not in ("f:", "k:", "v:", "i:"):
+            raise ValueError(f"unknown path element {key!r}")
+        if key[:2] in ("k:", "v:"):
+            try:
+                json.loads(key[2:])
+            except ValueError:
+                raise ValueError(f"invalid path element {key!r}") from None
+        if not isinstance(child, dict):
+            raise ValueError(f"expected an object under {key!r}")
+        path = (*prefix, key)
+        if not child:
+            out.add(path)
+        else:
+            _decode(child, path, out)
+
+
+def element_string(element: str) -> str:
+    """One element as upstream's PathElement.String: `.name`, `[name="c",port=80]`, `[="v"]`, `[3]`."""
+    kind, rest = element[:2], element[2:]
+    if kind == "f:":
+        return "." + rest
+    if kind == "k:":
+        fields = json.loads(rest)
+        return "[" + ",".join(f"{k}={value_json(v)}" for k, v in fields.items()) + "]"
+    if kind == "v:":
+        return "[=" + rest + "]"
+    return "[" + rest + "]"
+
+
+def path_string(path: Path) -> str:
+    """A path as upstream's Path.String: `.spec.containers[name="c"].image`."""
+    return "".join(element_string(e) for e in path)
+
+
+def has_prefix(path: Path, prefix: Path) -> bool:
+    return path[:len(prefix)] == prefix
