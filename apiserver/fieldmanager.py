@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from apiserver import errors
+from apiserver.validation import invalid
 from machinery import managedfields as mf
 from machinery.api.resources import ResourceInfo
 from machinery.types import Obj
@@ -102,16 +103,16 @@ def apply(info: ResourceInfo, node: mf.TypeNode, live: Obj | None, config: Obj, 
     """Server-side apply of `config` by `manager` onto `live` (None: creating): the merged object with
     its managedFields (upstream FieldManager.Apply); 400 for a configuration of another version or
     name, or with managedFields; 409 listing the conflicts unless forced."""
+    if not isinstance(config.get("metadata", {}), dict | None):
+        raise errors.invalid(info, "", [invalid("metadata", config["metadata"],
+                                                "input should be a valid dictionary or object")])
     if config.get("apiVersion") != info.api_version:
         raise errors.bad_request("Incorrect version specified in apply patch. Specified patch version: "
                                  f"{config.get('apiVersion') or ''}, expected: {info.api_version}")
     if config.get("kind") != info.kind:
         raise errors.bad_request(f"the kind in the data ({config.get('kind') or ''}) does not match the expected "
                                  f"kind ({info.kind})")
-    meta = config.get("metadata")
-    if meta is not None and not isinstance(meta, dict):
-        raise errors.bad_request("metadata must be an object")
-    meta = meta or {}
+    meta = config.get("metadata") or {}
     if meta.get("managedFields") is not None:
         raise errors.bad_request("metadata.managedFields must be nil")
     if meta.get("name") and meta["name"] != name:
