@@ -5,6 +5,7 @@ patch, and server-side apply with its conflicts. The algorithms are machinery/ma
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from apiserver import errors
@@ -14,6 +15,10 @@ from machinery.api.resources import ResourceInfo
 from machinery.types import Obj
 
 MAX_MANAGER_LENGTH = 128
+# upstream capmanagers.go: past ten Update entries the oldest are merged into one
+MAX_UPDATE_MANAGERS = 10
+ANCIENT_CHANGES = "ancient-changes"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def manager_of(field_manager: str | None, user_agent: str) -> str | None:
@@ -54,7 +59,28 @@ def _decode(raw: Any) -> list[mf.Entry] | None:
         return None
 
 
+def _cap(entries: list[mf.Entry]) -> list[mf.Entry]:
+    """upstream capManagersManager: at most MAX_UPDATE_MANAGERS Update entries; the oldest ones are
+    merged into one "ancient-changes" entry (per API version)."""
+    updates = [e for e in entries if e.operation == mf.manager.UPDATE]
+    if len(updates) <= MAX_UPDATE_MANAGERS:
+        return entries
+    updates.sort(key=lambda e: e.time or "")
+    out = [e for e in entries if e.operation != mf.manager.UPDATE]
+    kept = updates[len(updates) - MAX_UPDATE_MANAGERS + 1:]
+    ancient: dict[str, mf.Entry] = {}
+    for e in updates[:len(updates) - MAX_UPDATE_MANAGERS + 1]:
+        into = ancient.get(e.api_version)
+        if into is None:
+            into = ancient[e.api_version] = mf.Entry(ANCIENT_CHANGES, mf.manager.UPDATE, e.api_version, e.time, "",
+                                                      set())
+        into.fields = into.fields | e.fields
+        into.time = max(into.time or "", e.time or "") or None
+    return out + list(ancient.values()) + kept
+
+
 def _set(meta: Obj, entries: list[mf.Entry]) -> None:
+    entries = _cap(entries)
     if entries:
         meta["managedFields"] = mf.encode_entries(entries)
     else:
@@ -133,7 +159,22 @@ def apply(info: ResourceInfo, node: mf.TypeNode, live: Obj | None, config: Obj, 
     if merged is not live:
         merged = {**merged, "metadata": dict(merged["metadata"])}
         _set(merged["metadata"], entries)
+        if manager == "kubectl" and live is not None and LAST_APPLIED in (live["metadata"].get("annotations") or {}):
+            _sync_last_applied(merged, config)
     return merged
+
+
+def _sync_last_applied(merged: Obj, config: Obj) -> None:
+    """upstream lastAppliedUpdater: kubectl's server-side apply keeps client-side apply's annotation
+    (where it exists) equal to what it applied, so that going back to client-side apply works."""
+    applied_meta = dict(config.get("metadata") or {})
+    annotations = {k: v for k, v in (applied_meta.get("annotations") or {}).items() if k != LAST_APPLIED}
+    if annotations:
+        applied_meta["annotations"] = annotations
+    else:
+        applied_meta.pop("annotations", None)
+    value = json.dumps({**config, "metadata": applied_meta}, separators=(",", ":"), sort_keys=True) + "\n"
+    merged["metadata"]["annotations"] = {**(merged["metadata"].get("annotations") or {}), LAST_APPLIED: value}
 
 
 def conflict_error(c: mf.Conflicts) -> errors.ApiError:
