@@ -254,6 +254,14 @@ def test_kubectl_conflicts_migration_and_diff(kubectl: Kubectl, api: httpx.Clien
     # managedFields are hidden by kubectl get -o yaml unless asked for
     assert "managedFields" not in kubectl.run("get", "deployment", "app", "-o", "yaml").ok().stdout
     assert "managedFields" in kubectl.run("get", "deployment", "app", "-o", "yaml", "--show-managed-fields").ok().stdout
+    # kubectl create (protobuf from kubectl 1.32 on) and kubectl label: their own managers' Update entries
+    kubectl.run("create", "deployment", "made", "--image=nginx:1.25").ok()
+    kubectl.run("label", "deployment", "made", "extra=yes").ok()
+    owners = managers(api.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/made").json())
+    assert set(owners) == {("kubectl-create", "Update", ""), ("kubectl-label", "Update", "")}
+    assert owners[("kubectl-label", "Update", "")] == {"f:metadata": {"f:labels": {"f:extra": {}}}}
+    assert owners[("kubectl-create", "Update", "")]["f:spec"]["f:template"]["f:spec"]["f:containers"][
+        'k:{"name":"nginx"}']["f:image"] == {}
 
 
 @pytest.mark.kubectl
