@@ -36,34 +36,35 @@ def value_element(value: Any) -> str:
 def encode_fields(paths: Iterable[Path]) -> dict[str, Any]:
     """A set of paths as fieldsV1."""
     root: dict[str, Any] = {}
-    members: list[Path] = []
+    members: list[dict[str, Any]] = []
     for path in paths:
         node = root
         for element in path:
-            node = node.setdefault(element, {})
-        members.append(path)
-    for path in members:
-        node = root
-        for element in path:
-            node = node[element]
-        if node and "." not in node:
+            child = node.get(element)
+            if child is None:
+                child = node[element] = {}
+            node = child
+        members.append(node)
+    for node in members:
+        if node:
             node["."] = {}
     return _sorted(root)
 
 
 def _sorted(node: dict[str, Any]) -> dict[str, Any]:
     # upstream writes "." first, then the children in their serialized order
-    out: dict[str, Any] = {}
-    if "." in node:
-        out["."] = {}
-    for key in sorted((k for k in node if k != "."), key=element_order):
-        out[key] = _sorted(node[key])
-    return out
+    if not node:
+        return node
+    keys = sorted(node, key=element_order) if len(node) > 1 else list(node)
+    return {k: _sorted(node[k]) for k in keys}
+
+
+_ORDER = {".": 0, "f": 1, "k": 2, "v": 3, "i": 4}
 
 
 def element_order(element: str) -> tuple[int, str]:
-    # upstream's PathElement order: fields, then keys, then values, then indexes
-    return "fkvi".find(element[0]), element
+    # upstream's order: the "." member marker, then fields, keys, values, indexes
+    return _ORDER.get(element[0], 5), element
 
 
 def decode_fields(fields: Any) -> set[Path]:

@@ -66,6 +66,9 @@ SCALAR: TypeNode = _Scalar()
 class _ModelNode(TypeNode):
     def __init__(self, t: SchemaType, meta: FieldMeta | None) -> None:
         self.t = t
+        self._fields: dict[str, TypeNode] = {}
+        self._named: frozenset[str] = frozenset(model_fields(t.model)) if t.kind == "model" and t.model else frozenset()
+        self._item: TypeNode | None = None
         if t.kind == "model":
             self.kind = "struct"
         elif t.kind == "map":
@@ -86,6 +89,14 @@ class _ModelNode(TypeNode):
             self.kind = "scalar"
 
     def field(self, name: str) -> TypeNode:
+        node = self._fields.get(name)
+        if node is None:
+            node = self._field(name)
+            if name in self._named:  # a map's entries are many, its value type one: cache the fields only
+                self._fields[name] = node
+        return node
+
+    def _field(self, name: str) -> TypeNode:
         if self.t.kind == "model" and self.t.model is not None:
             meta = model_fields(self.t.model).get(name)
             return _model_node(meta.type, meta) if meta is not None else DEDUCED
@@ -94,10 +105,12 @@ class _ModelNode(TypeNode):
         return DEDUCED
 
     def is_field(self, name: str) -> bool:
-        return self.t.kind == "model" and self.t.model is not None and name in model_fields(self.t.model)
+        return name in self._named
 
     def item(self) -> TypeNode:
-        return _model_node(self.t.item or ANY, None) if self.t.kind == "list" else DEDUCED
+        if self._item is None:
+            self._item = _model_node(self.t.item or ANY, None) if self.t.kind == "list" else DEDUCED
+        return self._item
 
 
 @functools.cache

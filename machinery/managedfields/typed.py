@@ -70,6 +70,12 @@ def _compare(old: Any, new: Any, node: TypeNode, path: Path,
              added: set[Path], modified: set[Path], removed: set[Path]) -> None:
     if old is new:
         return
+    if old is _MISSING:
+        _whole(new, node, path, added)
+        return
+    if new is _MISSING:
+        _whole(old, node, path, removed)
+        return
     old_map, new_map = _is_map(node, old) or old is _MISSING, _is_map(node, new) or new is _MISSING
     # two empty maps are compared as leaves: that keeps the difference between empty and missing
     empty = old in (_MISSING, {}) and new in (_MISSING, {})
@@ -114,6 +120,27 @@ def _compare(old: Any, new: Any, node: TypeNode, path: Path,
         removed.add(path)
     elif old != new:
         modified.add(path)
+
+
+def _whole(value: Any, node: TypeNode, path: Path, out: set[Path]) -> None:
+    """What _compare finds when one side is missing: every field of the value, and the maps, lists
+    and items in it (a short cut of the same walk: objects are created far more often than changed)."""
+    if _is_map(node, value) and value:
+        for key, child in value.items():
+            child_path = (*path, field(key))
+            child_node = node.field(key)
+            if child_node.kind in ("map", "list") or not node.is_field(key):
+                out.add(child_path)
+            _whole(child, child_node, child_path, out)
+    elif _is_list(node, value) and value:
+        item_node = node.item()
+        for i, item in enumerate(value):
+            item_path = (*path, item_element(node, item, i))
+            out.add(item_path)
+            if node.list_type == "map":
+                _whole(item, item_node, item_path, out)
+    elif path:
+        out.add(path)
 
 
 def _keyed(node: TypeNode, items: list[Any]) -> dict[str, Any]:
