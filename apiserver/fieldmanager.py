@@ -18,6 +18,7 @@ MAX_MANAGER_LENGTH = 128
 # upstream capmanagers.go: past ten Update entries the oldest are merged into one
 MAX_UPDATE_MANAGERS = 10
 ANCIENT_CHANGES = "ancient-changes"
+BEFORE_FIRST_APPLY = "before-first-apply"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
@@ -151,6 +152,11 @@ def apply(info: ResourceInfo, node: mf.TypeNode, live: Obj | None, config: Obj, 
     else:
         reset = frozenset({"status"}) if has_status else frozenset()
     entries = (_decode(live["metadata"].get("managedFields")) or []) if live is not None else []
+    if live is not None and not live["metadata"].get("managedFields"):
+        # upstream skipNonAppliedManager: fields nobody was recorded for belong to "before-first-apply",
+        # so a first apply does not silently take over what was set before
+        before = {k: v for k, v in live.items() if k not in reset and (k != "status" or not has_status)}
+        entries = mf.update({}, before, [], BEFORE_FIRST_APPLY, info.api_version, "", node, now)
     try:
         merged, entries = mf.apply(live or {}, config, entries, manager, info.api_version, subresource or "",
                                    node, force, now, reset)

@@ -65,3 +65,14 @@ def test_conflict_status_and_last_applied() -> None:
     assert json.loads(merged["metadata"]["annotations"][fieldmanager.LAST_APPLIED]) == config
     other = fieldmanager.apply(CM, NODE, live, config, "helm", True, None, "c", "t2")
     assert other["metadata"]["annotations"][fieldmanager.LAST_APPLIED] == "{}"
+
+
+def test_first_apply_to_an_unmanaged_object() -> None:
+    live = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}}
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "9"}}
+    with pytest.raises(errors.ApiError) as e:
+        fieldmanager.apply(CM, NODE, live, config, "m", False, None, "c", "t")
+    assert e.value.message == 'Apply failed with 1 conflict: conflict with "before-first-apply" using v1: .data.a'
+    merged = fieldmanager.apply(CM, NODE, live, {**config, "data": {"a": "1"}}, "m", False, None, "c", "t")
+    assert [(e["manager"], e["fieldsV1"]) for e in merged["metadata"]["managedFields"]] == [
+        ("m", {"f:data": {"f:a": {}}}), ("before-first-apply", {"f:data": {".": {}, "f:a": {}, "f:b": {}}})]
