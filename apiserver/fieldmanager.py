@@ -93,6 +93,11 @@ def track_create(info: ResourceInfo, node: mf.TypeNode, obj: Obj, incoming: Any,
     """An Update operation by `manager` from nothing to `obj` (managedFields set in place); a client's
     own valid managedFields are kept as the start."""
     entries = _decode(incoming) or []
+    if not entries and manager is not None:
+        wire = mf.created(obj, manager, info.api_version, node, now)
+        if wire:
+            obj["metadata"]["managedFields"] = wire
+        return
     if manager is not None:
         entries = mf.update({}, obj, entries, manager, info.api_version, "", node, now)
     _set(obj["metadata"], entries)

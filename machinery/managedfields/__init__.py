@@ -8,6 +8,7 @@ from machinery.managedfields.manager import (
     Conflicts,
     Entry,
     apply,
+    created,
     decode_entries,
     encode_entries,
     strip,
@@ -16,6 +17,6 @@ from machinery.managedfields.manager import (
 from machinery.managedfields.schema import TypeNode, from_model, from_openapi
 
 __all__ = [
-    "Conflict", "Conflicts", "Entry", "Path", "TypeNode", "apply", "decode_entries", "decode_fields",
+    "Conflict", "Conflicts", "Entry", "Path", "TypeNode", "apply", "created", "decode_entries", "decode_fields",
     "encode_entries", "encode_fields", "from_model", "from_openapi", "path_string", "strip", "update",
 ]

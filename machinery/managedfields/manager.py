@@ -16,7 +16,7 @@ from typing import Any
 
 from machinery.managedfields.fieldpath import Path, decode_fields, element_order, encode_fields, path_string
 from machinery.managedfields.schema import TypeNode
-from machinery.managedfields.typed import compare, merge, remove, to_set
+from machinery.managedfields.typed import compare, merge, remove, to_set, whole_fields
 
 APPLY = "Apply"
 UPDATE = "Update"
@@ -135,6 +135,16 @@ def strip(obj: Any) -> Any:
 
 def _without(obj: Any, reset: frozenset[str]) -> Any:
     return {k: v for k, v in obj.items() if k not in reset} if reset and isinstance(obj, dict) else obj
+
+
+def created(obj: Any, manager: str, api_version: str, node: TypeNode, now: str) -> list[dict[str, Any]]:
+    """metadata.managedFields of an object `manager` created with an Update operation: the same as
+    encode_entries(update({}, obj, [], ...)), built in one walk (creates are the hot path)."""
+    fields = whole_fields(strip(obj), node)
+    if not fields:
+        return []
+    return [{"manager": manager, "operation": UPDATE, "apiVersion": api_version, "time": now,
+             "fieldsType": FIELDS_V1, "fieldsV1": fields}]
 
 
 def update(old: Any, new: Any, entries: list[Entry], manager: str, api_version: str, subresource: str,

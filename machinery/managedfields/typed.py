@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from machinery.managedfields.fieldpath import Path, field, key_element, value_element
+from machinery.managedfields.fieldpath import Path, element_order, field, key_element, value_element
 from machinery.managedfields.schema import TypeNode
 
 _MISSING: Any = object()
@@ -141,6 +141,31 @@ def _whole(value: Any, node: TypeNode, path: Path, out: set[Path]) -> None:
                 _whole(item, item_node, item_path, out)
     elif path:
         out.add(path)
+
+
+def whole_fields(value: Any, node: TypeNode) -> dict[str, Any] | None:
+    """fieldsV1 of everything in `value` as _whole finds it, built at once (the fieldsV1 of a create);
+    None for a leaf."""
+    if _is_map(node, value) and value:
+        out: dict[str, Any] = {}
+        for key in sorted(value):
+            child_node = node.field(key)
+            sub = whole_fields(value[key], child_node)
+            if sub is None:
+                out["f:" + key] = {}
+            elif child_node.kind in ("map", "list") or not node.is_field(key):
+                out["f:" + key] = {".": {}, **sub}
+            else:
+                out["f:" + key] = sub
+        return out
+    if _is_list(node, value) and value:
+        item_node = node.item()
+        items: dict[str, Any] = {}
+        for i, item in enumerate(value):
+            sub = whole_fields(item, item_node) if node.list_type == "map" else None
+            items[item_element(node, item, i)] = {".": {}, **sub} if sub else {}
+        return {k: items[k] for k in sorted(items, key=element_order)}
+    return None
 
 
 def _keyed(node: TypeNode, items: list[Any]) -> dict[str, Any]:
