@@ -52,7 +52,7 @@ def check_manager(field_manager: str | None, options_kind: str) -> None:
 
 
 def _decode(raw: Any) -> list[mf.Entry] | None:
-    if raw == [{}]:  # upstream: a client clears managedFields by writing one empty entry
+    if raw == [{}] or raw == []:  # upstream isResetManagedFields: how a client clears them
         return []
     try:
         return mf.decode_entries(raw)
@@ -108,11 +108,12 @@ def track_update(info: ResourceInfo, node: mf.TypeNode, old: Obj, new: Obj, mana
     """An Update operation by `manager` from `old` to `new` (new's managedFields set in place).
 
     managedFields the client changed replace the stored ones (how kubectl moves client-side apply's
-    fields to server-side apply); left out or invalid, the stored ones stay.
+    fields to server-side apply; `[]` or `[{}]` clears them); left out or invalid, or written through
+    a subresource, the stored ones stay (upstream decodeLiveOrNew).
     """
     meta = new["metadata"]
     old_raw, new_raw = old["metadata"].get("managedFields"), meta.get("managedFields")
-    entries = _decode(new_raw) if new_raw and new_raw != old_raw else None
+    entries = _decode(new_raw) if new_raw is not None and new_raw != old_raw and not subresource else None
     if entries is None:
         if manager is None or _same(old, new):
             if old_raw is None:

@@ -76,3 +76,32 @@ def test_first_apply_to_an_unmanaged_object() -> None:
     merged = fieldmanager.apply(CM, NODE, live, {**config, "data": {"a": "1"}}, "m", False, None, "c", "t")
     assert [(e["manager"], e["fieldsV1"]) for e in merged["metadata"]["managedFields"]] == [
         ("m", {"f:data": {"f:a": {}}}), ("before-first-apply", {"f:data": {".": {}, "f:a": {}, "f:b": {}}})]
+
+
+def test_client_managed_fields() -> None:
+    old = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}}
+    fieldmanager.track_create(CM, NODE, old, None, "maker", "t0")
+    kept = old["metadata"]["managedFields"]
+    # left out: the stored ones stay, and the writer's change is added
+    new = {**old, "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}}
+    fieldmanager.track_update(CM, NODE, old, new, "w", None, "t1")
+    assert [e["manager"] for e in new["metadata"]["managedFields"]] == ["maker", "w"]
+    # cleared with [] (or [{}]): only what this write changed is recorded
+    for reset in ([], [{}]):
+        new = {**old, "metadata": {"name": "c", "managedFields": reset}, "data": {"a": "1", "c": "3"}}
+        fieldmanager.track_update(CM, NODE, old, new, "w", None, "t1")
+        assert [(e["manager"], e["fieldsV1"]) for e in new["metadata"]["managedFields"]] == [
+            ("w", {"f:data": {"f:c": {}}})]
+    # replaced (kubectl's move of client-side apply's fields): taken as they are
+    moved = [{**kept[0], "manager": "kubectl", "operation": "Apply"}]
+    new = {**old, "metadata": {"name": "c", "managedFields": moved}}
+    fieldmanager.track_update(CM, NODE, old, new, "kubectl", None, "t2")
+    assert new["metadata"]["managedFields"] == moved
+    # through a subresource: the request's are ignored
+    new = {**old, "metadata": {"name": "c", "managedFields": moved}}
+    fieldmanager.track_update(CM, NODE, old, new, "kubectl", "status", "t2")
+    assert new["metadata"]["managedFields"] == kept
+    # invalid: the stored ones stay
+    new = {**old, "metadata": {"name": "c", "managedFields": [{"operation": "Bogus"}]}}
+    fieldmanager.track_update(CM, NODE, old, new, "w", None, "t3")
+    assert new["metadata"]["managedFields"] == kept
