@@ -168,6 +168,12 @@ def apply(info: ResourceInfo, node: mf.TypeNode, live: Obj | None, config: Obj, 
                                    node, force, now, reset)
     except mf.Conflicts as c:
         raise conflict_error(c) from None
+    except mf.InvalidConfiguration as e:
+        # upstream answers this one with a plain error: 500, no reason
+        namespace = meta.get("namespace") or ""
+        group, _, version = info.api_version.rpartition("/")
+        raise errors.ApiError(500, "", f"failed to create typed patch object ({namespace}/{name}; {group}/{version}, "
+                              f"Kind={info.kind}): {e}") from None
     if merged is not live:
         merged = {**merged, "metadata": dict(merged["metadata"])}
         _set(merged["metadata"], entries)

@@ -7,6 +7,7 @@ from machinery.managedfields.manager import (
     Conflict,
     Conflicts,
     Entry,
+    InvalidConfiguration,
     apply,
     created,
     decode_entries,
@@ -17,6 +18,7 @@ from machinery.managedfields.manager import (
 from machinery.managedfields.schema import TypeNode, from_model, from_openapi
 
 __all__ = [
-    "Conflict", "Conflicts", "Entry", "Path", "TypeNode", "apply", "created", "decode_entries", "decode_fields",
-    "encode_entries", "encode_fields", "from_model", "from_openapi", "path_string", "strip", "update",
+    "Conflict", "Conflicts", "Entry", "InvalidConfiguration", "Path", "TypeNode", "apply", "created",
+    "decode_entries", "decode_fields", "encode_entries", "encode_fields", "from_model", "from_openapi",
+    "path_string", "strip", "update",
 ]

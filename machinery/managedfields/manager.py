@@ -16,7 +16,7 @@ from typing import Any
 
 from machinery.managedfields.fieldpath import Path, decode_fields, element_order, encode_fields, path_string
 from machinery.managedfields.schema import TypeNode
-from machinery.managedfields.typed import compare, merge, remove, to_set, whole_fields
+from machinery.managedfields.typed import compare, duplicates, merge, remove, to_set, whole_fields
 
 APPLY = "Apply"
 UPDATE = "Update"
@@ -60,6 +60,14 @@ class Conflict:
     @property
     def field(self) -> str:
         return path_string(self.path)
+
+
+class InvalidConfiguration(ValueError):
+    """An applied configuration the schema refuses (upstream: "failed to create typed patch object")."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__(problems[0] if len(problems) == 1 else "errors:\n  " + "\n  ".join(problems))
 
 
 class Conflicts(Exception):
@@ -188,6 +196,9 @@ def apply(live: Any, config: Any, entries: list[Entry], manager: str, api_versio
     """
     live_s = strip(live)
     config_s = _without(strip(config), reset)
+    problems = duplicates(config_s, node)
+    if problems:
+        raise InvalidConfiguration(problems)
     merged = merge(live_s, config_s, node)
     mine = (manager, APPLY, subresource, "")
     own = next((e for e in entries if e.ident() == mine), None)

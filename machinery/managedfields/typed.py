@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from machinery.managedfields.fieldpath import Path, element_order, field, key_element, value_element
+from machinery.managedfields.fieldpath import (
+    Path,
+    element_order,
+    element_string,
+    field,
+    key_element,
+    path_string,
+    value_element,
+)
 from machinery.managedfields.schema import TypeNode
 
 _MISSING: Any = object()
@@ -55,6 +63,32 @@ def _to_set(value: Any, node: TypeNode, path: Path, out: set[Path]) -> None:
             out.add(item_path)
     elif path:
         out.add(path)
+
+
+def duplicates(value: Any, node: TypeNode) -> list[str]:
+    """The associative lists of `value` holding one key twice, as structured-merge-diff's validation
+    says them (`.spec.containers[name="c"].env: duplicate entries for key [name="A"]`): an applied
+    configuration may not have them."""
+    out: list[str] = []
+    _duplicates(value, node, (), out)
+    return out
+
+
+def _duplicates(value: Any, node: TypeNode, path: Path, out: list[str]) -> None:
+    if _is_map(node, value):
+        for key, child in value.items():
+            _duplicates(child, node.field(key), (*path, field(key)), out)
+    elif _is_list(node, value):
+        seen: set[str] = set()
+        item_node = node.item()
+        for i, item in enumerate(value):
+            element = item_element(node, item, i)
+            if element in seen:
+                out.append(f"{path_string(path)}: duplicate entries for key {element_string(element)}")
+                continue
+            seen.add(element)
+            if node.list_type == "map":
+                _duplicates(item, item_node, (*path, element), out)
 
 
 def compare(old: Any, new: Any, node: TypeNode) -> tuple[set[Path], set[Path], set[Path]]:

@@ -126,6 +126,10 @@ def test_dry_run_leaves_etcd_untouched(api: httpx.Client, namespace: str) -> Non
     ('{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "bad", "managedFields": []}}',
      {"fieldManager": "m"}, 400, "metadata.managedFields must be nil"),
     ("apiVersion: apps/v1\nkind: [Deployment\n", {"fieldManager": "m"}, 400, "error converting YAML to JSON"),
+    ('{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "bad"}, "spec": {"template": {"spec": '
+     '{"containers": [{"name": "c", "image": "i"}, {"name": "c", "image": "j"}]}}}}', {"fieldManager": "m"}, 500,
+     "failed to create typed patch object (/bad; apps/v1, Kind=Deployment): .spec.template.spec.containers: "
+     'duplicate entries for key [name="c"]'),
     ("{}", {"fieldManager": "x" * 129}, 422,
      'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Too long: may not be more than 128 bytes'),
 ])

@@ -105,3 +105,24 @@ def test_client_managed_fields() -> None:
     new = {**old, "metadata": {"name": "c", "managedFields": [{"operation": "Bogus"}]}}
     fieldmanager.track_update(CM, NODE, old, new, "w", None, "t3")
     assert new["metadata"]["managedFields"] == kept
+
+
+def test_duplicate_keys_in_an_applied_configuration() -> None:
+    deploy = next(r for r in RESOURCES if r.kind == "Deployment")
+    config = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "ns"},
+              "spec": {"template": {"spec": {"containers": [{"name": "c", "env": [{"name": "A"}, {"name": "A"}],
+                                                             "ports": [{"containerPort": 93}] * 2}]}}}}
+    with pytest.raises(errors.ApiError) as e:
+        fieldmanager.apply(deploy, mf.from_model(deploy.model), None, config, "m", False, None, "d", "t")
+    assert e.value.code == 500
+    assert e.value.message == (
+        "failed to create typed patch object (ns/d; apps/v1, Kind=Deployment): errors:\n"
+        '  .spec.template.spec.containers[name="c"].env: duplicate entries for key [name="A"]\n'
+        '  .spec.template.spec.containers[name="c"].ports: duplicate entries for key '
+        '[containerPort=93,protocol="TCP"]')
+    single = {**config, "metadata": {"name": "d"}, "spec": {"template": {"metadata": {}, "spec": {
+        "containers": [{"name": "c"}, {"name": "c"}]}}}}
+    with pytest.raises(errors.ApiError) as e:
+        fieldmanager.apply(deploy, mf.from_model(deploy.model), None, single, "m", False, None, "d", "t")
+    assert e.value.message == ("failed to create typed patch object (/d; apps/v1, Kind=Deployment): "
+                               '.spec.template.spec.containers: duplicate entries for key [name="c"]')
