@@ -171,9 +171,11 @@ def update(old: Any, new: Any, entries: list[Entry], manager: str, api_version: 
             own = e
             continue
         out.append(_lose(e, changed | removed))
-    fields = ((own.fields - removed) if own is not None else set()) | changed
-    if fields:
+    if changed:
+        fields = ((own.fields - removed) if own is not None else set()) | changed
         out.append(Entry(manager, UPDATE, api_version, now, subresource, fields))
+    elif own is not None:  # it only removed fields: its entry keeps its time (upstream managedFieldsUpdater)
+        out.append(_lose(own, removed))
     return [e for e in out if e.fields]
 
 
