@@ -179,27 +179,41 @@ def _whole(value: Any, node: TypeNode, path: Path, out: set[Path]) -> None:
 
 def whole_fields(value: Any, node: TypeNode) -> dict[str, Any] | None:
     """fieldsV1 of everything in `value` as _whole finds it, built at once (the fieldsV1 of a create);
-    None for a leaf."""
-    if _is_map(node, value) and value:
+    None for a leaf. Scalars, the most of any object, are told apart before any schema lookup."""
+    if type(value) is dict:
+        if not value or node.atomic or node.kind not in _MAP_KINDS:
+            return None
         out: dict[str, Any] = {}
         for key in sorted(value):
+            child = value[key]
+            if type(child) is not dict and type(child) is not list:
+                out["f:" + key] = {}
+                continue
             child_node = node.field(key)
-            sub = whole_fields(value[key], child_node)
+            sub = whole_fields(child, child_node)
             if sub is None:
                 out["f:" + key] = {}
-            elif child_node.kind in ("map", "list") or not node.is_field(key):
+            elif child_node.kind in _GRANULAR or not node.is_field(key):
                 out["f:" + key] = {".": {}, **sub}
             else:
                 out["f:" + key] = sub
         return out
-    if _is_list(node, value) and value:
+    if type(value) is list:
+        if not value or node.kind != "list" or node.list_type not in _ASSOCIATIVE:
+            return None
         item_node = node.item()
         items: dict[str, Any] = {}
+        keyed = node.list_type == "map"
         for i, item in enumerate(value):
-            sub = whole_fields(item, item_node) if node.list_type == "map" else None
+            sub = whole_fields(item, item_node) if keyed else None
             items[item_element(node, item, i)] = {".": {}, **sub} if sub else {}
-        return {k: items[k] for k in sorted(items, key=element_order)}
+        return {k: items[k] for k in sorted(items, key=element_order)} if len(items) > 1 else items
     return None
+
+
+_MAP_KINDS = frozenset({"struct", "map", "deduced"})
+_GRANULAR = frozenset({"map", "list"})
+_ASSOCIATIVE = frozenset({"map", "set"})
 
 
 def _keyed(node: TypeNode, items: list[Any]) -> dict[str, Any]:
