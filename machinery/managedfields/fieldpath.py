@@ -13,12 +13,14 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
+
 Path = tuple[str, ...]
 
 
 def value_json(value: Any) -> str:
     """A value as structured-merge-diff serializes it: compact JSON, map keys sorted."""
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def field(name: str) -> str:
