@@ -44,6 +44,22 @@ _ID_BATCH = 256
 _random_hex: list[str] = []  # 32 hex digits of os.urandom each, taken from the end
 
 
+# in a rule's omit set beside the stages: the request and response objects are logged without
+# metadata.managedFields (upstream Policy.omitManagedFields / PolicyRule.omitManagedFields)
+OMIT_MANAGED_FIELDS = "omitManagedFields"
+
+
+def _without_managed_fields(obj: Any) -> Any:
+    if not isinstance(obj, dict):
+        return obj
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    if isinstance(obj.get("items"), list):
+        obj = {**obj, "items": [_without_managed_fields(item) for item in obj["items"]]}
+    return obj
+
+
 def new_audit_id() -> str:
     """A random (version 4) UUID, without building a uuid.UUID; the randomness is read from the kernel
     256 ids at a time (one getrandom call per request was a visible part of the gate's cost)."""
@@ -87,6 +103,9 @@ class _Rule:
         self.namespaces = frozenset(rule.namespaces or ())
         self.urls = tuple(rule.non_resource_urls or ())
         self.omit = policy_omit | frozenset(rule.omit_stages or ())
+        if rule.omit_managed_fields is not None:  # the rule's word over the policy's
+            self.omit = (self.omit | {OMIT_MANAGED_FIELDS} if rule.omit_managed_fields
+                         else self.omit - {OMIT_MANAGED_FIELDS})
 
     def matches(self, r: RequestFacts) -> bool:
         if self.users and r.user not in self.users:
@@ -131,7 +150,7 @@ class Policy:
     """A compiled audit Policy: level_for(request) → (level, stages to omit)."""
 
     def __init__(self, policy: audit_v1.Policy):
-        omit = frozenset(policy.omit_stages or ())
+        omit = frozenset(policy.omit_stages or ()) | ({OMIT_MANAGED_FIELDS} if policy.omit_managed_fields else set())
         self.rules = [_Rule(rule, omit) for rule in policy.rules]
 
     @classmethod
@@ -300,11 +319,11 @@ class Auditor:
         if ctx.request_body:
             obj = _decode(b"".join(ctx.request_body))
             if obj is not None:
-                ev["requestObject"] = obj
+                ev["requestObject"] = _without_managed_fields(obj) if OMIT_MANAGED_FIELDS in ctx.omit else obj
         if ctx.response_body and ctx.response_json:
             obj = _decode(b"".join(ctx.response_body))
             if obj is not None:
-                ev["responseObject"] = obj
+                ev["responseObject"] = _without_managed_fields(obj) if OMIT_MANAGED_FIELDS in ctx.omit else obj
         if "ResponseComplete" not in ctx.omit:
             self._emit(ctx, "ResponseComplete")
 

@@ -8,8 +8,8 @@ Four content types, as in k8s.io/apiserver/pkg/endpoints/handlers/patch.go:
   k8s.io/apimachinery/pkg/util/strategicpatch/patch.go (mergeMap and friends). The patch
   metadata upstream reads from Go struct tags (patchStrategy, patchMergeKey) is read here from
   the pydantic models' `json_schema_extra` (see machinery/api/base.py).
-- application/apply-patch+yaml: a simplified server-side apply (the applied configuration is
-  strategic-merged onto the live object; no field ownership).
+- application/apply-patch+yaml: server-side apply; `decode_apply` reads the applied configuration,
+  and apiserver/fieldmanager.py merges it and keeps the fields' ownership (machinery/managedfields).
 
 Objects are wire-form dicts (camelCase JSON). No function here mutates its inputs.
 """
@@ -116,6 +116,14 @@ def yaml_key(key: Any) -> str:
     if isinstance(key, int | float):
         return str(key)
     raise PatchError(f"error converting YAML to JSON: unsupported map key {key!r}")
+
+
+def decode_apply(body: bytes) -> Obj:
+    """The applied configuration of an apply patch (YAML or JSON): an object, or PatchError."""
+    config = _load_yaml(body)
+    if not isinstance(config, dict):
+        raise PatchError(f"error decoding YAML: the apply patch must be an object, not {type(config).__name__}")
+    return config
 
 
 def apply_patch(original: Obj | None, patch_type: str, body: bytes, model: type[BaseModel] | None) -> Obj:

@@ -244,7 +244,8 @@ class HttpConn:
 
     def send(self, method: str, path: str, body: bytes | None = None) -> None:
         assert self.writer is not None
-        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+        # a User-Agent as every real client sends: it names the field manager of the writes (managedFields)
+        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nUser-Agent: apiserver-bench/v1\r\n"
         if body is not None:
             head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
         self.writer.write(head.encode() + b"\r\n" + (body or b""))

@@ -11,6 +11,7 @@ the client asks (the None conversion: only apiVersion changes, done on the way o
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ from apiserver.registry.meta import validate_object_meta, validate_object_meta_u
 from apiserver.registry.strategy import Strategy
 from apiserver.storage.etcd import EtcdStorage
 from apiserver.validation import FieldError, invalid
+from machinery import managedfields
 from machinery.api.apiextensions_v1 import CustomResource
 from machinery.api.meta import ObjectMeta
 from machinery.api.resources import ALL_VERBS, ResourceInfo
@@ -122,6 +124,11 @@ class CustomResourceStore(Store):
             self.scale_paths = (scale.get("specReplicasPath") or ".spec.replicas",
                                 scale.get("statusReplicasPath") or ".status.replicas",
                                 scale.get("labelSelectorPath") or "")
+
+    @functools.cached_property
+    def type_node(self) -> managedfields.TypeNode:
+        """Field ownership reads the version's structural schema (list types, map keys)."""
+        return managedfields.from_openapi(self.schema)
 
     def table(self, objects: list[Obj], **options: Any) -> Obj:
         return tableconvertor.table(self.columns, objects, **options)

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from apiserver import errors
+from apiserver import errors, fieldmanager
 from apiserver.audit import note_object
 from apiserver.endpoints.request import (
     check_duplicates,
@@ -89,6 +89,7 @@ class ResourceHandlers:
 
     async def create(self, request: Request, namespace: str | None = None) -> Response:
         opts = write_options(request)
+        fieldmanager.check_manager(opts.field_manager, "CreateOptions")
         body = await self._object_body(request, opts)
         obj = await self.store.create(namespace, body, opts)
         note_object(request.scope, obj)
@@ -112,6 +113,7 @@ class ResourceHandlers:
     async def update(self, request: Request, name: str, namespace: str | None = None,
                      subresource: str | None = None) -> Response:
         opts = write_options(request)
+        fieldmanager.check_manager(opts.field_manager, "UpdateOptions")
         body = await self._object_body(request, opts)
         obj = await self.store.update(namespace, name, body, opts, subresource)
         return json_response(obj, 200, opts.warnings)
@@ -123,6 +125,10 @@ class ResourceHandlers:
         if content_type.startswith("application/apply-patch") and not opts.field_manager:
             raise errors.ApiError(422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: "
                                   "Required value: is required for apply patch")
+        if opts.force and not content_type.startswith("application/apply-patch"):
+            raise errors.ApiError(422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: "
+                                  "may not be specified for non-apply patch")
+        fieldmanager.check_manager(opts.field_manager, "PatchOptions")
         body = await read_body(request)
         obj, created = await self.store.patch(namespace, name, content_type, body, opts, subresource)
         if created:

@@ -118,7 +118,8 @@ def write_options(request: Request) -> WriteOptions:
     if any(d != "All" for d in dry_run):
         raise errors.bad_request(f'unsupported dryRun value: {dry_run}; only "All" is supported')
     return WriteOptions(dry_run=bool(dry_run), field_validation=validation, field_manager=q.get("fieldManager"),
-                        force=q.flag("force"), user=request.scope.get("user"))
+                        force=q.flag("force"), user=request.scope.get("user"),
+                        user_agent=request.headers.get("user-agent", ""))
 
 
 def check_path_name(name: str) -> None:

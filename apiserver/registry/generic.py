@@ -11,6 +11,7 @@ import base64
 import binascii
 import builtins
 import copy
+import functools
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable
@@ -21,9 +22,9 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from apiserver import errors
+from apiserver import errors, fieldmanager
 from apiserver.admission.interfaces import Admission, AdmissionAttributes
-from apiserver.patch import UnsupportedPatchType, apply_patch
+from apiserver.patch import APPLY_PATCH, UnsupportedPatchType, apply_patch, decode_apply
 from apiserver.printers import table_for
 from apiserver.registry.meta import validate_object_meta, validate_object_meta_update
 from apiserver.registry.strategy import Strategy
@@ -32,6 +33,7 @@ from apiserver.storage.cacher import CachedObject, Cacher, TooOld, Watcher
 from apiserver.storage.etcd import Compacted, EtcdStorage, KeyExists, KeyNotFound, RevisionConflict
 from apiserver.storage.predicate import Attrs, Predicate
 from apiserver.validation import FieldError, invalid, required
+from machinery import managedfields
 from machinery.api.resources import ResourceInfo
 from machinery.patch import PatchError
 from machinery.timeutil import now_rfc3339
@@ -83,6 +85,8 @@ class WriteOptions:
     force: bool = False
     warnings: list[str] = field(default_factory=list)
     user: Any = None  # the request's authenticated user (machinery.authn.user.UserInfo); None for internal writes
+    user_agent: str = ""  # names the field manager when fieldManager is not given
+    apply: bool = False  # set by server-side apply: the object's managedFields are already the apply's
 
 
 @dataclass
@@ -130,6 +134,14 @@ class Store:
         # the scale subresource's (specReplicasPath, statusReplicasPath, labelSelectorPath): a custom
         # resource's come from its CRD; None reads spec.replicas, status.replicas and spec.selector
         self.scale_paths: tuple[str, str, str] | None = None
+
+    @functools.cached_property
+    def type_node(self) -> managedfields.TypeNode:
+        """The schema field ownership reads (a custom resource's comes from its CRD)."""
+        return managedfields.from_model(self.info.model)
+
+    def field_manager(self, opts: WriteOptions) -> str | None:
+        return fieldmanager.manager_of(opts.field_manager, opts.user_agent)
 
     def table(self, objects: builtins.list[Obj], **options: Any) -> Obj:
         """The meta.k8s.io Table of objects (a custom resource's columns come from its CRD)."""
@@ -314,15 +326,20 @@ class Store:
         self._check_namespace(body, namespace)
         obj = self.check_schema(body, opts)
         meta = obj["metadata"]
+        incoming = meta.pop("managedFields", None)
         for system_field in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds",
-                             "selfLink", "managedFields"):
+                             "selfLink"):
             meta.pop(system_field, None)
-        meta["creationTimestamp"] = now_rfc3339()
+        now = meta["creationTimestamp"] = now_rfc3339()
         meta["uid"] = str(uuid.uuid4())
         meta["generation"] = 1
         generate = not meta.get("name") and meta.get("generateName")
         if generate:
             meta["name"] = _generated_name(meta["generateName"])
+        if opts.apply:  # the apply made them
+            meta["managedFields"] = incoming
+        else:
+            fieldmanager.track_create(self.info, self.type_node, obj, incoming, self.field_manager(opts), now)
         self.strategy.prepare_for_create(obj)
         admission = self.admission if opts.user is not None else None
         if admission is not None:
@@ -405,8 +422,24 @@ class Store:
                     subresource: str | None = None) -> tuple[Obj, bool]:
         """PATCH; returns (object, created) — an apply patch creates what is missing."""
         model = self.info.model
+        applying = patch_type.split(";", 1)[0].strip().lower() == APPLY_PATCH
+        config: Obj = {}
+        if applying:
+            try:
+                config = decode_apply(body)
+            except PatchError as e:
+                raise errors.bad_request(str(e)) from e
+            opts.apply = True
+        manager = self.field_manager(opts) or ""
 
         async def transform(old: Obj) -> Obj:
+            if applying:
+                applied = fieldmanager.apply(self.info, self.type_node, old, config, manager, opts.force,
+                                             subresource, name, now_rfc3339())
+                if applied is old:
+                    return old
+                self._check_namespace(applied, namespace)
+                return self.check_schema(applied, opts)
             try:
                 patched = apply_patch(old, patch_type, body, model)
             except UnsupportedPatchType as e:
@@ -428,12 +461,9 @@ class Store:
         except errors.ApiError as e:
             if e.code != 404 or not patch_type.startswith("application/apply-patch") or subresource:
                 raise
-        try:
-            applied = apply_patch(None, patch_type, body, model)
-        except PatchError as e:
-            raise errors.bad_request(str(e)) from e
+        applied = fieldmanager.apply(self.info, self.type_node, None, config, manager, opts.force, None, name,
+                                     now_rfc3339())
         self._check_type_meta(applied)
-        applied["metadata"]["name"] = name
         return await self.create(namespace, applied, opts), True
 
     async def guaranteed_update(self, namespace: str | None, name: str,
@@ -450,6 +480,9 @@ class Store:
             if pinned is not None and pinned != str(mod_revision):
                 raise errors.conflict(self.info, name)
             new = self._prepare_update(new, old, subresource)
+            if not opts.apply:
+                fieldmanager.track_update(self.info, self.type_node, old, new, self.field_manager(opts), subresource,
+                                          now_rfc3339())
             admission = self.admission if opts.user is not None else None
             if admission is not None:
                 attrs = AdmissionAttributes("UPDATE", self, namespace, name, subresource, new, old, opts.user,

@@ -251,3 +251,24 @@ def test_table_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert main([str(log), "--resource", "pods/binding"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 and "system:kube-scheduler" in out[1] and "nginx-1" in out[1]
+
+
+@pytest.mark.parametrize(("policy_omits", "rule_omits", "omitted"), [
+    (True, None, True), (True, False, False), (None, True, True), (None, None, False)])
+def test_omit_managed_fields(tmp_path: Path, policy_omits: bool | None, rule_omits: bool | None,
+                             omitted: bool) -> None:
+    path = tmp_path / "mf.log"
+    rule = audit_v1.PolicyRule(level="RequestResponse", omit_managed_fields=rule_omits)
+    auditor = Auditor(Policy(audit_v1.Policy(rules=[rule], omit_managed_fields=policy_omits)), LogWriter(path))
+    ctx = auditor.begin(facts("create", "pods", namespace="ns"), {"username": "a"}, "/api/v1/namespaces/ns/pods",
+                        None, None, 1_700_000_000.0)
+    assert ctx is not None and ctx.request_body is not None and ctx.response_body is not None
+    managed = [{"manager": "m", "operation": "Update"}]
+    ctx.request_body.append(json.dumps({"metadata": {"name": "p", "managedFields": managed}}).encode())
+    ctx.response_body.append(json.dumps({"kind": "PodList", "metadata": {},
+                                         "items": [{"metadata": {"name": "p", "managedFields": managed}}]}).encode())
+    auditor.complete(ctx, 201)
+    auditor.close()
+    [event] = [e for e in read_events(path) if e["stage"] == "ResponseComplete"]
+    assert ("managedFields" in event["requestObject"]["metadata"]) is not omitted
+    assert ("managedFields" in event["responseObject"]["items"][0]["metadata"]) is not omitted
