@@ -4,7 +4,9 @@ medians of each set-up's rounds and each set-up's ratio to the first one, as one
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import ssl
 import statistics
 import sys
@@ -15,10 +17,12 @@ from typing import Any
 import httpx
 import uvloop
 
-from bench.apiserver_bench import CpuMeter
+from bench.apiserver_bench import CpuMeter, render_table
 from bench.auth_bench import closed_loop
 from tests.auth_cluster import SecureApiServer
-from tests.cluster import Etcd, wait_for
+from tests.cluster import REPO, Etcd, wait_for
+
+OUTPUT = REPO / "_output" / "bench"
 
 # (label, path into a closed_loop() result, format)
 FIGURES = (("creates/s, 64 clients", ("rate",), "{:,.0f}"),
@@ -92,3 +96,37 @@ def run_rounds(servers: dict[str, SecureApiServer], etcd: Etcd, *, namespace_pre
                 raise SystemExit(f"{mode}: {total - result['ok']} of {total} creates failed: {result['statuses']}")
             results[mode].append(result)
     return results
+
+
+def round_args(prog: str, doc: str, argv: list[str] | None) -> tuple[argparse.Namespace, int, int]:
+    """The flags every such bench takes, and the rounds and creates per closed loop they mean."""
+    p = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="1,000 creates per closed loop, 2 rounds")
+    p.add_argument("--rounds", type=int, default=None, help="rounds (default 3, quick 2)")
+    p.add_argument("--clients", type=int, default=64)
+    p.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = p.parse_args(argv)
+    return args, args.rounds or (2 if args.quick else 3), 1000 if args.quick else 3000
+
+
+def report_ratio(name: str, title: str, results: dict[str, list[dict[str, Any]]], modes: tuple[str, str],
+                 args: argparse.Namespace, rounds: int) -> float | None:
+    """Print the table of the two set-ups and the creates/s ratio of the second to the first; write
+    _output/bench/NAME.json with the rounds, the summary and `create_ratio`."""
+    base, measured = modes
+    summary, rows = medians_and_rows(results, modes)
+    print()
+    print(f"{title} ({'quick' if args.quick else 'full'}, {rounds} rounds, medians)")
+    print()
+    print(render_table(("figure", *modes, f"{measured}/{base}"), rows))
+    if caution := busy_caution(results):
+        print(caution)
+    rate = summary["creates/s, 64 clients"]
+    create_ratio = round(rate[measured] / rate[base], 3) if rate[base] else None
+    print(f"creates/s, {measured} ÷ {base}: {create_ratio}")
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    out = OUTPUT / f"{name}.json"
+    out.write_text(json.dumps({"benchmark": name, "quick": args.quick, "rounds": results, "summary": summary,
+                               "create_ratio": create_ratio}, indent=2))
+    print(f"JSON: {out}")
+    return create_ratio

@@ -11,16 +11,13 @@ the measured server counted: its /metrics must show every create. Writes _output
 
 from __future__ import annotations
 
-import argparse
-import json
 import shutil
 import sys
 
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.apiserver_bench import render_table
-from bench.closed_loop_summary import busy_caution, medians_and_rows, run_rounds
+from bench.closed_loop_summary import report_ratio, round_args, run_rounds
 from tests.auth_cluster import SecureApiServer
 from tests.cluster import REPO, Etcd, make_workdir
 
@@ -44,14 +41,7 @@ def counted_creates(server: SecureApiServer) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.metrics_bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="1,000 creates per closed loop, 2 rounds")
-    p.add_argument("--rounds", type=int, default=None, help="rounds (default 3, quick 2)")
-    p.add_argument("--clients", type=int, default=64)
-    p.add_argument("--keep", action="store_true", help="keep the work directory")
-    args = p.parse_args(argv)
-    rounds = args.rounds or (2 if args.quick else 3)
-    total = 1000 if args.quick else 3000
+    args, rounds, total = round_args("python -m bench.metrics_bench", __doc__, argv)
 
     workdir = make_workdir("minik8s-metrics-bench-")
     etcd = Etcd(workdir)
@@ -75,22 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    summary, rows = medians_and_rows(results, MODES)
-    print()
-    print(f"ConfigMap creates, request metrics off vs on ({'quick' if args.quick else 'full'}, {rounds} rounds, "
-          "medians)")
-    print()
-    print(render_table(("figure", *MODES, "on/off"), rows))
-    if caution := busy_caution(results):
-        print(caution)
-    rate = summary["creates/s, 64 clients"]
-    create_ratio = round(rate["on"] / rate["off"], 3) if rate["off"] else None
-    print(f"creates/s with request metrics ÷ without: {create_ratio}")
-    OUTPUT.mkdir(parents=True, exist_ok=True)
-    out = OUTPUT / "metrics.json"
-    out.write_text(json.dumps({"benchmark": "metrics", "quick": args.quick, "rounds": results, "summary": summary,
-                               "create_ratio": create_ratio}, indent=2))
-    print(f"JSON: {out}")
+    report_ratio("metrics", "ConfigMap creates, request metrics off vs on", results, MODES, args, rounds)
     return 0
 
 

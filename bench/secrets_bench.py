@@ -12,9 +12,7 @@ Writes _output/bench/secrets.json.
 
 from __future__ import annotations
 
-import argparse
 import base64
-import json
 import os
 import shutil
 import sys
@@ -23,8 +21,7 @@ from pathlib import Path
 import orjson
 
 from apiserver.storage.encryptionconfig import default_config
-from bench.apiserver_bench import render_table
-from bench.closed_loop_summary import busy_caution, medians_and_rows, run_rounds
+from bench.closed_loop_summary import report_ratio, round_args, run_rounds
 from tests.auth_cluster import SecureApiServer
 from tests.cluster import REPO, Etcd, make_workdir
 
@@ -40,14 +37,7 @@ def secret_body(name: str, namespace: str) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.secrets_bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="1,000 creates per closed loop, 2 rounds")
-    p.add_argument("--rounds", type=int, default=None, help="rounds (default 3, quick 2)")
-    p.add_argument("--clients", type=int, default=64)
-    p.add_argument("--keep", action="store_true", help="keep the work directory")
-    args = p.parse_args(argv)
-    rounds = args.rounds or (2 if args.quick else 3)
-    total = 1000 if args.quick else 3000
+    args, rounds, total = round_args("python -m bench.secrets_bench", __doc__, argv)
 
     workdir = make_workdir("minik8s-secrets-bench-")
     config = Path(workdir) / "encryption-config.yaml"
@@ -74,22 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    summary, rows = medians_and_rows(results, MODES)
-    print()
-    print(f"Secret creates, encryption at rest off vs aescbc ({'quick' if args.quick else 'full'}, {rounds} rounds, "
-          "medians)")
-    print()
-    print(render_table(("figure", *MODES, "aescbc/off"), rows))
-    if caution := busy_caution(results):
-        print(caution)
-    rate = summary["creates/s, 64 clients"]
-    create_ratio = round(rate["aescbc"] / rate["off"], 3) if rate["off"] else None
-    print(f"creates/s with encryption ÷ without: {create_ratio}")
-    OUTPUT.mkdir(parents=True, exist_ok=True)
-    out = OUTPUT / "secrets.json"
-    out.write_text(json.dumps({"benchmark": "secrets", "quick": args.quick, "rounds": results, "summary": summary,
-                               "create_ratio": create_ratio}, indent=2))
-    print(f"JSON: {out}")
+    report_ratio("secrets", "Secret creates, encryption at rest off vs aescbc", results, MODES, args, rounds)
     return 0
 
 
