@@ -53,6 +53,33 @@ def namespace(api: httpx.Client) -> Iterator[str]:
     api.delete(f"/api/v1/namespaces/{name}")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """With --durations=N (hack/test.sh passes 30): after pytest's slowest steps, the N slowest test modules,
+    each the sum of its tests' set-up, call and tear-down (a module-scoped cluster's start is in its first
+    test's set-up): where the suite's time goes, module by module, so it is seen before it creeps up."""
+    count = config.option.durations
+    if not count:
+        return
+    totals: dict[str, float] = {}
+    tests: dict[str, set[str]] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            duration = getattr(report, "duration", None)
+            nodeid = getattr(report, "nodeid", "")
+            if duration is None or not nodeid or getattr(report, "when", None) is None:
+                continue
+            module = nodeid.split("::", 1)[0]
+            totals[module] = totals.get(module, 0.0) + duration
+            tests.setdefault(module, set()).add(nodeid)
+    if not totals:
+        return
+    terminalreporter.write_sep("=", f"slowest {min(count, len(totals))} modules")
+    for module, seconds in sorted(totals.items(), key=lambda kv: -kv[1])[:count]:
+        terminalreporter.write_line(f"{seconds:8.2f}s {len(tests[module]):4d} tests  {module}")
+    terminalreporter.write_line(f"{sum(totals.values()):8.2f}s in all ({len(totals)} modules)")
+
+
 def etcd_keys(etcd: Etcd, prefix: str) -> dict[str, bytes]:
     """What etcd itself holds under prefix, read with our etcd client (not through the apiserver)."""
     from apiserver.storage.etcd import EtcdStorage
