@@ -53,6 +53,43 @@ def namespace(api: httpx.Client) -> Iterator[str]:
     api.delete(f"/api/v1/namespaces/{name}")
 
 
+# Fixtures wider than a module that must live in one process only: the e2e clusters (tests/e2e/conftest.py); the
+# locally built image that the e2e tests and the compose cluster's roll to (its tear-down removes the image from
+# the host's Docker); the compose cluster's images (hack/cluster-images.sh, once a session, minutes the first time).
+ONE_PROCESS_FIXTURES = frozenset({"local_cluster", "service_cluster", "httpd_b", "httpd_b_image", "compose_images"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The unit of work of pytest-xdist's `--dist loadgroup` (`MINIK8S_TEST_WORKERS=2 ./hack/test.sh`): a test
+    module, so its module-scoped cluster starts once, on one worker; and the modules that use one of
+    ONE_PROCESS_FIXTURES at session or package scope (directly or through another such module) form one group,
+    so that cluster or image exists once. Without xdist the marks change nothing."""
+    parent: dict[str, str] = {}  # union-find over module paths and fixture names
+
+    def find(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        find(module)
+        info = getattr(item, "_fixtureinfo", None)
+        for name in sorted(ONE_PROCESS_FIXTURES & set(getattr(item, "fixturenames", ()))):
+            defs = info.name2fixturedefs.get(name) if info is not None else None
+            if defs and defs[-1].scope in ("session", "package"):
+                parent[find(module)] = find(f"fixture:{name}")
+    members: dict[str, list[str]] = {}
+    for key in sorted(k for k in parent if not k.startswith("fixture:")):
+        members.setdefault(find(key), []).append(key)
+    names = {root: group[0] if len(group) == 1 else "+".join(m.rsplit("/", 1)[-1].removesuffix(".py") for m in group)
+             for root, group in members.items()}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(names[find(item.nodeid.split("::", 1)[0])]))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """With --durations=N (hack/test.sh passes 30): after pytest's slowest steps, the N slowest test modules,
