@@ -213,9 +213,12 @@ def fake_node(api: httpx.Client, name: str) -> None:
 
 
 def bound_pod(api: httpx.Client, ns: str, name: str, node: str, phase: str | None = None) -> None:
+    """A pod bound to `node` (a fake one: no kubelet runs it). Its grace period is short: the namespace controller
+    comes back to a namespace whose pods are terminating after their grace period (30 s by default), and the
+    `namespace` fixture waits for the namespace to go."""
     pod = create(api, f"/api/v1/namespaces/{ns}/pods", {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": HTTPD}]}})
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1, "containers": [{"name": "c", "image": HTTPD}]}})
     if phase:
         pod["status"] = {"phase": phase}
         r = api.put(f"/api/v1/namespaces/{ns}/pods/{name}/status", json=pod)
