@@ -64,7 +64,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The unit of work of pytest-xdist's `--dist loadgroup` (`MINIK8S_TEST_WORKERS=2 ./hack/test.sh`): a test
     module, so its module-scoped cluster starts once, on one worker; and the modules that use one of
     ONE_PROCESS_FIXTURES at session or package scope (directly or through another such module) form one group,
-    so that cluster or image exists once. Without xdist the marks change nothing."""
+    so that cluster or image exists once. Only under `--dist loadgroup`."""
+    if getattr(config.option, "dist", "no") != "loadgroup":
+        return
     parent: dict[str, str] = {}  # union-find over module paths and fixture names
 
     def find(key: str) -> str:
