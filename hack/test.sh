@@ -2,7 +2,8 @@
 # The project's test command (README, .ci/run): setup, lint, type check, tests.
 #   ./hack/test.sh [pytest args...]     e.g. ./hack/test.sh tests/unit -k selector
 # Runs `ruff check .`, `lint-imports` (the import contracts in .importlinter), `mypy`
-# (pyproject's [tool.mypy]) and `pytest -q`. Fails when any fails; exits with pytest's
+# (pyproject's [tool.mypy]) and `pytest -q --durations=30` (the 30 slowest set-ups and tests are
+# listed at the end, so the suite's time stays in view). Fails when any fails; exits with pytest's
 # exit code, except that "no tests collected" (5) is a failure (1).
 # When every test path given is under tests/unit, the set-up is the venv alone: unit tests
 # need no Docker, no etcd and no root.
@@ -66,9 +67,18 @@ check "ruff check ." "${MINIK8S_VENV}/bin/ruff" check .
 check "lint-imports" "${MINIK8S_VENV}/bin/lint-imports" --no-logo
 check "mypy" "${MINIK8S_VENV}/bin/mypy"
 
-log "python -m pytest -q $*"
+# --durations=30: the slowest set-ups and tests at the end of every run, so the suite's time stays visible.
+# MINIK8S_TEST_WORKERS=N (default 0: every test in this process) runs the suite on N pytest-xdist workers, a
+# module at a time (`--dist loadgroup`: tests/conftest.py gives each test its module's group, and one group to
+# the modules that share the e2e clusters or the compose images), in collection order: whole clusters first.
+workers="${MINIK8S_TEST_WORKERS:-0}"
+xdist=()
+if [[ "${workers}" != 0 ]]; then
+  xdist=(-n "${workers}" --dist loadgroup --no-loadscope-reorder)
+fi
+log "python -m pytest -q --durations=30 ${xdist[*]} $*"
 pytest_rc=0
-"${MINIK8S_VENV}/bin/python" -m pytest -q "$@" || pytest_rc=$?
+"${MINIK8S_VENV}/bin/python" -m pytest -q --durations=30 "${xdist[@]}" "$@" || pytest_rc=$?
 
 if [[ ${pytest_rc} -eq 5 ]]; then
   log "FAILED: pytest collected no tests (exit 5); a test run must run tests"

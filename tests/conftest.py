@@ -53,6 +53,72 @@ def namespace(api: httpx.Client) -> Iterator[str]:
     api.delete(f"/api/v1/namespaces/{name}")
 
 
+# Fixtures wider than a module that must live in one process only: the e2e clusters (tests/e2e/conftest.py); the
+# locally built image that the e2e tests and the compose cluster's roll to (its tear-down removes the image from
+# the host's Docker); the compose cluster's images (hack/cluster-images.sh, once a session, minutes the first time).
+ONE_PROCESS_FIXTURES = frozenset({"local_cluster", "service_cluster", "httpd_b", "httpd_b_image", "compose_images"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The unit of work of pytest-xdist's `--dist loadgroup` (`MINIK8S_TEST_WORKERS=2 ./hack/test.sh`): a test
+    module, so its module-scoped cluster starts once, on one worker; and the modules that use one of
+    ONE_PROCESS_FIXTURES at session or package scope (directly or through another such module) form one group,
+    so that cluster or image exists once. Only under `--dist loadgroup`."""
+    if getattr(config.option, "dist", "no") != "loadgroup":
+        return
+    parent: dict[str, str] = {}  # union-find over module paths and fixture names
+
+    def find(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        find(module)
+        info = getattr(item, "_fixtureinfo", None)
+        for name in sorted(ONE_PROCESS_FIXTURES & set(getattr(item, "fixturenames", ()))):
+            defs = info.name2fixturedefs.get(name) if info is not None else None
+            if defs and defs[-1].scope in ("session", "package"):
+                parent[find(module)] = find(f"fixture:{name}")
+    members: dict[str, list[str]] = {}
+    for key in sorted(k for k in parent if not k.startswith("fixture:")):
+        members.setdefault(find(key), []).append(key)
+    names = {root: group[0] if len(group) == 1 else "+".join(m.rsplit("/", 1)[-1].removesuffix(".py") for m in group)
+             for root, group in members.items()}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(names[find(item.nodeid.split("::", 1)[0])]))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """With --durations=N (hack/test.sh passes 30): after pytest's slowest steps, the N slowest test modules,
+    each the sum of its tests' set-up, call and tear-down (a module-scoped cluster's start is in its first
+    test's set-up): where the suite's time goes, module by module, so it is seen before it creeps up."""
+    count = config.option.durations
+    if not count:
+        return
+    totals: dict[str, float] = {}
+    tests: dict[str, set[str]] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            duration = getattr(report, "duration", None)
+            nodeid = getattr(report, "nodeid", "")
+            if duration is None or not nodeid or getattr(report, "when", None) is None:
+                continue
+            module = nodeid.split("::", 1)[0]
+            totals[module] = totals.get(module, 0.0) + duration
+            tests.setdefault(module, set()).add(nodeid)
+    if not totals:
+        return
+    terminalreporter.write_sep("=", f"slowest {min(count, len(totals))} modules")
+    for module, seconds in sorted(totals.items(), key=lambda kv: -kv[1])[:count]:
+        terminalreporter.write_line(f"{seconds:8.2f}s {len(tests[module]):4d} tests  {module}")
+    terminalreporter.write_line(f"{sum(totals.values()):8.2f}s in all ({len(totals)} modules)")
+
+
 def etcd_keys(etcd: Etcd, prefix: str) -> dict[str, bytes]:
     """What etcd itself holds under prefix, read with our etcd client (not through the apiserver)."""
     from apiserver.storage.etcd import EtcdStorage

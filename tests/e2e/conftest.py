@@ -1,7 +1,8 @@
-"""End-to-end fixtures: one whole process-based cluster per session (`local_cluster`: etcd, apiserver,
-controller-manager, scheduler and two kubelets with unique node names, see local_cluster.py), a fresh
+"""End-to-end fixtures: one whole process-based cluster for the package (`local_cluster`: etcd, apiserver,
+controller-manager, scheduler and two kubelets with unique node names, see local_cluster.py), one with the Service
+network too for the modules that need it (`service_cluster`), a fresh
 namespace per test, real kubectl bound to it, and a second local tag of the web server image for
-rollouts. Everything is removed at the end of the session, also when a test or the start-up fails.
+rollouts. Each cluster is removed when the package's last test is done, also when a test or the start-up fails.
 
 MINIK8S_E2E_RUNTIMES=docker,containerd runs node a on the Docker shim and node b on a containerd of its own
 (local-up's one node of each); the default is both nodes on the Docker shim. On the mixed cluster, a real
@@ -14,6 +15,7 @@ import contextlib
 import io
 import os
 import signal
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +33,11 @@ from tests.node_process import HTTPD
 
 KUBECTL_VERSION = "1.33"
 E2E_RUNTIMES = tuple(r.strip() for r in os.environ.get("MINIK8S_E2E_RUNTIMES", "docker").split(",") if r.strip())
+# the pod garbage collector's period and quarantine shortened and its threshold low, for test_disruption's podgc
+# tests (the other tests' pods are never terminated long: their Deployments restart them, their namespaces go)
+TERMINATED_POD_GC_THRESHOLD = 3
+PODGC_ARGS = ("--podgc-period=1s", "--podgc-quarantine=2s",
+              f"--terminated-pod-gc-threshold={TERMINATED_POD_GC_THRESHOLD}")
 HTTPD_B = "minik8s/httpd:1-b"  # minik8s/httpd:1 plus /var/www/version.txt ("b"): a second image to roll to
 
 
@@ -38,16 +45,39 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # pytest then tears the fixtures down: the cluster is removed, not orphaned
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def local_cluster() -> Iterator[LocalCluster]:
+    """The e2e package's cluster: removed when the package's last test is done (its kubelets, controllers and
+    apiserver would otherwise keep working beside the rest of the suite)."""
     previous = signal.signal(signal.SIGTERM, _terminate)  # e.g. `timeout` ending the run
-    cluster = LocalCluster("e2e", audit=True, runtimes=E2E_RUNTIMES)
+    cluster = LocalCluster("e2e", audit=True, runtimes=E2E_RUNTIMES, controller_args=PODGC_ARGS)
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.stop()
         signal.signal(signal.SIGTERM, previous)
+
+
+def iptables_lines(prefix: str) -> list[str]:
+    saved = subprocess.run(["iptables-save"], capture_output=True, text=True, check=True).stdout
+    return [line for line in saved.splitlines() if f"{prefix}-" in line]
+
+
+@pytest.fixture(scope="package")
+def service_cluster() -> Iterator[LocalCluster]:
+    """A cluster with the Service network (kube-proxy on the host's packet filter, the cluster DNS) for the modules
+    that need it (test_services, test_statefulsets: the same flags, so one cluster started once; each test works in
+    namespaces of its own). When it stops, no rule of its kube-proxy's chain prefix is left."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    cluster = LocalCluster("svc", service_network=True)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        signal.signal(signal.SIGTERM, previous)
+    assert iptables_lines(cluster.proxy_prefix) == [], "rules of the stopped cluster's kube-proxy are left"
 
 
 @pytest.fixture
@@ -94,7 +124,7 @@ def httpd_b_image() -> Iterator[str]:
         client.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def httpd_b(local_cluster: LocalCluster, httpd_b_image: str) -> str:
     """That image on every node of the e2e cluster: containerd nodes have no registry either, so it is imported."""
     for k in local_cluster.kubelets:

@@ -1,6 +1,6 @@
-"""Disruption end to end on a cluster of this module's own (tests/e2e/local_cluster.py: etcd, apiserver,
-controller-manager with every controller, scheduler, two kubelets running Docker containers), driven by real
-kubectl 1.33 and 1.27:
+"""Disruption end to end on the e2e package's cluster (conftest's local_cluster, tests/e2e/local_cluster.py: etcd,
+apiserver, controller-manager with every controller, scheduler, two kubelets running Docker containers), driven by
+real kubectl 1.33 and 1.27:
 
 - `kubectl drain` of a node holding all three pods of a Deployment under a PodDisruptionBudget of
   minAvailable 2: the first eviction goes at once, the next ones get 429 and are retried by kubectl until a
@@ -18,7 +18,6 @@ uncordoned again."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import httpx
 import pytest
 
 from tests.cluster import wait_for
+from tests.e2e.conftest import TERMINATED_POD_GC_THRESHOLD
 from tests.e2e.local_cluster import LocalCluster
 from tests.integration.test_mkubectl import Mk, same_output
 from tests.kubectl import Kubectl, find_kubectl
@@ -33,19 +33,8 @@ from tests.node_process import HTTPD
 from tests.watching import WatchStream
 
 JSONDict = dict[str, Any]
-THRESHOLD = 3
+THRESHOLD = TERMINATED_POD_GC_THRESHOLD  # the package cluster's --terminated-pod-gc-threshold
 MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
-
-
-@pytest.fixture(scope="module")
-def local_cluster() -> Iterator[LocalCluster]:
-    cluster = LocalCluster("pdb", controller_args=["--podgc-period=1s", "--podgc-quarantine=2s",
-                                                   f"--terminated-pod-gc-threshold={THRESHOLD}"])
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 def kubectl_of(cluster: LocalCluster, namespace: str, tmp_path: Path, version: str) -> Kubectl:
@@ -162,8 +151,11 @@ def test_drain_respects_a_budget_of_min_available_2(local_cluster: LocalCluster,
         assert f"(will retry after 5s): {MESSAGE}" in out, out
         assert counter.deleted == 3, "the watch did not see the three evicted pods go"
         assert counter.fewest >= 2, f"only {counter.fewest} Ready pods at one moment of the drain"
-        after = pods(api, namespace, "app=web")
-        assert len(after) == 3 and all(p["spec"]["nodeName"] == node_b and ready(p) for p in after)
+        # drain is done when the last evicted pod is gone; its replacement may still be starting on node b
+        after = wait_for(lambda: len(p := pods(api, namespace, "app=web")) == 3 and all(
+            q["spec"]["nodeName"] == node_b and ready(q) for q in p) and p, 60, 0.25,
+            what=f"the three pods Ready on {node_b}")
+        assert isinstance(after, list)
         node = api.get(f"/api/v1/nodes/{node_a}").json()
         assert node["spec"]["unschedulable"] is True
     finally:
@@ -221,9 +213,12 @@ def fake_node(api: httpx.Client, name: str) -> None:
 
 
 def bound_pod(api: httpx.Client, ns: str, name: str, node: str, phase: str | None = None) -> None:
+    """A pod bound to `node` (a fake one: no kubelet runs it). Its grace period is short: the namespace controller
+    comes back to a namespace whose pods are terminating after their grace period (30 s by default), and the
+    `namespace` fixture waits for the namespace to go."""
     pod = create(api, f"/api/v1/namespaces/{ns}/pods", {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": HTTPD}]}})
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1, "containers": [{"name": "c", "image": HTTPD}]}})
     if phase:
         pod["status"] = {"phase": phase}
         r = api.put(f"/api/v1/namespaces/{ns}/pods/{name}/status", json=pod)

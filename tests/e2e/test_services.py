@@ -1,4 +1,5 @@
-"""Services end to end (issue 11) on one process-based cluster for the module: etcd, apiserver (its own Service
+"""Services end to end (issue 11) on one process-based cluster (conftest's service_cluster, shared with
+test_statefulsets): etcd, apiserver (its own Service
 CIDR on this host), controller-manager with the EndpointSlice and Endpoints controllers, scheduler, two kubelets
 on real Docker and CNI bridges, one kube-proxy on the host's real packet filter (a chain prefix of its own) and
 the cluster DNS. Driven as users drive it: mkubectl and real kubectl 1.27 / 1.33, the official Python client,
@@ -16,7 +17,7 @@ and a busybox pod on node a that fetches through the Service.
 - kill -9 kube-proxy and the DNS while traffic flows: what was programmed keeps serving, and after the
   restart new Services route and resolve; when the cluster stops, no rule of its chain prefix is left.
 
-Every wait is a condition with a deadline; the module's fixtures remove the cluster and its rules even when a
+Every wait is a condition with a deadline; the fixtures remove the cluster and its rules even when a
 test fails.
 """
 
@@ -25,7 +26,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-import subprocess
 import threading
 import time
 import uuid
@@ -55,21 +55,11 @@ SERVE_NAME = "mkdir -p /w && hostname > /w/index.html && touch /w/ready && exec 
 # -- the cluster and what the tests share ---------------------------------------------------------------
 
 
-def iptables_lines(prefix: str) -> list[str]:
-    saved = subprocess.run(["iptables-save"], capture_output=True, text=True, check=True).stdout
-    return [line for line in saved.splitlines() if f"{prefix}-" in line]
-
-
 @pytest.fixture(scope="module")
-def local_cluster() -> Iterator[LocalCluster]:
-    """This module's own cluster, with the Service network (overrides the session's plain one here)."""
-    cluster = LocalCluster("svc", service_network=True)
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
-    assert iptables_lines(cluster.proxy_prefix) == [], "rules of the stopped cluster's kube-proxy are left"
+def local_cluster(service_cluster: LocalCluster) -> LocalCluster:
+    """The package's cluster with the Service network (conftest's service_cluster, shared with test_statefulsets;
+    overrides the plain one here); it asserts that no rule of its chain prefix is left when it stops."""
+    return service_cluster
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""StatefulSets on a whole cluster of the module's own (etcd, apiserver, every controller, the scheduler, two
+"""StatefulSets on a whole cluster (shared with test_services: etcd, apiserver, every controller, the scheduler, two
 kubelets running Docker containers, kube-proxy and the cluster DNS): a set of 3 starts web-0, web-1, web-2 in
 that order, each only once the one before is Running and Ready; each pod is named `web-<n>` with hostname
 `web-<n>` under the headless Service, so `web-0.nginx.<ns>.svc.cluster.local` resolves from a pod; a deleted
@@ -41,14 +41,10 @@ SERVE = "mkdir -p /w && hostname > /w/index.html && sleep 1 && touch /w/ready &&
 
 
 @pytest.fixture(scope="module")
-def local_cluster() -> Iterator[LocalCluster]:
-    """This module's own cluster with the Service network (overrides the session's plain one here)."""
-    cluster = LocalCluster("sts", service_network=True)
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
+def local_cluster(service_cluster: LocalCluster) -> LocalCluster:
+    """The package's cluster with the Service network (conftest's service_cluster, shared with test_services;
+    overrides the plain one here)."""
+    return service_cluster
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,15 @@ shortened to 1 s by its flag) and one kubelet running the pods as Docker contain
 templates name the node, so no scheduler is needed). Every wait has a deadline.
 
 The CronJob test waits for real minutes (a `* * * * *` schedule): one Job within ~70 s, then the
-next minute's run skipped by concurrencyPolicy Forbid while the first still runs."""
+next minute's run skipped by concurrencyPolicy Forbid while the first still runs. Its CronJob is made when the
+module starts (the `ticking` fixture), so those minutes pass while the other tests run."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
 import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -212,16 +214,32 @@ def _owned_finished_job(api: httpx.Client, ns: str, cronjob: JSONDict, name: str
     wait_for(finish, 20, 0.1, what=f"the status of {name} to be written")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def ticking(apiserver: ApiServer, controllers: ControllerProcess, kubelet_node: str) -> Iterator[tuple[str, JSONDict]]:
+    """A namespace of its own with the CronJob `tick` (`* * * * *`, Forbid, one successful Job kept) and three
+    finished Jobs it owns, made when the module's first test starts: the CronJob test waits for real minute
+    boundaries, which then pass while the module's other tests run. (namespace, the CronJob as created)"""
+    namespace = f"cron-{uuid.uuid4().hex[:8]}"
+    with httpx.Client(base_url=apiserver.url, timeout=10) as api:
+        r = api.post("/api/v1/namespaces", json={"metadata": {"name": namespace}})
+        assert r.status_code == 201, r.text
+        try:
+            template = job("unused", kubelet_node, "sleep 3600")
+            cronjob = create(api, namespace, "cronjobs", {
+                "apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "tick"},
+                "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Forbid", "successfulJobsHistoryLimit": 1,
+                         "jobTemplate": {"spec": template["spec"]}}})
+            for i, start in enumerate(("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z")):
+                _owned_finished_job(api, namespace, cronjob, f"old-{i}", "Complete", start)
+            yield namespace, cronjob
+        finally:
+            api.delete(f"/api/v1/namespaces/{namespace}")
+
+
 def test_cronjob_runs_each_minute_forbids_overlap_and_prunes_history(
-        api: httpx.Client, namespace: str, controllers: ControllerProcess, kubelet_node: str) -> None:
-    template = job("unused", kubelet_node, "sleep 3600")
-    cronjob = create(api, namespace, "cronjobs", {
-        "apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "tick"},
-        "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Forbid", "successfulJobsHistoryLimit": 1,
-                 "jobTemplate": {"spec": template["spec"]}}})
+        api: httpx.Client, ticking: tuple[str, JSONDict]) -> None:
+    namespace, cronjob = ticking
     assert cronjob["spec"]["failedJobsHistoryLimit"] == 1 and cronjob["spec"]["suspend"] is False
-    for i, start in enumerate(("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z")):
-        _owned_finished_job(api, namespace, cronjob, f"old-{i}", "Complete", start)
 
     def jobs() -> list[JSONDict]:
         items: list[JSONDict] = api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs").json()["items"]

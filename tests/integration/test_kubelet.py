@@ -345,9 +345,11 @@ def test_host_pid_pod_sees_the_nodes_processes(nodes: tuple[KubeletProcess, Kube
                                         terminationGracePeriodSeconds=0))
     wait_pod(api, namespace, "hostpid", running, what="hostpid running")
     wait_pod(api, namespace, "ownpid", running, what="ownpid running")
-    wait_for(lambda: "pytest" in log_of(api, namespace, "hostpid"), 20, what="the hostPID pod seeing pytest's pid")
+    # this process's command line as the pod prints it (a pytest-xdist worker's names no "pytest")
+    mine = Path(f"/proc/{me}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    wait_for(lambda: mine in log_of(api, namespace, "hostpid"), 20, what="the hostPID pod seeing this test's pid")
     wait_for(lambda: log_of(api, namespace, "ownpid").strip() != "", 20, what="the other pod's answer")
-    assert "pytest" not in log_of(api, namespace, "ownpid")
+    assert mine not in log_of(api, namespace, "ownpid")
     app = next(c for c in pod_containers(created["metadata"]["uid"])
                if c.labels["io.kubernetes.docker.type"] != "podsandbox")
     assert app.attrs["HostConfig"]["PidMode"] == "host" and app.attrs["HostConfig"]["IpcMode"] == "host"
