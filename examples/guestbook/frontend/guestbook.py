@@ -8,11 +8,16 @@ Redis list, written to the primary and read from the read Service, as upstream's
   POST /entries     adds the request body as an entry: 201 (the page's form, field `entry`: 303 to /)
   GET  /info        {"pod": <hostname>, "title": <title>}
   GET  /healthz     200 while the process serves (liveness)
-  GET  /readyz      200 when the read Service answers PING and the server is not shutting down (readiness)
+  GET  /readyz      200 when the read Service has answered PING within READ_GRACE_SECONDS (10) and the server is
+                    not shutting down (readiness)
 
 Settings come from the environment (the ConfigMap `guestbook`): GUESTBOOK_TITLE, REDIS_PRIMARY (host of the
 writes, `redis-0.redis`), REDIS_READ (host of the reads, the ClusterIP Service `redis-read`), REDIS_PORT,
 GUESTBOOK_KEY (the list), SHUTDOWN_DELAY_SECONDS; the password from REDIS_PASSWORD (the Secret `redis`).
+
+Readiness answers at once from what a background PING (every second) last saw: a probe never waits on Redis (the
+kubelet's probe gives up after 1 s), and a blip of the read Service (a replica evicted, its endpoint not yet
+removed) does not take every frontend out of its Service at once; Redis gone for longer does.
 
 SIGTERM: /readyz answers 503 at once, the server keeps answering for SHUTDOWN_DELAY_SECONDS (the time the
 endpoint controllers and kube-proxy take to drop the terminating pod, so no request goes to a closed port),
@@ -49,13 +54,15 @@ HOSTNAME = socket.gethostname()
 MAX_ENTRY = 4096
 
 stopping = threading.Event()
+READ_GRACE = float(os.environ.get("READ_GRACE_SECONDS", "10"))
+reads_answered_at = [float("-inf")]  # when the read Service last answered PING (monotonic): not ready before
 
 
 def client(host: str) -> redis.Redis:
     # a command on a connection the server closed (redis-0 restarted, maybe at another address) is sent again
     # on a new one, which resolves the name again
     return redis.Redis(host=host, port=PORT, password=PASSWORD, socket_timeout=3, socket_connect_timeout=3,
-                       decode_responses=True, retry=Retry(ExponentialBackoff(cap=1, base=0.05), 3),
+                       decode_responses=True, retry=Retry(ExponentialBackoff(cap=1, base=0.05), 5),
                        retry_on_error=[redis.ConnectionError, redis.TimeoutError])
 
 
@@ -90,10 +97,9 @@ class Handler(BaseHTTPRequestHandler):
             if stopping.is_set():
                 self.send(503, b"shutting down\n", "text/plain")
                 return
-            try:
-                reader.ping()
-            except redis.RedisError as e:
-                self.send(503, f"redis {READ}: {e}\n".encode(), "text/plain")
+            silent = time.monotonic() - reads_answered_at[0]
+            if silent > READ_GRACE:
+                self.send(503, f"redis {READ}: no answer to PING for {silent:.0f}s\n".encode(), "text/plain")
                 return
             self.send(200, b"ok\n", "text/plain")
         elif path == "/info":
@@ -153,8 +159,20 @@ class Server(ThreadingHTTPServer):
     request_queue_size = 128
 
 
+def watch_reads() -> None:
+    """PING the read Service every second; readiness reads the time of the last answer."""
+    while not stopping.is_set():
+        try:
+            reader.ping()
+            reads_answered_at[0] = time.monotonic()
+        except redis.RedisError as e:
+            sys.stderr.write(f"redis {READ}: {e}\n")
+        stopping.wait(1)
+
+
 def main() -> None:
     server = Server(("", LISTEN), Handler)
+    threading.Thread(target=watch_reads, daemon=True).start()
 
     def terminate(signum: int, frame: object) -> None:
         if stopping.is_set():
