@@ -153,12 +153,22 @@ class LocalCluster:
             with self.client() as api:
                 for k in self.kubelets:
                     k.start(api)
+                # Ready is not yet schedulable: the node lifecycle controller lifts the not-ready taints a moment
+                # later, and a workload created before that lands on the nodes that were Ready first
+                wait_for(lambda: self._nodes_schedulable(api), 30, 0.1, what="every node without NoSchedule taints")
             if self.service_network:
                 self._start_service_network()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _nodes_schedulable(self, api: httpx.Client) -> bool:
+        for name in self.node_names:
+            taints = (api.get(f"/api/v1/nodes/{name}").json().get("spec") or {}).get("taints") or []
+            if any(t.get("effect") in ("NoSchedule", "NoExecute") for t in taints):
+                return False
+        return True
 
     def _service_network_flags(self) -> None:
         """Before the apiserver and kubelets start: their flags for this cluster's Service network."""

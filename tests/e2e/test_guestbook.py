@@ -179,6 +179,16 @@ def test_apply_the_folder_and_everything_is_ready(kube: Kube) -> None:
 
 def test_100_entries_through_the_nodeport_are_on_every_frontend_and_redis_pod(kube: Kube) -> None:
     url = kube.node_url()
+
+    def answers() -> bool:
+        try:
+            return httpx.get(f"{url}/info", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    # Ready pods are not yet reachable: their endpoints still travel to kube-proxy (until then the Service has
+    # none, and its rule refuses the connection, as upstream's REJECT)
+    wait_for(answers, 30, 0.2, what="the NodePort answering")
     with httpx.Client(timeout=10) as client:
         for i in range(ENTRIES):
             r = client.post(f"{url}/entries", content=f"entry {i}")

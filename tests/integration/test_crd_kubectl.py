@@ -50,6 +50,8 @@ def crd_applied(kubectl: Kubectl, api: httpx.Client, group: str, tmp_path: Path)
     name = f"widgets.{group}"
     assert f"customresourcedefinition.apiextensions.k8s.io/{name} created" in out
     wait_for(lambda: established(api, name), 20, what="Established")
+    # Established is written once; a client that acts at once may still meet the path before it is served
+    wait_for(lambda: api.get(f"/apis/{group}/v1/widgets").status_code == 200, 20, what="the widgets served")
     yield name
     delete_crd(api, name)
 
