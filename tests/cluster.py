@@ -22,10 +22,19 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on now, never the same one twice in this process: two calls in a row may get one
+    port back from the kernel (a secure apiserver's plain and secure ports once did, and it could not start)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port: int = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def ok(r: httpx.Response) -> dict[str, Any]:
