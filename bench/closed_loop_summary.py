@@ -7,11 +7,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import ssl
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -96,6 +98,15 @@ def run_rounds(servers: dict[str, SecureApiServer], etcd: Etcd, *, namespace_pre
                 raise SystemExit(f"{mode}: {total - result['ok']} of {total} creates failed: {result['statuses']}")
             results[mode].append(result)
     return results
+
+
+def stop_all(servers: dict[str, SecureApiServer], etcd: Etcd, workdir: Path, keep: bool) -> None:
+    """Stop the set-ups' apiservers and their etcd; remove the work directory unless kept."""
+    for server in servers.values():
+        server.stop()
+    etcd.stop()
+    if not keep:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def round_args(prog: str, doc: str, argv: list[str] | None) -> tuple[argparse.Namespace, int, int]:

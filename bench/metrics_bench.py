@@ -11,13 +11,12 @@ the measured server counted: its /metrics must show every create. Writes _output
 
 from __future__ import annotations
 
-import shutil
 import sys
 
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.closed_loop_summary import report_ratio, round_args, run_rounds
+from bench.closed_loop_summary import report_ratio, round_args, run_rounds, stop_all
 from tests.auth_cluster import SecureApiServer
 from tests.cluster import REPO, Etcd, make_workdir
 
@@ -59,11 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         if counted_creates(servers["off"]) != 0:
             raise SystemExit("the baseline server counted requests: it was not a baseline")
     finally:
-        for server in servers.values():
-            server.stop()
-        etcd.stop()
-        if not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
+        stop_all(servers, etcd, workdir, args.keep)
 
     report_ratio("metrics", "ConfigMap creates, request metrics off vs on", results, MODES, args, rounds)
     return 0

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
 import sys
 from pathlib import Path
 
 import orjson
 
 from apiserver.storage.encryptionconfig import default_config
-from bench.closed_loop_summary import report_ratio, round_args, run_rounds
+from bench.closed_loop_summary import report_ratio, round_args, run_rounds, stop_all
 from tests.auth_cluster import SecureApiServer
 from tests.cluster import REPO, Etcd, make_workdir
 
@@ -58,11 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         assert stored and all(v.startswith(b"k8s:enc:aescbc:v1:key1:") for v in stored.values())
         assert plain and all(v.startswith(b"{") for v in plain.values())
     finally:
-        for server in servers.values():
-            server.stop()
-        etcd.stop()
-        if not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
+        stop_all(servers, etcd, workdir, args.keep)
 
     report_ratio("secrets", "Secret creates, encryption at rest off vs aescbc", results, MODES, args, rounds)
     return 0
