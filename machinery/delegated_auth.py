@@ -130,9 +130,7 @@ class ComponentServer:
         self._task: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            return
-        if scope["type"] != "http":
+        if scope["type"] != "http":  # lifespan is off; no websocket is served here
             return
         path, method = scope["path"], scope.get("method", "GET")
         if path in ALWAYS_ALLOW_PATHS:
