@@ -28,6 +28,7 @@ from apiserver.serving import Listener, run
 from apiserver.storage.encryptionconfig import EncryptionConfigError
 from apiserver.storage.encryptionconfig import load as load_encryption_config
 from apiserver.storage.etcd import EtcdTLS
+from machinery import tracing
 from machinery.timeutil import duration_flag, parse_go_duration
 from machinery.tls import server_ssl_context
 
@@ -69,6 +70,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tls-cert-file", default=None, help="serving certificate (PEM)")
     p.add_argument("--tls-private-key-file", default=None, help="serving key (PEM)")
     p.add_argument("--client-ca-file", default=None, help="CA bundle that signs client certificates")
+    p.add_argument("--disable-http2-serving", action="store_true",
+                   help="If true, HTTP2 serving will be disabled [default=false]")
+    p.add_argument("--http2-max-streams-per-connection", type=int, default=0,
+                   help="The limit that the server gives to clients for the maximum number of streams in an HTTP/2 "
+                        "connection. Zero means to use golang's default.")
     p.add_argument("--token-auth-file", default=None, help='static tokens, CSV: token,user,uid,"group1,group2"')
     p.add_argument("--service-account-key-file", action="append", default=[],
                    help="public (or private) key verifying service-account tokens (repeatable)")
@@ -110,6 +116,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--proxy-client-key-file", default=None, help="the front-proxy client certificate's key")
     p.add_argument("--metrics-server-certificate-authority", default=None,
                    help="CA of the metrics-server's serving certificate (without it, it is not verified)")
+    p.add_argument("--road-server-url", default=None,
+                   help="where road.minik8s.io is served (the road server: python -m road); its requests are "
+                        "passed on there as metrics.k8s.io's, with the same front-proxy client certificate")
+    p.add_argument("--road-server-certificate-authority", default=None,
+                   help="CA of the road server's serving certificate (without it, it is not verified)")
     p.add_argument("--advertise-address", default=None,
                    help="address (or address:port) clients are told to use; its IP is the `kubernetes` Service's "
                         "endpoint (default: --bind-address, or the host's default-route address when that is a "
@@ -142,6 +153,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--feature-gates", default="",
                    help="key=value pairs of feature gates; known: AggregatedDiscoveryEndpoint (default true: "
                         "/api and /apis answer aggregated discovery to clients that ask for it)")
+    tracing.add_flag(p)
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
     args = p.parse_args(argv)
     args.feature_gates = _feature_gates(args.feature_gates)
@@ -161,13 +173,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.service_account_signing_key_file = args.service_account_signing_key_file or str(layout.sa_key)
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         p.error("--tls-cert-file and --tls-private-key-file go together")
+    if args.http2_max_streams_per_connection < 0:
+        p.error("--http2-max-streams-per-connection must be >= 0")
     if bool(args.kubelet_client_certificate) != bool(args.kubelet_client_key):
         p.error("--kubelet-client-certificate and --kubelet-client-key go together")
     if args.kubelet_client_certificate or args.kubelet_certificate_authority:
-        from apiserver.endpoints.proxy import kubelet_tls
+        from apiserver.endpoints.proxy import client_tls
 
         try:  # unreadable files end the start, not a log request later
-            kubelet_tls(args.kubelet_client_certificate, args.kubelet_client_key, args.kubelet_certificate_authority)
+            client_tls(args.kubelet_client_certificate, args.kubelet_client_key, args.kubelet_certificate_authority)
         except (OSError, ValueError) as e:
             p.error(f"kubelet client TLS: {e}")
     if bool(args.proxy_client_cert_file) != bool(args.proxy_client_key_file):
@@ -243,6 +257,7 @@ def main(argv: list[str] | None = None) -> None:
         except EncryptionConfigError as e:
             sys.exit(f"--encryption-provider-config: {e}")
     port = args.secure_port if args.secure else args.port
+    tracing.setup_or_exit(args.tracing_config_file, "kube-apiserver")
     config = ApiServerConfig(
         etcd_servers=_names(args.etcd_servers),
         etcd_tls=args.etcd_tls,
@@ -274,6 +289,8 @@ def main(argv: list[str] | None = None) -> None:
         proxy_client_cert_file=args.proxy_client_cert_file,
         proxy_client_key_file=args.proxy_client_key_file,
         metrics_server_certificate_authority=args.metrics_server_certificate_authority,
+        road_server_url=args.road_server_url,
+        road_server_certificate_authority=args.road_server_certificate_authority,
         max_requests_inflight=args.max_requests_inflight,
         max_mutating_requests_inflight=args.max_mutating_requests_inflight,
         request_timeout=args.request_timeout,
@@ -284,8 +301,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     listeners = []
     if args.secure:
-        context = server_ssl_context(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file)
-        listeners.append(Listener(args.bind_address, args.secure_port, context))
+        context = server_ssl_context(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file,
+                                     http2=not args.disable_http2_serving)
+        listeners.append(Listener(args.bind_address, args.secure_port, context,
+                                  http2_max_streams=args.http2_max_streams_per_connection))
     if args.port:
         listeners.append(Listener(args.bind_address, args.port))
     try:

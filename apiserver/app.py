@@ -10,8 +10,9 @@ import contextlib
 import copy
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import orjson
 from fastapi import FastAPI
@@ -35,9 +36,9 @@ from apiserver.auth.authz import AlwaysAllow, Authorizer, Decider, NodeAuthorize
 from apiserver.auth.gate import Gate, Limits
 from apiserver.auth.serviceaccount import DEFAULT_ISSUER, TokenVerifier, load_public_keys, load_signing_key
 from apiserver.controlplane import KubernetesService, advertised_port
-from apiserver.endpoints import metrics_proxy
+from apiserver.endpoints import aggregator
 from apiserver.endpoints.autoscaling_v1 import AutoscalingV1, with_v1
-from apiserver.endpoints.installer import Dispatch, WatchShortcut, build_router
+from apiserver.endpoints.installer import Dispatch, DispatchShortcut, WatchShortcut, build_router
 from apiserver.endpoints.responsewriters import json_response
 from apiserver.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from apiserver.metrics import ApiServerMetrics, RequestMetrics
@@ -49,10 +50,13 @@ from apiserver.registry.namespace import NamespaceStrategy
 from apiserver.registry.rbac_escalation import RbacPolicy
 from apiserver.registry.servicestorage import ServiceStore
 from apiserver.registry.token import LiveTokenValidator, TokenIssuer
+from apiserver.storage.cacher import CachedObject
 from apiserver.storage.encryptionconfig import EncryptionConfig
 from apiserver.storage.etcd import EtcdStorage, EtcdTLS, StorageError, TransformFailed
 from apiserver.storage.predicate import Predicate
+from apiserver.tracing import RequestTracing, TracedAuthenticator, TracedAuthorizer
 from apiserver.warning import WarningRecorder
+from machinery import tracing
 from machinery.api.resources import RESOURCES, group_versions
 from machinery.api.scheduling_v1 import SYSTEM_PRIORITY_CLASSES
 from machinery.podutil import pod_configmap_names, pod_secret_names
@@ -104,12 +108,15 @@ class ApiServerConfig:
     service_cluster_ip_range: str = "10.96.0.0/12"
     service_node_port_range: str = "30000-32767"
     service_repair_interval: float = 180.0  # upstream's repair controllers run every 3 minutes; 0 disables
-    # metrics.k8s.io proxied to a metrics-server (apiserver/endpoints/metrics_proxy.py): its URL, the
-    # front-proxy client certificate (upstream --proxy-client-cert-file/--proxy-client-key-file) and its CA
+    # metrics.k8s.io proxied to a metrics-server and road.minik8s.io to the road server
+    # (apiserver/endpoints/aggregator.py): their URLs and CAs, and the front-proxy client certificate
+    # (upstream --proxy-client-cert-file/--proxy-client-key-file)
     metrics_server_url: str | None = None
     proxy_client_cert_file: str | None = None
     proxy_client_key_file: str | None = None
     metrics_server_certificate_authority: str | None = None
+    road_server_url: str | None = None
+    road_server_certificate_authority: str | None = None
     aggregated_discovery: bool = True  # --feature-gates AggregatedDiscoveryEndpoint (GA since 1.30)
     request_metrics: bool = True  # False: the baseline of bench/metrics_bench.py (upstream always counts)
 
@@ -131,6 +138,9 @@ class CachedRbac:
     def objects(self) -> tuple[list[dict], list[dict], list[dict], list[dict]]:  # type: ignore[type-arg]
         lists = [[o.obj() for o in c.store.values()] for c in self.cachers]
         return lists[0], lists[1], lists[2], lists[3]
+
+    def synced(self) -> bool:
+        return all(c.ready.is_set() for c in self.cachers)
 
 
 class ApiServer:
@@ -162,7 +172,7 @@ class ApiServer:
         verifier = TokenVerifier(keys, (config.service_account_issuer,), audiences) if keys else None
         # every service-account token is checked against the live account (and bound pod)
         validator = LiveTokenValidator(self.stores[("", "serviceaccounts")], self.stores[("", "pods")])
-        self.authenticator = Authenticator(tokens, verifier, validator)
+        self.authenticator = Authenticator(tokens, verifier, validator, validator.lookup)
         self.token_issuer: TokenIssuer | None = None
         if config.service_account_signing_key_file:
             self.token_issuer = TokenIssuer(load_signing_key(config.service_account_signing_key_file),
@@ -183,7 +193,8 @@ class ApiServer:
             else:
                 raise ValueError(f"unknown authorization mode {mode!r} (known: AlwaysAllow, Node, RBAC)")
         self.authorizer = Authorizer(deciders)
-        self.reviews = [ReviewStore(info, self.authorizer) for info in RESOURCES if info.virtual]
+        self.reviews = [ReviewStore(info, self.authorizer, self.authenticator.review)
+                        for info in RESOURCES if info.virtual]
         # admission
         admission = "admissionregistration.k8s.io"
         self.admission = AdmissionChain(
@@ -223,6 +234,8 @@ class ApiServer:
         self.custom.admission = self.admission if config.admission_plugins else None
         self._bootstrapped = False
         self._priority_classes_made = False
+        self._priority_memo: tuple[tuple[CachedObject, ...], list[Obj]] = ((), [])
+        self._namespace_state_memo: dict[str, tuple[CachedObject, str]] = {}
         self._bootstrap_revisions: dict[tuple[str, str], int] = {}
 
     def _pod_node(self, namespace: str, name: str) -> str | None:
@@ -309,7 +322,14 @@ class ApiServer:
             raise
 
     def _priority_classes(self) -> list[Obj]:
-        return [o.obj() for o in list(self.stores[("scheduling.k8s.io", "priorityclasses")].cacher.store.values())]
+        """Every PriorityClass in the watch cache, decoded once per change of the cache (every pod create
+        asks for the default class): read-only, shared by the callers."""
+        current = tuple(self.stores[("scheduling.k8s.io", "priorityclasses")].cacher.store.values())
+        seen, decoded = self._priority_memo
+        if len(seen) != len(current) or any(a is not b for a, b in zip(seen, current, strict=True)):
+            decoded = [o.obj() for o in current]
+            self._priority_memo = (current, decoded)
+        return decoded
 
     def _cached_in(self, plural: str, namespace: str) -> list[Obj]:
         store = self.stores[("", plural)]
@@ -365,15 +385,22 @@ class ApiServer:
         if isinstance(strategy, NamespaceStrategy) and strategy.recently_deleted(namespace):
             cached = None
         if cached is not None:
+            memo = self._namespace_state_memo.get(namespace)
+            if memo is not None and memo[0] is cached:  # the same cached object: decoded before
+                return memo[1]
             obj = cached.obj()
         else:
             try:
                 obj = await self.namespaces.get(None, namespace)
             except errors.ApiError:
                 return None
-        if obj["metadata"].get("deletionTimestamp"):
-            return "Terminating"
-        return (obj.get("status") or {}).get("phase") or "Active"
+        state = "Terminating" if obj["metadata"].get("deletionTimestamp") else \
+            (obj.get("status") or {}).get("phase") or "Active"
+        if cached is not None:
+            if len(self._namespace_state_memo) >= 4096:
+                self._namespace_state_memo.clear()
+            self._namespace_state_memo[namespace] = (cached, state)
+        return state
 
     async def start(self) -> None:
         for store in self.stores.values():
@@ -452,11 +479,10 @@ class ApiServer:
                     return 0
                 raise
             return int(created["metadata"]["resourceVersion"])
-        if not bootstrap.needs_update(existing, wanted):
+        update = bootstrap.reconciled(existing, wanted)
+        if update is None:
             return 0
-        field_name = "rules" if wanted["kind"] == "ClusterRole" else "subjects"
-        updated = await store.update(None, name, {**existing, field_name: copy.deepcopy(wanted[field_name])},
-                                     WriteOptions())
+        updated = await store.update(None, name, update, WriteOptions())
         return int(updated["metadata"]["resourceVersion"])
 
     async def _ensure_system_namespaces(self) -> None:
@@ -552,11 +578,20 @@ def _error_response(request: Request, e: Exception) -> Response:
     return _status_response(errors.internal(f"{type(e).__name__}: {e}"))
 
 
+def _static(document: dict[str, Any]) -> Callable[[], Awaitable[Response]]:
+    """A route that answers one fixed document (an aggregated group's discovery)."""
+    async def endpoint() -> Response:
+        return json_response(document)
+    return endpoint
+
+
 def create_app(config: ApiServerConfig) -> FastAPI:
     server = ApiServer(config)
-    metrics = (metrics_proxy.MetricsProxy(config.metrics_server_url, config.proxy_client_cert_file,
-                                          config.proxy_client_key_file, config.metrics_server_certificate_authority)
-               if config.metrics_server_url else None)
+    proxies = [aggregator.Proxy(api, url, config.proxy_client_cert_file, config.proxy_client_key_file, ca)
+               for api, url, ca in ((aggregator.METRICS, config.metrics_server_url,
+                                     config.metrics_server_certificate_authority),
+                                    (aggregator.ROAD, config.road_server_url, config.road_server_certificate_authority))
+               if url]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -570,25 +605,33 @@ def create_app(config: ApiServerConfig) -> FastAPI:
             yield
         finally:
             await server.stop()
-            if metrics is not None:
-                await metrics.close()
+            for proxy in proxies:
+                await proxy.close()
 
     app = FastAPI(title="minik8s apiserver", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     app.state.server = server
     app.add_middleware(AutoscalingV1)  # innermost: autoscaling/v1 HPAs through the v2 handlers
+    served: dict[str, Dispatch] = {}  # the built-in group-versions' dispatches, filled below
+    app.add_middleware(DispatchShortcut, served=served, error_response=_error_response)
     app.add_middleware(WarningRecorder)  # inside the gate: it reads the request's audit context
     watch_dispatchers: dict[str, Dispatch] = {}  # filled by build_router below
     server.custom.watch_dispatchers = watch_dispatchers  # and by the custom resources' registry
     # right inside the gate, outside the recorder: a watch records no warnings (no admission runs), and
     # the recorder's frame and closure would stay for as long as each watch streams
     app.add_middleware(WatchShortcut, dispatchers=watch_dispatchers, error_response=_error_response)
-    app.add_middleware(Gate, authenticator=server.authenticator, authorizer=server.authorizer,
+    traced = tracing.TRACER is not None  # --tracing-config-file: spans of requests (apiserver/tracing.py)
+    app.add_middleware(Gate, authenticator=cast(Authenticator, TracedAuthenticator(server.authenticator)) if traced
+                       else server.authenticator,
+                       authorizer=cast(Authorizer, TracedAuthorizer(server.authorizer)) if traced
+                       else server.authorizer,
                        auditor=server.auditor,
                        limits=Limits(config.max_requests_inflight, config.max_mutating_requests_inflight,
                                      config.request_timeout))
     request_metrics = ApiServerMetrics()
     if config.request_metrics:  # outermost: a request the gate refuses is counted too
         app.add_middleware(RequestMetrics, metrics=request_metrics)
+    if traced:  # outermost: the span covers the whole chain, refusals too
+        app.add_middleware(RequestTracing)
 
     @app.exception_handler(errors.ApiError)
     async def api_error(request: Request, e: errors.ApiError) -> Response:
@@ -629,10 +672,10 @@ def create_app(config: ApiServerConfig) -> FastAPI:
             return None
         document = discovery_aggregated.group_discovery_list(version, core, server.custom.infos(),
                                                              server.custom.groups())
-        if not core:  # what is served beside the registry: autoscaling/v1 and the metrics-server's group
+        if not core:  # what is served beside the registry: autoscaling/v1 and the aggregated groups
             discovery_aggregated.add_version_alias(document, "autoscaling", "v2", "v1")
-            if metrics is not None:
-                document["items"].append(discovery_aggregated.group_from_resource_list(metrics_proxy.RESOURCE_LIST))
+            for proxy in proxies:
+                document["items"].append(discovery_aggregated.group_from_resource_list(proxy.api.resource_list))
         return Response(orjson.dumps(document), media_type=discovery_aggregated.content_type(version),
                         headers={"Vary": "Accept"})
 
@@ -648,21 +691,18 @@ def create_app(config: ApiServerConfig) -> FastAPI:
         if found is not None:
             return found
         groups = with_v1(discovery.api_group_list(server.custom.groups()))
-        if metrics is not None:
-            groups["groups"].append(metrics_proxy.API_GROUP_ENTRY)
+        for proxy in proxies:
+            groups["groups"].append(proxy.api.api_group_entry)
         return json_response(groups)
 
-    if metrics is not None:  # before /apis/{group}/...: these paths are the metrics-server's
-        @app.get(f"/apis/{metrics_proxy.GROUP}", include_in_schema=False)
-        @app.get(f"/apis/{metrics_proxy.GROUP}/", include_in_schema=False)
-        async def get_metrics_group() -> Response:
-            return json_response({"kind": "APIGroup", "apiVersion": "v1", **metrics_proxy.API_GROUP_ENTRY})
-
-        @app.get(f"/apis/{metrics_proxy.GROUP_VERSION}", include_in_schema=False)
-        async def get_metrics_resources() -> Response:
-            return json_response(metrics_proxy.RESOURCE_LIST)
-
-        app.add_api_route(f"/apis/{metrics_proxy.GROUP_VERSION}/{{path:path}}", metrics, methods=["GET", "HEAD"],
+    for proxy in proxies:  # before /apis/{group}/...: these paths are the aggregated servers'
+        api = proxy.api
+        group_document = _static({"kind": "APIGroup", "apiVersion": "v1", **api.api_group_entry})
+        for path in (f"/apis/{api.group}", f"/apis/{api.group}/"):
+            app.add_api_route(path, group_document, methods=["GET"], include_in_schema=False)
+        app.add_api_route(f"/apis/{api.group_version}", _static(api.resource_list), methods=["GET"],
+                          include_in_schema=False)
+        app.add_api_route(f"/apis/{api.group_version}/{{path:path}}", proxy, methods=["GET", "HEAD"],
                           include_in_schema=False)
 
     @app.get("/api/{version}", include_in_schema=False)
@@ -738,6 +778,7 @@ def create_app(config: ApiServerConfig) -> FastAPI:
                   for i in group_versions()[group_version]]
         app.include_router(build_router(stores, config.min_request_timeout,  # type: ignore[arg-type]
                                         watch_dispatchers))
+    served.update(watch_dispatchers)  # no custom resource is served yet: these are the routers above
 
     # custom resources: every group-version no router above serves (upstream's crdHandler, the
     # apiextensions-apiserver's delegate)

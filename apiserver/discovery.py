@@ -20,6 +20,7 @@ _SUBRESOURCE_VERBS = {
     "ephemeralcontainers": ["get", "patch", "update"],
     "attach": ["create", "get"],
     "portforward": ["create", "get"],
+    "proxy": ["create", "delete", "get", "patch", "update"],
 }
 
 

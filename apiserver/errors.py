@@ -24,8 +24,9 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
         }
+        if self.reason:  # upstream's omitempty: an error that is no Status has none (StatusReasonUnknown)
+            body["reason"] = self.reason
         if self.details is not None:  # upstream's pointer: an empty one is written as {}
             body["details"] = self.details
         body["code"] = self.code  # after details: upstream's field order (meta/v1 Status), which some clients compare

@@ -173,22 +173,30 @@ class RequestMetrics:
             gauges, gauge = metrics.longrunning, (verb, *key[2:])
         else:
             gauges, gauge = metrics.inflight, "readOnly" if info.read_only else "mutating"
-        code = 0
-
-        async def send_wrapper(message: Message) -> None:
-            nonlocal code
-            kind = message["type"]
-            if kind == "http.response.start":
-                code = message["status"]
-            elif kind == "websocket.accept":
-                code = 101
-            elif kind == "websocket.close" and not code:
-                code = 403  # refused before the upgrade, as the gate refuses a websocket
-            await send(message)
-
+        sender = _CodeNotingSend(send)  # slots, not a closure: a watch holds it as long as it streams
         gauges[gauge] = gauges.get(gauge, 0) + 1
         try:
-            await self.app(scope, receive, send_wrapper)
+            await self.app(scope, receive, sender)
         finally:
             gauges[gauge] -= 1
-            metrics.observe(key, str(code or 500), None if long_running else time.perf_counter() - started)
+            metrics.observe(key, str(sender.code or 500), None if long_running else time.perf_counter() - started)
+
+
+class _CodeNotingSend:
+    """A request's send, noting the response's code."""
+
+    __slots__ = ("code", "send")
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.code = 0
+
+    async def __call__(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            self.code = message["status"]
+        elif kind == "websocket.accept":
+            self.code = 101
+        elif kind == "websocket.close" and not self.code:
+            self.code = 403  # refused before the upgrade, as the gate refuses a websocket
+        await self.send(message)

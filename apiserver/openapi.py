@@ -601,7 +601,7 @@ def _subresource_paths(info: ResourceInfo, sub: str, sub_kind: str, base: str, s
             op("patch", "patch", "patch", f"partially update {sub} of the specified {info.kind}", title,
                gvk=gvk, params=_PATCH_PARAMS, body=PATCH, responses=responses, consumes=PATCH_CONTENT_TYPES),
         ])]
-    if sub_kind:  # binding: create only
+    if sub_kind and sub != "proxy":  # binding: create only
         model = _find_kind(sub_kind, info.model)
         if model is None or model not in catalog.by_model:
             return []
@@ -623,7 +623,7 @@ def _subresource_paths(info: ResourceInfo, sub: str, sub_kind: str, base: str, s
         op(method, f"connect:{method.capitalize()}", "connect",
            f"connect {method.upper()} requests to {sub} of {info.kind}", title, gvk=connect_gvk,
            params=_CONNECT_PARAMS.get(sub, ()), responses={"200": _TEXT}, produces=("*/*",))
-        for method in ("get", "post")
+        for method in (("get", "post", "put", "patch", "delete") if sub == "proxy" else ("get", "post"))
     ])]
 
 

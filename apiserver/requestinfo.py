@@ -125,7 +125,7 @@ def resolve(method: str, path: str, namespaced: frozenset[str], watch: bool = Fa
     namespace = None
     if len(parts) >= 3 and parts[0] == "namespaces" and parts[2] in namespaced:
         namespace, parts = parts[1], parts[2:]
-    if not parts or len(parts) > 3:
+    if not parts or (len(parts) > 3 and parts[2] != "proxy"):  # {name}/proxy/{path...}: the path is the target's
         return None
     resource = parts[0]
     name = parts[1] if len(parts) > 1 else None
@@ -148,10 +148,14 @@ def _namespaced_by_group_version() -> dict[tuple[str, str], frozenset[str]]:
 
 
 _GROUP_VERSIONS = _namespaced_by_group_version()
-# metrics.k8s.io, served by the metrics-server behind the apiserver (apiserver/endpoints/metrics_proxy.py): its
+# metrics.k8s.io, served by the metrics-server behind the apiserver (apiserver/endpoints/aggregator.py): its
 # paths are resource requests too, authorized as nodes.metrics.k8s.io and pods.metrics.k8s.io (not as
 # discovery's `/apis/*`)
 _GROUP_VERSIONS[("metrics.k8s.io", "v1beta1")] = frozenset({"pods"})
+# road.minik8s.io, served by the road server behind the apiserver: the road of a namespaced object is
+# namespaced (authorized as e.g. deployments.road.minik8s.io in that namespace)
+_GROUP_VERSIONS[("road.minik8s.io", "v1alpha1")] = frozenset(
+    info.plural for info in RESOURCES if info.namespaced and not info.virtual)
 # autoscaling/v1 HorizontalPodAutoscalers, served from the v2 storage (apiserver/endpoints/autoscaling_v1.py)
 _GROUP_VERSIONS[("autoscaling", "v1")] = frozenset({"horizontalpodautoscalers"})
 

@@ -15,7 +15,16 @@ from typing import Any
 
 import uvicorn
 
+from apiserver.endpoints.resourceproxy import UPGRADE_PATH
 from machinery.tls import TLSHttpProtocol, TLSWebSocketProtocol, idle_timeout, tls_options
+
+
+class ApiserverHttpProtocol(TLSHttpProtocol):
+    """The apiserver's HTTP protocol (plain or TLS): a websocket to a pods/services/nodes proxy reaches the app as
+    an Upgrade, which it splices to the backend's websocket byte for byte (upstream's UpgradeAwareHandler), rather
+    than uvicorn's websocket protocol (exec, attach and port-forward, which the apiserver bridges itself)."""
+
+    raw_websocket_pattern = UPGRADE_PATH
 
 
 @dataclass
@@ -23,13 +32,20 @@ class Listener:
     host: str
     port: int
     ssl_context: ssl.SSLContext | None = None
+    # SETTINGS_MAX_CONCURRENT_STREAMS for clients that chose h2 by ALPN (the context offers it or not):
+    # --http2-max-streams-per-connection, 0 for Go's default (250)
+    http2_max_streams: int = 0
 
 
 def _config(app: Any, listener: Listener, lifespan: bool) -> uvicorn.Config:
     # the plain port gets the header limits too (its peer certificate is always None)
-    kwargs: dict[str, Any] = {"http": TLSHttpProtocol, "ws": TLSWebSocketProtocol}
+    kwargs: dict[str, Any] = {"http": ApiserverHttpProtocol, "ws": TLSWebSocketProtocol}
     if listener.ssl_context is not None:
-        kwargs.update(tls_options(listener.ssl_context))
+        http: type[TLSHttpProtocol] = ApiserverHttpProtocol
+        if listener.http2_max_streams:
+            http = type("ApiserverHttpProtocol", (ApiserverHttpProtocol,),
+                        {"http2_max_streams": listener.http2_max_streams})
+        kwargs.update(tls_options(listener.ssl_context, http))
     return uvicorn.Config(app, host=listener.host, port=listener.port, log_level="warning", access_log=False,
                           timeout_graceful_shutdown=2, lifespan="on" if lifespan else "off",
                           timeout_keep_alive=idle_timeout(),  # type: ignore[arg-type]  # call_later takes a float

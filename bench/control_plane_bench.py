@@ -114,7 +114,7 @@ class Profiler:
                 self.proc.wait(5)
 
 
-PROFILE_DIRS = ("controllers/", "scheduler/", "machinery/")
+PROFILE_DIRS = ("apiserver/", "controllers/", "scheduler/", "kubelet/", "machinery/", "bench/")
 
 
 def hot_frames(folded: str, top: int = 15) -> dict[str, Any]:

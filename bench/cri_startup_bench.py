@@ -9,8 +9,11 @@ default runtime) and a containerd of the node's own (containerd_node: containerd
 imported from Docker), each handed a podCIDR with UpdateRuntimeConfig as a kubelet does. Per N = 1, 10, 30
 pods (5, 3, 2 repetitions), N pods are started at once, each as the kubelet's SyncPod starts a new pod:
 RunPodSandbox (pause + CNI network) → CreateContainer (minik8s/httpd:1) → StartContainer, timed per pod and
-per batch. The baseline, interleaved with them in the same repetitions: raw Docker, the pause container
-with `--network none` then httpd in its namespaces (bench.pod_startup_bench's raw pod: no CNI).
+per batch; the container gets the CPU weight the kubelet gives a BestEffort pod's (cpu_shares 2, as the
+shim gives every sandbox). The baseline, interleaved with them in the same repetitions: raw Docker, the
+pause container on Docker's default bridge (a veth and an address, as CNI gives a sandbox) then httpd in
+its namespaces, both at that weight (bench.pod_startup_bench's raw pod), and plain `docker run` (no
+network, Docker's default weight: less than a pod), whose ratio is in the JSON beside.
 
 Ratios: each runtime ÷ raw Docker, and containerd ÷ Docker shim. Everything made is removed at the end,
 also on failure, SIGTERM or the time limit. Results to _output/bench/cri_startup.json.
@@ -38,6 +41,7 @@ import grpc
 
 from bench.apiserver_bench import background_load, render_table
 from bench.pod_startup_bench import (
+    BEST_EFFORT_CPU_SHARES,
     RAW_LABEL,
     Deadline,
     int_list,
@@ -93,7 +97,9 @@ class CriRuntime:
         created = await self.runtime.CreateContainer(pb.CreateContainerRequest(
             pod_sandbox_id=sandbox_id, sandbox_config=sandbox, config=pb.ContainerConfig(
                 metadata=pb.ContainerMetadata(name="web"), image=pb.ImageSpec(image=HTTPD), log_path="web/0.log",
-                labels={"io.minik8s.managed": "true"})), timeout=120)
+                labels={"io.minik8s.managed": "true"},
+                linux=pb.LinuxContainerConfig(resources=pb.LinuxContainerResources(
+                    cpu_shares=BEST_EFFORT_CPU_SHARES)))), timeout=120)
         await self.runtime.StartContainer(pb.StartContainerRequest(container_id=created.container_id), timeout=120)
         return time.monotonic() - started
 
@@ -118,21 +124,22 @@ class Bench:
         self.docker = docker.APIClient()
         self.pool = concurrent.futures.ThreadPoolExecutor(32)
         self.runtimes: dict[str, CriRuntime] = {}
-        self.results: JSONDict = {"raw_docker": {}, **{name: {} for name in args.runtimes}}
+        self.results: JSONDict = {"raw_docker": {}, "raw_docker_plain": {},
+                                  **{name: {} for name in args.runtimes}}
         self.errors: dict[str, str] = {}
 
     # -- raw docker, as bench.pod_startup_bench measures it
 
-    def raw_pod(self, name: str) -> float:
-        return raw_docker_pod(self.docker, name, self.tag)
+    def raw_pod(self, name: str, like_a_pod: bool = True) -> float:
+        return raw_docker_pod(self.docker, name, self.tag, like_a_pod)
 
     def raw_cleanup(self) -> None:
         remove_raw_docker_pods(self.docker, self.pool, self.tag)
 
-    async def raw_batch(self, count: int, run: str) -> tuple[list[float], float]:
+    async def raw_batch(self, count: int, run: str, like_a_pod: bool = True) -> tuple[list[float], float]:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
-        per_pod = await asyncio.gather(*(loop.run_in_executor(self.pool, self.raw_pod, f"{run}-{i}")
+        per_pod = await asyncio.gather(*(loop.run_in_executor(self.pool, self.raw_pod, f"{run}-{i}", like_a_pod)
                                          for i in range(count)))
         batch = time.monotonic() - started
         await loop.run_in_executor(self.pool, self.raw_cleanup)
@@ -162,6 +169,9 @@ class Bench:
                 # interleaved, so drifting machine load touches every runtime alike
                 per_pod, batch = await self.raw_batch(count, f"mk8s-bench-raw-{self.tag}-{count}-{rep}")
                 runs["raw_docker"].append({"per_pod_s": [round(v, 4) for v in per_pod], "batch_s": round(batch, 4)})
+                per_pod, batch = await self.raw_batch(count, f"mk8s-bench-raw-{self.tag}-{count}-{rep}n", False)
+                runs["raw_docker_plain"].append({"per_pod_s": [round(v, 4) for v in per_pod],
+                                                      "batch_s": round(batch, 4)})
                 for name, runtime in self.runtimes.items():
                     try:
                         per_pod, batch = await self.cri_batch(runtime, count, f"p{self.tag}-{count}-{rep}")
@@ -179,13 +189,15 @@ class Bench:
         out = []
         for count in map(str, self.args.counts):
             raw = self.results["raw_docker"].get(count, {})
+            bare = self.results["raw_docker_plain"].get(count, {})
             for name in self.args.runtimes:
                 mine = self.results[name].get(count, {})
                 for kind in ("per_pod", "batch"):
                     value = mine.get(kind, {}).get("p50")
                     base = raw.get(kind, {}).get("p50")
                     out.append({"count": int(count), "runtime": name, "kind": kind, "p50_s": value,
-                                "raw_docker_p50_s": base, "ratio_vs_raw": _round(ratio(value, base))})
+                                "raw_docker_p50_s": base, "ratio_vs_raw": _round(ratio(value, base)),
+                                "ratio_vs_raw_plain": _round(ratio(value, bare.get(kind, {}).get("p50")))})
             if {"docker", "containerd"} <= set(self.args.runtimes):
                 for kind in ("per_pod", "batch"):
                     c = self.results["containerd"].get(count, {}).get(kind, {}).get("p50")

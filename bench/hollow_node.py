@@ -40,6 +40,7 @@ class HollowKubelet(Kubelet):
 
     def __init__(self, config: KubeletConfig) -> None:
         self.fake = FakeRuntime()
+        config.cgroups_per_qos = False  # its pods are no processes: no cgroups on this host for them
         # a unix socket path must stay short (108 bytes): not under the (long) state dir
         self.socket_dir = Path(tempfile.mkdtemp(prefix="hollow-cri-"))
         config.container_runtime_endpoint = config.image_service_endpoint = f"unix://{self.socket_dir}/cri.sock"

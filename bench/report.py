@@ -58,6 +58,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               what="Secret creates with encryption at rest (aescbc) on vs off, same run (issue 12)"),
     Benchmark("metrics", "bench.metrics_bench", "metrics.json",
               what="ConfigMap creates with the apiserver's request metrics on vs off, same run (issue 15)"),
+    Benchmark("tracing", "bench.tracing_bench", "tracing.json", quick_args=("--quick", "--pods", "5"),
+              what="ConfigMap creates and pod start-up with OpenTelemetry tracing on vs off, same run (issue 15)"),
     # (a) of the control-plane bench is the scheduler bench at 100x1000, which the sweep below runs
     Benchmark("control_plane", "bench.control_plane_bench", "control_plane.json", ("--skip-scheduler",),
               ("--skip-scheduler", "--nodes", "10", "--replicas", "100", "--verb-requests", "200"),
@@ -68,6 +70,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("pod_startup", "bench.pod_startup_bench", "pod_startup.json",
               ("--counts", "1,10,30,100", "--reps", "5,3,2,1"), ("--quick",),
               what="create → Running on two real kubelets vs raw docker run; Deployment; kubelet RSS (issue 4)"),
+    Benchmark("pod_startup_dns", "bench.pod_startup_bench", "pod_startup_dns.json",
+              ("--cluster-dns", "10.96.0.10", "--pods-only", "--counts", "1,10,30", "--reps", "5,3,2"),
+              ("--cluster-dns", "10.96.0.10", "--pods-only", "--quick"),
+              what="create → Running on two real kubelets run with --cluster-dns as local-up runs them vs raw docker "
+                   "run (issues 16 and 19)"),
     Benchmark("pod_startup_containerd", "bench.pod_startup_bench", "pod_startup_containerd.json",
               ("--runtime", "containerd", "--counts", "1,10,30", "--reps", "5,3,2"),
               ("--runtime", "containerd", "--quick"),
@@ -80,7 +87,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               ("--hollow", "10"), ("--hollow", "10", "--quick"),
               what="create → Running for 10/100/1,000 pods on 10 hollow kubelets (bench/hollow_node.py)"),
     Benchmark("watch_memory", "bench.watch_memory_bench", "watch_memory.json",
-              what="apiserver RSS per concurrent HTTPS watch at 200 and 1,000, and per idle connection (issue 10)"),
+              what="apiserver RSS per concurrent HTTPS watch at 200 and 1,000, and per idle connection; the same "
+                   "watches multiplexed on HTTP/2 (issue 10)"),
     Benchmark("dos", "bench.dos_bench", "dos.json",
               what="64 clients' GET p99 under a 100 MB header + 100 slow-header attack; leases kept (issue 10)"),
     Benchmark("proxy", "bench.proxy_bench", "proxy.json", ("--sizes", "10,100,1000"), ("--quick",),
@@ -130,6 +138,20 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("ingress", "bench.ingress_bench", "ingress.json",
               what="requests/s through an Ingress (the host's nginx, python -m ingress_nginx) ÷ straight to the pod, "
                    "same run; EndpointSlice change → routed through nginx (issue 18)"),
+    Benchmark("resource_proxy", "bench.resource_proxy_bench", "resource_proxy.json",
+              what="pods/proxy: apiserver CPU per GET of a 110 KiB page of 2,000 links as text/html (links rewritten) "
+                   "÷ as text/plain (streamed), websocket echo throughput through the splice ÷ straight (issue 18)"),
+    Benchmark("road", "bench.road_bench", "road.json",
+              what="road latency: a span ends in a component → its step in `mkubectl road --follow`, p99; baseline "
+                   "a watch straight on the road server, same samples (issue 15)"),
+    Benchmark("informer_memory", "bench.informer_memory_bench", "informer_memory.json",
+              what="KB per Pod in one informer cache (tracemalloc) and CPU per watch event: as decoded vs "
+                   "managedFields stripped, shared fields sets, interned strings and shared sub-objects, same run "
+                   "(issue 19)"),
+    Benchmark("density", "bench.density_bench", "density.json", ("--sizes", "20,100,300"), ("--quick",),
+              what="density, kubemark-style: 20/100/300 hollow nodes (bench/hollow_nodes.py), 30 pods per node "
+                   "through Deployments of 100 at 100 pods/s: pod start-up p50/p99, API p99 per verb and "
+                   "resource, scheduler throughput, CPU and RSS per component, etcd size (issue 19)"),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
@@ -148,19 +170,23 @@ class Target:
 
 TARGETS: dict[str, Target] = {
     "apiserver.creates": Target(2, True, 1000, "/s", "≥ 1,000 pod creates/s"),
-    "apiserver.create_ratio": Target(2, True, 0.20, "ratio", "≥ 20% of the raw etcd put rate"),
+    # issue 2 asked ≥ 20% of the raw put rate and ≤ 150 MB; issue 19 asks ≥ 40% and ≤ 120 MB
+    "apiserver.create_ratio": Target(19, True, 0.40, "ratio", "≥ 40% of the raw etcd put rate"),
     "apiserver.paced_p99": Target(2, False, 50, "ms", "p99 create ≤ 50 ms at 200 creates/s"),
     "apiserver.watch_p99": Target(2, False, 100, "ms", "100 watchers get a write within p99 ≤ 100 ms"),
-    "apiserver.rss_held": Target(2, False, 150, "MB", "apiserver RSS ≤ 150 MB holding 10,000 pods"),
+    "apiserver.rss_held": Target(19, False, 120, "MB", "apiserver RSS ≤ 120 MB holding 10,000 pods"),
     "scheduler.100x1000.window": Target(3, True, 500, "pods/s", "≥ 500 pods/s bound, 100 nodes, 1,000 pods"),
     "control_plane.deployment": Target(3, False, 10, "s", "1,000-replica Deployment apply → all bound ≤ 10 s"),
     "control_plane.rss.controller-manager": Target(3, False, 100, "MB", "controller-manager RSS ≤ 100 MB"),
     "control_plane.rss.scheduler": Target(3, False, 100, "MB", "scheduler RSS ≤ 100 MB"),
     "pod_startup.deployment": Target(4, False, 1.0, "s", "3-replica Deployment apply → all Running p50 ≤ 1.0 s"),
-    # issue 4 asked ≤ 1.5x with the kubelet on Docker directly; through CRI and the Docker shim issue 16 asks ≤ 1.35x
-    **{f"pod_startup.{count}.{kind}_ratio": Target(16, False, 1.35, "x", "startup via CRI (Docker shim) ≤ 1.35x raw "
-                                                                         "Docker")
-       for count in (1, 10, 30) for kind in ("per_pod", "batch")},
+    # issue 4 asked ≤ 1.5x with the kubelet on Docker directly; through CRI and the Docker shim issue 16 asks ≤ 1.35x,
+    # and issue 19 ≤ 1.2x at 10 and 30 pods; the same with --cluster-dns set, as local-up runs the kubelets
+    **{f"{run}.{count}.{kind}_ratio": Target(16, False, 1.35, "x", "startup via CRI (Docker shim) ≤ 1.35x raw Docker")
+       for run in ("pod_startup", "pod_startup_dns") for count in (1,) for kind in ("per_pod", "batch")},
+    **{f"{run}.{count}.{kind}_ratio": Target(19, False, 1.2, "x", "startup via CRI (Docker shim) ≤ 1.2x raw Docker at "
+                                                                  "10 and 30 pods")
+       for run in ("pod_startup", "pod_startup_dns") for count in (10, 30) for kind in ("per_pod", "batch")},
     "pod_startup.kubelet_rss": Target(4, False, 100, "MB", "kubelet RSS ≤ 100 MB with 30 pods"),
     **{f"pod_startup_containerd.{count}.{kind}_ratio": Target(16, False, 1.35, "x",
                                                               "startup via CRI ≤ 1.35x raw Docker")
@@ -171,12 +197,20 @@ TARGETS: dict[str, Target] = {
     "auth.throughput_cost": Target(10, False, 10, "%", "the chain (PodSecurity enforcing baseline incl.) costs ≤ 10% "
                                                        "of throughput"),
     "secrets.create_ratio": Target(12, True, 0.8, "ratio", "Secret creates/s with encryption on ÷ off ≥ 0.8"),
+    "road.latency_p99": Target(15, False, 0.5, "s", "a step happens → it appears in mkubectl road --follow: "
+                                                   "p99 ≤ 500 ms"),
     "metrics.create_ratio": Target(15, True, 0.95, "ratio", "creates/s with tracing and metrics on ÷ off: cost ≤ 5%"),
+    "tracing.create_ratio_default": Target(15, True, 0.95, "ratio", "creates/s with tracing on (default sampling) "
+                                                                    "÷ off: cost ≤ 5%"),
+    "tracing.create_ratio": Target(15, True, 0.95, "ratio", "creates/s with tracing on (every request sampled) ÷ "
+                                                            "off: cost ≤ 5%"),
+    "tracing.startup_ratio": Target(15, False, 1.05, "x", "pod start-up p50 with tracing on ÷ off: cost ≤ 5%"),
     "storage.volumes_ratio": Target(12, False, 1.3, "x", "pod start with 3 configMap/secret volumes and a PVC "
                                                         "≤ 1.3x the same pod without volumes"),
     "storage.claim_to_running": Target(12, False, 2.0, "s", "claim created → bound and pod Running p50 ≤ 2 s "
                                                            "on a warm node"),
     "watch_memory.kb_per_watch": Target(10, False, 20, "KB", "RSS per watch at 1,000 concurrent watches ≤ 20 KB"),
+    "watch_memory.h2_kb_per_watch": Target(10, False, 20, "KB", "RSS per watch at 1,000 concurrent watches ≤ 20 KB"),
     "dos.p99": Target(10, False, 2.0, "x", "GET p99 under the attack ≤ 2x without it"),
     "dos.leases_lost": Target(10, False, 0, "components", "no component loses its lease"),
     "etcd_failover.stall": Target(10, False, 1.0, "s", "write stall when the apiserver's etcd leader is killed ≤ 1 s"),
@@ -201,6 +235,14 @@ TARGETS: dict[str, Target] = {
     "crd.cr_vs_pod": Target(14, True, 0.8, "x", "custom-object creates/s ÷ Pod creates/s ≥ 0.8"),
     "guestbook.rollout_success": Target(17, True, 100, "%", "request success rate during the frontend's rolling "
                                                             "update = 100%"),
+    # issue 19: upstream's SLOs and thresholds, at 1,000 nodes / 30,000 pods (smaller sizes: "n/a")
+    "density.startup_p99": Target(19, False, 5.0, "s", "pod start-up p99 ≤ 5 s at 1,000 nodes / 30,000 pods"),
+    "density.mutating_p99": Target(19, False, 1.0, "s", "mutating API call p99 ≤ 1 s (every verb and resource) "
+                                                        "at 1,000 nodes"),
+    "density.scheduler": Target(19, True, 1000, "pods/s", "scheduler ≥ 1,000 pods/s at 1,000 nodes"),
+    "density.rss.apiserver": Target(19, False, 400, "MB", "apiserver RSS ≤ 400 MB at 30,000 pods"),
+    "density.rss.controller-manager": Target(19, False, 200, "MB", "controller-manager RSS ≤ 200 MB at 30,000 pods"),
+    "density.rss.scheduler": Target(19, False, 200, "MB", "scheduler RSS ≤ 200 MB at 30,000 pods"),
 }
 
 
@@ -297,6 +339,26 @@ def watch_memory_figures(d: JSONDict) -> list[Figure]:
                           note="a second, fresh apiserver: the floor each watch pays for its own connection"))
         out.append(Figure("watch_memory.own", "watch memory", "what a watch adds over its idle connection",
                           d.get("own_kb_per_watch"), "KB"))
+    if d.get("openssl_kb_per_connection") is not None:
+        out.append(Figure("watch_memory.openssl", "watch memory",
+                          "OpenSSL's own memory per server-side TLS connection (client certificate, handshake done)",
+                          d.get("openssl_kb_per_connection"), "KB",
+                          note="in the bench's process, glibc mallinfo2 over 300 connections on memory BIOs: the part "
+                               "of each connection's floor outside the apiserver's Python"))
+    h2 = d.get("http2") or {}
+    h2_steps = h2.get("steps") or []
+    if h2_steps:
+        h2_top, h2_base = h2_steps[-1], h2.get("baseline_rss_kb") or 0
+        out.append(Figure("watch_memory.h2_kb_per_watch", "watch memory",
+                          f"apiserver RSS per watch, {h2_top['watches']:,} concurrent watches on HTTP/2",
+                          h2.get("kb_per_watch"), "KB", baseline_label="the same watches over HTTP/1.1",
+                          baseline=d.get("kb_per_watch"),
+                          ratio=(h2["kb_per_watch"] / d["kb_per_watch"]) if d.get("kb_per_watch") else None,
+                          note=f"a third, fresh apiserver: RSS {h2_base / 1024:.1f} → "
+                               f"{h2_top['rss_kb'] / 1024:.1f} MB; "
+                               f"the watches multiplexed on {h2.get('connections')} TLS connections (h2 by ALPN, 250 "
+                               f"streams each), as client-go multiplexes them",
+                          full_size=h2_top["watches"] == 1000))
     return out
 
 
@@ -325,6 +387,22 @@ def secrets_figures(d: JSONDict) -> list[Figure]:
     return out
 
 
+def informer_memory_figures(d: JSONDict) -> list[Figure]:
+    variants = d.get("variants") or {}
+    base = variants.get(d.get("baseline") or "") or {}
+    out = []
+    for name, v in variants.items():
+        if name == d.get("baseline"):
+            continue
+        out.append(Figure(f"informer_memory.{name}", "informer memory",
+                          f"KB per Pod in one informer cache, {name}", v.get("kb_per_pod"), "KB",
+                          f"{d.get('baseline')} (same run)", base.get("kb_per_pod"),
+                          _ratio(v.get("kb_per_pod"), base.get("kb_per_pod")),
+                          f"{d.get('pods'):,} density pods; CPU per watch event {v.get('us_per_event')} µs vs "
+                          f"{base.get('us_per_event')} µs ({v.get('cpu_ratio')}x)"))
+    return out
+
+
 def metrics_figures(d: JSONDict) -> list[Figure]:
     out = []
     for label, s in (d.get("summary") or {}).items():
@@ -333,6 +411,26 @@ def metrics_figures(d: JSONDict) -> list[Figure]:
                           _ratio(s.get("on"), s.get("off"))))
     out.append(Figure("metrics.create_ratio", "metrics", "ConfigMap creates/s, request metrics on ÷ off",
                       d.get("create_ratio"), "ratio"))
+    return out
+
+
+def tracing_figures(d: JSONDict) -> list[Figure]:
+    out = []
+    for label, s in ((d.get("creates") or {}).get("summary") or {}).items():
+        for mode in ("on-default", "on-all"):
+            out.append(Figure(f"tracing.{mode}.{label}", "tracing", f"{label}, tracing {mode}", s.get(mode),
+                              _unit_of(label), "tracing off (same run)", s.get("off"),
+                              _ratio(s.get(mode), s.get("off"))))
+    out.append(Figure("tracing.create_ratio_default", "tracing",
+                      "ConfigMap creates/s, tracing on (samplingRatePerMillion 0) ÷ off",
+                      d.get("create_ratio_default"), "ratio"))
+    out.append(Figure("tracing.create_ratio", "tracing",
+                      "ConfigMap creates/s, tracing on (every request sampled) ÷ off", d.get("create_ratio"), "ratio"))
+    startup = d.get("startup") or {}
+    p50 = startup.get("p50_s") or {}
+    out.append(Figure("tracing.startup_ratio", "tracing", "pod start-up (POST → Running) p50, tracing on (every span)",
+                      p50.get("on"), "s", "tracing off (same run)", p50.get("off"), d.get("startup_ratio"),
+                      note=f"{startup.get('rounds')} rounds of {startup.get('pods')} pods"))
     return out
 
 
@@ -393,18 +491,22 @@ def scheduler_figures(d: JSONDict) -> list[Figure]:
     return out
 
 
-def pod_startup_figures(d: JSONDict) -> list[Figure]:
+def pod_startup_figures(d: JSONDict, prefix: str = "pod_startup") -> list[Figure]:
     out = []
+    group = "pod startup (real, --cluster-dns)" if prefix == "pod_startup_dns" else "pod startup (real)"
     for count, ours in sorted((d.get("pods") or {}).items(), key=lambda kv: int(kv[0])):
         raw = (d.get("raw_docker") or {}).get(count) or {}
+        bare = (d.get("raw_docker_plain") or {}).get(count) or {}
         for kind, what in (("per_pod", "create → Running, p50 per pod"), ("batch", "all Running (batch), p50")):
             if kind == "batch" and count == "1":
                 continue
             value, base = _get(ours, kind, "p50"), _get(raw, kind, "p50")
-            out.append(Figure(f"pod_startup.{count}.{kind}_ratio", "pod startup (real)",
+            no_net = _ratio(value, _get(bare, kind, "p50"))
+            out.append(Figure(f"{prefix}.{count}.{kind}_ratio", group,
                               f"{count} pod{'' if count == '1' else 's'}: {what}",
-                              value, "s", "raw docker pause+app (same run)", base, _ratio(value, base),
-                              f"n={_get(ours, kind, 'n')}"))
+                              value, "s", "raw docker pause+app, a pod's network and CPU weight (same run)", base,
+                              _ratio(value, base), f"n={_get(ours, kind, 'n')}" +
+                              (f"; {no_net:.2f}x plain docker run (issue 4's baseline)" if no_net is not None else "")))
     for key, label in (("api_apply", "Deployment 3 replicas: apply → all Running, p50"),
                        ("kubectl_apply", "the same with real kubectl apply -f, p50")):
         dep = (d.get("deployment") or {}).get(key) or {}
@@ -655,13 +757,23 @@ def pod_volumes_figures(d: JSONDict) -> list[Figure]:
 
 def hpa_figures(d: JSONDict) -> list[Figure]:
     runs = len(d.get("runs") or [])
-    setting = f"metrics every {d.get('resolution_s')} s, HPA sync {d.get('sync_period_s')} s, median of {runs}"
+    starved = d.get("starved") or 0
+    setting = (f"metrics every {d.get('resolution_s')} s, HPA sync {d.get('sync_period_s')} s, median of "
+               f"{runs - starved}" + (f" ({starved} of {runs} starved of CPU, left out)" if starved else "")
+               + (f", load avg {d['load_avg']:.0f}" if d.get("load_avg") is not None else ""))
+
+    def worst(key: str, design: str = "") -> str:
+        value = d.get(key)
+        return (f"; worst {value:.1f} s" if isinstance(value, (int, float)) else "") + design
+
+    by_design = (f" (upstream's periods alone: median {d['by_design_median_s']:.1f} s, worst "
+                 f"{d['by_design_worst_s']:.0f} s)" if d.get("by_design_median_s") is not None else "")
     return [
         Figure("hpa.reaction", "hpa", "CPU load in a pod → the HPA's new replicas Running", d.get("reaction_s"), "s",
                "metrics delay + pod start-up", d.get("baseline_s"), _ratio(d.get("reaction_s"), d.get("baseline_s")),
-               note=setting),
+               note=setting + worst("reaction_worst_s", by_design)),
         Figure("hpa.decision", "hpa", "metrics show the load → the HPA writes the scale", d.get("decision_s"), "s",
-               note=setting),
+               note=setting + worst("decision_worst_s")),
         Figure("hpa.metrics_server_rss", "hpa", "metrics-server RSS, one node", d.get("metrics_server_rss_mb"), "MB",
                "an idle Python with the same imports", d.get("idle_python_rss_mb"),
                _ratio(d.get("metrics_server_rss_mb"), d.get("idle_python_rss_mb"))),
@@ -686,6 +798,9 @@ def streaming_figures(d: JSONDict) -> list[Figure]:
                d.get("portforward_mb_per_s"), "MB/s", "straight to the pod IP (same run)", d.get("direct_mb_per_s"),
                _ratio(d.get("portforward_mb_per_s"), d.get("direct_mb_per_s")),
                note=f"per direction: {d.get('ratio_by_direction')}"),
+        *[Figure(f"streaming.portforward_cpu_{direction}", "streaming", f"CPU per MB forwarded {direction} (kubectl, "
+                 "apiserver, kubelet, shim together)", (d.get("cpu_ms_per_mb_total") or {}).get(direction), "ms/MB",
+                 note=f"per process: {(d.get('cpu_ms_per_mb') or {}).get(direction)}") for direction in ("down", "up")],
         Figure("streaming.exec_echo_p50", "streaming", "exec 1-byte echo round trip (websocket v5), p50",
                d.get("exec_echo_p50_ms"), "ms", "TCP echo to the pod (p50, same run)", d.get("tcp_echo_p50_ms"),
                _ratio(d.get("exec_echo_p50_ms"), d.get("tcp_echo_p50_ms"))),
@@ -743,6 +858,21 @@ def exec_figures(d: JSONDict) -> list[Figure]:
 
 
 
+def resource_proxy_figures(d: JSONDict) -> list[Figure]:
+    h, w = d.get("html") or {}, d.get("websocket") or {}
+    cpu, wall = h.get("apiserver_cpu_ms_per_get") or {}, h.get("wall_ms_per_get") or {}
+    return [
+        Figure("resource_proxy.html_cpu", "resource_proxy", "apiserver CPU per GET through pods/proxy, text/html "
+               "(links rewritten)", cpu.get("html"), "ms", "the same page as text/plain (streamed, same run)",
+               cpu.get("plain"), _ratio(cpu.get("html"), cpu.get("plain")),
+               note=f"{h.get('page_bytes')} bytes, {h.get('links')} links; wall ms per GET {wall}"),
+        Figure("resource_proxy.websocket_ratio", "resource_proxy", "websocket echo throughput through pods/proxy",
+               (w.get("mb_per_s") or {}).get("proxy"), "MB/s", "straight to the server (same run)",
+               (w.get("mb_per_s") or {}).get("direct"), w.get("ratio"),
+               note=f"apiserver CPU {w.get('apiserver_cpu_ms_per_mb')} ms per MB spliced"),
+    ]
+
+
 def ingress_figures(d: JSONDict) -> list[Figure]:
     t, e = d.get("throughput") or {}, d.get("endpoint_change") or {}
     return [
@@ -757,12 +887,75 @@ def ingress_figures(d: JSONDict) -> list[Figure]:
     ]
 
 
+def road_figures(d: JSONDict) -> list[Figure]:
+    m, direct = d.get("mkubectl") or {}, d.get("direct") or {}
+    return [Figure("road.latency_p99", "road", "span ended in a component → its step in `mkubectl road --follow`, p99",
+                   m.get("p99_s"), "s", "a watch straight on the road server (same samples), p99", direct.get("p99_s"),
+                   d.get("p99_ratio"),
+                   f"p50 {m.get('p50_s') or 0:.3f} s vs {direct.get('p50_s') or 0:.3f} s; {d.get('seen_mkubectl')}/"
+                   f"{d.get('samples')} samples seen; the exporter's schedule delay is {d.get('schedule_delay_s')} s")]
+
+
+DENSITY_FULL_NODES = 1000  # the size issue 19's targets are set for
+
+
+def density_figures(d: JSONDict) -> list[Figure]:
+    out = []
+    for r in d.get("sizes") or []:
+        nodes, pods = r["nodes"], r["pods"]
+        full = nodes >= DENSITY_FULL_NODES
+        size = f"{nodes:,} nodes / {pods:,} pods"
+        busy = _get(r, "cpu_s", "others on the machine")
+        load = f"others' processes used {busy} CPU s during the {r.get('wall_s')} s run" if busy is not None else ""
+        running = f"{r.get('running'):,}/{pods:,} Running" + (", TIMED OUT" if r.get("timed_out") else "")
+        out.append(Figure("density.startup_p99", "density", f"{size}: pod start-up p99 (seen → Running)",
+                          _get(r, "startup_s", "p99"), "s", note=f"p50 {_get(r, 'startup_s', 'p50')} s; "
+                          f"{running}; {load}", full_size=full))
+        mutating = [a for a in r.get("api") or [] if a["mutating"] and a["count"] >= 10]
+        worst = max(mutating, key=lambda a: a["p99_s"], default=None)
+        out.append(Figure("density.mutating_p99", "density", f"{size}: mutating API p99, worst verb/resource",
+                          round(worst["p99_s"], 3) if worst else None, "s",
+                          note=(f"{worst['verb']} {worst['resource']}"
+                                f"{'/' + worst['subresource'] if worst['subresource'] else ''} "
+                                f"(n={worst['count']:,}); apiserver histogram") if worst else "", full_size=full))
+        reads = [a for a in r.get("api") or [] if not a["mutating"] and a["count"] >= 10]
+        worst_read = max(reads, key=lambda a: a["p99_s"], default=None)
+        if worst_read:
+            out.append(Figure(f"density.{nodes}.read_p99", "density", f"{size}: read-only API p99, worst",
+                              round(worst_read["p99_s"], 3), "s",
+                              note=f"{worst_read['verb']} {worst_read['resource']} (n={worst_read['count']:,})"))
+        burst = r.get("burst") or {}
+        during = (f"during the run: {_get(r, 'scheduler', 'pods_per_s')} overall, best 5 s window "
+                  f"{_get(r, 'scheduler', 'best_5s_window_pods_per_s')} ({_get(r, 'scheduler', 'note')})")
+        if burst.get("window_pods_per_s") is not None:  # scheduler_perf's way: many pods pending at once
+            out.append(Figure("density.scheduler", "density",
+                              f"{size}: scheduler pods bound/s, {burst.get('pods'):,} pending at once",
+                              burst["window_pods_per_s"], "pods/s", note=f"first → last binding; {during}",
+                              full_size=full))
+        else:
+            out.append(Figure("density.scheduler", "density", f"{size}: scheduler pods bound/s, best 5 s window",
+                              _get(r, "scheduler", "best_5s_window_pods_per_s"), "pods/s", note=during,
+                              full_size=full))
+        for name in ("apiserver", "controller-manager", "scheduler", "etcd", "hollow (all)"):
+            rss = _get(r, "memory_mb", name, "VmHWM")
+            key = f"density.rss.{name}" if f"density.rss.{name}" in TARGETS else f"density.{nodes}.rss.{name}"
+            out.append(Figure(key, "density", f"{size}: {name} peak RSS", rss, "MB",
+                              note=f"CPU {_get(r, 'cpu_ms_per_pod', name) or _get(r, 'cpu_s', name)} "
+                                   f"{'ms per pod' if _get(r, 'cpu_ms_per_pod', name) else 's'}, "
+                                   f"{_get(r, 'steady_cores', name)} cores in steady state", full_size=full))
+        out.append(Figure(f"density.{nodes}.etcd_db", "density", f"{size}: etcd database size",
+                          _get(r, "etcd", "etcd_mvcc_db_total_size_in_bytes"), "MB"))
+    return out
+
+
 EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "apiserver": apiserver_figures, "auth": auth_figures, "podsecurity": podsecurity_figures,
     "secrets": secrets_figures,
     "metrics": metrics_figures,
+    "tracing": tracing_figures,
     "control_plane": control_plane_figures,
     "scheduler": scheduler_figures, "pod_startup": pod_startup_figures, "watch_memory": watch_memory_figures,
+    "pod_startup_dns": lambda d: pod_startup_figures(d, "pod_startup_dns"),
     "dos": dos_figures, "etcd_failover": etcd_failover_figures, "cri_startup": cri_startup_figures,
     "dns": dns_figures,
     "proxy": proxy_figures,
@@ -778,7 +971,11 @@ EXTRACTORS: dict[str, Callable[[JSONDict], list[Figure]]] = {
     "crd": crd_figures,
     "guestbook": guestbook_figures,
     "exec": exec_figures,
+    "resource_proxy": resource_proxy_figures,
     "ingress": ingress_figures,
+    "road": road_figures,
+    "density": density_figures,
+    "informer_memory": informer_memory_figures,
 }
 
 
@@ -864,7 +1061,31 @@ def plot_points(results: dict[str, JSONDict]) -> JSONDict:
                     "hollow_per_pod": series(hollow, "pods", "per_pod"),
                     "hollow_nodes": _get(hollow, "nodes", "count")},
         "scheduler": sorted(sched),
+        "density": density_points(results.get("density")),
     }
+
+
+DENSITY_COMPONENTS = ("apiserver", "etcd", "controller-manager", "scheduler", "hollow (all)")
+
+
+def density_points(d: JSONDict | None) -> list[JSONDict]:
+    """Per size (by nodes): start-up p50/p99, API p99s, scheduler rate, CPU ms per pod and RSS per component."""
+    out = []
+    for r in sorted((d or {}).get("sizes") or [], key=lambda r: r["nodes"]):
+        api = [a for a in r.get("api") or [] if a["count"] >= 10]
+        out.append({
+            "nodes": r["nodes"], "pods": r["pods"],
+            "startup_p50": _get(r, "startup_s", "p50"), "startup_p99": _get(r, "startup_s", "p99"),
+            "mutating_p99": max((a["p99_s"] for a in api if a["mutating"]), default=None),
+            "read_p99": max((a["p99_s"] for a in api if not a["mutating"]), default=None),
+            "scheduler": _get(r, "scheduler", "best_5s_window_pods_per_s"),
+            "cpu_ms_per_pod": {c: _get(r, "cpu_ms_per_pod", c) for c in DENSITY_COMPONENTS
+                               if _get(r, "cpu_ms_per_pod", c) is not None},
+            "rss_mb": {c: _get(r, "memory_mb", c, "VmHWM") for c in DENSITY_COMPONENTS
+                       if _get(r, "memory_mb", c, "VmHWM") is not None},
+            "etcd_db_mb": _get(r, "etcd", "etcd_mvcc_db_total_size_in_bytes"),
+        })
+    return out
 
 
 def write_plots(results: dict[str, JSONDict], out_dir: Path) -> list[str]:
@@ -944,7 +1165,77 @@ def write_plots(results: dict[str, JSONDict], out_dir: Path) -> list[str]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(str(path))
+    if points["density"]:
+        path = out_dir / "density_scaling.png"
+        plot_density(plt, points["density"], path)
+        written.append(str(path))
     return written
+
+
+def plot_density(plt: Any, density: list[JSONDict], path: Path) -> None:
+    """Four panels against the number of hollow nodes (30 pods each): start-up, API p99, CPU per pod, RSS."""
+    from matplotlib.ticker import NullFormatter
+
+    nodes = [p["nodes"] for p in density]
+    fig, axes = plt.subplots(2, 2, figsize=(13, 10))
+    (a, b), (c, e) = axes
+
+    def line(ax: Any, key: str, label: str, style: str) -> None:
+        pts = [(p["nodes"], p[key]) for p in density if p.get(key) is not None]
+        if pts:
+            xs, ys = zip(*pts, strict=True)
+            ax.plot(xs, ys, style, label=label, markersize=6)
+            for x, y in pts:
+                ax.annotate(f"{y:.2f}", (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7)
+
+    line(a, "startup_p50", "p50", "o-")
+    line(a, "startup_p99", "p99", "s--")
+    a.axhline(TARGETS["density.startup_p99"].value, color="red", linestyle="-.", linewidth=1,
+              label="upstream SLO: p99 ≤ 5 s (target at 1,000 nodes)")
+    a.set_title("pod start-up, first seen → Running (watch)")
+    a.set_ylabel("seconds")
+    line(b, "mutating_p99", "mutating p99, worst verb/resource", "o-")
+    line(b, "read_p99", "read-only p99, worst verb/resource", "s--")
+    b.axhline(TARGETS["density.mutating_p99"].value, color="red", linestyle="-.", linewidth=1,
+              label="upstream SLO: mutating p99 ≤ 1 s")
+    b.set_title("API call latency p99 (apiserver histogram, ≥ 10 calls)")
+    b.set_ylabel("seconds")
+    for comp, style in zip(DENSITY_COMPONENTS, ("o-", "s-", "^-", "v-", "d--"), strict=True):
+        pts = [(p["nodes"], p["cpu_ms_per_pod"][comp]) for p in density if comp in p["cpu_ms_per_pod"]]
+        if pts:
+            xs, ys = zip(*pts, strict=True)
+            c.plot(xs, ys, style, label=comp, markersize=6)
+        pts = [(p["nodes"], p["rss_mb"][comp]) for p in density if comp in p["rss_mb"]]
+        if pts:
+            xs, ys = zip(*pts, strict=True)
+            e.plot(xs, ys, style, label=comp, markersize=6)
+    c.set_title("CPU per pod started (flat = cost grows linearly)")
+    c.set_ylabel("CPU ms per pod")
+    line(e, "etcd_db_mb", "etcd database", "x:")
+    for comp in ("apiserver", "controller-manager", "scheduler"):
+        e.axhline(TARGETS[f"density.rss.{comp}"].value, linestyle="-.", linewidth=0.8, color="gray")
+    e.set_title("peak RSS; gray: targets 400 MB (apiserver), 200 MB (cm, scheduler)")
+    e.set_ylabel("MB")
+    for ax in (a, b, c, e):
+        ax.set_xscale("log")
+        ax.set_xticks(nodes)
+        ax.xaxis.set_major_formatter(nodes_formatter(density))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("hollow nodes (pods = 30 per node)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Density (kubemark-style): hollow nodes, 30 pods each through Deployments of 100 at 100 pods/s\n"
+                 "real etcd, apiserver, controller-manager, scheduler; one shared 2-core machine")
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def nodes_formatter(density: list[JSONDict]) -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    pods = {p["nodes"]: p["pods"] for p in density}
+    return FuncFormatter(lambda v, _: f"{v:,.0f}\n({pods[int(v)]:,} pods)" if int(v) in pods else f"{v:,.0f}")
 
 
 # -- running -------------------------------------------------------------------------------------------------

@@ -6,12 +6,15 @@ and the round-trip latency of a 1-byte echo through a `pods/exec` websocket.
 A fresh etcd, apiserver and one kubelet on the Docker shim (real processes). The pod runs busybox `nc` servers:
 port 9000 sends --mb MB of zeros and closes (download), port 9001 reads --mb MB and answers `ok` (upload).
 Each round times both directions through kubectl 1.33's port-forward (its SPDY-in-websocket tunnel → apiserver
-→ kubelet → the shim's socket inside the pod's network namespace) and straight to the pod IP from the host, the
-two paths alternating; the figure is the ratio of the summed throughputs (target ≥ 0.5).
+→ kubelet, which splices the websocket to the shim's streaming server → the shim's socket inside the pod's
+network namespace) and straight to the pod IP from the host, the two paths alternating; the figure is the ratio
+of the summed throughputs (target ≥ 0.5).
 
 Exec: one websocket (v5.channel.k8s.io) to `pods/exec` running `cat` with stdin, through the apiserver and the
 kubelet to the shim; each echo sends one byte on stdin and waits for it on stdout: p50 and p99 over --echoes,
 against the same 1-byte echo over a plain TCP connection to a `cat` server in the pod (nc), same run.
+The CPU time (user + system, /proc) of kubectl, the apiserver, the kubelet and the shim during the port-forward
+transfers, per MB and direction, says what each hop costs whatever the host's load does to throughput.
 Not a test: it prints figures and checks only that every byte came back.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -83,6 +87,12 @@ def upload(host: str, port: int, size: int) -> float:
             answer += chunk
     assert answer == b"ok\n", answer
     return time.perf_counter() - started
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/<pid>/stat utime and stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def exec_echo_latencies(apiserver: ApiServer, count: int) -> list[float]:
@@ -155,12 +165,22 @@ def run(mb: int, rounds: int, echoes: int) -> JSONDict:
             if line.startswith("Forwarding from 127.0.0.1:"):
                 local.append(int(line.split(":")[1].split()[0]))
         times = {path: {"down": 0.0, "up": 0.0} for path in ("portforward", "direct")}
+        # the CPU each hop spends per MB forwarded: robust where throughput is not (a shared host's load)
+        assert kubelet.runtime is not None and kubelet.runtime.process.proc is not None
+        assert apiserver.process.proc is not None and kubelet.process.proc is not None
+        pids = {"kubectl": forward.pid, "apiserver": apiserver.process.proc.pid,
+                "kubelet": kubelet.process.proc.pid, "runtime": kubelet.runtime.process.proc.pid}
+        cpu = {d: dict.fromkeys(pids, 0.0) for d in ("down", "up")}
         download("127.0.0.1", local[0], size)  # warm-up: the tunnel's first connection
         for _ in range(rounds):
             for path, (host, down_port, up_port) in (("portforward", ("127.0.0.1", local[0], local[1])),
                                                      ("direct", (pod_ip, 9000, 9001))):
-                times[path]["down"] += download(host, down_port, size)
-                times[path]["up"] += upload(host, up_port, size)
+                for direction, transfer, port in (("down", download, down_port), ("up", upload, up_port)):
+                    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+                    times[path][direction] += transfer(host, port, size)
+                    if path == "portforward":
+                        for name, pid in pids.items():
+                            cpu[direction][name] += cpu_seconds(pid) - before[name]
         mbps = {path: {d: round(mb * rounds / t, 1) for d, t in ts.items()} for path, ts in times.items()}
         ratio = {d: round(mbps["portforward"][d] / mbps["direct"][d], 3) for d in ("down", "up")}
         total = {path: 2 * mb * rounds / (ts["down"] + ts["up"]) for path, ts in times.items()}
@@ -168,6 +188,9 @@ def run(mb: int, rounds: int, echoes: int) -> JSONDict:
         tcp_lat = tcp_echo_latencies(pod_ip, echoes)
         return {
             "mb": mb, "rounds": rounds, "mb_per_s": mbps, "ratio_by_direction": ratio,
+            "cpu_ms_per_mb": {d: {name: round(1000 * t / (mb * rounds), 2) for name, t in by.items()}
+                              for d, by in cpu.items()},
+            "cpu_ms_per_mb_total": {d: round(1000 * sum(by.values()) / (mb * rounds), 2) for d, by in cpu.items()},
             "portforward_ratio": round(total["portforward"] / total["direct"], 3),
             "portforward_mb_per_s": round(total["portforward"], 1), "direct_mb_per_s": round(total["direct"], 1),
             "echoes": echoes,

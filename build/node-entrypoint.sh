@@ -5,7 +5,8 @@
 # kubelet's --container-runtime-endpoint (default unix:///run/minik8s/<node>/dockershim.sock) with the
 # node name and root dir, then `python -m kubelet KUBELET-ARGS...` with that endpoint. The runtime's
 # own flags among the arguments (--cluster-cidr, --cni-bin-dir, --pod-infra-container-image,
-# --docker-endpoint: the pod network and sandboxes are the runtime's) go to the shim only.
+# --docker-endpoint: the pod network and sandboxes are the runtime's) go to the shim only;
+# --tracing-config-file goes to both.
 # When either process exits, the node does: the other is stopped too and the container ends with
 # its status (compose restarts it on failure).
 # When the container is stopped (`docker-compose stop|down`, SIGTERM), the kubelet and then the shim
@@ -36,6 +37,9 @@ for ((i = 0; i < ${#args[@]}; i++)); do
   esac
   kubelet_args+=("${arg}")
   case "${arg}" in
+    # both trace (their spans are one road): the TracingConfiguration goes to the shim too
+    --tracing-config-file) shim_args+=("${arg}" "${next}") ;;
+    --tracing-config-file=*) shim_args+=("${arg}") ;;
     --node-name) node="${next}" ;;
     --node-name=*) node="${arg#*=}" ;;
     --root-dir) root="${next}" ;;

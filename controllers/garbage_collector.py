@@ -28,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -45,7 +45,7 @@ from machinery.api.resources import (
 )
 from machinery.client import KUBE_VERSION, ApiClient, ApiError, ClientError, retry_on_conflict
 from machinery.controller import Controller
-from machinery.informer import Informer, SharedInformerFactory
+from machinery.informer import Informer, SharedInformerFactory, strip_managed_fields
 
 log = logging.getLogger(__name__)
 
@@ -66,17 +66,21 @@ _ABSENT_CACHE_SIZE = 4096
 DISCOVERY_PERIOD = 10.0
 
 
-@dataclass(eq=False)
+_NO_DEPENDENTS: frozenset[GraphNode] = frozenset()
+
+
+@dataclass(eq=False, slots=True)
 class GraphNode:
-    """One object (or a virtual owner not yet seen) in the dependency graph."""
+    """One object (or a virtual owner not yet seen) in the dependency graph: one per Pod at least, so small
+    (issue 19): slots, the owners list the informer caches (read-only), no set of dependents until one."""
 
     uid: str
     api_version: str
     kind: str
     name: str
     namespace: str | None
-    owners: list[OwnerReference] = field(default_factory=list)
-    dependents: set[GraphNode] = field(default_factory=set)
+    owners: Sequence[OwnerReference] = ()
+    dependents: set[GraphNode] | frozenset[GraphNode] = _NO_DEPENDENTS
     virtual: bool = False  # known only from a dependent's ownerReference
     being_deleted: bool = False  # deletionTimestamp set
     deleting_dependents: bool = False  # deletionTimestamp + foregroundDeletion
@@ -85,14 +89,24 @@ class GraphNode:
         where = f"{self.namespace}/" if self.namespace else ""
         return f"{self.kind} {where}{self.name} ({self.uid}{', virtual' if self.virtual else ''})"
 
+    def add_dependent(self, node: GraphNode) -> None:
+        if isinstance(self.dependents, frozenset):
+            self.dependents = set()
+        self.dependents.add(node)
+
+    def discard_dependent(self, node: GraphNode) -> None:
+        if isinstance(self.dependents, set):
+            self.dependents.discard(node)
+
     def blocking_dependents(self) -> list[GraphNode]:
         """Dependents whose reference to this node has blockOwnerDeletion: foreground waits for them."""
         return [d for d in self.dependents
                 if any(r.uid == self.uid and r.block_owner_deletion for r in d.owners)]
 
 
-def _owner_refs(obj: Any) -> list[OwnerReference]:
-    return list(obj.metadata.owner_references or [])
+def _owner_refs(obj: Any) -> Sequence[OwnerReference]:
+    refs: Sequence[OwnerReference] = obj.metadata.owner_references or ()  # the cached list: read, never changed
+    return refs
 
 
 def _deleting_dependents(meta: dict[str, Any]) -> bool:
@@ -164,7 +178,7 @@ class GarbageCollector(Controller):
                 self.queue.add(f"delete/{dependent.uid}")
             self.queue.add(f"delete/{uid}")
 
-    def _link(self, node: GraphNode, refs: list[OwnerReference]) -> None:
+    def _link(self, node: GraphNode, refs: Sequence[OwnerReference]) -> None:
         for ref in refs:
             owner = self.graph.get(ref.uid)
             if owner is None:
@@ -173,11 +187,11 @@ class GarbageCollector(Controller):
                 owner = GraphNode(ref.uid, ref.api_version, ref.kind, ref.name, namespace, virtual=True)
                 self.graph[ref.uid] = owner
                 self.queue.add(f"verify/{ref.uid}")  # does the virtual owner exist?
-            owner.dependents.add(node)
+            owner.add_dependent(node)
             if owner.deleting_dependents:  # a dependent appearing while its owner deletes in the foreground
                 self.queue.add(f"delete/{node.uid}")
 
-    def _relink(self, node: GraphNode, refs: list[OwnerReference]) -> None:
+    def _relink(self, node: GraphNode, refs: Sequence[OwnerReference]) -> None:
         old = {r.uid: r for r in node.owners}
         new = {r.uid: r for r in refs}
         if old == new:
@@ -187,7 +201,7 @@ class GarbageCollector(Controller):
             if owner is None:
                 continue
             if uid not in new:
-                owner.dependents.discard(node)
+                owner.discard_dependent(node)
                 if owner.virtual and not owner.dependents:
                     del self.graph[uid]
             unblocked = ref.block_owner_deletion and (uid not in new or not new[uid].block_owner_deletion)
@@ -209,7 +223,7 @@ class GarbageCollector(Controller):
             owner = self.graph.get(ref.uid)
             if owner is None:
                 continue
-            owner.dependents.discard(node)
+            owner.discard_dependent(node)
             if owner.deleting_dependents:
                 self.queue.add(f"delete/{owner.uid}")
             elif owner.virtual and not owner.dependents:
@@ -285,7 +299,7 @@ class GarbageCollector(Controller):
             if known is not None:
                 self._stop_custom(key)
             register_discovered(info)
-            informer: Informer[Any] = Informer(self.client, info.model)
+            informer: Informer[Any] = Informer(self.client, info.model, transform=strip_managed_fields)
             self._monitor(info, informer)
             informer.start()
             self._custom[key] = (info, informer)

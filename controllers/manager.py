@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controllers.clientbuilder import DynamicClientBuilder
-from machinery import delegated_auth, leaderelection
+from machinery import delegated_auth, leaderelection, tracing
 from machinery.client import KUBE_VERSION, ApiClient
-from machinery.informer import SharedInformerFactory
+from machinery.informer import SharedInformerFactory, strip_managed_fields
 from machinery.kubeconfig import ClientConfig, KubeconfigError, load_kubeconfig
 from machinery.leaderelection import parse_bool as _bool
 from machinery.leaderelection import parse_duration
@@ -301,6 +301,12 @@ def _replicationcontroller(ctx: ControllerContext, account: str) -> RunnableCont
     return ReplicationManager(ctx.client_for(account), ctx.informers, workers=ctx.options.concurrent_rc_syncs)
 
 
+def _clusterrole_aggregation(ctx: ControllerContext, account: str) -> RunnableController:
+    from controllers.clusterroleaggregation import ClusterRoleAggregationController
+
+    return ClusterRoleAggregationController(ctx.client_for(account), ctx.informers)
+
+
 # `--controllers` name -> spec. Upstream 1.30 accepts both the short names and the
 # `<name>-controller` forms, so those are aliases here.
 CONTROLLERS: dict[str, ControllerSpec] = {
@@ -343,6 +349,8 @@ CONTROLLERS: dict[str, ControllerSpec] = {
                                     aliases=("resourcequota-controller",)),
     "replicationcontroller": ControllerSpec("replication-controller", _replicationcontroller,
                                             aliases=("replicationcontroller-controller",)),
+    "clusterrole-aggregation": ControllerSpec("clusterrole-aggregation-controller", _clusterrole_aggregation,
+                                              aliases=("clusterrole-aggregation-controller",)),
 }
 
 
@@ -457,6 +465,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--horizontal-pod-autoscaler-cpu-initialization-period", type=parse_duration, default=300.0)
     p.add_argument("--horizontal-pod-autoscaler-initial-readiness-delay", type=parse_duration, default=30.0)
     delegated_auth.add_serving_flags(p, SECURE_PORT)
+    tracing.add_flag(p)
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
     args = p.parse_args(argv)
     try:
@@ -531,7 +540,8 @@ async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> in
 async def run_controllers(args: argparse.Namespace, config: ClientConfig, stop: asyncio.Event) -> int:
     """Build the enabled controllers, start the informers, run until `stop`; 1 if a controller died."""
     informer_client = ApiClient(config, user_agent=user_agent("shared-informers"))
-    factory = SharedInformerFactory(informer_client)
+    # as upstream's kube-controller-manager: no controller reads managedFields, so no cache keeps them
+    factory = SharedInformerFactory(informer_client, transform=strip_managed_fields)
     credentials = service_account_credentials(args, config)
     ctx = ControllerContext(config, factory, args, credentials=credentials)
     controllers: list[tuple[str, RunnableController]] = []
@@ -578,6 +588,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    tracing.setup_or_exit(args.tracing_config_file, "kube-controller-manager")
     try:
         return asyncio.run(run(args))
     except (KubeconfigError, OSError, ValueError) as e:

@@ -21,6 +21,7 @@ from dockershim.cleanup import cleanup_host_rules_if_unused
 from dockershim.network import PodNetwork
 from dockershim.service import DockerService
 from dockershim.streaming import StreamingServer
+from machinery import tracing
 from machinery.cri import api_pb2_grpc as cri_grpc
 
 log = logging.getLogger("dockershim")
@@ -59,6 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--streaming-address", default="127.0.0.1",
                    help="address of the exec streaming server (default %(default)s)")
     p.add_argument("--streaming-port", type=int, default=0, help="its port (default: any free one)")
+    tracing.add_flag(p)
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
     args = p.parse_args(argv)
     endpoint = args.container_runtime_endpoint or default_endpoint(args.node_name)
@@ -85,7 +87,12 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
     try:
         try:
             version = await docker.version()
-            service.docker_root = str((await docker.system.info()).get("DockerRootDir") or "")
+            info = await docker.system.info()
+            service.docker_root = str(info.get("DockerRootDir") or "")
+            service.cgroup_driver = str(info.get("CgroupDriver") or "cgroupfs")
+            if service.cgroup_driver != "cgroupfs":
+                log.warning("Docker's cgroup driver is %s: pods keep Docker's default cgroup parent, not the "
+                            "kubelet's pod cgroups (cgroupfs)", service.cgroup_driver)
         except (aiodocker.DockerError, OSError) as e:
             raise SystemExit(f"dockershim: cannot reach Docker at {args.docker_endpoint}: {e}") from e
         with contextlib.suppress(Exception):
@@ -128,6 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    tracing.setup_or_exit(args.tracing_config_file, "dockershim", attributes={"k8s.node.name": args.node_name})
     asyncio.run(serve(args))
 
 

@@ -104,10 +104,27 @@ class PodNetwork:
         fd = await asyncio.to_thread(host.acquire_host_lock, True)
         try:
             await self.ensure_rules(force=self._rules_checked == 0)
-            await self.cni.add(loopback_config_list(), RuntimeConf(sandbox_id, netns, "lo", args))
-            result = await self.cni.add(self.net.config_list(), RuntimeConf(sandbox_id, netns, "eth0", args, caps))
+            # lo and eth0 are independent attachments: their plugins run at once (go-cni's Setup, which
+            # containerd calls, attaches a sandbox's networks in parallel too); both are waited for before an
+            # error is raised, so the caller's teardown finds every attachment that was made
+            lists = ((loopback_config_list(), RuntimeConf(sandbox_id, netns, "lo", args)),
+                     (self.net.config_list(), RuntimeConf(sandbox_id, netns, "eth0", args, caps)))
+            added = await asyncio.gather(*(self.cni.add(conflist, rt) for conflist, rt in lists),
+                                         return_exceptions=True)
+            for (conflist, rt), outcome in zip(lists, added, strict=True):
+                if isinstance(outcome, BaseException):
+                    # a list that failed half-way has no cached result, yet its first plugins may have made
+                    # something (bridge's veth, host-local's lease): DEL through the whole list with its config,
+                    # as libcni's DelNetworkList does when nothing is cached
+                    with contextlib.suppress(CniError):
+                        await self.cni.delete(conflist, rt, force=True)
         finally:
             host.release_host_lock(fd)
+        for outcome in added:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        result = added[1]
+        assert isinstance(result, CniResult)
         if not result.ip:
             raise CniError(f"the CNI result names no address: {result.raw}", 6)
         return result.ip

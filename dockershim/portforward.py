@@ -105,7 +105,7 @@ async def pump_socket(sock: socket.socket, send: SendFrame, receive_into: asynci
     reader, writer = await asyncio.open_connection(sock=sock, limit=1 << 20)
 
     async def down() -> None:
-        while data := await reader.read(1 << 16):
+        while data := await reader.read(1 << 18):  # what has arrived, up to 256 KiB a message
             await send(bytes([channel]) + data)
 
     async def up() -> None:

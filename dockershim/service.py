@@ -31,6 +31,7 @@ from dockershim import stats as st
 from dockershim import translate as tr
 from dockershim.network import PodNetwork, port_mappings
 from dockershim.streaming import StreamingServer, exec_exit_code
+from machinery import tracing
 from machinery.cri import api_pb2 as cri
 from machinery.cri import api_pb2_grpc as cri_grpc
 
@@ -42,6 +43,7 @@ RUNTIME_NAME = "docker"
 SANDBOX_STOP_GRACE = 2  # seconds: the pause container ends on SIGTERM at once
 EXEC_SYNC_MAX_OUTPUT = 16 * 1024 * 1024  # upstream's maxExecSyncSize
 SANDBOX_CACHE_SIZE = 1000  # sandbox inspects kept for container events
+CREATED_CACHE_SIZE = 1000  # containers created and not yet started
 GC_PERIOD = 60.0  # seconds between garbage collections of attachments and leases of vanished sandboxes
 NETWORK_NOT_READY = "docker: network plugin is not ready: cni config uninitialized"
 
@@ -74,7 +76,13 @@ def rpc(method: Handler) -> Handler:
     @functools.wraps(method)
     async def wrapper(self: DockerService, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
-            return await method(self, request, context)
+            if tracing.TRACER is None:
+                return await method(self, request, context)
+            # --tracing-config-file: a cri.<Method> span, child of the kubelet's when it sent its trace context
+            caller = tracing.extract({k: v for k, v in context.invocation_metadata() or ()
+                                      if k in ("traceparent", "tracestate") and isinstance(v, str)})
+            with tracing.span(f"cri.{method.__name__}", tracing.SERVER, context=caller):
+                return await method(self, request, context)
         except CriError as e:
             await context.abort(e.code, e.message)
         except tr.InvalidArgument as e:
@@ -94,6 +102,7 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                  streaming: StreamingServer, docker_root: str = "") -> None:
         self.docker = docker
         self.docker_root = docker_root  # Docker's DockerRootDir: where json-file logs live
+        self.cgroup_driver = "cgroupfs"  # Docker's CgroupDriver: how the pods' cgroup parents are named
         self.node = node
         self.network = network
         self.pause_image = pause_image
@@ -103,6 +112,8 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         self._sandbox_cache: dict[str, dict[str, Any]] = {}  # sandbox id → inspect, until its next event
         self._sandbox_epochs: dict[str, int] = {}  # sandbox id → the number of its last event
         self._epoch = itertools.count(1)
+        self._created: dict[str, dict[str, Any]] = {}  # container id → its labels, from its create to its start
+        self._started: dict[str, dict[str, Any]] = {}  # sandbox id → its inspect once run, until its first status
 
     # -- lookups ----------------------------------------------------------------------------------
 
@@ -195,7 +206,7 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
     @rpc
     async def RunPodSandbox(self, request: cri.RunPodSandboxRequest, context: Any) -> cri.RunPodSandboxResponse:
         config = request.config
-        body = tr.sandbox_create_body(config, node=self.node, image=self.pause_image)
+        body = tr.sandbox_create_body(config, node=self.node, image=self.pause_image, cgroup_driver=self.cgroup_driver)
         host_network = tr.is_host_network(config)
         if not host_network and not self.network.ready:  # refused before anything is made
             raise CriError(grpc.StatusCode.FAILED_PRECONDITION, NETWORK_NOT_READY)
@@ -214,10 +225,19 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
             if not host_network:
                 pid = int((data.get("State") or {}).get("Pid") or 0)
                 try:
-                    await self.network.setup(sandbox_id, pid, config.metadata, port_mappings(config.port_mappings))
+                    with tracing.span("cni.add", attributes={"k8s.sandbox.id": sandbox_id}) as span:
+                        ip = await self.network.setup(sandbox_id, pid, config.metadata,
+                                                      port_mappings(config.port_mappings))
+                        tracing.set_attributes(span, {"k8s.pod.ip": ip})
                 except CniError as e:
                     raise CriError(grpc.StatusCode.UNKNOWN,
                                    f"failed to set up the network of sandbox {config.metadata.name}: {e}") from None
+            # the kubelet asks for the new sandbox's status at once: this inspect, taken after it started, answers
+            # that (its address is the network's), unless it died or went away meanwhile
+            self._started.pop(sandbox_id, None)
+            self._started[sandbox_id] = data
+            while len(self._started) > CREATED_CACHE_SIZE:
+                del self._started[next(iter(self._started))]
         except BaseException:
             # nothing half-done: no network, no container
             with contextlib.suppress(Exception):
@@ -271,7 +291,9 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
 
     async def _inspect_or_release(self, sandbox_id: str) -> dict[str, Any]:
         """The sandbox; when its container is gone (removed behind the shim's back), its network is
-        released before NOT_FOUND is answered, so the pod's address does not leak."""
+        released before NOT_FOUND is answered, so the pod's address does not leak. It is stopped or removed
+        next: its status is read from Docker from now on."""
+        self._started.pop(sandbox_id, None)
         try:
             return await self._inspect(sandbox_id, tr.TYPE_SANDBOX)
         except CriError as e:
@@ -282,7 +304,8 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
     @rpc
     async def PodSandboxStatus(self, request: cri.PodSandboxStatusRequest,
                                context: Any) -> cri.PodSandboxStatusResponse:
-        data = await self._inspect(request.pod_sandbox_id, tr.TYPE_SANDBOX)
+        data = self._started.pop(request.pod_sandbox_id, None) or await self._inspect(request.pod_sandbox_id,
+                                                                                     tr.TYPE_SANDBOX)
         return cri.PodSandboxStatusResponse(status=self._sandbox_status(data))
 
     def _sandbox_status(self, data: dict[str, Any]) -> cri.PodSandboxStatus:
@@ -302,7 +325,9 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
     @rpc
     async def CreateContainer(self, request: cri.CreateContainerRequest,
                               context: Any) -> cri.CreateContainerResponse:
-        sandbox = await self._inspect(request.pod_sandbox_id, tr.TYPE_SANDBOX)
+        # the sandbox's inspect as its last event left it: a pod's containers are made just after its
+        # sandbox started, whose start event's inspect is kept (a sandbox gone meanwhile fails the create)
+        sandbox = await self._sandbox_of(request.pod_sandbox_id)
         sandbox_id = sandbox["Id"]
         config = request.config
         tr.validate_container_metadata(config.metadata)
@@ -310,24 +335,34 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         if request.sandbox_config.log_directory and config.log_path:
             log_path = os.path.join(request.sandbox_config.log_directory, config.log_path)
         body = tr.container_create_body(config, request.sandbox_config, sandbox_id=sandbox_id, node=self.node,
-                                        log_path=log_path)
+                                        log_path=log_path, cgroup_driver=self.cgroup_driver)
         meta = request.sandbox_config.metadata if request.sandbox_config.HasField("metadata") else \
             tr.sandbox_metadata(sandbox.get("Name") or "")
         name = tr.container_name(config.metadata, meta)
         try:
-            return cri.CreateContainerResponse(container_id=await self._create(name, body))
+            container_id = await self._create(name, body)
         except aiodocker.DockerError as e:
             if e.status == 404:
+                await self._inspect(sandbox_id, tr.TYPE_SANDBOX)  # a sandbox gone since it was cached: NOT_FOUND
                 raise CriError(grpc.StatusCode.NOT_FOUND,
                                f"image {config.image.image!r} is not present on this node: {e.message}") from None
             raise docker_error(e, f"creating container {config.metadata.name}") from None
+        # what StartContainer needs of it, known without an inspect (the kubelet starts it next)
+        self._created.pop(container_id, None)
+        self._created[container_id] = {"Id": container_id, "Config": {"Labels": dict(body.get("Labels") or {})}}
+        while len(self._created) > CREATED_CACHE_SIZE:
+            del self._created[next(iter(self._created))]
+        return cri.CreateContainerResponse(container_id=container_id)
 
     @rpc
     async def StartContainer(self, request: cri.StartContainerRequest, context: Any) -> cri.StartContainerResponse:
-        data = await self._inspect(request.container_id, tr.TYPE_CONTAINER)
+        data = self._created.pop(request.container_id, None) or await self._inspect(request.container_id,
+                                                                                   tr.TYPE_CONTAINER)
         try:
             await self.docker.containers.container(data["Id"]).start()
         except aiodocker.DockerError as e:
+            if e.status == 404:  # removed since it was created
+                raise not_found("container", request.container_id) from None
             raise CriError(grpc.StatusCode.UNKNOWN, f"failed to start container {request.container_id}: "
                                                     f"{e.message}") from None
         log_path = ((data.get("Config") or {}).get("Labels") or {}).get(tr.LABEL_LOG_PATH, "")
@@ -584,11 +619,24 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         actor = event.get("Actor") or {}
         if (actor.get("Attributes") or {}).get(tr.LABEL_TYPE) == tr.TYPE_SANDBOX:
             sandbox_id = str(actor.get("ID") or "")
+            if event.get("Action") not in ("create", "start"):  # RunPodSandbox's inspect came after those
+                self._started.pop(sandbox_id, None)
             self._sandbox_cache.pop(sandbox_id, None)
             self._sandbox_epochs.pop(sandbox_id, None)  # re-inserted last: the oldest go first below
             self._sandbox_epochs[sandbox_id] = next(self._epoch)
             while len(self._sandbox_epochs) > SANDBOX_CACHE_SIZE:
                 del self._sandbox_epochs[next(iter(self._sandbox_epochs))]
+
+    async def _sandbox_of(self, sandbox_id: str) -> dict[str, Any]:
+        """One of this node's sandboxes, from the inspect its last event left when there is one."""
+        data = self._sandbox_cache.get(sandbox_id)
+        if data is None:
+            return await self._inspect(sandbox_id, tr.TYPE_SANDBOX)
+        labels = (data.get("Config") or {}).get("Labels") or {}
+        if labels.get(tr.LABEL_MANAGED) != "true" or labels.get(tr.LABEL_NODE) != self.node \
+                or labels.get(tr.LABEL_TYPE) != tr.TYPE_SANDBOX:
+            raise not_found("sandbox", sandbox_id)
+        return data
 
     async def _sandbox_inspect(self, sandbox_id: str) -> dict[str, Any]:
         data = self._sandbox_cache.get(sandbox_id)

@@ -175,7 +175,18 @@ def resolv_conf_content(dns: cri.DNSConfig) -> str | None:
     return "\n".join(lines) + "\n" if lines else None
 
 
-def sandbox_create_body(config: cri.PodSandboxConfig, *, node: str, image: str) -> dict[str, Any]:
+def cgroup_parent(config: cri.PodSandboxConfig, cgroup_driver: str) -> str | None:
+    """HostConfig.CgroupParent of the pod's sandbox and containers: the kubelet's pod cgroup
+    (LinuxPodSandboxConfig.cgroup_parent, a cgroupfs path), as cri-dockerd passes it. A Docker on the systemd
+    driver takes only slice names: there the pod keeps Docker's default parent."""
+    parent = config.linux.cgroup_parent
+    if not parent or cgroup_driver != "cgroupfs":
+        return None
+    return parent
+
+
+def sandbox_create_body(config: cri.PodSandboxConfig, *, node: str, image: str,
+                        cgroup_driver: str = "cgroupfs") -> dict[str, Any]:
     """POST /containers/create for the pause container (cri-dockerd's makeSandboxDockerConfig)."""
     validate_sandbox_metadata(config.metadata)
     ns = namespace_options(config)
@@ -192,6 +203,9 @@ def sandbox_create_body(config: cri.PodSandboxConfig, *, node: str, image: str) 
     }
     if ns.pid == cri.NODE:
         host_config["PidMode"] = "host"
+    parent = cgroup_parent(config, cgroup_driver)
+    if parent:
+        host_config["CgroupParent"] = parent
     # DNS is not handed to Docker (which refuses it with the host network): the shim rewrites the
     # sandbox's resolv.conf after start (resolv_conf_content), as upstream's dockershim did
     if config.linux.sysctls:
@@ -309,7 +323,7 @@ def _mode(mode: int, sandbox_id: str, own: str | None) -> str | None:
 
 
 def container_create_body(config: cri.ContainerConfig, sandbox_config: cri.PodSandboxConfig, *, sandbox_id: str,
-                          node: str, log_path: str = "") -> dict[str, Any]:
+                          node: str, log_path: str = "", cgroup_driver: str = "cgroupfs") -> dict[str, Any]:
     """POST /containers/create for one app container of a sandbox (cri-dockerd's CreateContainer)."""
     validate_container_metadata(config.metadata)
     if not config.image.image:
@@ -354,6 +368,9 @@ def container_create_body(config: cri.ContainerConfig, sandbox_config: cri.PodSa
     if pid_mode:
         host_config["PidMode"] = pid_mode
     host_config.update(resources_host_config(config.linux.resources))
+    parent = cgroup_parent(sandbox_config, cgroup_driver)
+    if parent:
+        host_config["CgroupParent"] = parent
     if sc.privileged:
         host_config["Privileged"] = True
     if sc.readonly_rootfs:

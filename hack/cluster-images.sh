@@ -30,7 +30,7 @@ SUITE="bookworm"
 # and the CNI plugins call (ip, iptables; mount/umount are in minbase), and etcd.
 BASE_PACKAGES="python3,python3-venv,iproute2,iptables,etcd-server"
 BASE_RECIPE_VERSION=1 # bump to force a new base everywhere
-PACKAGES=(apiserver controllers scheduler kubelet dockershim cni kubectl machinery containerd_node dns proxy local_path_provisioner metrics_server ingress_nginx)
+PACKAGES=(apiserver controllers scheduler kubelet dockershim cni kubectl machinery containerd_node dns proxy local_path_provisioner metrics_server ingress_nginx road)
 BUILD_DIR="${MINIK8S_ROOT}/build"
 WHEELS="${BUILD_DIR}/wheels"
 PIP=("${MINIK8S_VENV}/bin/python" -m pip)

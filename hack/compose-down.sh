@@ -8,7 +8,7 @@
 #      the local-path volumes' directories (/var/lib/minik8s/local-path/<project>);
 #      kube-proxy's chains of MINIK8S_PROXY_CHAIN_PREFIX (python -m proxy --cleanup)
 #   3. the shared mount compose-up.sh made, and the admin kubeconfig; with --purge also the rest of the
-#      state dir (_output/compose: the PKI, the per-identity kubeconfigs, the audit log), which a
+#      state dir (_output/compose: the PKI, the per-identity kubeconfigs, the tracing configs, the audit log), which a
 #      later compose-up.sh otherwise reuses (same CA: client certificates handed out stay valid)
 #   4. a check that none of the cluster's containers, networks, bridges or state is left (exit 1 if so)
 # The images stay (hack/cluster-images.sh rebuilds only what changed). Same settings as compose-up.sh.
@@ -185,8 +185,9 @@ step_host_state() {
     log "kubeconfig: removed ${COMPOSE_KUBECONFIG}"
   fi
   if [[ ${purge} -eq 1 && -d "${COMPOSE_OUT}" ]]; then
-    rm -rf --one-file-system "${COMPOSE_OUT:?}/pki" "${COMPOSE_OUT}/log" "${COMPOSE_OUT}"/*.conf
-    log "purge: removed the PKI, the kubeconfigs and the audit log in ${COMPOSE_OUT}"
+    rm -rf --one-file-system "${COMPOSE_OUT:?}/pki" "${COMPOSE_OUT}/log" "${COMPOSE_OUT}"/*.conf \
+      "${COMPOSE_OUT}/tracing-config.yaml" "${COMPOSE_OUT}/tracing-config-host.yaml"
+    log "purge: removed the PKI, the kubeconfigs, the tracing configs and the audit log in ${COMPOSE_OUT}"
   elif [[ -d "${COMPOSE_OUT}/pki" ]]; then
     log "kept for the next compose-up.sh: the PKI, the kubeconfigs and the audit log in ${COMPOSE_OUT} (--purge removes them)"
   fi

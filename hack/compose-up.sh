@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Brings the minik8s cluster up as containers (docker-compose.yml): etcd, the apiserver, the
-# controller-manager, the scheduler and two nodes, node-1 and node-2, each under its own identity.
+# controller-manager, the scheduler, the road server (every component traces to it) and two nodes, node-1 and
+# node-2, each under its own identity.
 #   1. hack/setup.sh            packages (docker-compose, debootstrap, ...), dockerd, .venv
 #   2. hack/cluster-images.sh   the images, built locally (the first time a few minutes; then only
 #                               when the sources changed)
@@ -10,7 +11,7 @@
 #                               then the cluster, the apiserver on HTTPS only, its audit log in
 #                               _output/compose/log/audit.log
 #   4. writes the admin kubeconfig (kubernetes-admin, client certificate) to _output/compose/kubeconfig
-#   5. waits until both nodes are Ready, through the API, and says what to type next
+#   5. waits until both nodes are Ready, through the API, and says what to type next (the road page's URL too)
 # Idempotent: running it again leaves a running cluster alone (containers whose image changed are
 # recreated). Take it down with hack/compose-down.sh.
 #   hack/compose-up.sh [--no-build] [--ha]
@@ -34,7 +35,7 @@ for arg in "$@"; do
     --no-build) build=0 ;;
     --ha) MINIK8S_COMPOSE_HA=1 ;;
     -h | --help)
-      sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *) die "unknown argument: ${arg} (usage: hack/compose-up.sh [--no-build] [--ha])" ;;
@@ -58,7 +59,8 @@ port_taken() {
 # hack/local-up-cluster.sh); our own running containers keep theirs.
 check_ports() {
   local service port
-  for spec in "apiserver:${MINIK8S_API_PORT}" "node-1:${MINIK8S_KUBELET_PORT_1}" "node-2:${MINIK8S_KUBELET_PORT_2}"; do
+  for spec in "apiserver:${MINIK8S_API_PORT}" "node-1:${MINIK8S_KUBELET_PORT_1}" "node-2:${MINIK8S_KUBELET_PORT_2}" \
+    "road-server:${MINIK8S_ROAD_OTLP_PORT}"; do
     service="${spec%%:*}"
     port="${spec##*:}"
     if [[ -n "$(compose_containers running "${service}")" ]]; then
@@ -66,7 +68,7 @@ check_ports() {
     fi
     if port_taken "${port}"; then
       die "port ${port} (for ${service}) is in use by something else: stop it (hack/down.sh stops the" \
-        "process cluster) or choose other ports (MINIK8S_API_PORT, MINIK8S_KUBELET_PORT_1/2)"
+        "process cluster) or choose other ports (MINIK8S_API_PORT, MINIK8S_KUBELET_PORT_1/2, MINIK8S_ROAD_OTLP_PORT)"
     fi
   done
 }
@@ -106,6 +108,23 @@ ensure_shared_state_root() {
   fi
   warn "cannot make ${KUBELET_STATE_ROOT} a shared mount: emptyDir volumes with medium Memory are disk-backed for pods"
   export MINIK8S_KUBELET_ROOT_PROPAGATION=rprivate
+}
+
+# write_tracing_configs: the components' TracingConfiguration (upstream's --tracing-config-file, every span
+# sampled, as hack/local-up-cluster.sh's), one for the control plane (the road server by its service name) and one
+# for the nodes in the host's network (its OTLP port published on the host's loopback). Written in place and only
+# when changed: the running containers' bind mounts keep seeing the same file.
+write_tracing_configs() {
+  local name endpoint want
+  for name in tracing-config.yaml tracing-config-host.yaml; do
+    endpoint="road-server:4317"
+    [[ "${name}" == tracing-config-host.yaml ]] && endpoint="127.0.0.1:${MINIK8S_ROAD_OTLP_PORT}"
+    want="$(printf '%s\n' "apiVersion: apiserver.config.k8s.io/v1beta1" "kind: TracingConfiguration" \
+      "endpoint: \"${endpoint}\"" "samplingRatePerMillion: 1000000")"
+    if [[ "$(cat "${COMPOSE_OUT}/${name}" 2>/dev/null)" != "${want}" ]]; then
+      printf '%s\n' "${want}" >"${COMPOSE_OUT}/${name}"
+    fi
+  done
 }
 
 # write_kubeconfig: admin.conf (kubernetes-admin in system:masters, its client certificate and the
@@ -222,6 +241,7 @@ main() {
   ensure_shared_state_root
   # The state dir exists before Docker would create the bind mounts' sources itself.
   mkdir -p "${COMPOSE_OUT}/log"
+  write_tracing_configs
   local up_start=${SECONDS} up_epoch
   up_epoch="$(date +%s.%N)"
   if ! dc up -d --remove-orphans 2>&1 | sed -u 's/^/  /' >&2; then
@@ -256,6 +276,9 @@ Next, type:
   kubectl auth can-i create pods
   ${python} -m apiserver.audit ${audit} --verb create   # who did what
   curl --cacert ${ca} ${COMPOSE_API_URL}/api             # no credentials: 401
+  ${python} -m kubectl road deployment/web    # its road: every step, who, when (--follow)
+  kubectl proxy &   # then the road live in a browser:
+  #   http://127.0.0.1:8001/apis/road.minik8s.io/v1alpha1/namespaces/default/deployments/web
 
 EOF
 }

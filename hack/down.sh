@@ -42,7 +42,7 @@ if [[ -d "${OUT}" ]]; then
   stopped=0
   for pidfile in "${OUT}/ingress-nginx.pid" "${OUT}/metrics-server.pid" "${OUT}/local-path-provisioner.pid" \
     "${kubelets[@]}" "${shims[@]}" "${containerds[@]}" "${OUT}/proxy.pid" "${OUT}/dns.pid" \
-    "${OUT}/scheduler.pid" "${OUT}/controllers.pid" "${OUT}/apiserver.pid" "${OUT}/etcd.pid"; do
+    "${OUT}/scheduler.pid" "${OUT}/controllers.pid" "${OUT}/road-server.pid" "${OUT}/apiserver.pid" "${OUT}/etcd.pid"; do
     [[ -f "${pidfile}" ]] || continue
     name="$(basename "${pidfile}" .pid)"
     # NAME.pid is hack/supervise.sh's, the leader of NAME's process group: the one signal stops the
@@ -67,8 +67,6 @@ elif docker_running; then
   # as a node's runtime would, for this cluster's nodes only: CNI DEL per sandbox, containers, bridge, host rules
   log "removing what the nodes made on this host (python -m dockershim.cleanup ${nodes[*]})"
   "${MINIK8S_VENV}/bin/python" -m dockershim.cleanup "${nodes[@]}"
-  # then the kubelets' own state (pods' directories and logs)
-  "${MINIK8S_VENV}/bin/python" -m kubelet.cleanup "${nodes[@]}"
 else
   log "docker: not running; no containers to remove"
 fi
@@ -92,6 +90,12 @@ if [[ ${#containerd_dirs[@]} -gt 0 ]]; then
   log "removing what the containerd nodes made (python -m containerd_node cleanup)"
   "${MINIK8S_VENV}/bin/python" -m containerd_node cleanup "${containerd_dirs[@]}" \
     || warn "the containerd clean-up left something behind (see above)"
+fi
+
+# then the kubelets' own state (pods' directories and logs, their QoS cgroups under /minik8s-NODE): last, once
+# every runtime's containers are gone (a cgroup with a container's cgroup still in it cannot be removed)
+if [[ ${#nodes[@]} -gt 0 ]]; then
+  "${MINIK8S_VENV}/bin/python" -m kubelet.cleanup "${nodes[@]}"
 fi
 
 # kube-proxy leaves its rules when stopped (as upstream, Services keep working across its restarts):

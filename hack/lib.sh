@@ -31,6 +31,8 @@ MINIK8S_APT_PACKAGES=(
   docker-compose:docker-compose # the compose cluster (docker-compose.yml)
   debootstrap:debootstrap       # its Debian base image (hack/cluster-images.sh)
   nginx-light:nginx             # the ingress controller's proxy (python -m ingress_nginx)
+  chromium:chromium             # the road page's browser test (tests/e2e/test_road.py, selenium)
+  chromium-driver:chromedriver
 )
 
 # ---------------------------------------------------------------- logging ---

@@ -37,6 +37,8 @@ MINIK8S_LOG_PREFIX="${MINIK8S_LOG_PREFIX:-local-up}"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 OUT="${MINIK8S_ROOT}/_output/local-up"
+TRACING_CONFIG="${OUT}/tracing-config.yaml"  # every component's --tracing-config-file
+TRACING_ENDPOINT="${TRACING_ENDPOINT:-127.0.0.1:4317}"  # the OTLP/gRPC collector (the road server listens there)
 ETCD_DATA="${OUT}/etcd-data"
 KUBECONFIG_FILE="${OUT}/kubeconfig"
 ETCD_NAME="minik8s-local"
@@ -111,6 +113,12 @@ INGRESS_HTTP_PORT="${INGRESS_HTTP_PORT:-8880}"
 INGRESS_HTTPS_PORT="${INGRESS_HTTPS_PORT:-8443}"
 INGRESS_HEALTHZ_PORT="${INGRESS_HEALTHZ_PORT:-10254}"
 ingress_ready() { curl -fsS --max-time 2 "http://127.0.0.1:${INGRESS_HEALTHZ_PORT}/healthz" >/dev/null 2>&1; }
+# the road server (python -m road): spans over OTLP/gRPC on ${TRACING_ENDPOINT} (every component's
+# --tracing-config-file, ${OUT}/tracing-config.yaml, points there), road.minik8s.io behind the apiserver
+ROAD_SERVER_PORT="${ROAD_SERVER_PORT:-4320}"
+OTLP_ADDRESS="${TRACING_ENDPOINT}"
+road_server_ready() { curl -fsS --max-time 2 --cacert "${PKI_CA}" "https://127.0.0.1:${ROAD_SERVER_PORT}/readyz" \
+  >/dev/null 2>&1; }
 metrics_server_ready() { curl -fsS --max-time 2 --cacert "${PKI_CA}" "https://127.0.0.1:${METRICS_SERVER_PORT}/readyz" \
   >/dev/null 2>&1; }
 
@@ -210,9 +218,14 @@ main() {
     --peer-client-cert-auth --peer-trusted-ca-file "${ETCD_PKI}/ca.crt" \
     --peer-cert-file "${ETCD_PKI}/peer.crt" --peer-key-file "${ETCD_PKI}/peer.key"
 
-  log "step 3/4: apiserver (${API_URL})"
+  # OpenTelemetry spans of every component (issue 15) to the loopback OTLP collector, sampled all; nothing
+  # listening there is harmless (the exporter gives a batch up and says so once a minute)
+  printf '%s\n' "apiVersion: apiserver.config.k8s.io/v1beta1" "kind: TracingConfiguration" \
+    "endpoint: \"${TRACING_ENDPOINT}\"" "samplingRatePerMillion: 1000000" > "${TRACING_CONFIG}"
+
+  log "step 3/4: apiserver (${API_URL}) and the road server (OTLP on ${TRACING_ENDPOINT})"
   start_component apiserver apiserver_ready \
-    "${PY}" -m apiserver --etcd-servers "${ETCD_CLIENT_URL}" \
+    "${PY}" -m apiserver --etcd-servers "${ETCD_CLIENT_URL}" --tracing-config-file "${TRACING_CONFIG}" \
     --etcd-cafile "${OUT}/pki/etcd/ca.crt" \
     --etcd-certfile "${OUT}/pki/apiserver-etcd-client.crt" --etcd-keyfile "${OUT}/pki/apiserver-etcd-client.key" \
     --bind-address "${API_HOST}" --secure-port "${API_PORT}" --port "${API_INSECURE_PORT}" \
@@ -225,9 +238,16 @@ main() {
     --metrics-server-url "https://127.0.0.1:${METRICS_SERVER_PORT}" \
     --proxy-client-cert-file "${OUT}/pki/front-proxy-client.crt" \
     --proxy-client-key-file "${OUT}/pki/front-proxy-client.key" \
-    --metrics-server-certificate-authority "${PKI_CA}"
+    --metrics-server-certificate-authority "${PKI_CA}" \
+    --road-server-url "https://127.0.0.1:${ROAD_SERVER_PORT}" --road-server-certificate-authority "${PKI_CA}"
 
   write_kubeconfig
+  # first of the rest, so that it receives the road from the start: reads as system:road-server
+  start_component road-server road_server_ready \
+    "${PY}" -m road --kubeconfig "${OUT}/road-server.conf" --otlp-address "${OTLP_ADDRESS}" \
+    --bind-address 127.0.0.1 --secure-port "${ROAD_SERVER_PORT}" \
+    --tls-cert-file "${OUT}/pki/road-server-serving.crt" --tls-private-key-file "${OUT}/pki/road-server-serving.key" \
+    --requestheader-client-ca-file "${PKI_CA}" --requestheader-allowed-names front-proxy-client
 
   log "step 4/4: controllers, scheduler, kube-proxy, and per node its runtime (dockershim, or containerd) and kubelet"
   local node
@@ -236,9 +256,9 @@ main() {
   done
   # secure ports 10257 and 10259 on loopback, as kubeadm binds them: /healthz, and /metrics for system:monitoring
   start_component controllers - "${PY}" -m controllers --kubeconfig "${OUT}/controller-manager.conf" \
-    --bind-address 127.0.0.1 --client-ca-file "${PKI_CA}"
+    --tracing-config-file "${TRACING_CONFIG}" --bind-address 127.0.0.1 --client-ca-file "${PKI_CA}"
   start_component scheduler - "${PY}" -m scheduler --kubeconfig "${OUT}/scheduler.conf" \
-    --bind-address 127.0.0.1 --client-ca-file "${PKI_CA}"
+    --tracing-config-file "${TRACING_CONFIG}" --bind-address 127.0.0.1 --client-ca-file "${PKI_CA}"
   # the DNS add-on's Service and endpoints, created once as kubernetes-admin (the DNS may only keep them)
   "${PY}" -m dns.kube_dns_service --kubeconfig "${OUT}/admin.conf" --service-ip "${CLUSTER_DNS}" \
     --port "${DNS_PORT}" --health-port "${DNS_HEALTH_PORT}" || die "creating the kube-dns Service failed"
@@ -257,15 +277,18 @@ main() {
       shim_socket="/run/minik8s/${node}/dockershim.sock"
       endpoint="unix://${shim_socket}"
       start_component "dockershim-${node}" dockershim_serving \
-        "${PY}" -m dockershim --node-name "${node}" --container-runtime-endpoint "${endpoint}"
+        "${PY}" -m dockershim --node-name "${node}" --container-runtime-endpoint "${endpoint}" \
+        --tracing-config-file "${TRACING_CONFIG}"
     fi
     start_component "kubelet-${node}" - \
       "${PY}" -m kubelet --node-name "${node}" --kubeconfig "${OUT}/kubelet-${node}.conf" --port "${kubelet_port}" \
       --container-runtime-endpoint "${endpoint}" --image-service-endpoint "${endpoint}" \
+      --tracing-config-file "${TRACING_CONFIG}" \
       --tls-cert-file "${OUT}/pki/kubelets/${node}/kubelet.crt" \
       --tls-private-key-file "${OUT}/pki/kubelets/${node}/kubelet.key" \
       --client-ca-file "${PKI_CA}" \
-      --cluster-dns "${CLUSTER_DNS}" --cluster-domain cluster.local
+      --cluster-dns "${CLUSTER_DNS}" --cluster-domain cluster.local \
+      --cgroup-root "/minik8s-${node}"
     kubelet_port=$((kubelet_port + 1))
   done
   # the local-path provisioner: rancher's manifests (namespace, service account, RBAC, the default StorageClass
@@ -302,6 +325,9 @@ Next, type:
   kubectl get nodes
   kubectl apply -f examples/web-deployment.yaml
   kubectl auth can-i create pods
+  ${PY#"${MINIK8S_ROOT}"/} -m kubectl road deployment/web          # its road: every step, who, when (--follow)
+  kubectl proxy &   # then the road live in a browser:
+  #   http://127.0.0.1:8001/apis/road.minik8s.io/v1alpha1/namespaces/default/deployments/web
   ${PY#"${MINIK8S_ROOT}"/} -m apiserver.audit ${AUDIT_LOG#"${MINIK8S_ROOT}"/} --verb create   # who did what
 
 EOF

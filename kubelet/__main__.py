@@ -9,6 +9,7 @@ import socket
 from pathlib import Path
 
 from kubelet.kubelet import Kubelet, KubeletConfig, default_runtime_endpoint, run_kubelet
+from machinery import tracing
 from machinery.nodelabels import KUBELET_LABEL_NAMESPACES, KUBELET_LABELS, unknown_kubernetes_labels
 from machinery.timeutil import duration_flag
 
@@ -21,6 +22,16 @@ def _labels(text: str) -> dict[str, str]:
             raise argparse.ArgumentTypeError(f"--node-labels: {item!r} is not key=value")
         out[key] = value
     return out
+
+
+def _bool_flag(text: str) -> bool:
+    """A Go boolean flag's value (strconv.ParseBool)."""
+    value = text.strip().lower()
+    if value in ("1", "t", "true"):
+        return True
+    if value in ("0", "f", "false"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean value {text!r}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -71,6 +82,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--client-ca-file", default=None,
                    help="require client certificates from this CA; only system:masters (the apiserver's "
                         "kubelet-client identity) is authorized")
+    p.add_argument("--cgroups-per-qos", type=_bool_flag, nargs="?", const=True, default=True, metavar="BOOL",
+                   help="make the QoS cgroup hierarchy (kubepods, kubepods/burstable, kubepods/besteffort) and a "
+                        "cgroup per pod under it (default %(default)s)")
+    p.add_argument("--cgroup-root", default="/",
+                   help="the cgroup the QoS hierarchy goes under (default %(default)s)")
+    p.add_argument("--cgroup-driver", default="cgroupfs", choices=["cgroupfs"],
+                   help="how the kubelet manages cgroups: cgroupfs, as the container runtime (default %(default)s)")
+    tracing.add_flag(p)
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
     args = p.parse_args(argv)
     unknown = unknown_kubernetes_labels(args.node_labels)
@@ -83,6 +102,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         endpoint = getattr(args, flag)
         if endpoint is not None and not (endpoint.startswith("unix:///") or endpoint.startswith("/")):
             p.error(f"--{flag.replace('_', '-')}: {endpoint!r} is not a unix socket (unix:///path)")
+    if not args.cgroup_root.startswith("/"):
+        p.error(f"--cgroup-root: {args.cgroup_root!r} is not an absolute cgroupfs path")
     if args.runtime_request_timeout <= 0:
         p.error("--runtime-request-timeout must be positive")
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
@@ -112,6 +133,7 @@ def config_from_args(args: argparse.Namespace) -> KubeletConfig:
         housekeeping_interval=args.housekeeping_interval,
         tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
         client_ca_file=args.client_ca_file,
+        cgroups_per_qos=args.cgroups_per_qos, cgroup_root=args.cgroup_root, cgroup_driver=args.cgroup_driver,
     )
 
 
@@ -120,6 +142,7 @@ def main(argv: list[str] | None = None, kubelet_class: type[Kubelet] = Kubelet) 
     level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    tracing.setup_or_exit(args.tracing_config_file, "kubelet", attributes={"k8s.node.name": args.node_name})
     asyncio.run(run_kubelet(config_from_args(args), kubelet_class))
 
 

@@ -1,9 +1,11 @@
 """Remove what a node's kubelet itself wrote on this host: its pods' directories (volumes, with
-their tmpfs mounts, /etc/hosts files, termination-message files) and its container log
-directories. Containers, sandboxes and the pod network belong to the container runtime, whose own
-cleanup removes them (`python -m dockershim.cleanup --node NAME` for the Docker shim).
+their tmpfs mounts, /etc/hosts files, termination-message files), its container log
+directories and its QoS cgroups (kubepods under its --cgroup-root; /minik8s-NODE by default, as
+local-up and the tests give each node its own). Containers, sandboxes and the pod network belong
+to the container runtime, whose own cleanup removes them (`python -m dockershim.cleanup --node
+NAME` for the Docker shim).
 
-`python -m kubelet.cleanup --node NAME [--root-dir DIR]` — for tests (which must leave nothing
+`python -m kubelet.cleanup --node NAME [--root-dir DIR] [--cgroup-root PATH]` — for tests (which must leave nothing
 behind, even when they fail) and for tearing down a local cluster.
 """
 
@@ -15,10 +17,32 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from kubelet.cm.cgroup_manager import CgroupManager
+from kubelet.cm.container_manager import KUBEPODS
+
 DEFAULT_ROOT = Path("/var/lib/minik8s/kubelet")
 
 
-def cleanup_kubelet_state(node_name: str, root_dir: Path | None = None) -> None:
+def node_cgroup_root(node_name: str) -> str:
+    """The --cgroup-root local-up and the tests give a node's kubelet: nodes sharing this host are separate
+    machines, each with its own kubepods."""
+    return f"/minik8s-{node_name}"
+
+
+def remove_qos_cgroups(cgroup_root: str) -> None:
+    """kubepods under `cgroup_root` and what is left in it (its pods' containers gone), then the root itself
+    unless it is the host's. OSError (EBUSY) while a process still runs in one."""
+    manager = CgroupManager()
+    root = "/" + cgroup_root.strip("/")
+    manager.destroy(root.rstrip("/") + "/" + KUBEPODS)
+    if root != "/":
+        manager.destroy(root)
+
+
+def cleanup_kubelet_state(node_name: str, root_dir: Path | None = None, cgroup_root: str | None = None) -> None:
+    """`cgroup_root`: the kubelet's --cgroup-root (node_cgroup_root by default)."""
+    with contextlib.suppress(OSError):  # a host without (writable) cgroups; or a process still in one
+        remove_qos_cgroups(cgroup_root or node_cgroup_root(node_name))
     root = root_dir or DEFAULT_ROOT / node_name
     pods = root / "pods"
     if pods.is_dir():
@@ -36,11 +60,14 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="kubelet.cleanup", description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--node", action="append", default=[], required=True, help="a node name (repeatable)")
     p.add_argument("--root-dir", default=None, help="the kubelet's --root-dir (with one --node)")
+    p.add_argument("--cgroup-root", default=None,
+                   help="the kubelet's --cgroup-root (with one --node; default /minik8s-NODE)")
     args = p.parse_args(argv)
-    if args.root_dir and len(args.node) > 1:
-        p.error("--root-dir goes with one --node")
+    for flag in ("root_dir", "cgroup_root"):
+        if getattr(args, flag) and len(args.node) > 1:
+            p.error(f"--{flag.replace('_', '-')} goes with one --node")
     for node in args.node:
-        cleanup_kubelet_state(node, Path(args.root_dir) if args.root_dir else None)
+        cleanup_kubelet_state(node, Path(args.root_dir) if args.root_dir else None, args.cgroup_root)
         print(f"node {node}: kubelet state removed")
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import uvicorn
 
+from kubelet.cm.container_manager import ContainerManager
 from kubelet.cri.remote_image import RemoteImageService
 from kubelet.cri.remote_runtime import DEFAULT_TIMEOUT, RemoteRuntimeService
 from kubelet.kuberuntime.manager import KubeGenericRuntimeManager
@@ -97,6 +98,9 @@ class KubeletConfig:
     tls_cert_file: str | None = None  # serve HTTPS (kubelet/server.py)
     tls_private_key_file: str | None = None
     client_ca_file: str | None = None  # ... and require client certificates from this CA
+    cgroups_per_qos: bool = True  # the QoS cgroup hierarchy (kubelet/cm) and a cgroup per pod
+    cgroup_root: str = "/"  # where kubepods goes
+    cgroup_driver: str = "cgroupfs"
 
     def __post_init__(self) -> None:
         if not self.node_ip:
@@ -128,6 +132,8 @@ class Kubelet:
         self.runtime_service, self.image_service = self.connect_runtime()
         self.helper = KubeletRuntimeHelper(self.volumes, config.node_name, config.node_ip,
                                            lambda: (self.node_status.cpu_millis, self.node_status.memory_bytes))
+        # the QoS cgroups (set up in start; None when off or when this host's cgroups cannot be written)
+        self.container_manager: ContainerManager | None = None
         # upstream's kubelet makes the PLEG over the runtime and hands it to the runtime manager too
         self.dns = DNSConfigurer(self.recorder.event, config.node_name, [config.node_ip],
                                  cluster_dns=config.cluster_dns, cluster_domain=config.cluster_domain,
@@ -210,6 +216,7 @@ class Kubelet:
         except CriError as e:
             raise SystemExit(f"kubelet: cannot reach the container runtime at {config.container_runtime_endpoint}: "
                              f"{e.message}") from e
+        await self.start_container_manager()
         await self.pleg.start()
         self.pleg.add_listener(self._wake)
         if config.pod_cidr:
@@ -286,6 +293,28 @@ class Kubelet:
         await self.client.close()
 
     # -- the node and the runtime ---------------------------------------------------------------
+
+    def _active_pods(self) -> list[Pod]:
+        """The node's pods that still run (upstream GetActivePods): the burstable tier's shares are theirs."""
+        pods = self.pod_informer.list() if self.pod_informer is not None else []
+        return [p for p in pods if not (p.status and p.status.phase in ("Succeeded", "Failed"))]
+
+    async def start_container_manager(self) -> None:
+        """--cgroups-per-qos: make kubepods and its tiers (upstream's container manager Start). A host whose
+        cgroups this kubelet cannot write keeps today's behaviour: the runtime's default parent."""
+        config = self.config
+        if not config.cgroups_per_qos:
+            return
+        manager = ContainerManager(config.cgroup_root, active_pods=self._active_pods)
+        try:
+            await asyncio.to_thread(manager.start, self.node_status.cpu_millis, self.node_status.memory_bytes)
+        except OSError as e:
+            log.warning("cgroups-per-qos: cannot make the QoS cgroups under %s (%s); pods run in the container "
+                        "runtime's default cgroup", manager.kubepods, e)
+            return
+        self.container_manager = self.helper.container_manager = manager
+        log.info("QoS cgroups under %s (cgroup v%d, %s driver)", manager.kubepods, manager.cgroups.version,
+                 config.cgroup_driver)
 
     async def _set_pod_cidr(self, cidr: str) -> None:
         """Hand the node's podCIDR to the runtime (upstream updatePodCIDR → UpdateRuntimeConfig)."""
@@ -373,8 +402,27 @@ class Kubelet:
             await asyncio.to_thread(self.volumes.teardown, uid)
         for uid in set(await asyncio.to_thread(self.volumes.known_pod_uids)) - known - self.runtime.pod_uids():
             await asyncio.to_thread(self.volumes.teardown, uid)
+        if self.container_manager is not None:
+            await self._cleanup_orphaned_pod_cgroups(known)
         self.runtime.crash_backoff.gc()
         self.runtime.image_backoff.gc()
+
+    async def _cleanup_orphaned_pod_cgroups(self, known: set[str | None]) -> None:
+        """upstream cleanupOrphanedPodCgroups: the cgroups of pods that are gone and have no containers left
+        (also a previous run's leftovers, at the first housekeeping); then the QoS tiers' shares."""
+        manager = self.container_manager
+        assert manager is not None
+        orphans = set(await asyncio.to_thread(manager.pod_cgroups)) - known - self.runtime.pod_uids()
+        for uid in orphans:
+            try:
+                await asyncio.to_thread(manager.destroy_pod, uid)
+            except OSError as e:  # a process still in it: the next round
+                log.info("pod cgroup of %s, which no longer exists, not removed yet: %s", uid, e)
+            else:
+                log.info("removed the cgroup of pod %s, which no longer exists", uid)
+        # the burstable tier follows its pods (upstream also updates it periodically): after a restart, whose
+        # pods' cgroups are all there, nothing else would
+        await asyncio.to_thread(manager.update_qos_cgroups)
 
 
 class _EmbeddedServer(uvicorn.Server):

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kubelet import volume_pvc
+from kubelet.cm.container_manager import ContainerManager
 from kubelet.configmap_secret_manager import ConfigMapSecretManager, PodObjects
 from kubelet.container.runtime import ConfigError, Runtime
 from kubelet.kubelet_pods import PodContext, container_env
@@ -35,6 +36,7 @@ from kubelet.status_manager import StatusManager
 from kubelet.token_manager import TokenError, TokenKey, TokenManager
 from kubelet.volume_projected import token_keys
 from kubelet.volumes import HostVolume, VolumeError, VolumeManager, VolumeSetUpError
+from machinery import tracing
 from machinery.api.core_v1 import Container, Pod
 from machinery.client import ApiClient, ApiError, ApiUnavailable
 from machinery.timeutil import now_rfc3339
@@ -54,10 +56,15 @@ class KubeletRuntimeHelper:
         self.node_name = node_name
         self.node_ip = node_ip
         self.allocatable = allocatable  # (cpu millis, memory bytes)
+        self.container_manager: ContainerManager | None = None  # --cgroups-per-qos, once set up
         self.pod_volumes: dict[str, dict[str, HostVolume]] = {}  # uid -> the volumes set up last
         self.pod_objects: dict[str, PodObjects] = {}  # uid -> the ConfigMaps and Secrets its last sync read
         # (namespace, enableServiceLinks) -> the Services as env vars (kubelet/service_env.py)
         self.service_env: Callable[[str, bool], dict[str, str]] = lambda _ns, _links: {}
+
+    def pod_cgroup_parent(self, pod: Pod) -> str:
+        """upstream GetPodCgroupParent: the pod's cgroup, the sandbox's cgroup parent ("" without QoS cgroups)."""
+        return self.container_manager.pod_cgroup(pod) if self.container_manager is not None else ""
 
     def pod_ip_for_host_network(self) -> str:
         return self.node_ip
@@ -133,7 +140,12 @@ class KubeletPodSyncer:
 
     async def update_status(self, pod: Pod, terminating: bool = False) -> dict[str, Any]:
         status = compute_pod_status(pod, self.runtime_state(pod, terminating), now_rfc3339())
-        await self.status_manager.set_status(pod, status)
+        if not tracing.active():
+            await self.status_manager.set_status(pod, status)
+            return status
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
+        with tracing.span("kubelet.status", attributes={"k8s.pod.phase": status.get("phase"), "k8s.pod.ready": ready}):
+            await self.status_manager.set_status(pod, status)  # the PATCH, if any, is this span's child
         return status
 
     # -- PodSyncer ------------------------------------------------------------------------------
@@ -173,6 +185,7 @@ class KubeletPodSyncer:
             # volume manager leaves a mounted volume mounted when a remount fails
         else:
             self._mount_failures.pop(uid, None)
+        await self._ensure_pod_cgroup(pod)
         self.probes.add_pod(pod)
         result = await self.runtime.sync_pod(pod)
         status = await self.update_status(self.status_manager.latest(pod))
@@ -185,6 +198,17 @@ class KubeletPodSyncer:
             if result.requeue_after is None or refresh < result.requeue_after:
                 return refresh
         return result.requeue_after
+
+    async def _ensure_pod_cgroup(self, pod: Pod) -> None:
+        """The pod's cgroup before its sandbox (upstream syncPod: UpdateQOSCgroups, then EnsureExists)."""
+        manager = self.helper.container_manager
+        if manager is None:
+            return
+        try:
+            await asyncio.to_thread(manager.ensure_pod, pod)
+        except OSError as e:
+            self.recorder(pod, "Warning", "FailedCreatePodContainer", f"unable to ensure pod container exists: {e}")
+            raise
 
     async def _tokens(self, pod: Pod) -> dict[TokenKey, str | Exception]:
         """The tokens of the pod's projected volumes (cached, refreshed when due), or why there is none."""
@@ -211,10 +235,22 @@ class KubeletPodSyncer:
         with contextlib.suppress(ApiError, ApiUnavailable):
             await self.update_status(self.status_manager.latest(pod), terminating=True)
 
+    async def _remove_pod_cgroup(self, uid: str) -> None:
+        """The pod's containers are gone: so goes its cgroup (housekeeping retries one still busy)."""
+        manager = self.helper.container_manager
+        if manager is None:
+            return
+        try:
+            if await asyncio.to_thread(manager.destroy_pod, uid):
+                await asyncio.to_thread(manager.update_qos_cgroups)
+        except OSError as e:
+            log.info("cgroup of pod %s not removed yet: %s", uid, e)
+
     async def sync_terminated_pod(self, pod: Pod, removed: bool) -> None:
         uid = pod.metadata.uid or ""
         await self.runtime.remove_pod(uid)
         await asyncio.to_thread(self.volumes.teardown, uid)
+        await self._remove_pod_cgroup(uid)
         self.runtime.forget_pod(uid)
         self.helper.pod_volumes.pop(uid, None)
         self.helper.pod_objects.pop(uid, None)

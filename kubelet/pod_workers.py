@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
+from machinery import tracing
 from machinery.api.core_v1 import Pod
 from machinery.client import ApiError, ApiUnavailable
 from machinery.cri.errors import CriError
@@ -109,7 +110,16 @@ class PodWorker:
         # a watch event handled in between (our own status write) moves the pod and the status manager's
         # view of it together, so a pod taken before it would pair an older status with a newer view and
         # the status manager would take that older status for the one in the API.
-        return await self.syncer.sync_pod(self.pod)
+        if not tracing.active():
+            return await self.syncer.sync_pod(self.pod)
+        with tracing.span("kubelet.sync_pod", attributes=self._span_attributes("update" if self.syncs else "create")):
+            return await self.syncer.sync_pod(self.pod)
+
+    def _span_attributes(self, update_type: str) -> dict[str, object]:
+        """The kubelet.sync_pod span's (--tracing-config-file)."""
+        spec = self.pod.spec
+        return {**tracing.object_attributes(self.pod, "v1", "Pod"), "k8s.sync.update_type": update_type,
+                "k8s.node.name": spec.node_name if spec is not None else None}
 
     async def run(self) -> None:
         while True:
@@ -122,7 +132,9 @@ class PodWorker:
             try:
                 if self.deleting:
                     if not self.terminated:
-                        await self.syncer.sync_terminating_pod(self.pod, deletion_grace(self.pod))
+                        with tracing.span("kubelet.sync_pod", attributes=self._span_attributes("kill")
+                                          if tracing.active() else None):
+                            await self.syncer.sync_terminating_pod(self.pod, deletion_grace(self.pod))
                         self.terminated = True
                     if not self.cleaned_up or self.removed:
                         await self.syncer.sync_terminated_pod(self.pod, self.removed)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from machinery import tracing
 from machinery.api.core_v1 import Container, Pod, Probe
 from machinery.cri.errors import CriError
 
@@ -196,7 +197,11 @@ class ProbeWorker:
         initial = float(self.probe.initial_delay_seconds or 0)
         if since < initial:
             return initial - since
-        ok, output = await run_probe(self.probe, self.container, target, self.manager.run, self.manager.http)
+        with tracing.span("kubelet.probe", attributes={
+                **tracing.object_attributes(self.pod, "v1", "Pod"), "k8s.probe.type": self.kind.lower(),
+                "k8s.container.name": self.container.name} if tracing.active() else None) as span:
+            ok, output = await run_probe(self.probe, self.container, target, self.manager.run, self.manager.http)
+            tracing.set_attributes(span, {"k8s.probe.result": "success" if ok else "failure"})
         if self.manager.lookup(self.uid, self.container.name) is None:
             return min(period, 1.0)  # the container went away while we probed
         if not ok:

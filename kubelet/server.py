@@ -17,8 +17,10 @@
   frames) → CRI Attach: the container's own streams (its main process), relayed the same way.
 - `GET /portForward/{namespace}/{pod}?ports=P[,Q]` (websocket, subprotocol v4.channel.k8s.io or none) →
   CRI PortForward on the pod's sandbox: the runtime's streaming server reaches the ports inside the pod's
-  network namespace; frames pass verbatim (upstream portforward/websocket.go: per port a data channel 2i
-  and an error channel 2i+1, the server's first frame on each the port as two little-endian bytes).
+  network namespace (upstream portforward/websocket.go: per port a data channel 2i and an error channel
+  2i+1, the server's first frame on each the port as two little-endian bytes). The kubelet does not relay
+  frames: it makes the runtime's handshake with the client's key, answers with the runtime's 101 and
+  splices the two connections byte for byte (upstream's kubelet proxies the upgrade the same way).
 
 Errors are `Status` objects with the HTTP code, which the apiserver passes on to kubectl.
 
@@ -45,6 +47,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import websockets
 from starlette.applications import Starlette
@@ -70,10 +73,12 @@ from kubelet.streaming import (
     translating,
 )
 from machinery.api.core_v1 import Pod
-from machinery.authn.user import user_from_peercert
 from machinery.cri.errors import CriError
+from machinery.delegated_auth import authenticate
 from machinery.informer import Informer
-from machinery.tls import server_ssl_context, tls_options
+from machinery.splice import SpliceSide, SpliceUpgrade, handshake_request, parse_response_head
+from machinery.status import failure
+from machinery.tls import UPGRADE_SCOPE_KEY, TLSHttpProtocol, Upgrade, server_ssl_context, tls_options
 
 
 class KubeletView(Protocol):
@@ -101,8 +106,7 @@ class KubeletError(Exception):
         super().__init__(message)
 
     def status(self) -> dict[str, Any]:
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": self.message,
-                "reason": self.reason, "code": self.code}
+        return failure(self.code, self.reason, self.message)
 
     def response(self) -> Response:
         return JSONResponse(self.status(), status_code=self.code)
@@ -152,8 +156,7 @@ class ClientCertificateAuth:
         if kind not in ("http", "websocket") or scope["path"] in PUBLIC_PATHS:
             await self.app(scope, receive, send)
             return
-        peercert = scope.get("peercert")
-        user = user_from_peercert(peercert) if peercert else None
+        user = await authenticate(scope, self.reviewer.tokens if self.reviewer is not None else None)
         error: KubeletError | None = None
         if user is None:
             error = KubeletError(401, "Unauthorized", "Unauthorized")
@@ -170,6 +173,13 @@ class ClientCertificateAuth:
             await _deny(WebSocket(scope, receive, send), error)
         else:
             await error.response()(scope, receive, send)
+
+
+class KubeletHttpProtocol(TLSHttpProtocol):
+    """The kubelet's HTTP protocol (plain or TLS): port-forward's websocket upgrades reach `portforward_http`,
+    which splices them to the runtime's streaming server."""
+
+    raw_websocket_prefixes = (b"/portForward/",)
 
 
 class KubeletServer:
@@ -193,7 +203,7 @@ class KubeletServer:
             WebSocketRoute("/attach/{namespace}/{pod}/{container}", self.attach_ws),
             Route("/attach/{namespace}/{pod}/{container}", self.exec_http, methods=["GET", "POST"]),
             WebSocketRoute("/portForward/{namespace}/{pod}", self.portforward_ws),
-            Route("/portForward/{namespace}/{pod}", self.exec_http, methods=["GET", "POST"]),
+            Route("/portForward/{namespace}/{pod}", self.portforward_http, methods=["GET", "POST"]),
         ])
         if config.client_ca_file:
             self.app = ClientCertificateAuth(self.app, kubelet.reviewer)
@@ -201,10 +211,10 @@ class KubeletServer:
     def uvicorn_options(self) -> dict[str, Any]:
         """How uvicorn serves this app: plain HTTP, or TLS (asking for client certificates with a client CA)."""
         if not self.k.config.tls_cert_file or not self.k.config.tls_private_key_file:
-            return {"ws": "websockets-sansio"}
+            return {"http": KubeletHttpProtocol, "ws": "websockets-sansio"}
         context = server_ssl_context(self.k.config.tls_cert_file, self.k.config.tls_private_key_file,
                                      self.k.config.client_ca_file)
-        return tls_options(context)
+        return tls_options(context, KubeletHttpProtocol)
 
     async def healthz(self, request: Request) -> Response:
         return PlainTextResponse("ok")
@@ -380,7 +390,8 @@ class KubeletServer:
             url = await get_url(instances[0].id)
             upstream = await connect(
                 _ws_url(url), subprotocols=[websockets.Subprotocol(o) for o in runtime_subprotocols(offered)],
-                max_size=None, ping_interval=None, open_timeout=30, write_limit=STREAM_WRITE_LIMIT)
+                max_size=None, ping_interval=None, open_timeout=30, write_limit=STREAM_WRITE_LIMIT,
+                compression=None)
         except KubeletError as e:
             await _deny(websocket, e)
             return
@@ -388,7 +399,7 @@ class KubeletServer:
             await _deny(websocket, KubeletError(500, "InternalError", f"{what}: {e.message}"))
             return
         except websockets.exceptions.InvalidStatus as e:
-            await _deny(websocket, _runtime_refusal(what, e))
+            await _deny(websocket, _runtime_refusal(what, e.response.status_code, e.response.body or b""))
             return
         except (OSError, websockets.exceptions.WebSocketException, TimeoutError) as e:
             await _deny(websocket, KubeletError(500, "InternalError", f"{what}: the runtime's streaming server: {e}"))
@@ -402,32 +413,37 @@ class KubeletServer:
 
     # -- port-forward -----------------------------------------------------------------------------
 
-    async def portforward_ws(self, websocket: WebSocket) -> None:
-        """Port-forward into the pod's network namespace (upstream server.go getPortForward)."""
-        offered = list(websocket.scope.get("subprotocols") or [])
-        p = websocket.path_params
+    async def _portforward_url(self, offered: list[str], path_params: dict[str, Any], query: Any) -> str:
+        """The runtime's port-forward URL for the pod's sandbox, `?ports=` appended (upstream server.go
+        getPortForward); refusals raise KubeletError."""
+        if offered and PORTFORWARD_PROTOCOL not in offered:
+            raise KubeletError(400, "BadRequest", f"no supported subprotocol among {offered}; "
+                                                  f"expected one of {[PORTFORWARD_PROTOCOL]}")
+        ports = portforward_ports(query.getlist("ports"))
+        pod = self._pod(path_params["namespace"], path_params["pod"])
+        sandboxes = [sb for sb in self.k.runtime.get_pod_status(pod.metadata.uid or "").sandboxes if sb.ready]
+        if not sandboxes:
+            raise KubeletError(500, "InternalError", f'failed to find sandboxID for pod "{pod.metadata.name}"')
         try:
-            if offered and PORTFORWARD_PROTOCOL not in offered:
-                raise KubeletError(400, "BadRequest", f"no supported subprotocol among {offered}; "
-                                                      f"expected one of {[PORTFORWARD_PROTOCOL]}")
-            ports = portforward_ports(websocket.query_params.getlist("ports"))
-            pod = self._pod(p["namespace"], p["pod"])
-            sandboxes = [sb for sb in self.k.runtime.get_pod_status(pod.metadata.uid or "").sandboxes if sb.ready]
-            if not sandboxes:
-                raise KubeletError(500, "InternalError", f'failed to find sandboxID for pod "{pod.metadata.name}"')
             url = await self.k.runtime.get_port_forward(sandboxes[0].id, ports)
-            query = "ports=" + ",".join(str(port) for port in ports)
-            upstream = await connect(_ws_url(url) + ("&" if "?" in url else "?") + query,
-                                     subprotocols=[websockets.Subprotocol(PORTFORWARD_PROTOCOL)],
-                                     max_size=None, ping_interval=None, open_timeout=30, write_limit=STREAM_WRITE_LIMIT)
+        except CriError as e:
+            raise KubeletError(500, "InternalError", f"portforward: {e.message}") from e
+        return url + ("&" if "?" in url else "?") + "ports=" + ",".join(str(port) for port in ports)
+
+    async def portforward_ws(self, websocket: WebSocket) -> None:
+        """Port-forward into the pod's network namespace, relayed frame by frame (a websocket upgrade reaches
+        this only on a server without the splice: `portforward_http` serves the kubelet's own)."""
+        offered = list(websocket.scope.get("subprotocols") or [])
+        try:
+            url = await self._portforward_url(offered, websocket.path_params, websocket.query_params)
+            upstream = await connect(_ws_url(url), subprotocols=[websockets.Subprotocol(PORTFORWARD_PROTOCOL)],
+                                     max_size=None, ping_interval=None, open_timeout=30, write_limit=STREAM_WRITE_LIMIT,
+                                     compression=None)
         except KubeletError as e:
             await _deny(websocket, e)
             return
-        except CriError as e:
-            await _deny(websocket, KubeletError(500, "InternalError", f"portforward: {e.message}"))
-            return
         except websockets.exceptions.InvalidStatus as e:
-            await _deny(websocket, _runtime_refusal("portforward", e))
+            await _deny(websocket, _runtime_refusal("portforward", e.response.status_code, e.response.body or b""))
             return
         except (OSError, websockets.exceptions.WebSocketException, TimeoutError) as e:
             await _deny(websocket, KubeletError(500, "InternalError", f"portforward: the runtime's streaming server: "
@@ -438,6 +454,60 @@ class KubeletServer:
             await relay(websocket, upstream)
         finally:
             await upstream.close()
+
+    async def portforward_http(self, request: Request) -> Response:
+        """Port-forward's websocket spliced to the runtime's streaming server (upstream's kubelet proxies the
+        upgrade with its UpgradeAwareHandler): the kubelet makes the runtime's handshake with the client's own
+        key, answers the client's upgrade with the runtime's 101, then copies bytes both ways; frames are
+        neither decoded nor re-framed here (they are the same websocket protocol on both sides)."""
+        upgrade: Upgrade | None = request.scope.get(UPGRADE_SCOPE_KEY)
+        if upgrade is None or upgrade.token != "websocket":
+            return await self.exec_http(request)
+        offered = [p.strip() for v in request.headers.getlist("sec-websocket-protocol") for p in v.split(",")
+                   if p.strip()]
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        try:
+            url = await self._portforward_url(offered, request.path_params, request.query_params)
+            runtime, answer = await dial_runtime_websocket(url, request.headers.get("sec-websocket-key", ""),
+                                                           PORTFORWARD_PROTOCOL if offered else None, done)
+        except KubeletError as e:
+            return e.response()
+        return SpliceUpgrade(upgrade, runtime, done, answer)
+
+
+async def dial_runtime_websocket(url: str, key: str, protocol: str | None, done: asyncio.Future[None],
+                                 what: str = "portforward", timeout: float = 30.0,
+                                 ) -> tuple[SpliceSide, list[tuple[bytes, bytes]]]:
+    """The runtime's side of a splice, its handshake answered 101 (with the client's `key`), and the headers of
+    that 101 the client needs; a refusal (its Status), an unreachable server or a garbled answer raise
+    KubeletError, the connection closed."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise KubeletError(500, "InternalError", f"{what}: the runtime's streaming URL {url} is not plain http")
+    loop = asyncio.get_running_loop()
+    runtime = SpliceSide(done, handshake=True)
+    try:
+        async with asyncio.timeout(timeout):
+            await loop.create_connection(lambda: runtime, parts.hostname, parts.port or 80)
+            assert runtime.transport is not None and runtime.head is not None
+            runtime.transport.write(handshake_request(f"{parts.path}?{parts.query}", parts.netloc, key, protocol))
+            status, headers = parse_response_head(await runtime.head)
+            if status != 101:
+                length = int(next((v for k, v in headers if k == "content-length"), "0") or 0)
+                while len(runtime.pending) < length and not runtime.lost:  # the refusal's body
+                    runtime.arrived.clear()
+                    await runtime.arrived.wait()
+                raise _runtime_refusal(what, status, bytes(runtime.pending[:length]))
+    except BaseException as e:
+        if runtime.transport is not None:
+            runtime.transport.close()
+        if isinstance(e, (OSError, ValueError, TimeoutError)):
+            raise KubeletError(500, "InternalError", f"{what}: the runtime's streaming server: "
+                                                     f"{e or type(e).__name__}") from e
+        raise
+    answer = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers
+              if k in ("upgrade", "connection", "sec-websocket-accept", "sec-websocket-protocol")]
+    return runtime, answer
 
 
 def portforward_ports(values: list[str]) -> list[int]:
@@ -459,17 +529,16 @@ def portforward_ports(values: list[str]) -> list[int]:
     return ports
 
 
-def _runtime_refusal(what: str, e: websockets.exceptions.InvalidStatus) -> KubeletError:
+def _runtime_refusal(what: str, status_code: int, body: bytes | bytearray) -> KubeletError:
     """The runtime's streaming server refused the upgrade: its Status (or text) as the kubelet's error."""
-    body = e.response.body or b""
     try:
         status = json.loads(body)
         if isinstance(status, dict) and status.get("message"):
-            return KubeletError(int(status.get("code") or e.response.status_code),
+            return KubeletError(int(status.get("code") or status_code),
                                 str(status.get("reason") or "InternalError"), f"{what}: {status['message']}")
     except ValueError:
         pass
-    text = body.decode(errors="replace").strip() or f"HTTP {e.response.status_code}"
+    text = body.decode(errors="replace").strip() or f"HTTP {status_code}"
     return KubeletError(500, "InternalError", f"{what}: the runtime's streaming server: {text}")
 
 

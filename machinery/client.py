@@ -40,6 +40,7 @@ import aiohttp
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from machinery import tracing
 from machinery.api.autoscaling_v1 import Scale
 from machinery.api.core_v1 import Binding, ObjectReference, Pod
 from machinery.api.meta import ObjectMeta, Preconditions, Status
@@ -460,9 +461,12 @@ class ApiClient:
         return self._base
 
     async def _headers_for(self, headers: dict[str, str] | None = None) -> dict[str, str] | None:
-        """Per-request headers, with the token source's current bearer token."""
+        """Per-request headers, with the token source's current bearer token and the current span's trace
+        context (W3C traceparent, when tracing is on: machinery/tracing.py)."""
         if self.token_source is not None:
-            return {**(headers or {}), "Authorization": f"Bearer {await self.token_source()}"}
+            headers = {**(headers or {}), "Authorization": f"Bearer {await self.token_source()}"}
+        if tracing.TRACER is not None:
+            headers = tracing.inject(headers)
         return headers
 
     def _warnings(self, response: aiohttp.ClientResponse) -> None:

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from machinery import tracing
 from machinery.informer import Informer, meta_namespace_key
 from machinery.workqueue import RateLimitingQueue, ShutDown
 
@@ -74,21 +75,38 @@ class Controller:
                 key = await self.queue.get()
             except ShutDown:
                 return
-            try:
-                after = await self.reconcile(key)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # any failure is retried with back-off
-                retries = self.queue.num_requeues(key)
-                log.warning("%s: reconciling %s failed (retry %d): %s", self.name, key, retries, e,
-                            exc_info=retries == 0 and not _expected(e))
-                self.queue.add_rate_limited(key)
-            else:
-                self.queue.forget(key)
-                if after is not None:
-                    self.queue.add_after(key, after)
-            finally:
-                self.queue.done(key)
+            if not tracing.active():
+                await self._process(key)
+                continue
+            # --tracing-config-file: the sync is a span, current while it runs (its API requests are children)
+            attributes = {"k8s.controller": self.name, "k8s.queue.key": key,
+                          "k8s.queue.wait_ms": self.queue.last_wait * 1000.0}
+            if self.informers:
+                attributes.update(tracing.object_attributes(self.informers[0].store.get(key)))
+            with tracing.span("controller.sync", attributes=attributes) as span:
+                result = await self._process(key)
+                tracing.set_attributes(span, {"k8s.sync.result": result})
+
+    async def _process(self, key: str) -> str:
+        """Reconcile one key: "ok", "requeue" (asked to look again later) or "error" (retried with back-off)."""
+        try:
+            after = await self.reconcile(key)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # any failure is retried with back-off
+            retries = self.queue.num_requeues(key)
+            log.warning("%s: reconciling %s failed (retry %d): %s", self.name, key, retries, e,
+                        exc_info=retries == 0 and not _expected(e))
+            self.queue.add_rate_limited(key)
+            return "error"
+        else:
+            self.queue.forget(key)
+            if after is not None:
+                self.queue.add_after(key, after)
+                return "requeue"
+            return "ok"
+        finally:
+            self.queue.done(key)
 
 
 def _expected(e: Exception) -> bool:

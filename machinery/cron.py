@@ -10,7 +10,8 @@ import datetime as dt
 import re
 import zoneinfo
 
-from croniter import CroniterBadDateError, croniter
+# croniter (and the dateutil it pulls in, ~4 MB of RSS) is imported on the first schedule parsed, not with every
+# process that can validate a CronJob: the apiserver holds no CronJob until one is written.
 
 _MONTHS = {"JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"}
 _DAYS = {"SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"}
@@ -38,6 +39,8 @@ class Schedule:
 
     def next(self, after: dt.datetime) -> dt.datetime | None:
         """None for a schedule that never fires (`0 0 31 2 *`: robfig's zero time)."""
+        from croniter import CroniterBadDateError, croniter
+
         it = croniter(self.expression, after.astimezone(self.zone))
         try:
             result: dt.datetime = it.get_next(dt.datetime)
@@ -47,6 +50,8 @@ class Schedule:
 
     def previous(self, at: dt.datetime) -> dt.datetime:
         """The last activation at or before `at`."""
+        from croniter import croniter
+
         it = croniter(self.expression, (at + dt.timedelta(seconds=1)).astimezone(self.zone))
         result: dt.datetime = it.get_prev(dt.datetime)
         return result.astimezone(dt.UTC)
@@ -66,6 +71,8 @@ def parse_standard(schedule: str, time_zone: str | None = None) -> Schedule:
         raise ScheduleError(f"expected exactly 5 fields, found {len(fields)}: {text}")
     for index, field in enumerate(fields):
         _check_field(field, index, text)
+    from croniter import croniter
+
     if not croniter.is_valid(expression):
         raise ScheduleError(f"failed to parse schedule: {text}")
     return Schedule(expression, load_zone(time_zone))

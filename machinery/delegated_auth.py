@@ -9,8 +9,9 @@ kube-scheduler and the kubelet use them, with component-base's /healthz and /met
   self-signed serving certificate when none is given (upstream writes one to --cert-dir), client certificates from
   --client-ca-file as the identity, `/healthz`, `/livez` and `/readyz` open to anyone (upstream's
   --authorization-always-allow-paths), and `/metrics` (prometheus-client's registry of the process) for whoever
-  the apiserver allows `get` on that path: system:monitoring, cluster-admin. Bearer tokens are not taken yet (the
-  apiserver serves no TokenReview): a request without a certificate is 401.
+  the apiserver allows `get` on that path: system:monitoring, cluster-admin. A caller without a certificate is
+  known by its bearer token through a TokenReview (`TokenReviewer`, upstream's delegating authenticator); with
+  neither, or a token the apiserver does not know, the answer is 401.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import hashlib
 import ipaddress
 import logging
 import os
@@ -28,10 +30,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import uvicorn
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from prometheus_client import REGISTRY
 from prometheus_client.exposition import generate_latest
 
@@ -56,18 +54,20 @@ class SubjectAccessReviewer:
         self.client = client
         self.allowed_ttl = allowed_ttl
         self.denied_ttl = denied_ttl
-        self.cache: dict[tuple[str, tuple[str, ...], tuple[tuple[str, str], ...], bool], tuple[bool, float]] = {}
+        self.cache: dict[tuple[Any, ...], tuple[bool, float]] = {}
 
     async def allowed(self, user: UserInfo, attributes: dict[str, str], *, resource: bool = True) -> bool:
         """May `user` do what `attributes` say (resourceAttributes, or nonResourceAttributes: path and verb)?
         An unreachable apiserver gives no, not cached (upstream retries)."""
-        key = (user.name, tuple(user.groups), tuple(sorted(attributes.items())), resource)
+        key = (user.name, tuple(user.groups), tuple(sorted(attributes.items())), resource,
+               tuple(sorted((k, tuple(v)) for k, v in user.extra.items())))
         now = time.monotonic()
         cached = self.cache.get(key)
         if cached is not None and cached[1] > now:
             return cached[0]
         review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                   "spec": {"user": user.name, "groups": list(user.groups), "uid": user.uid or None,
+                           "extra": {k: list(v) for k, v in user.extra.items()} or None,
                            "resourceAttributes" if resource else "nonResourceAttributes": attributes}}
         try:
             answer = await self.client.request("POST", SAR_PATH, body=review)
@@ -79,9 +79,74 @@ class SubjectAccessReviewer:
         return allowed
 
 
+TOKEN_REVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
+
+
+class TokenReviewer:
+    """Bearer tokens through TokenReviews (upstream's delegating authenticator: the webhook token
+    authenticator with a cache, 10 s for an answer either way). An unreachable apiserver or a refused review
+    is not authenticated, and not cached."""
+
+    CACHE_SIZE = 1024
+
+    def __init__(self, client: ReviewClient, ttl: float = 10.0) -> None:
+        self.client = client
+        self.ttl = ttl
+        self.cache: dict[bytes, tuple[UserInfo | None, float]] = {}
+
+    async def user(self, token: str) -> UserInfo | None:
+        key = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+        now = time.monotonic()
+        cached = self.cache.get(key)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+        try:
+            answer = await self.client.request("POST", TOKEN_REVIEW_PATH, body=review)
+        except Exception as e:
+            log.warning("TokenReview: %s", e)
+            return None
+        status = (answer.get("status") or {}) if isinstance(answer, dict) else {}
+        user = None
+        if status.get("authenticated"):
+            info = status.get("user") or {}
+            user = UserInfo(info.get("username") or "", tuple(info.get("groups") or ()), info.get("uid") or "",
+                            {k: tuple(v) for k, v in (info.get("extra") or {}).items()})
+        if len(self.cache) >= self.CACHE_SIZE:
+            self.cache.clear()
+        self.cache[key] = (user, now + self.ttl)
+        return user
+
+
+async def authenticate(scope: dict[str, Any], tokens: TokenReviewer | None) -> UserInfo | None:
+    """The caller of a secure port: its verified client certificate, else its bearer token through a
+    TokenReview (upstream's union of the x509 and the delegating token authenticators, in that order)."""
+    peercert = scope.get("peercert")
+    if peercert:
+        user = user_from_peercert(peercert)
+        if user is not None:
+            return user
+    if tokens is None:
+        return None
+    for name, value in scope.get("headers") or ():
+        if name == b"authorization":
+            scheme, _, token = value.partition(b" ")
+            text = token.strip().decode("latin-1")
+            return await tokens.user(text) if scheme.lower() == b"bearer" and text else None
+    return None
+
+
 def self_signed(host: str, days: int = 365) -> tuple[bytes, bytes]:
     """A self-signed serving certificate and its key (PEM) for host (certutil.GenerateSelfSignedCertKey, one
-    certificate instead of a CA and a leaf)."""
+    certificate instead of a CA and a leaf).
+
+    cryptography is imported here, not with the module: it costs 7 MB of RSS, and a process given its serving pair
+    (a kubelet with --tls-cert-file, as every node is run) never makes a certificate."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{host}@{int(time.time())}")])
     try:
@@ -123,8 +188,10 @@ Send = Callable[[Any], Awaitable[None]]
 class ComponentServer:
     """The ASGI app of a component's secure port, and its uvicorn server in the component's loop."""
 
-    def __init__(self, reviewer: SubjectAccessReviewer, healthy: Callable[[], bool] = lambda: True) -> None:
+    def __init__(self, reviewer: SubjectAccessReviewer, healthy: Callable[[], bool] = lambda: True,
+                 tokens: TokenReviewer | None = None) -> None:
         self.reviewer = reviewer
+        self.tokens = tokens
         self.healthy = healthy
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
@@ -138,8 +205,7 @@ class ComponentServer:
             await _answer(send, 200 if ok else 500, b"ok" if ok else b"[-]component not ready\nhealthz check failed",
                           "text/plain; charset=utf-8")
             return
-        peercert = scope.get("peercert")
-        user = user_from_peercert(peercert) if peercert else None
+        user = await authenticate(scope, self.tokens)
         if user is None:
             await _answer(send, 401, b"Unauthorized", "text/plain; charset=utf-8")
             return
@@ -208,7 +274,7 @@ async def start_serving(args: Any, client: ReviewClient, healthy: Callable[[], b
         return None, 0
     host = "127.0.0.1" if args.bind_address in ("0.0.0.0", "::") else args.bind_address
     context = serving_context(host, args.tls_cert_file, args.tls_private_key_file, args.client_ca_file)
-    server = ComponentServer(SubjectAccessReviewer(client), healthy)
+    server = ComponentServer(SubjectAccessReviewer(client), healthy, TokenReviewer(client))
     port = await server.start(args.bind_address, args.secure_port, context)
     log.info("serving securely on %s:%d", args.bind_address, port)
     return server, port

@@ -15,8 +15,22 @@ the cache (`Store`) instead of asking the apiserver, and their handlers only enq
   stalls reading the watch stream.
 
 Objects in the store are shared, not copied: treat them as read-only (`model_copy(deep=True)`
-before changing one to send it back). All store operations are synchronous, so they are atomic
-with respect to other coroutines on the loop.
+before changing one to send it back). Their parts are shared with other cached objects too (below),
+so a change in place would change every object that has an equal part: the test suite runs with
+MINIK8S_CACHE_READ_ONLY_CHECK=1, under which such a change raises `CachedObjectMutated`. All store
+operations are synchronous, so they are atomic with respect to other coroutines on the loop.
+
+What is cached is made small before it is stored (issue 19: a Pod cost 30 KB in every cache):
+- an informer's `transform` (client-go's SetTransform) runs on every object first; the controller-manager
+  and the scheduler pass `strip_managed_fields`, as upstream's do (`cache.TransformStripManagedFields`):
+  no controller reads managedFields, and an update that leaves them out keeps the stored ones;
+- `compact` then interns every string (namespaces, node and image names, label values, timestamps:
+  one copy per process instead of one per object) and shares each model's `__pydantic_fields_set__`
+  among every cached model that set the same fields (a set of 5+ names is 728 bytes, and a Pod has 20
+  models); a copy of a cached model gets its own plain set again;
+- and it makes equal sub-objects one object: the containers, labels, ownerReferences, conditions (one
+  second's), node addresses of the pods of one ReplicaSet, and a pod's unchanged parts across its updates
+  (`_SHARED`, a table by the hash of each sub-object's shape, swept of what no cached object uses).
 """
 
 from __future__ import annotations
@@ -24,14 +38,20 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import copy
 import inspect
 import logging
+import os
 import random
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from operator import is_
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from machinery import tracing
+from machinery.api.resources import resource_for_model
 from machinery.client import ApiClient, ApiError, ApiUnavailable, ClientError, Selector, format_selector
 from machinery.selectors import SelectorError, parse_field_selector, parse_label_selector
 
@@ -41,7 +61,10 @@ M = TypeVar("M", bound=BaseModel)
 
 IndexFunc = Callable[[Any], list[str]]
 KeyFunc = Callable[[Any], str]
+TransformFunc = Callable[[Any], Any]
 Handler = Callable[..., Awaitable[None] | None]
+
+LIST_PAGE_SIZE = 500  # objects per page of an informer's list (client-go's pager's default)
 
 NAMESPACE_INDEX = "namespace"
 NODE_NAME_INDEX = "spec.nodeName"
@@ -106,6 +129,311 @@ def controller_uid_index(obj: Any) -> list[str]:
         if controller:
             return [ref["uid"] if isinstance(ref, Mapping) else ref.uid]
     return []
+
+
+# -- what is cached: transforms and compaction -------------------------------------------------
+
+
+def strip_managed_fields(obj: Any) -> Any:
+    """client-go's `cache.TransformStripManagedFields`: drop metadata.managedFields before caching.
+
+    For the caches of components that never read them (the controller-manager and the scheduler, as
+    upstream's); objects they send back without managedFields keep the stored ones (the apiserver's
+    field manager keeps them when an update leaves them out). Models and wire-form dicts alike."""
+    if isinstance(obj, Mapping):
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            meta.pop("managedFields", None)
+        return obj
+    meta = getattr(obj, "metadata", None)
+    if meta is not None and getattr(meta, "managed_fields", None) is not None:
+        meta.__dict__["managed_fields"] = None  # as if never sent: not in the fields set either
+        object.__setattr__(meta, "__pydantic_fields_set__", meta.__pydantic_fields_set__ - {"managed_fields"})
+    return obj
+
+
+class CachedObjectMutated(TypeError):
+    """A cached object, or a part of one, was changed in place (raised only under the read-only check)."""
+
+
+mutations_refused = 0  # CachedObjectMutated raised in this process (the test suite's guard reads it)
+
+
+def _mutated(what: str) -> CachedObjectMutated:
+    global mutations_refused
+    mutations_refused += 1
+    return CachedObjectMutated(
+        f"{what} of an informer's cache changed in place: cached objects (and their parts, shared with other "
+        "cached objects) are read-only; change a model_copy(deep=True) instead")
+
+
+# MINIK8S_CACHE_READ_ONLY_CHECK=1 (the test suite sets it, for its own process and every component it starts):
+# changing a cached object in place raises CachedObjectMutated instead of corrupting every object that shares
+# the changed part. Off in production: a latent mutation then changes what it changes, as before.
+READ_ONLY_CHECK = os.environ.get("MINIK8S_CACHE_READ_ONLY_CHECK", "") not in ("", "0")
+
+
+class _SharedFieldsSet(set[str]):
+    """The `__pydantic_fields_set__` of every cached model that set the same fields: one set, not one each.
+
+    Cached objects are read-only; a copy (`model_copy`, `copy`, `deepcopy`, pickling) gets a plain set of
+    its own, which pydantic then updates as usual. Setting a field of a cached model (a bug) raises under the
+    read-only check (pydantic's setattr adds the name to this set), and otherwise leaves this set as it is
+    rather than marking the field set on every model that shares it."""
+
+    __slots__ = ()
+
+    def __copy__(self) -> set[str]:
+        return set(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> set[str]:
+        return set(self)
+
+    def __reduce__(self) -> tuple[type[set[str]], tuple[builtins.list[str]]]:
+        return set, (builtins.list(self),)
+
+    def add(self, name: str) -> None:
+        if READ_ONLY_CHECK:
+            raise _mutated(f"field {name!r} of a model")
+
+    def update(self, *others: Iterable[str]) -> None:
+        if READ_ONLY_CHECK:
+            raise _mutated("a model")
+
+
+def _read_only(name: str) -> Callable[..., Any]:
+    def refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise _mutated(f"a {type(self).__mro__[1].__name__} ({name})")
+    return refuse
+
+
+class _ReadOnlyDict(dict[Any, Any]):
+    """A dict of a cached object under the read-only check: equal to and dumped as the dict it replaces,
+    refusing every change; copies of it are plain dicts."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _read_only("item assignment")
+    clear = pop = popitem = setdefault = update = _read_only("in-place method")
+
+    def __copy__(self) -> dict[Any, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[Any, Any]:
+        result: dict[Any, Any] = {}
+        memo[id(self)] = result
+        for key, value in self.items():
+            result[copy.deepcopy(key, memo)] = copy.deepcopy(value, memo)
+        return result
+
+    def __reduce__(self) -> tuple[type[dict[Any, Any]], tuple[dict[Any, Any]]]:
+        return dict, (dict(self),)
+
+
+class _ReadOnlyList(list[Any]):
+    """A list of a cached object under the read-only check (see `_ReadOnlyDict`)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only("item assignment")
+    append = clear = extend = insert = pop = remove = reverse = sort = _read_only("in-place method")
+
+    def __copy__(self) -> builtins.list[Any]:
+        return builtins.list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> builtins.list[Any]:
+        result: builtins.list[Any] = []
+        memo[id(self)] = result
+        result.extend(copy.deepcopy(value, memo) for value in self)
+        return result
+
+    def __reduce__(self) -> tuple[type[builtins.list[Any]], tuple[builtins.list[Any]]]:
+        return builtins.list, (builtins.list(self),)
+
+
+_FIELDS_SETS: dict[frozenset[str], _SharedFieldsSet] = {}
+_intern = sys.intern
+_NONE = type(None)
+_DICTS = (dict, _ReadOnlyDict)
+_LISTS = (list, _ReadOnlyList)
+_EMPTY_DICT_KEY = hash((dict,))  # the shape of {} (see `_share_dict`)
+
+
+def _shared_fields_set(fields: set[str]) -> _SharedFieldsSet:
+    key = frozenset(fields)
+    shared = _FIELDS_SETS.get(key)
+    if shared is None:
+        shared = _FIELDS_SETS[key] = _SharedFieldsSet(key)
+    return shared
+
+
+# Every sub-object of a cached object (a model, dict or list below its root), by the hash of its shape: its
+# type and its parts (their identities, numbers by value), the parts being shared already (bottom-up). Equal
+# sub-objects of cached objects (the containers, labels, ownerReferences, conditions of the pods of one
+# ReplicaSet) are then one object. An entry is dropped by `_sweep` once only this table holds its object; the
+# table sweeps itself after a sixteenth of its size in new entries, so the parts of replaced and deleted objects
+# (a pod's status, container statuses: an update's own parts) do not outlive them by much.
+_SHARED: dict[int, Any] = {}
+_SWEEP_MIN = 1024
+_sweep_at = _SWEEP_MIN
+_share_parts = True  # the informer memory benchmark's rows before sharing turn it off
+
+
+def compact(obj: Any) -> Any:
+    """Make `obj` (a model tree or wire-form dict, about to be cached) smaller in place, and return it:
+    every string interned (`sys.intern`: freed again with the last object that uses it), every model's
+    fields set shared (`_SharedFieldsSet`), and every sub-object equal to one already cached replaced by that
+    one (`_SHARED`). Values are unchanged: equal, dumped the same. `obj` itself is never shared."""
+    if isinstance(obj, BaseModel):
+        _share_model_parts(obj)
+    elif isinstance(obj, dict):
+        _share_dict_parts(obj)
+    elif isinstance(obj, list):
+        _share_list_parts(obj)
+    if len(_SHARED) > _sweep_at:
+        _sweep()
+    return obj
+
+
+def _sweep() -> None:
+    """Drop the entries of `_SHARED` whose object no cached object uses any more (only the table refers to
+    it). Newest first: an object's parts are older than it, so they are seen once it is gone."""
+    global _sweep_at
+    refcount = sys.getrefcount
+    for key in builtins.list(reversed(_SHARED)):
+        if refcount(_SHARED.get(key)) <= 2:  # the table's reference and getrefcount's argument
+            _SHARED.pop(key, None)  # (get and pop: an informer on another thread may sweep too)
+    _sweep_at = len(_SHARED) + max(_SWEEP_MIN, len(_SHARED) // 16)
+
+
+def _shared_number(value: Any) -> Any:
+    """The one int or float equal to `value` (equal numbers are not always one object), so that the parts
+    of a shape are compared by identity alone."""
+    key = hash((value.__class__, value))
+    other = _SHARED.get(key)
+    if other is None:
+        _SHARED[key] = value
+        return value
+    if other.__class__ is value.__class__ and other == value:
+        return other
+    return value  # a hash collision (or NaN): kept as it is
+
+
+def _shared(value: Any) -> Any:
+    """The one object equal to `value` (a model, dict or list, its parts shared first), or `value` itself."""
+    if isinstance(value, BaseModel):
+        return _share_model(value)
+    if isinstance(value, dict):
+        return _share_dict(value)
+    if isinstance(value, list):
+        return _share_list(value)
+    return value  # any other type (the API has none): kept, not shared
+
+
+def _share_model_parts(model: BaseModel) -> None:
+    """Share the parts of `model` in place."""
+    _share_dict_values(model.__dict__)  # the model's fields, shared in place as any dict's values
+    fields_set = model.__pydantic_fields_set__
+    if fields_set.__class__ is set:
+        object.__setattr__(model, "__pydantic_fields_set__", _shared_fields_set(fields_set))
+    extra = model.__pydantic_extra__
+    if extra:
+        _share_dict_values(extra)
+
+
+def _share_model(model: BaseModel) -> BaseModel:
+    _share_model_parts(model)
+    if not _share_parts or model.__pydantic_extra__ or model.__pydantic_private__:
+        return model  # extra fields (a custom object's) or private state: not shared
+    values = model.__dict__
+    if values.get("resource_version") is not None:
+        return model  # one version of one object (its ObjectMeta): never equal to another's, not worth an entry
+    fields_set = model.__pydantic_fields_set__
+    key = hash((model.__class__, id(fields_set), *map(id, values.values())))
+    other = _SHARED.get(key)
+    if other is None:
+        _SHARED[key] = model
+        return model
+    if (other.__class__ is model.__class__ and other.__pydantic_fields_set__ is fields_set
+            and not other.__pydantic_extra__ and not other.__pydantic_private__
+            and all(map(is_, values.values(), other.__dict__.values()))):
+        return other
+    return model  # a hash collision: kept as it is
+
+
+def _share_value(v: Any) -> Any:
+    """The one object equal to v (a string interned, a number or a part shared), or v itself."""
+    cls = v.__class__
+    if cls is str:
+        return _intern(v)
+    if cls is _NONE or cls is bool:
+        return v
+    if cls is dict:
+        return _share_dict(v)
+    if cls is list:
+        return _share_list(v)
+    if cls is int or cls is float:
+        return _shared_number(v) if _share_parts else v
+    return _shared(v)
+
+
+def _share_dict_values(value: dict[Any, Any]) -> None:
+    """Every value of `value` made the one equal object."""
+    for key, v in value.items():
+        v2 = _share_value(v)
+        if v2 is not v:
+            value[key] = v2
+
+
+def _share_dict_parts(value: dict[Any, Any]) -> None:
+    _share_dict_values(value)
+
+
+def _share_dict(value: dict[Any, Any]) -> dict[Any, Any]:
+    if not value:  # the commonest dict of all (managedFields' leaves, empty states): its shape is known
+        if not _share_parts:
+            return value
+        key = _EMPTY_DICT_KEY
+    else:
+        _share_dict_values(value)
+        if not _share_parts:
+            return value
+        key = hash((dict, *value, *map(id, value.values())))
+    other = _SHARED.get(key)
+    if other is None:
+        if READ_ONLY_CHECK and value.__class__ is dict:
+            value = _ReadOnlyDict(value)
+        _SHARED[key] = value
+        return value
+    if (other.__class__ in _DICTS and len(other) == len(value) and builtins.list(other) == builtins.list(value)
+            and all(map(is_, value.values(), other.values()))):
+        return other
+    return value
+
+
+def _share_list_items(value: builtins.list[Any]) -> None:
+    for i, v in enumerate(value):
+        v2 = _share_value(v)
+        if v2 is not v:
+            value[i] = v2
+
+
+def _share_list_parts(value: builtins.list[Any]) -> None:
+    _share_list_items(value)
+
+
+def _share_list(value: builtins.list[Any]) -> builtins.list[Any]:
+    _share_list_items(value)
+    if not _share_parts:
+        return value
+    key = hash((list, *map(id, value)))
+    other = _SHARED.get(key)
+    if other is None:
+        if READ_ONLY_CHECK and value.__class__ is list:
+            value = _ReadOnlyList(value)
+        _SHARED[key] = value
+        return value
+    if other.__class__ in _LISTS and len(other) == len(value) and all(map(is_, value, other)):
+        return other
+    return value
 
 
 # -- the store --------------------------------------------------------------------------------
@@ -269,6 +597,7 @@ class Informer(Generic[M]):
         min_backoff: float = 0.8,
         max_backoff: float = 30.0,
         watch_timeout: int = 300,
+        transform: TransformFunc | None = None,
     ) -> None:
         self.client = client
         self.model = model
@@ -280,6 +609,8 @@ class Informer(Generic[M]):
         self.min_backoff = min_backoff
         self.max_backoff = max_backoff
         self.watch_timeout = watch_timeout  # each watch asks the server to end after 1-2x this many seconds
+        self.list_page_size = LIST_PAGE_SIZE
+        self._transform = transform
         self._listeners: list[_Listener] = []
         self._resource_version = ""
         self._stream_served = False  # the current watch stream has applied at least one event
@@ -327,6 +658,20 @@ class Informer(Generic[M]):
 
     def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
         self.store.add_indexers(indexers)
+
+    def set_transform(self, transform: TransformFunc | None) -> None:
+        """client-go's SetTransform: `transform(obj)` returns what is cached and handed to the handlers in
+        place of every listed or watched object (it may change `obj` in place and return it). Only
+        before the informer starts, so the cache never holds objects of both forms."""
+        if self._running or self._task is not None:
+            raise RuntimeError(f"informer {self.name} has already started")
+        self._transform = transform
+
+    def _prepare(self, obj: Any) -> Any:
+        """What the cache keeps of a listed or watched object: transformed, then compacted."""
+        if self._transform is not None:
+            obj = self._transform(obj)
+        return compact(obj)
 
     def get(self, name: str, namespace: str | None = None) -> M | None:
         """The cached object, or None (the lister's Get)."""
@@ -415,14 +760,37 @@ class Informer(Generic[M]):
             delay = min(delay * 2, self.max_backoff)
 
     async def _relist(self) -> None:
-        """List and make the store equal to the answer, notifying the differences."""
-        items, resource_version, _ = await self.client.list(
-            self.model, self.namespace, label_selector=self.label_selector, field_selector=self.field_selector
-        )
-        self.replace(items, resource_version)
+        """List, a page at a time, and make the store equal to the answer, notifying the differences.
+
+        Pages of `list_page_size` (client-go's pager): each page is decoded and made small (`_prepare`) before
+        the next is read, so a list of 10,000 pods no longer holds them all at once as parsed JSON (17 KB a pod)
+        and as models (30 KB): that list was a scheduler's peak (437 MB at 10,000 pods)."""
+        prepared: builtins.list[M] = []
+        continue_ = ""
+        while True:
+            try:
+                page, resource_version, continue_ = await self.client.list(
+                    self.model, self.namespace, label_selector=self.label_selector,
+                    field_selector=self.field_selector, limit=self.list_page_size, continue_=continue_ or None)
+            except ApiError as e:
+                if not (continue_ and e.is_gone):
+                    raise
+                # the pages' snapshot was compacted away meanwhile: one whole list instead (client-go's pager)
+                page, resource_version, continue_ = await self.client.list(
+                    self.model, self.namespace, label_selector=self.label_selector,
+                    field_selector=self.field_selector)
+                prepared = []
+            prepared.extend(self._prepare(obj) for obj in page)
+            del page
+            if not continue_:
+                break
+        self._replace_prepared(prepared, resource_version)
 
     def replace(self, items: Iterable[M], resource_version: str) -> None:
         """Make the store hold exactly `items` (a fresh list); notify adds, changes, vanished objects."""
+        self._replace_prepared([self._prepare(obj) for obj in items], resource_version)
+
+    def _replace_prepared(self, items: Iterable[M], resource_version: str) -> None:
         fresh: dict[str, M] = {}
         for obj in items:
             fresh[self.store.key(obj)] = obj
@@ -457,9 +825,31 @@ class Informer(Generic[M]):
         async with contextlib.aclosing(events):
             async for event in events:
                 delivered = True
-                self.handle_event(event.type, event.object, event.resource_version)
+                if tracing.TRACER is None or tracing.ROOT_RATE == 0.0:  # an event starts a trace
+                    self.handle_event(event.type, event.object, event.resource_version)
+                else:
+                    self._traced_event(event.type, event.object, event.resource_version)
                 self._stream_served = True
         return delivered or loop.time() - started > 1.0
+
+    def _traced_event(self, event_type: str, obj: Any, resource_version: str | None) -> None:
+        """handle_event within an `informer.event` span (--tracing-config-file): one per watch event delivered,
+        joined to the apiserver's write by the resource version (the write's etcd revision)."""
+        if event_type not in ("ADDED", "MODIFIED", "DELETED"):
+            self.handle_event(event_type, obj, resource_version)
+            return
+        try:
+            info = resource_for_model(self.model)
+        except KeyError:
+            attributes = tracing.object_attributes(obj)
+        else:
+            attributes = tracing.object_attributes(obj, info.api_version, info.kind)
+            attributes["k8s.resource"] = info.plural
+        attributes["k8s.watch.event_type"] = event_type
+        if resource_version:
+            attributes["k8s.object.resource_version"] = resource_version
+        with tracing.detached(), tracing.span("informer.event", tracing.CONSUMER, attributes):
+            self.handle_event(event_type, obj, resource_version)
 
     def handle_event(self, event_type: str, obj: Any, resource_version: str | None) -> None:
         """Apply one watch event to the store and the handlers; ERROR raises ApiError (410 -> relist)."""
@@ -467,12 +857,15 @@ class Informer(Generic[M]):
             code = getattr(obj, "code", None) or 500
             raise ApiError(obj, code, "WATCH", self.name)
         if event_type in ("ADDED", "MODIFIED"):
+            obj = self._prepare(obj)
             old = self.store.upsert(obj)
             if old is None:
                 self._notify("add", obj)
             else:
                 self._notify("update", old, obj)
         elif event_type == "DELETED":
+            if self._transform is not None:
+                obj = self._transform(obj)
             self.store.delete(self.store.key(obj))
             self._notify("delete", obj)
         if resource_version:
@@ -521,9 +914,11 @@ def _canonical_selector(selector: Selector, parse: Callable[[str], object]) -> s
 class SharedInformerFactory:
     """One informer per (model, namespace, selectors) per process, so controllers share caches and watches."""
 
-    def __init__(self, client: ApiClient, resync_period: float | None = None) -> None:
+    def __init__(self, client: ApiClient, resync_period: float | None = None, *,
+                 transform: TransformFunc | None = None) -> None:
         self.client = client
         self.resync_period = resync_period
+        self.transform = transform  # every informer's (client-go: SetTransform on each, before it starts)
         self._informers: dict[tuple[type[BaseModel], str | None, str | None, str | None], Informer[Any]] = {}
         self._started = False
 
@@ -546,6 +941,7 @@ class SharedInformerFactory:
             informer = Informer(
                 self.client, model, namespace, key[2], key[3],
                 resync_period if resync_period is not None else self.resync_period,
+                transform=self.transform,
             )
             self._informers[key] = informer
             if self._started:

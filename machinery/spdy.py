@@ -74,7 +74,7 @@ class ProtocolError(Exception):
 @dataclass
 class DataFrame:
     stream_id: int
-    data: bytes
+    data: bytes | memoryview
     flags: int = 0
 
 
@@ -188,8 +188,18 @@ class Framer:
 
     def feed(self, data: bytes) -> list[Frame]:
         """The whole frames in what has arrived so far; the rest waits for more bytes."""
-        self._buffer += data
         frames: list[Frame] = []
+        if len(self._buffer) == 8:  # a frame's head alone, as kubectl's tunnel sends it (the payload follows in a
+            (length,) = struct.unpack_from(">I", self._buffer, 4)  # message of its own): the payload is not copied
+            length &= 0xFFFFFF
+            if len(data) >= length:
+                head = bytes(self._buffer)
+                self._buffer.clear()
+                frame = self._parse(head, data if len(data) == length else data[:length])
+                if frame is not None:
+                    frames.append(frame)
+                data = data[length:]
+        self._buffer += data
         while len(self._buffer) >= 8:
             (length,) = struct.unpack_from(">I", self._buffer, 4)
             length &= 0xFFFFFF
@@ -327,6 +337,23 @@ class Stream:
         self.session._consumed(len(chunk))
         return chunk
 
+    async def read_chunks(self, limit: int = 1 << 20) -> list[bytes] | None:
+        """What the peer sent that waits here, at least one chunk and then as many as are queued (up to about
+        `limit` bytes), so a relay sends them on as one message; None once the peer finished the stream."""
+        first = await self.read()
+        if first is None:
+            return None
+        chunks, size = [first], len(first)
+        while size < limit and not self._chunks.empty():
+            chunk = self._chunks.get_nowait()
+            if chunk is None:  # the end is always the last thing queued: it stays for the next read
+                self._chunks.put_nowait(None)
+                break
+            self.session._consumed(len(chunk))
+            chunks.append(chunk)
+            size += len(chunk)
+        return chunks
+
     def _data(self, data: bytes, fin: bool) -> None:
         if self.remote_closed:
             return
@@ -349,11 +376,13 @@ class Stream:
         if self.remote_closed and self.local_closed:
             self.session.streams.pop(self.id, None)
 
-    async def write(self, data: bytes) -> None:
+    async def write(self, data: bytes | memoryview) -> None:
         if self.local_closed or self.reset or not data:
             return
-        for i in range(0, len(data), 1 << 16):
-            self.session.send(DataFrame(self.id, data[i:i + (1 << 16)]))
+        if len(data) <= 1 << 16:
+            self.session.send(DataFrame(self.id, data))
+        else:  # 64 KiB frames in one write (one message when the session is carried in messages)
+            self.session.send_many([DataFrame(self.id, data[i:i + (1 << 16)]) for i in range(0, len(data), 1 << 16)])
         await self.session.drain()
 
     def close(self) -> None:
@@ -435,7 +464,7 @@ class Session(asyncio.Protocol):
             if stream is None:
                 self.send(RstStream(frame.stream_id, INVALID_STREAM))
                 return
-            stream._data(frame.data, bool(frame.flags & FLAG_FIN))
+            stream._data(bytes(frame.data), bool(frame.flags & FLAG_FIN))
         elif isinstance(frame, RstStream):
             stream = self.streams.get(frame.stream_id)
             if stream is not None:
@@ -487,6 +516,11 @@ class Session(asyncio.Protocol):
         if self.transport is None or self.transport.is_closing():
             return
         self.transport.write(self.framer.encode(frame))
+
+    def send_many(self, frames: list[Frame]) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        self.transport.write(b"".join(self.framer.encode(frame) for frame in frames))
 
     async def drain(self) -> None:
         if not self._writable.is_set() and not self.closed.is_set():

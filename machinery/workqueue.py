@@ -183,6 +183,7 @@ class RateLimitingQueue(Generic[T]):
         self.stats = QueueStats()
         self.queue_seconds = 0.0  # the sums of the two histograms
         self.work_seconds = 0.0
+        self.last_wait = 0.0  # seconds the item get() handed out last waited in the queue
         self._added_at: dict[T, float] = {}  # queued items: since when
         self._started_at: dict[T, float] = {}  # items being processed: since when
         if name:
@@ -232,6 +233,7 @@ class RateLimitingQueue(Generic[T]):
         self._dirty.discard(item)
         now = time.perf_counter()
         added = self._added_at.pop(item, None)
+        self.last_wait = now - added if added is not None else 0.0  # read by the taker right after (tracing)
         if added is not None:
             self.queue_seconds += now - added
             self.stats.queue_durations[bisect_left(DURATION_BUCKETS, now - added)] += 1

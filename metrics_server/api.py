@@ -21,6 +21,7 @@ from aiohttp import web
 
 from machinery.quantity import BINARY_SI, Quantity
 from machinery.selectors import SelectorError, parse_label_selector
+from machinery.status import failure
 from machinery.timeutil import format_go_duration, format_rfc3339, now_rfc3339
 from metrics_server.storage import Storage, Usage
 
@@ -56,11 +57,7 @@ def usage_of(u: Usage) -> Obj:
 
 
 def status(code: int, reason: str, message: str, details: Obj | None = None) -> web.Response:
-    body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-                 "reason": reason, "code": code}
-    if details:
-        body["details"] = details
-    return web.json_response(body, status=code)
+    return web.json_response(failure(code, reason, message, details), status=code)
 
 
 def not_found(resource: str, name: str) -> web.Response:

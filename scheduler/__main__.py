@@ -26,7 +26,7 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
-from machinery import delegated_auth, leaderelection
+from machinery import delegated_auth, leaderelection, tracing
 from machinery.client import ApiClient
 from machinery.kubeconfig import ClientConfig, build_config_from_flags
 from scheduler.queue import DEFAULT_POD_INITIAL_BACKOFF, DEFAULT_POD_MAX_BACKOFF
@@ -50,6 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bind-concurrency", type=int, default=DEFAULT_BIND_CONCURRENCY,
                    help="bindings in flight at once (default %(default)s)")
     delegated_auth.add_serving_flags(p, SECURE_PORT)
+    tracing.add_flag(p)
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
     args = p.parse_args(argv)
     if not args.kubeconfig and not args.master:
@@ -128,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    tracing.setup_or_exit(args.tracing_config_file, "kube-scheduler")
     asyncio.run(run(args))
     return 0
 

@@ -297,8 +297,8 @@ def pod_key(pod: Pod) -> str:
 class PodInfo:
     """A pod with what plugins need from it computed once (upstream's framework.PodInfo)."""
 
-    __slots__ = ("host_ports", "key", "name", "namespace", "non_zero_requests", "owner_uid", "pod",
-                 "priority", "requests", "state", "tolerations")
+    __slots__ = ("_state", "host_ports", "key", "name", "namespace", "non_zero_requests", "owner_uid", "pod",
+                 "priority", "requests", "tolerations")
 
     def __init__(self, pod: Pod) -> None:
         self.pod = pod
@@ -309,11 +309,19 @@ class PodInfo:
         self.priority = (spec.priority if spec is not None else None) or 0
         self.requests = pod_requests(pod)
         self.non_zero_requests = pod_requests(pod, non_missing=True)
-        self.host_ports = host_ports(pod)
-        self.tolerations: list[Toleration] = list(spec.tolerations or ()) if spec is not None else []
+        # One PodInfo per pod in the cache (issue 19): no empty lists and dict of its own; the tolerations
+        # are the informer's cached list (read-only).
+        self.host_ports: Sequence[HostPort] = host_ports(pod) or ()
+        self.tolerations: Sequence[Toleration] = (spec.tolerations or ()) if spec is not None else ()
         self.owner_uid = controller_uid(pod)
-        # What plugins derive from the pod once and reuse on every node (upstream's CycleState).
-        self.state: dict[str, Any] = {}
+        self._state: dict[str, Any] | None = None
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """What plugins derive from the pod once and reuse on every node (upstream's CycleState)."""
+        if self._state is None:
+            self._state = {}
+        return self._state
 
     @property
     def node_name(self) -> str | None:
@@ -583,6 +591,11 @@ class ScheduleResult:
     evaluated_nodes: int
     feasible_nodes: int
     next_start_index: int
+    # what the cycle found, for its trace span: the nodes filtered out (their Status), the feasible ones
+    # and their total scores (empty when there was one feasible node: nothing was scored)
+    statuses: dict[str, Status] = field(default_factory=dict)
+    feasible: Sequence[NodeInfo] = ()
+    totals: Sequence[int] = ()
 
 
 class Framework:
@@ -679,9 +692,10 @@ class Framework:
         if not feasible:
             raise FitError(pod, total, statuses, preemption_message(pod, total))
         if len(feasible) == 1:
-            return ScheduleResult(feasible[0].name, processed, 1, next_start)
+            return ScheduleResult(feasible[0].name, processed, 1, next_start, statuses, feasible)
         totals = self.prioritize_nodes(pod, feasible)
-        return ScheduleResult(select_host(feasible, totals, rng), processed, len(feasible), next_start)
+        return ScheduleResult(select_host(feasible, totals, rng), processed, len(feasible), next_start, statuses,
+                              feasible, totals)
 
 
 def node_with_pods(node: NodeInfo, pods: Iterable[PodInfo]) -> NodeInfo:

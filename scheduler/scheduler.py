@@ -25,12 +25,15 @@ import platform
 import random
 from typing import Any
 
+import orjson
+
+from machinery import tracing
 from machinery.api.core_v1 import Node, PersistentVolume, PersistentVolumeClaim, Pod
 from machinery.api.policy_v1 import PodDisruptionBudget
 from machinery.api.storage_v1 import StorageClass
 from machinery.client import KUBE_VERSION, ApiClient, ApiError, ClientError
 from machinery.events import EventRecorder
-from machinery.informer import Informer, SharedInformerFactory
+from machinery.informer import Informer, SharedInformerFactory, strip_managed_fields
 from machinery.timeutil import now_rfc3339
 from machinery.volumeutil import ANN_SELECTED_NODE
 from scheduler import metrics
@@ -96,7 +99,7 @@ class Scheduler:
         # One writer: events trail the bindings instead of competing with them for the apiserver (upstream
         # writes events through their own rate-limited client); they catch up once a burst is bound.
         self.recorder = EventRecorder(client, scheduler_name, workers=EVENT_WORKERS)
-        self.factory = SharedInformerFactory(client)
+        self.factory = SharedInformerFactory(client, transform=strip_managed_fields)  # as upstream's scheduler
         self.node_informer: Informer[Node] = self.factory.informer_for(Node)
         self.pod_informer: Informer[Pod] = self.factory.informer_for(Pod, field_selector=POD_FIELD_SELECTOR)
         self.claim_informer: Informer[PersistentVolumeClaim] = self.factory.informer_for(PersistentVolumeClaim)
@@ -278,12 +281,33 @@ class Scheduler:
         info = qpi.pod_info
         if self._skip(info):
             return None
+        if not tracing.active():
+            return self._cycle(qpi, None)
+        # --tracing-config-file: the cycle is a span, current while it and the binding run (the binding ends it)
+        span = tracing.start_span("scheduler.schedule_pod", {**tracing.object_attributes(info.pod, "v1", "Pod"),
+                                                             "k8s.scheduler.profile": self.name})
+        with tracing.use_span(span):
+            try:
+                node = self._cycle(qpi, span)
+            except BaseException:
+                tracing.end_span(span, {"k8s.scheduler.result": "error"})
+                raise
+        if node is None:
+            tracing.end_span(span)
+        return node
+
+    def _cycle(self, qpi: QueuedPodInfo, span: Any) -> str | None:
+        info = qpi.pod_info
         cycle = self.queue.scheduling_cycle
         snapshot = self.cache.snapshot()
         try:
             result = self.framework.schedule(info, snapshot, self._next_start, self._rng, self.nominated or None)
         except FitError as e:
             self.unschedulable += 1
+            if span is not None:
+                tracing.set_attributes(span, {"k8s.scheduler.result": "unschedulable",
+                                              "k8s.scheduler.feasible_nodes": 0,
+                                              "k8s.scheduler.filter": _filter_json(e.node_to_status, ())})
             qpi.unschedulable_plugins = {s.plugin for s in e.node_to_status.values() if s.plugin}
             if e.num_all_nodes:  # PostFilter: DefaultPreemption
                 verdict = default_preemption.post_filter(self.framework, info, snapshot, e,
@@ -300,7 +324,14 @@ class Scheduler:
             return None
         self._next_start = result.next_start_index
         self.cache.assume_pod(info, result.node)
-        self._spawn(self._bind(qpi, cycle, result.node), f"bind:{info.namespace}/{info.name}")
+        if span is not None:
+            tracing.set_attributes(span, {
+                "k8s.scheduler.result": "scheduled", "k8s.scheduler.feasible_nodes": result.feasible_nodes,
+                "k8s.scheduler.filter": _filter_json(result.statuses, result.feasible),
+                "k8s.scheduler.scores": orjson.dumps({n.name: t for n, t in zip(result.feasible, result.totals,
+                                                                                strict=False)}).decode(),
+                "k8s.scheduler.selected_node": result.node})
+        self._spawn(self._bind(qpi, cycle, result.node, span), f"bind:{info.namespace}/{info.name}")
         return result.node
 
     def _skip(self, info: PodInfo) -> bool:
@@ -312,7 +343,15 @@ class Scheduler:
             return True
         return self.cache.is_assumed(info.key)
 
-    async def _bind(self, qpi: QueuedPodInfo, cycle: int, node: str) -> None:
+    async def _bind(self, qpi: QueuedPodInfo, cycle: int, node: str, span: Any = None) -> None:
+        try:
+            await self._binding(qpi, cycle, node)
+        except BaseException:
+            tracing.end_span(span, {"k8s.scheduler.result": "error"})
+            raise
+        tracing.end_span(span)
+
+    async def _binding(self, qpi: QueuedPodInfo, cycle: int, node: str) -> None:
         info = qpi.pod_info
         try:
             async with self._bind_slots:
@@ -321,8 +360,10 @@ class Scheduler:
                     await self.client.patch(PersistentVolumeClaim, claim.metadata.name or "",
                                             {"metadata": {"annotations": {ANN_SELECTED_NODE: node}}}, "merge",
                                             info.namespace)
-                await self.client.bind(info.name, info.namespace, node, pod_uid=info.pod.metadata.uid)
+                with tracing.span("scheduler.bind", attributes={"k8s.scheduler.selected_node": node}):
+                    await self.client.bind(info.name, info.namespace, node, pod_uid=info.pod.metadata.uid)
         except ClientError as e:
+            tracing.set_attributes(tracing.current_span(), {"k8s.scheduler.result": "error"})
             self.bind_errors += 1
             self.cache.forget_pod(info)
             message = e.message if isinstance(e, ApiError) else str(e)
@@ -389,6 +430,14 @@ class Scheduler:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def _filter_json(statuses: dict[str, Any], feasible: Any) -> str:
+    """The cycle's filter verdicts for the trace: {node: "ok" or why a plugin turned it down}."""
+    found: dict[str, str] = {n.name: "ok" for n in feasible}
+    for node, status in statuses.items():
+        found[node] = ", ".join(status.reasons) or status.plugin or "unschedulable"
+    return orjson.dumps(found).decode()
 
 
 def _find_condition(pod: Pod, kind: str) -> Any:

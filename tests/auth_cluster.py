@@ -143,6 +143,29 @@ class SecureApiServer:
             assert r.status_code == 201, r.text
             return r.json()["status"]["token"]  # type: ignore[no-any-return]
 
+    def wait_known(self, token: str, *, resource: dict[str, str] | None = None,
+                   non_resource: dict[str, str] | None = None, timeout: float = 10.0) -> None:
+        """Until the apiserver's TokenReview knows the token and its SubjectAccessReview allows what is asked:
+        a component caches each answer (refusals too), so a test asks it only once both hold."""
+        with self.client("admin") as admin:
+            def allowed() -> bool:
+                review = admin.post("/apis/authentication.k8s.io/v1/tokenreviews",
+                                    json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                                          "spec": {"token": token}}).json()["status"]
+                if not review.get("authenticated"):
+                    return False
+                user = review["user"]
+                spec: dict[str, Any] = {"user": user["username"], "groups": user.get("groups") or [],
+                                        "uid": user.get("uid")}
+                spec["resourceAttributes" if resource is not None else "nonResourceAttributes"] = \
+                    resource if resource is not None else non_resource
+                sar = admin.post("/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                                 json={"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                                       "spec": spec})
+                return bool(sar.json()["status"].get("allowed"))
+
+            wait_for(allowed, timeout, 0.1, what="the token known and allowed by the apiserver")
+
     def service_account_token(self, name: str, namespace: str = "kube-system", *, uid: str | None = None,
                               **kwargs: Any) -> str:
         """A token signed here with the cluster's key, as someone holding the key would: for tokens the API

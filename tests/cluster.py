@@ -19,6 +19,8 @@ from typing import Any
 
 import httpx
 
+from tests import warm_python
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -60,6 +62,12 @@ def wait_for(condition: Callable[[], object], timeout: float = 20.0, interval: f
                                                                            if last_error else ""))
 
 
+# Processes whose log shows an informer's cached object changed in place (machinery/informer.py's read-only check,
+# on in the tests): "name: log line", found when they stop; tests/conftest.py fails the test or the session on one.
+CACHE_MUTATIONS: list[str] = []
+CACHE_MUTATION_MARK = b"CachedObjectMutated"
+
+
 @dataclass
 class Process:
     """A child process with its log file; stop() is SIGTERM then SIGKILL."""
@@ -68,13 +76,20 @@ class Process:
     argv: list[str]
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)
-    proc: subprocess.Popen[bytes] | None = None
+    proc: subprocess.Popen[bytes] | warm_python.WarmProcess | None = None
 
     def start(self) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115 — closed with the process
-        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-                                     env={**os.environ, **self.env}, start_new_session=True)
-        log.close()
+        try:
+            env = {**os.environ, **self.env}
+            if warm_python.warm_module(self.argv):  # `python -m COMPONENT`: forked from a warm interpreter
+                self.proc = warm_python.popen(self.argv, env=env, cwd=REPO, stdout=log.fileno(), stderr=log.fileno(),
+                                              new_session=True)
+            else:
+                self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env,
+                                             start_new_session=True)
+        finally:
+            log.close()
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -95,6 +110,18 @@ class Process:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
+        self._note_cache_mutations()
+
+    def _note_cache_mutations(self) -> None:
+        try:
+            log = self.log_path.read_bytes()
+        except OSError:
+            return
+        if CACHE_MUTATION_MARK in log:
+            lines = [line for line in log.splitlines() if CACHE_MUTATION_MARK in line]
+            note = f"{self.name}: {lines[-1].decode(errors='replace')}"
+            if note not in CACHE_MUTATIONS:
+                CACHE_MUTATIONS.append(note)
 
     def log_tail(self, lines: int = 40) -> str:
         try:

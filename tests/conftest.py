@@ -4,6 +4,7 @@ namespace per test so tests do not see each other's objects."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -12,7 +13,38 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.cluster import ApiServer, Etcd, make_workdir
+from machinery import informer
+from tests import warm_python
+from tests.cluster import CACHE_MUTATIONS, ApiServer, Etcd, make_workdir
+
+# An informer's cached objects are read-only (their parts are shared with other cached objects): in the tests,
+# changing one in place raises CachedObjectMutated, here and in every component the tests start.
+os.environ["MINIK8S_CACHE_READ_ONLY_CHECK"] = "1"
+informer.READ_ONLY_CHECK = True
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Component processes and mkubectl runs start forked from a warm interpreter (tests/warm_python.py)."""
+    warm_python.enable()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def components_kept_cached_objects_read_only() -> Iterator[None]:
+    """Fails the session (at its end) if a component stopped later than its tests (a module's or the session's
+    cluster) logged a cached object changed in place."""
+    yield
+    assert not CACHE_MUTATIONS, f"a component changed an informer's cached object in place: {CACHE_MUTATIONS}"
+
+
+@pytest.fixture(autouse=True)
+def cached_objects_stay_read_only() -> Iterator[None]:
+    """Fails a test in whose process, or in a component it stopped, a cached object was changed in place (the
+    error may have been caught and logged: a controller's handler or sync goes on after it)."""
+    before, components_before = informer.mutations_refused, len(CACHE_MUTATIONS)
+    yield
+    assert informer.mutations_refused == before, "an informer's cached object was changed in place (see the log)"
+    assert len(CACHE_MUTATIONS) == components_before, (
+        f"a component changed an informer's cached object in place: {CACHE_MUTATIONS[components_before:]}")
 
 
 @pytest.fixture(scope="session")

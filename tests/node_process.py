@@ -27,7 +27,7 @@ import httpx
 
 from cni.config import bridge_name, network_name
 from dockershim.cleanup import cleanup_host_rules_if_unused, cleanup_node
-from kubelet.cleanup import cleanup_kubelet_state
+from kubelet.cleanup import cleanup_kubelet_state, node_cgroup_root
 from tests.cluster import REPO, ApiServer, Process, free_port, wait_for
 
 PAUSE = "minik8s/pause:3.9"
@@ -277,6 +277,7 @@ class KubeletProcess:
         self.pod_cidr = pod_cidr or ""
         self.port = free_port()
         self.root_dir = workdir / f"kubelet-{node}"
+        self.cgroup_root = node_cgroup_root(node)
         # the node's CRI runtime: the Docker shim, or a containerd of its own (none for a node that brings its
         # own, like bench's hollow node)
         if container_runtime not in RUNTIMES:
@@ -289,7 +290,9 @@ class KubeletProcess:
         argv = [sys.executable, "-m", "kubelet", "--node-name", node, "--master", apiserver.url,
                 "--port", str(self.port), "--root-dir", str(self.root_dir),
                 "--crashloop-backoff-base-seconds", str(backoff_base), "--node-lease-duration-seconds", "4",
-                "--node-status-update-frequency", "1", "--housekeeping-interval", "1", *extra_args]
+                "--node-status-update-frequency", "1", "--housekeeping-interval", "1",
+                # each test node its own kubepods, as a machine of its own (extra_args may say otherwise)
+                "--cgroup-root", self.cgroup_root, *extra_args]
         if pod_cidr:
             argv += ["--pod-cidr", pod_cidr]
         if self.runtime is not None:
@@ -400,7 +403,8 @@ def cleanup(nodes: Sequence[KubeletProcess]) -> None:
     async def run() -> None:
         for k in nodes:
             await cleanup_node(k.node, k.root_dir)
-            cleanup_kubelet_state(k.node, k.root_dir)  # the kubelet's own, once its containers are gone
+            # the kubelet's own (pod dirs, logs, QoS cgroups), once its containers are gone
+            cleanup_kubelet_state(k.node, k.root_dir, k.cgroup_root)
         await cleanup_host_rules_if_unused()
 
     asyncio.run(run())

@@ -4,6 +4,10 @@ admission plugin and Node,RBAC; the controller-manager's serviceaccount and root
 (a namespace gets its `default` account and `kube-root-ca.crt`); kubelets (the Docker shim) as system:node:NAME;
 kube-proxy. Used by tests/integration/test_pod_volumes.py and bench/pod_volumes_bench.py. `stop()` removes
 everything it made, also after a failed start.
+
+Optionally (tests/e2e/test_road_server.py): more controllers (`controllers`), the scheduler as
+system:kube-scheduler (`scheduler`), and the road server (`road`: python -m road as system:road-server,
+road.minik8s.io behind the apiserver) with every component given `--tracing-config-file` towards it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from machinery.netutil import default_node_ip
 from tests.cluster import REPO, Etcd, Process, free_port, make_workdir, wait_for
 from tests.controller_process import ControllerProcess
 from tests.node_process import KubeletProcess, cleanup, ensure_images, free_cidr_block, free_service_cidr, release_cidr
+from tests.road_process import RoadServer, road_args, write_tracing_config
+from tests.scheduler_process import SchedulerProcess
 
 
 class _Url:
@@ -34,7 +40,9 @@ class _Url:
 
 class SecureCluster:
     def __init__(self, node_count: int = 2, prefix: str = "pv", *, proxy: bool = True,
-                 runtimes: Sequence[str] = (), audit: bool = False) -> None:
+                 runtimes: Sequence[str] = (), audit: bool = False,
+                 controllers: Sequence[str] = ("serviceaccount", "root-ca-cert-publisher"), scheduler: bool = False,
+                 road: bool = False) -> None:
         self.with_proxy = proxy
         self.runtimes = list(runtimes)  # each node's CRI runtime, in order (default: the Docker shim)
         self.audit = audit  # the apiserver writes its audit log to audit_log
@@ -52,6 +60,11 @@ class SecureCluster:
         self.controllers: ControllerProcess | None = None
         self.proxy: Process | None = None
         self.kubelets: list[KubeletProcess] = []
+        self.controller_names = list(controllers)
+        self.with_scheduler = scheduler
+        self.with_road = road
+        self.scheduler: SchedulerProcess | None = None
+        self.road: RoadServer | None = None
 
     @property
     def audit_log(self) -> Path:
@@ -78,6 +91,13 @@ class SecureCluster:
         self.root = self.workdir / "pki"
         self.pki = pki.ensure_pki(self.root, self.url, nodes=self.nodes, server_hosts=[self.ip, self.service_ip])
         self.etcd.start()
+        tracing: list[str] = []
+        road_flags: list[str] = []
+        if self.with_road:
+            self.road = RoadServer(self.pki, self.workdir)
+            config = write_tracing_config(self.workdir / "tracing-config.yaml", self.road.otlp_port)
+            tracing = ["--tracing-config-file", str(config)]
+            road_flags = road_args(self.pki, self.road.port)
         self.apiserver = Process("apiserver", [
             sys.executable, "-m", "apiserver", "--etcd-servers", self.etcd.endpoint, "--bind-address", self.ip,
             "--port", "0", "--secure-port", str(self.port), "--pki-dir", str(self.root),
@@ -85,7 +105,8 @@ class SecureCluster:
             "--kubelet-client-certificate", str(self.pki.kubelet_client_cert),
             "--kubelet-client-key", str(self.pki.kubelet_client_key),
             "--kubelet-certificate-authority", str(self.pki.ca_cert),
-            *(["--audit-log-path", str(self.audit_log)] if self.audit else [])], self.workdir / "apiserver.log")
+            *(["--audit-log-path", str(self.audit_log)] if self.audit else []), *tracing, *road_flags],
+            self.workdir / "apiserver.log")
         self.apiserver.start()
 
         def ready() -> bool:
@@ -97,16 +118,24 @@ class SecureCluster:
             return False
 
         wait_for(ready, 60, what="the secure apiserver")
-        self.controllers = ControllerProcess(self.workdir, self.url, ["serviceaccount", "root-ca-cert-publisher"],
-                                             "--kubeconfig", str(self.pki.kubeconfig("controller-manager")))
+        if self.road is not None:
+            self.road.start()
+        self.controllers = ControllerProcess(self.workdir, self.url, self.controller_names,
+                                             "--kubeconfig", str(self.pki.kubeconfig("controller-manager")),
+                                             *(["--cluster-cidr", self.pod_block, "--node-cidr-mask-size", "24"]
+                                               if "nodeipam" in self.controller_names else []), *tracing)
         self.controllers.start(60)
+        if self.with_scheduler:
+            self.scheduler = SchedulerProcess(self.workdir, self.url, None, "--kubeconfig",
+                                              str(self.pki.kubeconfig("scheduler")), *tracing)
+            self.scheduler.start(60)
         subnets = list(block.subnets(new_prefix=24))[:len(self.nodes)]
         for i, (node, subnet) in enumerate(zip(self.nodes, subnets, strict=True)):
             kubelet = KubeletProcess(self.workdir, _Url(self.url), node, str(subnet),  # type: ignore[arg-type]
                                      extra_args=["--kubeconfig", str(self.pki.kubeconfig(f"kubelet-{node}")),
                                                  "--tls-cert-file", str(self.pki.kubelet_serving_cert(node)),
                                                  "--tls-private-key-file", str(self.pki.kubelet_serving_key(node)),
-                                                 "--client-ca-file", str(self.pki.ca_cert)],
+                                                 "--client-ca-file", str(self.pki.ca_cert), *tracing],
                                      tls=(self.pki.ca_cert, self.pki.kubelet_client_cert, self.pki.kubelet_client_key),
                                      container_runtime=self.runtimes[i] if i < len(self.runtimes) else "docker")
             self.kubelets.append(kubelet)
@@ -146,7 +175,7 @@ class SecureCluster:
             if self.kubelets:
                 cleanup(self.kubelets)
         finally:
-            for component in (self.controllers, self.apiserver, self.etcd):
+            for component in (self.scheduler, self.controllers, self.road, self.apiserver, self.etcd):
                 if component is not None:
                     with contextlib.suppress(Exception):
                         component.stop()

@@ -69,6 +69,7 @@ from apiserver.admission.storage import (
     validate_claim_resize,
 )
 from apiserver.storage.cacher import Cacher
+from apiserver.tracing import plugin_span
 from apiserver.warning import add_warning
 from machinery.authn.user import UserInfo
 from machinery.patch import PatchError, json_patch
@@ -295,32 +296,44 @@ class AdmissionChain:
         obj = a.obj
         assert obj is not None
         info = a.store.info
-        if self.limit_ranges is not None and limitranger.mutate(a, self.limit_ranges):
-            obj = a.obj = self._reconcile(a, obj)  # defaulted again: the pod's QoS class follows its new resources
+        if self.limit_ranges is not None:
+            with plugin_span("LimitRanger", "mutating", a):
+                if limitranger.mutate(a, self.limit_ranges):
+                    # defaulted again: the pod's QoS class follows its new resources
+                    obj = a.obj = self._reconcile(a, obj)
         if "ServiceAccount" in self.plugins and info.group == "" and info.plural == "pods" and not a.subresource:
-            spec = obj.setdefault("spec", {})
-            if not spec.get("serviceAccountName"):
-                old_spec = (a.old or {}).get("spec") or {}
-                spec["serviceAccountName"] = (spec.get("serviceAccount") or old_spec.get("serviceAccountName")
-                                              or "default")
-            if a.operation == "CREATE" and self.service_account is not None \
-                    and MIRROR_POD_ANNOTATION not in ((obj.get("metadata") or {}).get("annotations") or {}):
-                account = await self.service_account(a.namespace or "", spec["serviceAccountName"])
-                if account is not None:  # a missing one is refused by validate, with upstream's message
-                    admit_pod_service_account(obj, account)  # the kube-api-access volume (serviceaccount.py)
+            with plugin_span("ServiceAccount", "mutating", a):
+                await self._mutate_service_account(a, obj)
         if self.priority_classes is not None:
-            await admit_pod_priority(a, self.priority_classes)  # priority.py
+            with plugin_span("Priority", "mutating", a):
+                await admit_pod_priority(a, self.priority_classes)  # priority.py
         if "DefaultStorageClass" in self.plugins and self.storage_classes is not None:
-            await set_default_storage_class(a, self.storage_classes)
+            with plugin_span("DefaultStorageClass", "mutating", a):
+                await set_default_storage_class(a, self.storage_classes)
         if self.ingress_classes is not None:
-            await set_default_ingress_class(a, self.ingress_classes)
+            with plugin_span("DefaultIngressClass", "mutating", a):
+                await set_default_ingress_class(a, self.ingress_classes)
         if "StorageObjectInUseProtection" in self.plugins:
-            add_protection_finalizer(a)
+            with plugin_span("StorageObjectInUseProtection", "mutating", a):
+                add_protection_finalizer(a)
         if self.mutating_webhooks is not None and info.group not in _NOT_WEBHOOKED:
             hooks = [h for h in self.mutating_webhooks.hooks() if self._matches(h, a)]
             if hooks:
                 obj = await self._run_mutating(hooks, a)
         return obj
+
+    async def _mutate_service_account(self, a: AdmissionAttributes, obj: Obj) -> None:
+        """The ServiceAccount plugin's Admit: the pod's account, and its token volume on create."""
+        spec = obj.setdefault("spec", {})
+        if not spec.get("serviceAccountName"):
+            old_spec = (a.old or {}).get("spec") or {}
+            spec["serviceAccountName"] = (spec.get("serviceAccount") or old_spec.get("serviceAccountName")
+                                          or "default")
+        if a.operation == "CREATE" and self.service_account is not None \
+                and MIRROR_POD_ANNOTATION not in ((obj.get("metadata") or {}).get("annotations") or {}):
+            account = await self.service_account(a.namespace or "", spec["serviceAccountName"])
+            if account is not None:  # a missing one is refused by validate, with upstream's message
+                admit_pod_service_account(obj, account)  # the kube-api-access volume (serviceaccount.py)
 
     async def _run_mutating(self, hooks: list[Webhook], a: AdmissionAttributes) -> Obj:
         obj = a.obj
@@ -328,34 +341,42 @@ class AdmissionChain:
         changed = False
         for hook in hooks:
             a.obj = obj
-            try:
-                response = await self._call(hook, a)
-            except WebhookCallError as e:
-                if hook.failure_policy == "Ignore":
-                    log.warning("webhook %s failed (failurePolicy Ignore, admitted): %s", hook.name, e)
-                    continue
-                raise errors.internal(f'failed calling webhook "{hook.name}": {e}') from None
-            if not response.get("allowed"):
-                raise _denied(hook, response.get("status"))
-            _warn(response)
-            patch = response.get("patch")
-            if not patch:
-                continue
-            if response.get("patchType") not in (None, "JSONPatch"):
-                raise errors.internal(f'webhook "{hook.name}" answered with an unsupported patchType '
-                                      f'{response.get("patchType")!r}')
-            try:
-                operations = orjson.loads(base64.b64decode(patch, validate=True))
-                patched = json_patch(copy.deepcopy(obj), operations)
-            except (binascii.Error, ValueError, PatchError) as e:
-                raise errors.internal(f'webhook "{hook.name}" answered with a patch that does not apply: {e}') from None
-            if not isinstance(patched, dict):
-                raise errors.internal(f'webhook "{hook.name}" patched the object into a {type(patched).__name__}')
-            obj, changed = self._keep_identity(patched, obj), True
+            with plugin_span(hook.name, "mutating", a):
+                patched = await self._mutating_hook(hook, a, obj)
+                if patched is not None:
+                    obj = a.obj = patched
+                    changed = True
         if changed:
             obj = self._reconcile(a, obj)
         a.obj = obj
         return obj
+
+    async def _mutating_hook(self, hook: Webhook, a: AdmissionAttributes, obj: Obj) -> Obj | None:
+        """One mutating webhook: the object it patched, or None when it left it alone."""
+        try:
+            response = await self._call(hook, a)
+        except WebhookCallError as e:
+            if hook.failure_policy == "Ignore":
+                log.warning("webhook %s failed (failurePolicy Ignore, admitted): %s", hook.name, e)
+                return None
+            raise errors.internal(f'failed calling webhook "{hook.name}": {e}') from None
+        if not response.get("allowed"):
+            raise _denied(hook, response.get("status"))
+        _warn(response)
+        patch = response.get("patch")
+        if not patch:
+            return None
+        if response.get("patchType") not in (None, "JSONPatch"):
+            raise errors.internal(f'webhook "{hook.name}" answered with an unsupported patchType '
+                                  f'{response.get("patchType")!r}')
+        try:
+            operations = orjson.loads(base64.b64decode(patch, validate=True))
+            patched = json_patch(copy.deepcopy(obj), operations)
+        except (binascii.Error, ValueError, PatchError) as e:
+            raise errors.internal(f'webhook "{hook.name}" answered with a patch that does not apply: {e}') from None
+        if not isinstance(patched, dict):
+            raise errors.internal(f'webhook "{hook.name}" patched the object into a {type(patched).__name__}')
+        return self._keep_identity(patched, obj)
 
     @staticmethod
     def _keep_identity(patched: Obj, before: Obj) -> Obj:
@@ -378,27 +399,38 @@ class AdmissionChain:
 
     async def validate(self, a: AdmissionAttributes) -> None:
         if self.limit_ranges is not None:
-            limitranger.validate(a, self.limit_ranges)
+            with plugin_span("LimitRanger", "validating", a):
+                limitranger.validate(a, self.limit_ranges)
         if "ServiceAccount" in self.plugins and self.service_account_exists is not None and a.operation == "CREATE" \
                 and a.store.info.group == "" and a.store.info.plural == "pods" and not a.subresource:
-            await self._service_account_exists(a)
+            with plugin_span("ServiceAccount", "validating", a):
+                await self._service_account_exists(a)
         if "NodeRestriction" in self.plugins and isinstance(a.user, UserInfo) and a.user.node_name is not None:
-            self._node_restriction(a, a.user.node_name)
+            with plugin_span("NodeRestriction", "validating", a):
+                self._node_restriction(a, a.user.node_name)
         if "PersistentVolumeClaimResize" in self.plugins and self.storage_classes is not None:
-            await validate_claim_resize(a, self.storage_classes)
+            with plugin_span("PersistentVolumeClaimResize", "validating", a):
+                await validate_claim_resize(a, self.storage_classes)
         if self.priority_classes is not None:
-            validate_priority_class(a, self.priority_classes)
+            with plugin_span("Priority", "validating", a):
+                validate_priority_class(a, self.priority_classes)
         if self.pod_security is not None:
-            await self.pod_security.validate(a)
+            with plugin_span("PodSecurity", "validating", a):
+                await self.pod_security.validate(a)
         if self.validating_webhooks is not None and a.store.info.group not in _NOT_WEBHOOKED:
             hooks = [h for h in self.validating_webhooks.hooks() if self._matches(h, a)]
             if hooks:
                 await self._run_validating(hooks, a)
         if self.quotas is not None:  # last: usage is charged only for what every other plugin admitted
-            await resourcequota.admit(a, self.quotas)
+            with plugin_span("ResourceQuota", "validating", a):
+                await resourcequota.admit(a, self.quotas)
+
+    async def _validating_hook(self, hook: Webhook, a: AdmissionAttributes) -> Obj:
+        with plugin_span(hook.name, "validating", a):
+            return await self._call(hook, a)
 
     async def _run_validating(self, hooks: list[Webhook], a: AdmissionAttributes) -> None:
-        results = await asyncio.gather(*(self._call(h, a) for h in hooks), return_exceptions=True)
+        results = await asyncio.gather(*(self._validating_hook(h, a) for h in hooks), return_exceptions=True)
         for hook, result in zip(hooks, results, strict=True):
             if isinstance(result, WebhookCallError):
                 if hook.failure_policy == "Ignore":

@@ -15,8 +15,9 @@ from __future__ import annotations
 import contextlib
 import csv
 import hashlib
+import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +53,10 @@ def load_token_file(path: str | Path) -> dict[str, UserInfo]:
     return tokens
 
 
-# the live-object check of a verified service-account token: None if it holds, else why not
+# the live-object check of a verified service-account token: None if it holds, else why not; the
+# validator reads the watch caches, the lookup also storage for what the caches have not seen (yet)
 LiveValidator = Callable[[serviceaccount.ServiceAccountClaims, float], str | None]
+LiveLookup = Callable[[serviceaccount.ServiceAccountClaims, float], Awaitable[str | None]]
 
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid"
@@ -76,16 +79,23 @@ def service_account_user(claims: serviceaccount.ServiceAccountClaims) -> UserInf
 class Authenticator:
     """Token authentication with a small cache (a verified JWT costs an ECDSA verify); the cached
     claims of a service-account token are checked against the live objects on every request (the
-    watch caches: a dictionary lookup), so a deleted account or pod ends its tokens at once."""
+    watch caches: a dictionary lookup), so a deleted account or pod ends its tokens at once.
+
+    A token the caches cannot vouch for is asked about in storage (`authenticate_live`), as upstream's
+    token getter falls back from its listers to a live GET: right after a start, or for an account
+    created a moment ago, a valid token is not refused (a client such as kopf drops credentials that
+    were refused once)."""
 
     CACHE_SIZE = 4096
     NEGATIVE_TTL = 10.0
 
     def __init__(self, tokens: Mapping[str, UserInfo] | None = None,
-                 verifier: serviceaccount.TokenVerifier | None = None, validator: LiveValidator | None = None):
+                 verifier: serviceaccount.TokenVerifier | None = None, validator: LiveValidator | None = None,
+                 lookup: LiveLookup | None = None):
         self.tokens = dict(tokens or {})
         self.verifier = verifier
         self.validator = validator
+        self.lookup = lookup
         self._cache: dict[bytes, tuple[serviceaccount.ServiceAccountClaims | None, UserInfo | None, float]] = {}
         self._subjects: dict[Any, UserInfo | None] = {}  # certificate subject -> user (a connection reuses one)
 
@@ -93,6 +103,16 @@ class Authenticator:
         static = self.tokens.get(token)
         if static is not None:
             return static
+        verified = self._verified(token)
+        if verified is None:
+            return None
+        claims, user = verified
+        if self.validator is not None and self.validator(claims, time.time()) is not None:
+            return None
+        return user
+
+    def _verified(self, token: str) -> tuple[serviceaccount.ServiceAccountClaims, UserInfo] | None:
+        """A service-account token's claims and user if its signature, issuer, audience and time hold."""
         if self.verifier is None or token.count(".") != 2:
             return None
         key = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
@@ -114,9 +134,55 @@ class Authenticator:
             self._cache[key] = (claims, user, until)
         if claims is None or user is None:
             return None
-        if self.validator is not None and self.validator(claims, now) is not None:
+        return claims, user
+
+    async def authenticate_live(self, authorization: bytes | None) -> UserInfo | None:
+        """After authenticate() refused a bearer token: a verified service-account token checked
+        against storage where the watch caches have not seen its account or pod. Only a token whose
+        signature holds gets here, so a stranger cannot make the apiserver read etcd."""
+        token = _bearer(authorization)
+        if token is None or self.lookup is None or token in self.tokens:
             return None
-        return user
+        verified = self._verified(token)
+        if verified is None:
+            return None
+        claims, user = verified
+        return user if await self.lookup(claims, time.time()) is None else None
+
+    async def review(self, token: str, audiences: tuple[str, ...]) -> tuple[UserInfo | None, list[str], str]:
+        """A TokenReview's answer (upstream pkg/registry/authentication/tokenreview): the user, the audiences
+        the token is good for among those asked (the apiserver's own when none are), and why not.
+
+        Static tokens are audience-agnostic: good only when an asked audience is one of the apiserver's own
+        (upstream's WrapAudienceAgnosticToken); a service-account token must name one of them."""
+        implicit = self.verifier.audiences if self.verifier is not None else ()
+        wanted = audiences or implicit
+        static = self.tokens.get(token)
+        if static is not None:
+            common = [a for a in wanted if a in implicit] if audiences else list(implicit)
+            return (static, common, "") if common or not implicit else (None, [], "")
+        if self.verifier is None or token.count(".") != 2:
+            return None, [], "invalid bearer token"
+        now = time.time()
+        try:
+            claims = self.verifier.verify(token, now, tuple(wanted))
+        except serviceaccount.TokenError as e:
+            if "audience" in str(e):
+                granted = serviceaccount.token_audiences(token)
+                return None, [], f"token audiences {_go_quote(granted)} is invalid for the target audiences " \
+                                 f"{_go_quote(list(wanted))}"
+            return None, [], f"invalid bearer token, {e}"
+        except (ValueError, UnicodeError) as e:
+            return None, [], f"invalid bearer token, {e}"
+        why = None
+        if self.validator is not None:
+            why = self.validator(claims, now)
+        if why is not None and self.lookup is not None:
+            why = await self.lookup(claims, now)
+        if why is not None:
+            return None, [], f"invalid bearer token, {why}"
+        granted = serviceaccount.token_audiences(token)
+        return service_account_user(claims), [a for a in granted if a in wanted], ""
 
     def authenticate(self, peercert: Mapping[str, Any] | None, authorization: bytes | None) -> UserInfo | None:
         """The request's user; None when credentials were given but are not valid, or none were given.
@@ -135,13 +201,24 @@ class Authenticator:
                     self._subjects[subject] = user
             if user is not None:
                 return user
-        if authorization:
-            scheme, _, token = authorization.partition(b" ")
-            if scheme.lower() != b"bearer":
-                return None
-            try:
-                text = token.strip().decode("ascii")
-            except UnicodeDecodeError:
-                return None
-            return self.from_token(text) if text else None
+        token = _bearer(authorization)
+        return self.from_token(token) if token else None
+
+
+def _bearer(authorization: bytes | None) -> str | None:
+    """The token of an `Authorization: Bearer TOKEN` header, else None."""
+    if not authorization:
         return None
+    scheme, _, token = authorization.partition(b" ")
+    if scheme.lower() != b"bearer":
+        return None
+    try:
+        text = token.strip().decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    return text or None
+
+
+def _go_quote(values: list[str]) -> str:
+    """A list of strings as Go's %q prints a []string: ["a" "b"]."""
+    return "[" + " ".join(json.dumps(v) for v in values) + "]"

@@ -131,6 +131,10 @@ class RbacSource(Protocol):
         """(cluster roles, roles, cluster role bindings, role bindings)."""
         ...
 
+    def synced(self) -> bool:
+        """Has every source listed once (false right after an apiserver start)?"""
+        ...
+
 
 @dataclass(frozen=True)
 class StaticRbac:
@@ -139,11 +143,16 @@ class StaticRbac:
     cluster_role_bindings: list[Obj]
     role_bindings: list[Obj]
 
+    synced_: bool = True
+
     def generation(self) -> Any:
         return 0
 
     def objects(self) -> tuple[list[Obj], list[Obj], list[Obj], list[Obj]]:
         return self.cluster_roles, self.roles, self.cluster_role_bindings, self.role_bindings
+
+    def synced(self) -> bool:
+        return self.synced_
 
 
 Grant = tuple[str, tuple[Rule, ...]]  # (how upstream's reason names it, the rules)
@@ -220,6 +229,10 @@ class RBACAuthorizer:
         if hit is not None:
             return hit
         decision = self._decide(a)
+        if decision[0] == NO_OPINION and not self.source.synced():
+            # upstream's withNotSyncedReason: a request before the caches listed is refused with a reason
+            # that says so (a client retries a 403), and the decision is not remembered
+            return NO_OPINION, "informers not synced"
         if len(self._decisions) >= self.CACHE_SIZE:
             self._decisions.clear()
         self._decisions[key] = decision
@@ -317,8 +330,9 @@ class NodeAuthorizer:
             return NO_OPINION, f"no relationship found between node '{node}' and this object"
         if group in ("", "events.k8s.io") and resource == "events" and verb in ("create", "update", "patch"):
             return ALLOW, ""
-        if group == "authorization.k8s.io" and resource == "subjectaccessreviews" and verb == "create":
-            return ALLOW, ""  # upstream NodeRules: the kubelet API's delegated authorization
+        if verb == "create" and ((group == "authorization.k8s.io" and resource == "subjectaccessreviews")
+                                 or (group == "authentication.k8s.io" and resource == "tokenreviews")):
+            return ALLOW, ""  # upstream NodeRules: the kubelet API's delegated authentication and authorization
         if group == "" and resource in ("secrets", "configmaps") and not sub:
             # upstream: get only (and list/watch of that one name), of an object a pod on this node uses
             name = a.name if verb == "get" else _selected_name(a.field_selector) if verb in ("list", "watch") else ""

@@ -22,6 +22,9 @@ Each component gets the least it needs for what it does here:
 
 from __future__ import annotations
 
+import copy
+
+from machinery.rbac import AGGREGATE_TO_ADMIN, AGGREGATE_TO_EDIT, AGGREGATE_TO_VIEW, aggregated_rules, same_rules
 from machinery.types import Obj
 
 RBAC = "rbac.authorization.k8s.io"
@@ -37,7 +40,8 @@ CONTROLLER_ACCOUNTS: tuple[str, ...] = ("deployment-controller", "replicaset-con
                        "pvc-protection-controller", "pv-protection-controller", "job-controller",
                        "cronjob-controller", "ttl-after-finished-controller", "statefulset-controller",
                        "disruption-controller", "pod-garbage-collector", "root-ca-cert-publisher",
-                       "horizontal-pod-autoscaler", "resourcequota-controller", "replication-controller")
+                       "horizontal-pod-autoscaler", "resourcequota-controller", "replication-controller",
+                       "clusterrole-aggregation-controller")
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 # what view reads and edit writes (upstream aggregate-to-view / aggregate-to-edit, for what minik8s serves)
 _VIEW_CORE = ["pods", "pods/status", "pods/log", "events", "namespaces", "serviceaccounts", "services",
@@ -50,9 +54,10 @@ _VIEW_AUTOSCALING = ["horizontalpodautoscalers", "horizontalpodautoscalers/statu
 # metrics-server's system:aggregated-metrics-reader, aggregated to view (and so edit and admin)
 _METRICS_READER = ["get", "list", "watch"]
 METRICS_GROUP = "metrics.k8s.io"
-AGGREGATE_TO = {"rbac.authorization.k8s.io/aggregate-to-view": "true",
-                "rbac.authorization.k8s.io/aggregate-to-edit": "true",
-                "rbac.authorization.k8s.io/aggregate-to-admin": "true"}
+# the road server's road.minik8s.io (the road of any object): system:aggregated-road-reader, aggregated to view
+# (and so edit and admin) as metrics-server's reader is
+ROAD_GROUP = "road.minik8s.io"
+_ROAD_READER = ["get", "list", "watch"]
 _VIEW_APPS = ["deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
               "replicasets/status", "daemonsets", "daemonsets/status", "controllerrevisions",
               "statefulsets", "statefulsets/scale", "statefulsets/status"]
@@ -73,6 +78,44 @@ EVENTS = rule(["create", "update", "patch"], ["", "events.k8s.io"], ["events"])
 
 
 def cluster_roles() -> dict[str, list[Obj]]:
+    """Every bootstrap ClusterRole's rules, the aggregated ones (admin, edit, view) filled as the
+    clusterrole-aggregation controller fills them."""
+    roles = _rule_sets()
+    for name in AGGREGATED:
+        roles[name] = []
+    objects: list[Obj] = [{"metadata": {"name": name, "labels": ROLE_LABELS.get(name, {})}, "rules": rules}
+                          for name, rules in roles.items()]
+    # view feeds edit, which feeds admin: aggregate until nothing changes (three rounds at most)
+    for _ in range(len(AGGREGATED) + 1):
+        changed = False
+        for obj in objects:
+            label = AGGREGATED.get(obj["metadata"]["name"])
+            if label is None:
+                continue
+            rules = aggregated_rules(obj["metadata"]["name"], [{"matchLabels": {label: "true"}}], objects)
+            if not same_rules(rules, obj["rules"]):
+                obj["rules"], changed = rules, True
+        if not changed:
+            break
+    return {obj["metadata"]["name"]: obj["rules"] for obj in objects}
+
+
+# upstream's aggregated roles: name -> the label whose roles they gather
+AGGREGATED = {"view": AGGREGATE_TO_VIEW, "edit": AGGREGATE_TO_EDIT, "admin": AGGREGATE_TO_ADMIN}
+_ALL = {AGGREGATE_TO_VIEW: "true", AGGREGATE_TO_EDIT: "true", AGGREGATE_TO_ADMIN: "true"}
+# the bootstrap roles gathered into others (upstream: view into edit, edit into admin)
+ROLE_LABELS: dict[str, dict[str, str]] = {
+    "view": {AGGREGATE_TO_EDIT: "true"},
+    "edit": {AGGREGATE_TO_ADMIN: "true"},
+    "system:aggregate-to-view": {AGGREGATE_TO_VIEW: "true"},
+    "system:aggregate-to-edit": {AGGREGATE_TO_EDIT: "true"},
+    "system:aggregate-to-admin": {AGGREGATE_TO_ADMIN: "true"},
+    "system:aggregated-metrics-reader": _ALL,  # as metrics-server's manifest labels it
+    "system:aggregated-road-reader": _ALL,
+}
+
+
+def _rule_sets() -> dict[str, list[Obj]]:
     return {
         "cluster-admin": [rule(["*"], ["*"], ["*"]), url_rule(["*"], ["*"])],
         "system:discovery": [url_rule(["get"], ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez",
@@ -83,12 +126,16 @@ def cluster_roles() -> dict[str, list[Obj]]:
         # /metrics and the health checks' details, for scrapers in the group (upstream's bootstrap role)
         "system:monitoring": [url_rule(["get"], ["/healthz", "/healthz/*", "/livez", "/livez/*", "/readyz",
                                                  "/readyz/*", "/metrics", "/metrics/slis"])],
+        # for servers that delegate authentication and authorization to the apiserver (upstream's role)
+        "system:auth-delegator": [rule(["create"], ["authentication.k8s.io"], ["tokenreviews"]),
+                                  rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"])],
         "system:public-info-viewer": [url_rule(["get"], ["/healthz", "/livez", "/readyz", "/version",
                                                          "/version/"])],
-        "view": _view(),
-        "edit": _edit(),
-        "admin": [*_edit(), rule([*READ, *WRITE], [RBAC], ["roles", "rolebindings"]),
-                  rule(["create"], ["authorization.k8s.io"], ["localsubjectaccessreviews"])],
+        # what view, edit and admin gather (their own rules are computed: AGGREGATED below)
+        "system:aggregate-to-view": _view(),
+        "system:aggregate-to-edit": _edit(),
+        "system:aggregate-to-admin": [rule([*READ, *WRITE], [RBAC], ["roles", "rolebindings"]),
+                                      rule(["create"], ["authorization.k8s.io"], ["localsubjectaccessreviews"])],
         "system:kube-scheduler": [
             rule([*READ, "delete"], [""], ["pods"]),
             rule(["create"], [""], ["pods/binding", "bindings"]),
@@ -104,11 +151,16 @@ def cluster_roles() -> dict[str, list[Obj]]:
         "system:kube-controller-manager": [
             rule(READ, ["*"], ["*"]),
             EVENTS,
+            # the secure port's delegated authentication and authorization
+            rule(["create"], ["authentication.k8s.io"], ["tokenreviews"]),
             rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
             rule(["create", "get", "update"], ["coordination.k8s.io"], ["leases"]),
             rule(["create"], [""], ["serviceaccounts", "serviceaccounts/token"]),
         ],
         "system:node": [
+            # the kubelet API's delegated authentication and authorization ("these creates are non-mutating")
+            rule(["create"], ["authentication.k8s.io"], ["tokenreviews"]),
+            rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews", "localsubjectaccessreviews"]),
             rule([*READ, "create", "update", "patch", "delete"], [""], ["nodes"]),
             rule(["patch", "update"], [""], ["nodes/status"]),
             rule([*READ, "delete"], [""], ["pods"]),
@@ -136,6 +188,16 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule(READ, [""], ["pods", "nodes"]),
         ],
         "system:aggregated-metrics-reader": [rule(_METRICS_READER, [METRICS_GROUP], ["pods", "nodes"])],
+        "system:aggregated-road-reader": [rule(_ROAD_READER, [ROAD_GROUP], ["*"])],
+        # the road server (python -m road; user system:road-server or service account kube-system/road-server):
+        # reads, never writes: the objects whose roads it draws and their Events, and whether an object exists
+        "system:road-server": [
+            rule(READ, [""], ["pods", "events"]),
+            rule(READ, ["apps"], ["deployments", "replicasets"]),
+            rule(["get"], [""], [r for r in _VIEW_CORE if "/" not in r] + ["nodes", "persistentvolumes"]),
+            rule(["get"], ["apps", "batch", "discovery.k8s.io", "networking.k8s.io", "policy", "autoscaling",
+                           "storage.k8s.io", "scheduling.k8s.io", "coordination.k8s.io"], ["*"]),
+        ],
         "system:controller:horizontal-pod-autoscaler": [
             rule(READ, ["autoscaling"], ["horizontalpodautoscalers"]),
             rule(["update"], ["autoscaling"], ["horizontalpodautoscalers/status"]),
@@ -328,6 +390,10 @@ def cluster_roles() -> dict[str, list[Obj]]:
             rule(["list", "watch", "patch", "create", "delete"], [""], ["pods"]),
             EVENTS,
         ],
+        # escalate: an aggregated role gathers rules its writer need not hold (upstream's role)
+        "system:controller:clusterrole-aggregation-controller": [
+            rule(["escalate", "get", "list", "patch", "update", "watch"], [RBAC], ["clusterroles"]),
+        ],
         "system:controller:node-controller": [
             rule(["get", "list", "watch", "update", "patch", "delete"], [""], ["nodes"]),
             rule(["patch", "update"], [""], ["nodes/status"]),
@@ -343,15 +409,13 @@ def _view() -> list[Obj]:
             rule(READ, ["discovery.k8s.io"], ["endpointslices"]), rule(READ, ["coordination.k8s.io"], ["leases"]),
             rule(READ, ["policy"], ["poddisruptionbudgets", "poddisruptionbudgets/status"]),
             rule(READ, ["autoscaling"], _VIEW_AUTOSCALING),
-            rule(READ, ["networking.k8s.io"], ["ingresses", "ingresses/status"]),
-            rule(_METRICS_READER, [METRICS_GROUP], ["pods", "nodes"])]  # system:aggregated-metrics-reader
+            rule(READ, ["networking.k8s.io"], ["ingresses", "ingresses/status"])]
 
 
 def _edit() -> list[Obj]:
-    """view's reads, and writes of workloads and services (not of endpoints: upstream took those out of
+    """What edit adds to view: writes of workloads and services (not of endpoints: upstream took those out of
     edit, CVE-2021-25740)."""
     return [
-        *_view(),
         rule(READ, [""], ["pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets", "services/proxy"]),
         rule(WRITE, [""], ["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "events",
                            "serviceaccounts", "services", "services/proxy", "configmaps", "secrets",
@@ -397,6 +461,8 @@ def cluster_role_bindings() -> dict[str, tuple[str, list[Obj]]]:
         "system:node-proxier": ("system:node-proxier", [_user("system:kube-proxy")]),
         "system:metrics-server": ("system:metrics-server", [_service_account("kube-system", "metrics-server"),
                                                             _user("system:metrics-server")]),
+        "system:road-server": ("system:road-server", [_service_account("kube-system", "road-server"),
+                                                      _user("system:road-server")]),
         "system:kube-dns": ("system:kube-dns", [_service_account("kube-system", "kube-dns"),
                                                 _user("system:kube-dns")]),
         "ingress-nginx": ("ingress-nginx", [_service_account("kube-system", "ingress-nginx"),
@@ -416,21 +482,31 @@ def _meta(name: str) -> Obj:
 
 def policy_objects() -> tuple[list[Obj], list[Obj]]:
     """(ClusterRoles, ClusterRoleBindings) as wire objects."""
-    roles = [{"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": _meta(name), "rules": rules}
-             for name, rules in cluster_roles().items()]
-    for role in roles:
-        if role["metadata"]["name"] == "system:aggregated-metrics-reader":  # type: ignore[index]
-            role["metadata"]["labels"].update(AGGREGATE_TO)  # type: ignore[index]
+    roles: list[Obj] = []
+    for name, rules in cluster_roles().items():
+        role: Obj = {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": _meta(name), "rules": rules}
+        role["metadata"]["labels"].update(ROLE_LABELS.get(name, {}))
+        if name in AGGREGATED:
+            role["aggregationRule"] = {"clusterRoleSelectors": [{"matchLabels": {AGGREGATED[name]: "true"}}]}
+        roles.append(role)
     bindings = [{"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": _meta(name),
                  "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role}, "subjects": subjects}
                 for name, (role, subjects) in cluster_role_bindings().items()]
     return roles, bindings
 
 
-def needs_update(existing: Obj, wanted: Obj) -> bool:
-    """Does a stored bootstrap object differ from what it should be, and may it be changed?"""
-    annotations = (existing.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(AUTOUPDATE, "true") != "true":
-        return False
-    fields = ("rules",) if wanted["kind"] == "ClusterRole" else ("subjects",)
-    return any(existing.get(f) != wanted.get(f) for f in fields)
+def reconciled(existing: Obj, wanted: Obj) -> Obj | None:
+    """The stored bootstrap object brought back to what it should be (upstream's reconcile: the rules, or
+    for an aggregated role its aggregationRule (its rules are the aggregation controller's), or the
+    subjects; labels and annotations it lacks added), None when it already is or may not be changed."""
+    meta = existing.get("metadata") or {}
+    if (meta.get("annotations") or {}).get(AUTOUPDATE, "true") != "true":
+        return None
+    fields = ("subjects",) if wanted["kind"] != "ClusterRole" else \
+        ("aggregationRule",) if wanted.get("aggregationRule") else ("rules",)
+    missing = {k: v for k, v in wanted["metadata"]["labels"].items() if (meta.get("labels") or {}).get(k) != v}
+    if not missing and all(existing.get(f) == wanted.get(f) for f in fields):
+        return None
+    out = {**existing, **{f: copy.deepcopy(wanted[f]) for f in fields}}
+    out["metadata"] = {**meta, "labels": {**(meta.get("labels") or {}), **missing}}
+    return out

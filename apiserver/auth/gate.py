@@ -165,6 +165,8 @@ class Gate:
                 user = None
             else:
                 user = self.authenticator.authenticate(peercert, authorization)
+                if user is None and authorization is not None:
+                    user = await self.authenticator.authenticate_live(authorization)
             if user is None and not peercert and not authorization and path in PUBLIC_PATHS:
                 user = ANONYMOUS
         else:
@@ -292,32 +294,10 @@ class Gate:
 
     async def _audited(self, scope: Scope, receive: Receive, send: Send, auditor: Auditor, ctx: AuditContext,
                        long_running: bool, annotations: dict[str, str] | None, timeout: float) -> None:
-        code = 0
-        audit_id = ctx.event["auditID"].encode()
-        request_body, response_body = ctx.request_body, ctx.response_body
-
-        async def send_wrapper(message: Message) -> None:
-            nonlocal code
-            kind = message["type"]
-            if kind == "http.response.start":
-                code = message["status"]
-                headers = list(message.get("headers") or ())
-                headers.append((b"audit-id", audit_id))
-                message["headers"] = headers
-                if response_body is not None:
-                    ctype = next((v for k, v in headers if k.lower() == b"content-type"), b"")
-                    ctx.response_json = b"json" in ctype and not long_running
-                if long_running:
-                    auditor.response_started(ctx, code)
-            elif kind == "http.response.body" and response_body is not None and ctx.response_json:
-                response_body.append(message.get("body", b""))
-            elif kind == "websocket.accept":
-                code = 101
-                if long_running:
-                    auditor.response_started(ctx, code)
-            await send(message)
-
+        # an object with slots rather than a closure: a watch holds its send as long as it streams
+        sender = _AuditedSend(send, auditor, ctx, long_running)
         wrapped_receive = receive
+        request_body = ctx.request_body
         if request_body is not None:
             async def receive_wrapper() -> Message:
                 message = await receive()
@@ -327,11 +307,14 @@ class Gate:
 
             wrapped_receive = receive_wrapper
         try:
-            await self._serve(scope, wrapped_receive, send_wrapper, timeout)
+            if timeout <= 0:  # no deadline (a watch): the app itself, without _serve's frame
+                await self.app(scope, wrapped_receive, sender)
+            else:
+                await self._serve(scope, wrapped_receive, sender, timeout)
         except BaseException as e:
             auditor.panic(ctx, e)
             raise
-        auditor.complete(ctx, code or (403 if scope["type"] == "websocket" else 500), annotations)
+        auditor.complete(ctx, sender.code or (403 if scope["type"] == "websocket" else 500), annotations)
 
     async def _refuse(self, scope: Scope, send: Send, code: int, body: bytes, ctx: AuditContext | None,
                       message: str, annotations: dict[str, str] | None = None,
@@ -351,3 +334,38 @@ class Gate:
             await send({"type": "http.response.body", "body": body})
         if ctx is not None and self.auditor is not None:
             self.auditor.complete(ctx, code, annotations, message)
+
+
+class _AuditedSend:
+    """An audited request's send: notes the response's code (and body, at RequestResponse), adds the Audit-Id
+    header, and for a long-running request writes the ResponseStarted stage as the response starts."""
+
+    __slots__ = ("auditor", "code", "ctx", "long_running", "send")
+
+    def __init__(self, send: Send, auditor: Auditor, ctx: AuditContext, long_running: bool) -> None:
+        self.send = send
+        self.auditor = auditor
+        self.ctx = ctx
+        self.long_running = long_running
+        self.code = 0
+
+    async def __call__(self, message: Message) -> None:
+        kind = message["type"]
+        ctx = self.ctx
+        if kind == "http.response.start":
+            self.code = message["status"]
+            headers = list(message.get("headers") or ())
+            headers.append((b"audit-id", ctx.event["auditID"].encode()))
+            message["headers"] = headers
+            if ctx.response_body is not None:
+                ctype = next((v for k, v in headers if k.lower() == b"content-type"), b"")
+                ctx.response_json = b"json" in ctype and not self.long_running
+            if self.long_running:
+                self.auditor.response_started(ctx, self.code)
+        elif kind == "http.response.body" and ctx.response_body is not None and ctx.response_json:
+            ctx.response_body.append(message.get("body", b""))
+        elif kind == "websocket.accept":
+            self.code = 101
+            if self.long_running:
+                self.auditor.response_started(ctx, self.code)
+        await self.send(message)

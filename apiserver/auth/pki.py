@@ -21,6 +21,9 @@ SAN now asked for, or is not signed by the CA on disk):
                                               certificate towards kubelets, authorized for nodes/stats)
     DIR/pki/metrics-server-serving.crt .key   the metrics-server's serving certificate (localhost, 127.0.0.1,
                                               metrics-server: compose's service name)
+    DIR/pki/road-server.crt ...               system:road-server (python -m road: read only)
+    DIR/pki/road-server-serving.crt .key      the road server's serving certificate (localhost, 127.0.0.1,
+                                              road-server)
     DIR/pki/front-proxy-client.crt .key       front-proxy-client: the apiserver's identity towards the
                                               metrics-server (--proxy-client-cert-file), from the cluster CA
                                               (kubeadm keeps a front-proxy CA apart)
@@ -31,7 +34,7 @@ SAN now asked for, or is not signed by the CA on disk):
                                               name and default-route address, localhost, 127.0.0.1,
                                               --kubelet-san ...)
     DIR/admin.conf scheduler.conf controller-manager.conf kube-dns.conf kube-proxy.conf metrics-server.conf
-                                              ingress-nginx.conf
+                                              ingress-nginx.conf road-server.conf
                                               kubelet-NODE.conf
                                               (certificates embedded)
 
@@ -98,6 +101,7 @@ KUBELET_CLIENT = "apiserver-kubelet-client"  # file name under pki/
 
 METRICS_SERVER_USER = "system:metrics-server"  # python -m metrics_server, bound to system:metrics-server
 INGRESS_NGINX_USER = "system:ingress-nginx"  # python -m ingress_nginx, bound to ingress-nginx
+ROAD_SERVER_USER = "system:road-server"  # python -m road, bound to system:road-server
 FRONT_PROXY_CLIENT_USER = "front-proxy-client"  # the apiserver towards the metrics-server (requestheader)
 ETCD_CA_NAME = "etcd-ca"
 ETCD_CLIENT_USER = "kube-apiserver-etcd-client"
@@ -438,6 +442,7 @@ def component_identities(nodes: Iterable[str] = ()) -> list[tuple[str, str, tupl
         ("kube-proxy", PROXY_USER, ()),
         ("metrics-server", METRICS_SERVER_USER, ()),
         ("ingress-nginx", INGRESS_NGINX_USER, ()),
+        ("road-server", ROAD_SERVER_USER, ()),
     ]
     out += [(f"kubelet-{node}", node_user(node), (NODES_GROUP,)) for node in nodes]
     return out
@@ -464,6 +469,9 @@ def ensure_pki(root: str | os.PathLike[str], server: str = "https://127.0.0.1:64
     if ensure_leaf(pki, ca, "metrics-server-serving", "metrics-server", client=False,
                    server_hosts=[*default_server_hosts(), "metrics-server"]):  # compose's service name too
         said.append("metrics-server serving certificate")
+    if ensure_leaf(pki, ca, "road-server-serving", "road-server", client=False,
+                   server_hosts=[*default_server_hosts(), "road-server"]):
+        said.append("road server serving certificate")
     nodes = list(nodes)
     said += _ensure_kubelet_certs(pki, ca, nodes, kubelet_hosts)
     for name, cn, orgs in component_identities(nodes):

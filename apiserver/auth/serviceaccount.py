@@ -21,20 +21,21 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jwt
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+# PyJWT and cryptography (~15 MB of RSS between them) are imported on the first key loaded or token signed or
+# verified, not with the apiserver: one that is given no service-account key never needs them.
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    PublicKey = ec.EllipticCurvePublicKey | rsa.RSAPublicKey
+    SigningKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 
 DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 SERVICE_ACCOUNTS_GROUP = "system:serviceaccounts"
 # a minute of clock skew for `nbf` and for "deleted before now", as go-jose's DefaultLeeway
 LEEWAY = 60.0
-
-PublicKey = ec.EllipticCurvePublicKey | rsa.RSAPublicKey
-SigningKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 
 
 class TokenError(ValueError):
@@ -50,6 +51,9 @@ def groups(namespace: str) -> tuple[str, ...]:
 
 
 def load_signing_key(path: str | Path) -> SigningKey:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
     key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
     if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
         raise ValueError(f"{path}: service-account keys must be EC or RSA")
@@ -58,6 +62,9 @@ def load_signing_key(path: str | Path) -> SigningKey:
 
 def load_public_keys(path: str | Path) -> list[PublicKey]:
     """Every public key in a PEM file (a private key's public half counts, as upstream allows)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
     data = Path(path).read_bytes()
     keys: list[PublicKey] = []
     for block in data.split(b"-----END ")[:-1]:
@@ -80,11 +87,15 @@ def load_public_keys(path: str | Path) -> list[PublicKey]:
 
 def key_id(public: PublicKey) -> str:
     """upstream keyIDFromPublicKey: base64url(SHA-256 of the DER public key)."""
+    from cryptography.hazmat.primitives import serialization
+
     der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return base64.urlsafe_b64encode(hashlib.sha256(der).digest()).rstrip(b"=").decode("ascii")
 
 
 def _alg(key: SigningKey | PublicKey) -> str:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     return "ES256" if isinstance(key, ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey) else "RS256"
 
 
@@ -112,6 +123,8 @@ def sign_token(key: SigningKey, namespace: str, name: str, *, uid: str = "", iss
     }
     if expiration_seconds is not None:
         claims["exp"] = issued + expiration_seconds
+    import jwt
+
     return jwt.encode(claims, key, algorithm=_alg(key), headers={"kid": key_id(key.public_key())})
 
 
@@ -144,7 +157,11 @@ class TokenVerifier:
         self.issuers = issuers
         self.audiences = audiences
 
-    def verify(self, token: str, now: float | None = None) -> ServiceAccountClaims:
+    def verify(self, token: str, now: float | None = None,
+               audiences: tuple[str, ...] | None = None) -> ServiceAccountClaims:
+        """The token's claims if it is good for one of `audiences` (default: the apiserver's own)."""
+        import jwt
+
         try:
             alg = jwt.get_unverified_header(token).get("alg")
         except jwt.PyJWTError as e:
@@ -155,7 +172,7 @@ class TokenVerifier:
                 continue
             try:
                 # exp checked below against `now`; nbf with a minute of skew; aud and iss by PyJWT
-                claims = jwt.decode(token, key, algorithms=[alg], audience=list(self.audiences),
+                claims = jwt.decode(token, key, algorithms=[alg], audience=list(audiences or self.audiences),
                                     issuer=list(self.issuers),
                                     options={"verify_exp": False, "verify_nbf": False, "verify_iat": False,
                                              "require": ["iss", "sub", "aud"]})
@@ -191,3 +208,16 @@ class TokenVerifier:
         return ServiceAccountClaims(namespace, name, uid if isinstance(uid, str) else "",
                                     float(exp) if isinstance(exp, int | float) else None,
                                     _bound(k8s, "Pod"), _bound(k8s, "Secret"), jti if isinstance(jti, str) else "")
+
+
+def token_audiences(token: str) -> list[str]:
+    """The `aud` of a token already verified (or refused for its audience alone), as a list."""
+    import jwt
+
+    try:
+        aud = jwt.decode(token, options={"verify_signature": False}).get("aud")
+    except jwt.PyJWTError:
+        return []
+    if isinstance(aud, str):
+        return [aud]
+    return [a for a in aud if isinstance(a, str)] if isinstance(aud, list) else []

@@ -32,6 +32,7 @@ from apiserver.storage.cacher import CachedObject, Watcher, WatchItem, event_lin
 from apiserver.storage.predicate import Predicate
 from machinery.api.resources import ResourceInfo
 from machinery.selectors import SelectorError
+from machinery.tls import cancel_on_disconnect, on_disconnect, small_writes
 
 MIN_REQUEST_TIMEOUT = 1800.0  # upstream's --min-request-timeout: a watch lasts 30-60 minutes by default
 
@@ -61,6 +62,8 @@ class ResourceHandlers:
         self.store = store
         self.info: ResourceInfo = store.info
         self.min_request_timeout = min_request_timeout
+        # the last bookmark line: the cache bookmarks all its watchers at one revision, and they share it
+        self._bookmark: tuple[int, bytes] = (-1, b"")
 
     # -- collection --------------------------------------------------------------------------
 
@@ -179,12 +182,17 @@ class ResourceHandlers:
         return orjson.dumps({"type": kind, "object": rendered}) + b"\n"
 
     def _bookmark_line(self, rv: int, initial_end: bool = False) -> bytes:
+        if not initial_end and self._bookmark[0] == rv:
+            return self._bookmark[1]
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if initial_end:
             meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-        return orjson.dumps({"type": "BOOKMARK", "object": {"kind": self.info.kind,
+        line = orjson.dumps({"type": "BOOKMARK", "object": {"kind": self.info.kind,
                                                              "apiVersion": self.info.api_version,
                                                              "metadata": meta}}) + b"\n"
+        if not initial_end:
+            self._bookmark = (rv, line)
+        return line
 
 
 class WatchResponse(Response):
@@ -192,9 +200,17 @@ class WatchResponse(Response):
     cache ends it, or the client goes away.
 
     Starlette's StreamingResponse would hold an anyio task group, a cancel scope, an async generator
-    and a second task for each of thousands of open watches; this holds one small task waiting for
-    the disconnect and a timer (upstream's handler likewise ends a watch on its timeout or on the
-    request context's cancellation)."""
+    and a second task for each of thousands of open watches; this holds a timer and the connection's
+    callback for its loss (upstream's handler likewise ends a watch on its timeout or on the request
+    context's cancellation): no task of its own beside the request's, unless the server cannot say when
+    the connection goes (then one small task waits for `http.disconnect`), and one coroutine frame (it
+    waits on the watcher's future itself). Its stream reaches the TLS layer in small pieces
+    (machinery.tls.small_writes).
+
+    An event line the cache encoded goes out as a body message of its own (upstream writes each event): it is
+    shared by every watcher that sees the event the same way, and a stream waiting for its client (its
+    connection paused, or an HTTP/2 window) holds that rather than a copy of its whole backlog joined (a
+    thousand watches of a lagging client each held one). Lines made for this watch alone are joined."""
 
     media_type = JSON
 
@@ -209,62 +225,83 @@ class WatchResponse(Response):
         self.table = table
         self.include = include
         self.initial_end = initial_end
+        self.lost = False  # the client went away
         self._first = True  # the first table row carries the column definitions
         self._initial = -1  # events of the initial replay left before its end bookmark (sendInitialEvents)
+
+    def _on_lost(self) -> None:
+        self.lost = True
+        self.watcher.stop()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         watcher = self.watcher
         loop = asyncio.get_running_loop()
         timer = loop.call_later(self.timeout, watcher.stop)
-        gone = loop.create_task(_disconnected(receive))
-        gone.add_done_callback(lambda _: watcher.stop())
+        on_lost = self._on_lost
+        gone: asyncio.Task[None] | None = None
+        if not on_disconnect(scope, on_lost):
+            gone = loop.create_task(_disconnected(receive))
+            gone.add_done_callback(self._gone)
+        small_writes(scope)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            await self._stream(send)
-            if not gone.done():
+            self._first = True
+            self._initial = len(watcher.queue) if self.initial_end else -1
+            end = False
+            while not end:
+                while not watcher.queue:
+                    await watcher.wait()
+                lines, end = self._encode(watcher.take())
+                for line in lines:  # (a TLS connection hands each to the TLS layer in pieces: serving.PacedWrites)
+                    await send({"type": "http.response.body", "body": line, "more_body": True})
+                del lines  # nothing of a batch stays referenced while the watch waits for the next one
+            if not self.lost:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             timer.cancel()
-            gone.cancel()
+            if gone is not None:
+                gone.cancel()
+            else:
+                cancel_on_disconnect(scope, on_lost)
             watcher.stop()
 
-    async def _stream(self, send: Send) -> None:
-        self._first = True
-        self._initial = len(self.watcher.queue) if self.initial_end else -1
-        while True:
-            # nothing of a batch stays referenced while the watch waits for the next one
-            body, end = self._encode(await self.watcher.next_batch())
-            if body:  # (a TLS connection hands it to the TLS layer in pieces: serving.PacedWrites)
-                await send({"type": "http.response.body", "body": body, "more_body": True})
-            if end:
-                return
+    def _gone(self, _: asyncio.Task[None]) -> None:
+        self._on_lost()
 
-    def _encode(self, batch: list[WatchItem]) -> tuple[bytes, bool]:
-        """The lines of a batch, and whether the stream ends after them."""
+    def _encode(self, batch: list[WatchItem]) -> tuple[list[bytes], bool]:
+        """The bodies of a batch, and whether the stream ends after them: each line the cache encoded for all
+        its watchers on its own (shared, not copied), the lines made for this watch alone (bookmarks, a
+        replay, table rows) joined between them."""
         h, watcher = self.handlers, self.watcher
         out: list[bytes] = []
+        own: list[bytes] = []
         end = False
         for item in batch:
             if item is None:
                 end = True
                 break
             if type(item) is bytes:  # an event line the cache encoded for all its watchers
+                if own:
+                    out.append(b"".join(own))
+                    own.clear()
                 out.append(item)
             elif type(item) is int:
-                out.append(h._bookmark_line(item))
+                own.append(h._bookmark_line(item))
             else:
                 kind, obj = cast(tuple[str, CachedObject], item)  # neither bytes nor int, exactly: a pair
-                out.append(h._event_line(kind, obj, self.table, self.include, self._first))
+                own.append(h._event_line(kind, obj, self.table, self.include, self._first))
                 self._first = False
             if self._initial > 0:
                 self._initial -= 1
                 if self._initial == 0:
-                    out.append(h._bookmark_line(watcher.start_rv, True))
+                    own.append(h._bookmark_line(watcher.start_rv, True))
         if self._initial == 0:
-            if not out:  # nothing to replay: the end of the initial events comes first
-                out.append(h._bookmark_line(watcher.start_rv, True))
+            if not out and not own:  # nothing to replay: the end of the initial events comes first
+                own.append(h._bookmark_line(watcher.start_rv, True))
             self._initial = -1
-        return b"".join(out), end
+        if own:
+            out.append(b"".join(own))
+        return out, end
 
 
 async def _disconnected(receive: Receive) -> None:

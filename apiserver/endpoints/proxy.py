@@ -85,8 +85,9 @@ def pick_container(pod: Obj, requested: str | None) -> str:
 
 
 @functools.cache
-def kubelet_tls(cert_file: str | None, key_file: str | None, ca_file: str | None) -> ssl.SSLContext | None:
-    """The apiserver's TLS towards kubelets (one context per process); None: plain HTTP."""
+def client_tls(cert_file: str | None, key_file: str | None, ca_file: str | None) -> ssl.SSLContext | None:
+    """The apiserver's TLS as a client (towards kubelets, aggregated API servers), one context per set of
+    files; None: plain HTTP. Without the CA the server is not verified, as upstream."""
     if not cert_file and not ca_file:
         return None
     ctx = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -128,7 +129,7 @@ async def _pod_and_kubelet(request: Request | WebSocket, h: ResourceHandlers, na
             raise errors.ApiError(500, "InternalError", f'nodes "{node_name}" not found') from e
         raise
     config = request.app.state.server.config
-    tls = kubelet_tls(config.kubelet_client_certificate, config.kubelet_client_key,
+    tls = client_tls(config.kubelet_client_certificate, config.kubelet_client_key,
                       config.kubelet_certificate_authority)
     return pod, kubelet_address(node, "https" if tls else "http"), tls
 

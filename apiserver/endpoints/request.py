@@ -5,8 +5,10 @@ one parse the gate made: apiserver.requestinfo)."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+import orjson
 import yaml
 from starlette.requests import Request
 from starlette.websockets import WebSocket
@@ -15,7 +17,7 @@ from apiserver import errors, protobuf
 from apiserver.patch import YamlLoader, yaml_key
 from apiserver.registry.generic import DeleteOptions, WriteOptions
 from apiserver.requestinfo import Query, of_scope
-from apiserver.validation import INT64_MAX, check_body_values
+from apiserver.validation import INT64_MAX, MAX_BODY_DEPTH, MAX_BODY_NODES, check_body_values
 
 MAX_REQUEST_BYTES = 3 * 1024 * 1024  # upstream's limit on a request body
 
@@ -80,11 +82,81 @@ def _no_constant(name: str) -> Any:
 _DupYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _yaml_mapping)
 
 
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_SURELY_INT64 = 10**18  # an integer of fewer than 19 digits fits; orjson reads some longer ones as floats
+
+
+class _Unclear(Exception):
+    """The fast decode cannot vouch for this body: the careful one decides (and words any error)."""
+
+
+def _walk(value: dict[str, Any] | list[Any], depth: int, acc: list[int]) -> None:
+    """acc[0] += the object members under value, acc[1] += its nodes, acc[2] += the colons in its strings
+    (names and values); _Unclear for a float or a long integer, or near the depth and size limits."""
+    if depth >= MAX_BODY_DEPTH - 1 or acc[1] > MAX_BODY_NODES:
+        raise _Unclear
+    acc[1] += 1 + len(value)
+    if type(value) is dict:
+        acc[0] += len(value)
+        for key in value:
+            if ":" in key:
+                acc[2] += key.count(":")
+        children: Any = value.values()
+    else:
+        children = value
+    for child in children:
+        kind = type(child)
+        if kind is str:
+            if ":" in child:
+                acc[2] += child.count(":")
+        elif kind is dict or kind is list:
+            acc[1] -= 1
+            _walk(child, depth + 1, acc)
+        elif kind is int:
+            if not -_SURELY_INT64 < child < _SURELY_INT64:
+                raise _Unclear
+        elif kind is float:
+            raise _Unclear
+
+
+def _fast_json(body: bytes) -> dict[str, Any] | None:
+    """The common body decoded by orjson, or None when the careful decoder must look: something orjson
+    refuses or reads differently (a non-UTF-8 encoding, a BOM, a lone surrogate, NaN, a float or a long
+    integer), a body that is not an object, one near the nesting or size limits, or one that gives a
+    field twice.
+
+    Duplicates: in valid JSON a colon is either in a string or separates a member's name from its value,
+    so colons = members in the text + colons in the text's strings. Without \\u escapes (the only way a
+    string holds a colon the text does not show) the decoded value can only have as many of each or fewer
+    (a repeated name keeps one member and its strings), so equal counts mean no field was given twice."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if type(value) is not dict:
+        return None
+    acc = [0, 0, 0]
+    try:
+        _walk(value, 0, acc)
+    except _Unclear:
+        return None
+    if acc[1] > MAX_BODY_NODES:
+        return None
+    colons = body.count(b":")
+    if colons == acc[0] + acc[2] and b"\\u" not in body:
+        return value
+    if colons != acc[0] and _JSON_STRING.sub(b"", body).count(b":") != acc[0]:  # count outside strings
+        return None
+    return value
+
+
 def decode_object(body: bytes, content_type: str) -> tuple[dict[str, Any], list[str]]:
     """The request's object and the paths of fields it gave twice."""
     media = content_type.split(";")[0].strip().lower()
     if not body.strip():
         raise errors.bad_request("the body of the request is empty; an object is required")
+    if media in ("application/json", "", "*/*") and (fast := _fast_json(body)) is not None:
+        return fast, []
     try:
         if media in ("application/yaml", "application/x-yaml", "text/yaml"):
             value = yaml.load(body, Loader=_DupYamlLoader)

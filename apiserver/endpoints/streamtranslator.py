@@ -311,15 +311,15 @@ class PortChannels:
         self.port = port
         self.prefix_seen = {self.DATA: False, self.ERROR: False}
 
-    def to_kubelet(self, data: bytes) -> bytes:
-        return bytes([self.DATA]) + data
+    def to_kubelet(self, *data: bytes) -> bytes:
+        return b"".join((bytes([self.DATA]), *data))
 
-    def from_kubelet(self, frame: bytes) -> tuple[str | None, bytes]:
-        """("data" | "error" | None, payload) for a frame from the kubelet; a wrong port prefix raises
-        ValueError."""
+    def from_kubelet(self, frame: bytes) -> tuple[str | None, memoryview]:
+        """("data" | "error" | None, payload) for a frame from the kubelet (a view of it, not a copy); a wrong port
+        prefix raises ValueError."""
         if not frame or frame[0] not in self.prefix_seen:
-            return None, b""
-        channel, payload = frame[0], frame[1:]
+            return None, memoryview(b"")
+        channel, payload = frame[0], memoryview(frame)[1:]
         if not self.prefix_seen[channel]:
             if len(payload) < 2:
                 raise ValueError("the kubelet's first frame on a port-forward channel is shorter than a port")
@@ -372,9 +372,9 @@ async def forward_port(request: PortForwardRequest, dial: Callable[[int], Awaita
         return
     channels = PortChannels(request.port)
 
-    async def up() -> None:
-        while (chunk := await data.read()) is not None:
-            await upstream.send(channels.to_kubelet(chunk))
+    async def up() -> None:  # what kubectl sent meanwhile goes on as one message (kubectl writes 32 KiB at most)
+        while (chunks := await data.read_chunks()) is not None:
+            await upstream.send(channels.to_kubelet(*chunks))
 
     async def down() -> None:
         async for message in upstream:

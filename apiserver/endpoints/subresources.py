@@ -20,6 +20,7 @@ from apiserver.admission.noderestriction import admit_token_request
 from apiserver.endpoints.handlers import ResourceHandlers
 from apiserver.endpoints.proxy import attach_endpoints, exec_endpoints, log_endpoints, portforward_endpoints
 from apiserver.endpoints.request import check_duplicates, decode_object, read_body, write_options
+from apiserver.endpoints.resourceproxy import proxy_endpoints
 from apiserver.endpoints.responsewriters import json_response
 from apiserver.patch import UnsupportedPatchType, apply_patch
 from apiserver.registry.eviction import EvictionREST
@@ -200,4 +201,5 @@ SUBRESOURCE_HANDLERS: dict[str, Callable[[ResourceHandlers], dict[str, Endpoint]
     "token": token_endpoints,
     "eviction": eviction_endpoints,
     "ephemeralcontainers": ephemeral_containers_endpoints,
+    "proxy": proxy_endpoints,
 }

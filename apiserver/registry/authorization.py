@@ -10,6 +10,8 @@ every request body); the answer goes back as JSON, which client-go reads by its 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from pydantic import ValidationError
 
 from apiserver import errors
@@ -20,6 +22,9 @@ from machinery.api.resources import ResourceInfo
 from machinery.authn.user import UserInfo
 from machinery.timeutil import now_rfc3339
 from machinery.types import Obj
+
+# a token and the audiences asked → the user (None: not authenticated), the audiences it is good for, and why not
+TokenReviewer = Callable[[str, tuple[str, ...]], Awaitable[tuple[UserInfo | None, list[str], str]]]
 
 
 def attributes_of(user: UserInfo, spec: Obj) -> Attributes:
@@ -43,9 +48,10 @@ def attributes_of(user: UserInfo, spec: Obj) -> Attributes:
 class ReviewStore:
     """Stands where a Store would for a virtual resource: `create` is the only verb."""
 
-    def __init__(self, info: ResourceInfo, authorizer: Authorizer):
+    def __init__(self, info: ResourceInfo, authorizer: Authorizer, token_reviewer: TokenReviewer | None = None):
         self.info = info
         self.authorizer = authorizer
+        self.token_reviewer = token_reviewer
 
     def _checked(self, body: Obj) -> Obj:
         try:
@@ -63,6 +69,8 @@ class ReviewStore:
         body.setdefault("kind", self.info.kind)
         body.pop("status", None)  # the answer; what a client sends there (kubectl: an empty one) is ignored
         review = self._checked(body)
+        if self.info.kind == "TokenReview":
+            return await self._token_review(review)
         if self.info.kind == "SelfSubjectReview":
             return self._self_subject_review(opts.user if isinstance(opts.user, UserInfo) else UNSECURED)
         spec = review.get("spec") or {}
@@ -80,6 +88,24 @@ class ReviewStore:
         status: Obj = {"allowed": allowed}
         if reason:
             status["reason"] = reason
+        review["status"] = status
+        review.setdefault("metadata", {}).pop("creationTimestamp", None)
+        return review
+
+    async def _token_review(self, review: Obj) -> Obj:
+        """Upstream's tokenreview REST: the token as the apiserver's own authenticators see it, for the
+        audiences asked (the apiserver's when none); the review comes back with its spec and a status."""
+        spec = review.get("spec") or {}
+        token = spec.get("token") or ""
+        if not token:
+            raise errors.bad_request("token is required for TokenReview in authentication")
+        status: Obj = {"authenticated": False, "user": {}}
+        if self.token_reviewer is not None:
+            user, audiences, error = await self.token_reviewer(token, tuple(spec.get("audiences") or ()))
+            if user is not None:
+                status = {"authenticated": True, "user": user.to_dict(), "audiences": audiences}
+            if error:
+                status["error"] = error
         review["status"] = status
         review.setdefault("metadata", {}).pop("creationTimestamp", None)
         return review

@@ -6,7 +6,7 @@ groups or service accounts."""
 from __future__ import annotations
 
 from apiserver.registry.strategy import Strategy
-from apiserver.validation import FieldError, forbidden, invalid, not_supported, required
+from apiserver.validation import FieldError, invalid, not_supported, required
 from machinery.types import Obj
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -77,8 +77,10 @@ class RoleStrategy(Strategy):
 class ClusterRoleStrategy(Strategy):
     def validate(self, obj: Obj) -> list[FieldError]:
         errs = validate_rules(obj, cluster=True)
-        if (obj.get("aggregationRule") or {}).get("clusterRoleSelectors") is not None and obj.get("rules"):
-            errs.append(forbidden("rules", "aggregated cluster roles compute their rules; leave rules empty"))
+        aggregation = obj.get("aggregationRule")
+        if aggregation is not None and not (aggregation or {}).get("clusterRoleSelectors"):
+            errs.append(required("aggregationRule.clusterRoleSelectors",
+                                 "at least one clusterRoleSelector required if aggregationRule is non-nil"))
         return errs
 
 

@@ -169,22 +169,49 @@ class LiveTokenValidator:
             self._memo[cached.key] = hit
         return hit[1], hit[2]
 
+    async def _stored(self, store: Store, namespace: str, name: str) -> tuple[str, float | None] | None:
+        """The watch cache's answer, else storage's (upstream's getter: lister first, then a live GET)."""
+        live = self._live(store, namespace, name)
+        if live is not None:
+            return live
+        try:
+            obj = await store.get(namespace, name)
+        except errors.ApiError as e:
+            if e.code == 404:
+                return None
+            raise
+        meta = obj.get("metadata") or {}
+        return meta.get("uid") or "", _deletion_time(meta.get("deletionTimestamp"))
+
     def __call__(self, claims: tokens.ServiceAccountClaims, now: float) -> str | None:
-        deleted_before = now - tokens.LEEWAY  # things deleted before now-leeway are gone
+        """From the watch caches only (every request)."""
         account = self._live(self.accounts, claims.namespace, claims.name)
-        if account is None:
-            return f'serviceaccounts "{claims.name}" not found'
-        uid, deleting = account
-        if deleting is not None and deleting < deleted_before:
-            return f"service account {claims.namespace}/{claims.name} has been deleted"
-        if uid != claims.uid:
-            return f"service account UID ({uid}) does not match claim ({claims.uid})"
-        if claims.secret is not None:  # no Secrets are served: a secret-bound token cannot be valid
+        pod = self._live(self.pods, claims.namespace, claims.pod.name) if claims.pod is not None else None
+        return _judge(claims, now, account, pod)
+
+    async def lookup(self, claims: tokens.ServiceAccountClaims, now: float) -> str | None:
+        """The same check where the watch caches have not seen the account or the pod: from storage."""
+        account = await self._stored(self.accounts, claims.namespace, claims.name)
+        pod = await self._stored(self.pods, claims.namespace, claims.pod.name) if claims.pod is not None else None
+        return _judge(claims, now, account, pod)
+
+
+def _judge(claims: tokens.ServiceAccountClaims, now: float, account: tuple[str, float | None] | None,
+           pod: tuple[str, float | None] | None) -> str | None:
+    """Upstream's validator on the live (uid, deletion time) of the account and of the bound pod."""
+    deleted_before = now - tokens.LEEWAY  # things deleted before now-leeway are gone
+    if account is None:
+        return f'serviceaccounts "{claims.name}" not found'
+    uid, deleting = account
+    if deleting is not None and deleting < deleted_before:
+        return f"service account {claims.namespace}/{claims.name} has been deleted"
+    if uid != claims.uid:
+        return f"service account UID ({uid}) does not match claim ({claims.uid})"
+    if claims.secret is not None:  # no Secrets are served: a secret-bound token cannot be valid
+        return "service account token has been invalidated"
+    if claims.pod is not None:
+        if pod is None or (pod[1] is not None and pod[1] < deleted_before):
             return "service account token has been invalidated"
-        if claims.pod is not None:
-            pod = self._live(self.pods, claims.namespace, claims.pod.name)
-            if pod is None or (pod[1] is not None and pod[1] < deleted_before):
-                return "service account token has been invalidated"
-            if pod[0] != claims.pod.uid:
-                return f"pod UID ({pod[0]}) does not match service account pod ref claim ({claims.pod.uid})"
-        return None
+        if pod[0] != claims.pod.uid:
+            return f"pod UID ({pod[0]}) does not match service account pod ref claim ({claims.pod.uid})"
+    return None

@@ -51,6 +51,13 @@ class CacheEvent:
 WatchItem = bytes | tuple[str, CachedObject] | int | None
 
 
+def compact(raw: bytes) -> bytes:
+    """A copy of raw in a block of its own size. orjson.dumps answers bytes in the buffer it wrote them
+    into, at least 4 KiB whatever the length: a 1.3 KB pod held that way costs 4 KB for as long as the
+    cache holds it (10,000 pods: ~27 MB of the apiserver's RSS). The copy costs ~0.1 µs per KB."""
+    return bytes(memoryview(raw))
+
+
 def event_line(kind: str, raw: bytes) -> bytes:
     """One line of a JSON watch stream."""
     return b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
@@ -146,16 +153,23 @@ class Watcher:
             self._on_close(self)
             self._on_close = None
 
+    def wait(self) -> asyncio.Future[None]:
+        """A future done once something is queued (a consumer awaits it in its own frame: WatchResponse)."""
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+        return waiter
+
+    def take(self) -> list[WatchItem]:
+        """Everything queued so far; the last batch ends with None."""
+        batch, self.queue = self.queue, []
+        return batch
+
     async def next_batch(self) -> list[WatchItem]:
         """Everything queued so far (waiting for at least one item); the last batch ends with None."""
         while not self.queue:
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        batch, self.queue = self.queue, []
-        return batch
+            await self.wait()
+        return self.take()
 
     async def items(self) -> AsyncIterator[list[WatchItem]]:
         """Batches of items (everything queued at once), ending after None."""
@@ -186,7 +200,7 @@ class Cacher:
 
     def cached(self, kv: KV, rv: int | None = None) -> CachedObject:
         obj = codec.decode(kv.value, rv or kv.mod_revision)
-        return CachedObject(kv.key, rv or kv.mod_revision, orjson.dumps(obj), self.attrs_of(obj))
+        return CachedObject(kv.key, rv or kv.mod_revision, compact(orjson.dumps(obj)), self.attrs_of(obj))
 
     def to_event(self, ev: EtcdEvent) -> CacheEvent | None:
         if ev.type == "DELETE":

@@ -27,6 +27,7 @@ import contextlib
 import copy
 import logging
 import random
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +38,13 @@ import grpc
 from aetcd import rpc
 
 from apiserver.storage.value import IDENTITY, Transformer, TransformError
+from machinery import tracing
 
 log = logging.getLogger(__name__)
 
 _REQUEST_TIMEOUT = 10.0  # one request's budget, over all its attempts and members
+# the etcd calls a request span gets an apiserver.etcd step for (the contract's k8s.etcd.op)
+_TRACED_OPS = {"Range": "range", "Txn": "txn", "Put": "put", "DeleteRange": "delete"}
 _READY_TIMEOUT = 2.0  # /readyz answers within this
 _STALL_PROBE = 0.1  # a call slower than this asks its member whether its leader is still there
 _BACKOFF_MAX = 0.1  # between rounds over all members: short, as an election takes about a second
@@ -294,6 +298,34 @@ class EtcdStorage:
 
     async def _call(self, service: str, method: str, request: Any, *,
                     budget: float = _REQUEST_TIMEOUT) -> tuple[Any, bool]:
+        if tracing.TRACER is not None and method in _TRACED_OPS:  # --tracing-config-file
+            parent = tracing.step_span()
+            if parent is not None:  # within a sampled request: an apiserver.etcd step of it
+                return await self._traced_call(parent, service, method, request, budget)
+        return await self._call_etcd(service, method, request, budget=budget)
+
+    async def _traced_call(self, parent: Any, service: str, method: str, request: Any,
+                           budget: float) -> tuple[Any, bool]:
+        op = _TRACED_OPS[method]
+        if op == "range" and not request.range_end:
+            op = "get"
+        start = time.time_ns()
+        try:
+            resp, ambiguous = await self._call_etcd(service, method, request, budget=budget)
+        except Exception as e:
+            tracing.record_step("apiserver.etcd", start, time.time_ns(),
+                                {"k8s.etcd.op": op, "error.type": type(e).__name__}, on=parent)
+            raise
+        revision = int(resp.header.revision)
+        tracing.record_step("apiserver.etcd", start, time.time_ns(), {"k8s.etcd.op": op, "k8s.etcd.revision": revision},
+                            on=parent)
+        if op in ("put", "delete") or (op == "txn" and resp.succeeded and any(
+                o.HasField("request_put") or o.HasField("request_delete_range") for o in request.success)):
+            parent.set_attribute("k8s.etcd.revision", revision)  # the request's write
+        return resp, ambiguous
+
+    async def _call_etcd(self, service: str, method: str, request: Any, *,
+                         budget: float = _REQUEST_TIMEOUT) -> tuple[Any, bool]:
         """One request, retried on another member while etcd answers what it answers around a leader loss
         (unavailable, no leader, leader changed, request timed out, a dead connection) or while it hangs on
         a leader that is gone, within `budget` seconds. Returns (response, ambiguous): ambiguous when an

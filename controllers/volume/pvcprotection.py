@@ -47,11 +47,9 @@ class PVCProtectionController(Controller):
         finalizers = list(claim.metadata.finalizers or [])
         deleting = claim.metadata.deletion_timestamp is not None
         if not deleting and PVC_PROTECTION_FINALIZER not in finalizers:
-            claim.metadata.finalizers = [*finalizers, PVC_PROTECTION_FINALIZER]
-            await self._update(claim)
+            await self._update(_with_finalizers(claim, [*finalizers, PVC_PROTECTION_FINALIZER]))
         elif deleting and PVC_PROTECTION_FINALIZER in finalizers and not await self._in_use(claim):
-            claim.metadata.finalizers = [f for f in finalizers if f != PVC_PROTECTION_FINALIZER]
-            await self._update(claim)
+            await self._update(_with_finalizers(claim, [f for f in finalizers if f != PVC_PROTECTION_FINALIZER]))
             log.info("removed protection finalizer from claim %s: no pod uses it", key)
         return None
 
@@ -70,4 +68,6 @@ class PVCProtectionController(Controller):
                 raise
 
 
-
+def _with_finalizers(claim: PersistentVolumeClaim, finalizers: list[str]) -> PersistentVolumeClaim:
+    """A copy of the (cached, read-only) claim with these finalizers."""
+    return claim.model_copy(update={"metadata": claim.metadata.model_copy(update={"finalizers": finalizers})})

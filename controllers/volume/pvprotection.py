@@ -40,13 +40,15 @@ class PVProtectionController(Controller):
         finalizers = list(volume.metadata.finalizers or [])
         deleting = volume.metadata.deletion_timestamp is not None
         if not deleting and PV_PROTECTION_FINALIZER not in finalizers:
-            volume.metadata.finalizers = [*finalizers, PV_PROTECTION_FINALIZER]
+            finalizers = [*finalizers, PV_PROTECTION_FINALIZER]
         elif deleting and PV_PROTECTION_FINALIZER in finalizers and not is_volume_used(volume):
-            volume.metadata.finalizers = [f for f in finalizers if f != PV_PROTECTION_FINALIZER]
+            finalizers = [f for f in finalizers if f != PV_PROTECTION_FINALIZER]
         else:
             return None
         try:
-            await self.client.update(volume, field_manager="pv-protection-controller")
+            # a copy: the cached volume is read-only
+            await self.client.update(volume.model_copy(update={"metadata": volume.metadata.model_copy(
+                update={"finalizers": finalizers})}), field_manager="pv-protection-controller")
         except ApiError as e:
             if not e.is_not_found:
                 raise

@@ -15,10 +15,11 @@ from kubectl.commands import (
     expose,
     get,
     logs,
+    road,
     rollout,
     scale,
     version,
 )
 
 COMMANDS: tuple[ModuleType, ...] = (create, expose, apply, get, describe, delete, logs, scale, rollout, exec_, version,
-                                   config, drain)
+                                   config, drain, road)

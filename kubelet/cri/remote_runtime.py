@@ -16,6 +16,7 @@ from typing import Any
 import grpc
 
 from kubelet import metrics
+from machinery import tracing
 from machinery.cri import api_pb2 as pb
 from machinery.cri import api_pb2_grpc as pb_grpc
 from machinery.cri.errors import CriError
@@ -42,6 +43,10 @@ async def call(method: Any, request: Any, timeout: float | None) -> Any:
     metrics.RUNTIME_OPERATIONS.labels(operation).inc()
     started = time.perf_counter()
     try:
+        if tracing.TRACER is not None:  # --tracing-config-file: the runtime's spans are children of ours
+            metadata = tracing.inject_metadata()
+            if metadata:
+                return await method(request, timeout=timeout, metadata=metadata)
         return await method(request, timeout=timeout)
     except grpc.aio.AioRpcError as e:
         metrics.RUNTIME_OPERATIONS_ERRORS.labels(operation).inc()

@@ -60,6 +60,7 @@ from kubelet.kuberuntime.pod_actions import (
     should_restart,
 )
 from kubelet.pleg.generic import GenericPLEG
+from machinery import tracing
 from machinery.api.core_v1 import Container, EphemeralContainer, LifecycleHandler, Pod
 from machinery.cri import api_pb2 as pb
 from machinery.cri.errors import CriError
@@ -83,6 +84,9 @@ class RuntimeHelper(Protocol):
 
     def pod_ip_for_host_network(self) -> str: ...
 
+    def pod_cgroup_parent(self, pod: Pod) -> str:
+        """The pod's cgroup, its sandbox's cgroup parent ("" for the runtime's default)."""
+
 
 @dataclass
 class _PodState:
@@ -94,6 +98,8 @@ class _PodState:
     kill_requests: dict[str, KillRequest] = field(default_factory=dict)
     requeue_after: float | None = None
     stop_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    # image -> its ImageStatus asked while the sandbox is made (one sync's; ensure_image takes each once)
+    image_checks: dict[str, asyncio.Future[str | None]] = field(default_factory=dict)
 
 
 class KubeGenericRuntimeManager(Runtime):
@@ -115,6 +121,7 @@ class KubeGenericRuntimeManager(Runtime):
         self.cache = self.pleg.cache
         self._pods: dict[str, _PodState] = {}
         self.http = httpx.AsyncClient(trust_env=False, verify=False)
+        self.pulls = 0  # image pulls started (the kubelet.image span's k8s.image.pulled)
 
     # -- Runtime: the runtime itself --------------------------------------------------------------
 
@@ -190,6 +197,7 @@ class KubeGenericRuntimeManager(Runtime):
         uid = pod.metadata.uid or ""
         state = self._state(uid)
         state.requeue_after = None
+        self._drop_image_checks(state)  # a sync that failed half-way left its lookups: they are stale now
         status = self.cache.get(uid)
         actions = compute_pod_actions(pod, status, state.kill_requests)
         grace = pod_grace(pod)
@@ -214,8 +222,20 @@ class KubeGenericRuntimeManager(Runtime):
                                                      pod_log_directory(self.logs_root, pod),
                                                      self.dns_config(pod) if self.dns_config and actions.create_sandbox
                                                      else None)
+        sandbox_config.linux.cgroup_parent = self.helper.pod_cgroup_parent(pod)
         if actions.create_sandbox:
-            sandbox_id = await self.create_sandbox(pod, sandbox_config)
+            # the images of the containers to start are looked up while the sandbox is made: both wait on the
+            # runtime, and a new pod's start-up is one round trip shorter for it
+            first = ([actions.next_init_container] if actions.next_init_container is not None
+                     else list(actions.containers_to_start))
+            for c in first:
+                if c.image and c.image not in state.image_checks:
+                    state.image_checks[c.image] = asyncio.ensure_future(self.get_image_ref(c.image))
+            try:
+                sandbox_id = await self.create_sandbox(pod, sandbox_config)
+            except BaseException:
+                self._drop_image_checks(state)
+                raise
             status = self.cache.get(uid)
         elif not sandbox_id:
             await self._read_termination_messages(pod, status)
@@ -242,9 +262,19 @@ class KubeGenericRuntimeManager(Runtime):
             instances = self.cache.get(uid).instances(c.name)
             if instances and instances[0].exited and not should_restart(pod, instances[0]):
                 state.waiting.pop(c.name, None)
+        self._drop_image_checks(state)  # those no container took (a back-off, a config error)
         await self._gc_instances(pod)
         await self._read_termination_messages(pod, self.cache.get(uid))
         return SyncResult(dict(state.waiting), state.requeue_after)
+
+    @staticmethod
+    def _drop_image_checks(state: _PodState) -> None:
+        for check in state.image_checks.values():
+            if not check.done():
+                check.cancel()
+            elif not check.cancelled():
+                check.exception()  # looked at: a failed lookup no container took is not logged as unretrieved
+        state.image_checks.clear()
 
     def _pod_ip(self, pod: Pod, status: PodStatus) -> str:
         if pod.spec and pod.spec.host_network:
@@ -252,6 +282,14 @@ class KubeGenericRuntimeManager(Runtime):
         return status.ip
 
     async def create_sandbox(self, pod: Pod, config: pb.PodSandboxConfig) -> str:
+        with tracing.span("kubelet.run_pod_sandbox") as span:  # --tracing-config-file
+            sandbox_id = await self._create_sandbox(pod, config)
+            if span is not None:
+                status = self.cache.get(pod.metadata.uid or "")
+                tracing.set_attributes(span, {"k8s.sandbox.id": sandbox_id, "k8s.pod.ip": status.ip or None})
+            return sandbox_id
+
+    async def _create_sandbox(self, pod: Pod, config: pb.PodSandboxConfig) -> str:
         """RunPodSandbox (upstream createPodSandbox); the IP is in its status; /etc/hosts follows it."""
         await asyncio.to_thread(os.makedirs, config.log_directory, 0o755, True)
         try:
@@ -298,11 +336,21 @@ class KubeGenericRuntimeManager(Runtime):
         await self.start_container(pod, c, sandbox_id, sandbox_config, pod_ip, cur.attempt + 1 if cur else 0)
 
     async def ensure_image(self, pod: Pod, c: Container, sandbox_config: pb.PodSandboxConfig) -> bool:
+        if not tracing.active():
+            return await self._ensure_image(pod, c, sandbox_config)
+        with tracing.span("kubelet.image", attributes={"k8s.container.name": c.name, "k8s.image": c.image}) as span:
+            pulls = self.pulls
+            ok = await self._ensure_image(pod, c, sandbox_config)
+            tracing.set_attributes(span, {"k8s.image.pulled": self.pulls != pulls, "k8s.image.ready": ok})
+            return ok
+
+    async def _ensure_image(self, pod: Pod, c: Container, sandbox_config: pb.PodSandboxConfig) -> bool:
         """upstream imageManager.EnsureImageExists."""
         state = self._state(pod.metadata.uid or "")
         image = c.image or ""
         policy = c.image_pull_policy or default_pull_policy(image)
-        present = await self.get_image_ref(image) is not None
+        check = state.image_checks.pop(image, None)
+        present = (await check if check is not None else await self.get_image_ref(image)) is not None
         if policy == "Never":
             if present:
                 return True
@@ -343,6 +391,7 @@ class KubeGenericRuntimeManager(Runtime):
         return True
 
     async def _pull_unless_stopped(self, state: _PodState, image: str, sandbox_config: pb.PodSandboxConfig) -> bool:
+        self.pulls += 1
         pull = asyncio.ensure_future(self.image_service.pull_image(image, sandbox_config))
         stop = asyncio.ensure_future(state.stop_requested.wait())
         try:
@@ -385,7 +434,9 @@ class KubeGenericRuntimeManager(Runtime):
         config = generate_container_config(pod, c, attempt, options, target_id)
         await asyncio.to_thread(os.makedirs, os.path.join(sandbox_config.log_directory, c.name), 0o755, True)
         try:
-            cid = await self.runtime_service.create_container(sandbox_id, config, sandbox_config)
+            with tracing.span("kubelet.create_container", attributes={"k8s.container.name": c.name}) as span:
+                cid = await self.runtime_service.create_container(sandbox_id, config, sandbox_config)
+                tracing.set_attributes(span, {"k8s.container.id": cid})
         except CriError as e:
             state.waiting[c.name] = ("CreateContainerError", e.message)
             self._event(pod, "Warning", "Failed", f"Error: {e.message}")
@@ -393,7 +444,9 @@ class KubeGenericRuntimeManager(Runtime):
             return
         self._event(pod, "Normal", "Created", f"Created container {c.name}")
         try:
-            await self.runtime_service.start_container(cid)
+            with tracing.span("kubelet.start_container", attributes={"k8s.container.name": c.name,
+                                                                     "k8s.container.id": cid}):
+                await self.runtime_service.start_container(cid)
         except CriError as e:
             state.waiting.pop(c.name, None)
             self._event(pod, "Warning", "Failed", f'Error: failed to start container "{c.name}": {e.message}')

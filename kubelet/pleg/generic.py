@@ -9,6 +9,17 @@ safety net that catches anything the stream dropped.
 
 The cache is a `PodStatus` per pod uid, built from CRI statuses by `from_cri_container` /
 `from_cri_sandbox` — the one place CRI messages become the kubelet's container types.
+
+Three writers share the cache (the relist, the event stream, and the kubelet's own refresh after it
+created or started something), and a status may arrive after a newer one was written. Upstream keeps
+one writer and timestamps (cache.go's GetNewerThan); here every write says when its status was asked
+for, and:
+- a relist forgets only what was last written before its list was taken: a container the kubelet
+  created and read while the list was under way is not "gone" because an older list lacks it;
+- a status never moves a container or sandbox back in its life (created → running → exited; ready →
+  not ready): a late answer about a container that has since started is stale, not news.
+Without these, a pod's fresh container dropped out of the cache for a moment, and its next sync
+created it again ("container name in use"), under load as a rule.
 """
 
 from __future__ import annotations
@@ -35,7 +46,15 @@ EVENTED_RELIST_PERIOD = 10.0
 _STATES = {pb.CONTAINER_CREATED: ContainerState.CREATED, pb.CONTAINER_RUNNING: ContainerState.RUNNING,
            pb.CONTAINER_EXITED: ContainerState.EXITED, pb.CONTAINER_UNKNOWN: ContainerState.UNKNOWN}
 
+# how far along its life a CRI state is: a status may only keep or advance it (UNKNOWN is not ordered)
+_CONTAINER_PROGRESS: dict[int, int] = {pb.CONTAINER_CREATED: 0, pb.CONTAINER_RUNNING: 1, pb.CONTAINER_EXITED: 2}
+_SANDBOX_PROGRESS: dict[int, int] = {pb.SANDBOX_READY: 0, pb.SANDBOX_NOTREADY: 1}
+
 Listener = Callable[[str], None]
+
+
+def _goes_back(progress: dict[int, int], old: int | None, new: int) -> bool:
+    return old is not None and old in progress and new in progress and progress[new] < progress[old]
 
 
 def _seconds(ns: int) -> float | None:
@@ -97,8 +116,10 @@ class GenericPLEG:
         self.cache = PodCache()
         self._listeners: list[Listener] = []
         self._tasks: list[asyncio.Task[None]] = []
-        self._listed: dict[str, int] = {}  # container id -> CRI state at the last list
+        self._listed: dict[str, int] = {}  # container id -> CRI state last written
         self._sandbox_listed: dict[str, int] = {}
+        self._asks = 0  # a counter: when a status or a list was asked for, in order
+        self._written_at: dict[str, int] = {}  # container or sandbox id -> the ask its cached status answered
         self.relists = 0
         self.healthy = True
         self.events_flowing = False  # the runtime's GetContainerEvents stream is open
@@ -129,7 +150,16 @@ class GenericPLEG:
 
     # -- keeping the cache ----------------------------------------------------------------------
 
+    def _ask(self) -> int:
+        self._asks += 1
+        return self._asks
+
+    def _newer_written(self, ident: str, asked: int) -> bool:
+        """Whether what the cache holds for ident answered a later ask than this one."""
+        return self._written_at.get(ident, 0) > asked
+
     async def refresh_sandbox(self, sandbox_id: str) -> SandboxStatus | None:
+        asked = self._ask()
         try:
             status = await self.runtime.pod_sandbox_status(sandbox_id)
         except CriError as e:
@@ -137,18 +167,23 @@ class GenericPLEG:
                 raise
             self.forget_sandbox(sandbox_id)
             return None
+        old = self.cache.sandboxes.get(sandbox_id)
+        if old is not None and (self._newer_written(sandbox_id, asked) or _goes_back(
+                _SANDBOX_PROGRESS, self._sandbox_listed.get(sandbox_id), status.state)):
+            return old[1]  # a late answer: the cache already holds a newer status
         uid = status.metadata.uid or status.labels.get(labels.POD_UID, "")
         sandbox = from_cri_sandbox(status)
-        old = self.cache.sandboxes.get(sandbox_id)
         self.cache.sandboxes[sandbox_id] = (uid, sandbox)
         self.cache.pod_meta[uid] = (status.metadata.name, status.metadata.namespace)
         self._sandbox_listed[sandbox_id] = status.state
+        self._written_at[sandbox_id] = asked
         if old is None or old[1] != sandbox:
             self._notify(uid)
         return sandbox
 
     async def refresh_container(self, container_id: str, sandbox_id: str = "") -> ContainerStatus | None:
         """Ask the runtime for one container's status (after the kubelet's own action, or an event)."""
+        asked = self._ask()
         try:
             status = await self.runtime.container_status(container_id)
         except CriError as e:
@@ -156,14 +191,23 @@ class GenericPLEG:
                 raise
             self.forget_container(container_id)
             return None
+        return self._put_container(status, sandbox_id, asked)
+
+    def _put_container(self, status: pb.ContainerStatus, sandbox_id: str, asked: int) -> ContainerStatus | None:
+        """Write one container's status into the cache unless what is there is newer; the cached status."""
+        container_id = status.id
         old = self.cache.containers.get(container_id)
         uid = status.labels.get(labels.POD_UID, "")
         if not uid:
             return None  # not the kubelet's
+        if old is not None and (self._newer_written(container_id, asked) or _goes_back(
+                _CONTAINER_PROGRESS, self._listed.get(container_id), status.state)):
+            return old[1]  # a late answer: the cache already holds a newer status
         sandbox_id = sandbox_id or (old[1].sandbox_id if old else "")
         container = from_cri_container(status, self.runtime_name, sandbox_id)
         self.cache.containers[container_id] = (uid, container)
         self._listed[container_id] = status.state
+        self._written_at[container_id] = asked
         if old is None or old[1] != container:
             self._notify(uid)
         return container
@@ -171,16 +215,19 @@ class GenericPLEG:
     def forget_container(self, container_id: str) -> None:
         old = self.cache.containers.pop(container_id, None)
         self._listed.pop(container_id, None)
+        self._written_at.pop(container_id, None)
         if old is not None:
             self._notify(old[0])
 
     def forget_sandbox(self, sandbox_id: str) -> None:
         old = self.cache.sandboxes.pop(sandbox_id, None)
         self._sandbox_listed.pop(sandbox_id, None)
+        self._written_at.pop(sandbox_id, None)
         if old is not None:
             self._notify(old[0])
 
     async def relist(self) -> None:
+        listed_at = self._ask()
         sandboxes, containers = await asyncio.gather(self.runtime.list_pod_sandbox(),
                                                      self.runtime.list_containers())
         stale_sandboxes = [s.id for s in sandboxes if self._sandbox_listed.get(s.id) != s.state
@@ -190,11 +237,13 @@ class GenericPLEG:
         # a running container's status changes without a state change only by our own actions
         await asyncio.gather(*(self._safe(self.refresh_sandbox(sid)) for sid in stale_sandboxes),
                              *(self._safe(self.refresh_container(cid, sid)) for cid, sid in stale))
+        # gone: what the list lacks, unless its status was asked for after the list (made meanwhile)
         seen_sandboxes = {s.id for s in sandboxes}
-        for sid in [s for s in self.cache.sandboxes if s not in seen_sandboxes]:
+        for sid in [s for s in self.cache.sandboxes if s not in seen_sandboxes
+                    and not self._newer_written(s, listed_at)]:
             self.forget_sandbox(sid)
         seen = {c.id for c in containers}
-        for cid in [c for c in self.cache.containers if c not in seen]:
+        for cid in [c for c in self.cache.containers if c not in seen and not self._newer_written(c, listed_at)]:
             self.forget_container(cid)
         self.relists += 1
 
@@ -238,28 +287,35 @@ class GenericPLEG:
             if not first.done():
                 first.cancel()
 
+    async def _sandbox_event(self, event: pb.ContainerEventResponse) -> None:
+        """An event about a sandbox itself. Its creation and start are the kubelet's own RunPodSandbox,
+        whose status it reads once that returns (the start event's would predate the network); a sandbox
+        that stops or goes away is read or forgotten at once, not at the next relist."""
+        sandbox_id = event.container_id
+        if event.container_event_type == pb.CONTAINER_DELETED_EVENT:
+            self.forget_sandbox(sandbox_id)
+        elif event.container_event_type == pb.CONTAINER_STOPPED_EVENT:
+            await self._safe(self.refresh_sandbox(sandbox_id))
+
     async def _events_loop(self) -> None:
         delay = 0.5
         while True:
             try:
                 async for event in self._flowing(self.runtime.container_events()):
                     delay = 0.5
+                    sandbox_id = event.pod_sandbox_status.id
+                    if sandbox_id and event.container_id == sandbox_id:
+                        await self._sandbox_event(event)
+                        if not event.containers_statuses:
+                            continue  # a sandbox is no container: ContainerStatus of it is NOT_FOUND
                     if event.container_event_type == pb.CONTAINER_DELETED_EVENT:
                         self.forget_container(event.container_id)
                         continue
-                    sandbox_id = event.pod_sandbox_status.id
                     if event.containers_statuses:
+                        # read by the runtime before it reached us: as old as an ask made now, at best
+                        asked = self._ask()
                         for status in event.containers_statuses:
-                            uid = status.labels.get(labels.POD_UID, "")
-                            if not uid:
-                                continue
-                            old = self.cache.containers.get(status.id)
-                            container = from_cri_container(status, self.runtime_name,
-                                                           sandbox_id or (old[1].sandbox_id if old else ""))
-                            self.cache.containers[status.id] = (uid, container)
-                            self._listed[status.id] = status.state
-                            if old is None or old[1] != container:
-                                self._notify(uid)
+                            self._put_container(status, sandbox_id, asked)
                     else:
                         await self._safe(self.refresh_container(event.container_id, sandbox_id))
             except asyncio.CancelledError:

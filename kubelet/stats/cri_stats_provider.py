@@ -2,9 +2,10 @@
 with PodAndContainerStatsFromCRI), and the node's own from the host (cAdvisor's root cgroup).
 
 Pods come from `ListPodSandboxStats` (each sandbox with its containers' stats; the Docker shim sums
-the containers for the pod); a runtime that cannot answer it (UNIMPLEMENTED; containerd 1.6, which
-has no pod cgroup to read as the kubelet gives none) is read through `ListPodSandbox` +
-`ListContainerStats`, summed per sandbox, from then on. When the runtime gives
+the containers for the pod, containerd reads the pod cgroup the kubelet made, kubelet/cm); a runtime
+that cannot answer it (UNIMPLEMENTED; containerd 1.6 when it has no pod cgroup to read, with
+--cgroups-per-qos=false) is read through `ListPodSandbox` + `ListContainerStats`, summed per
+sandbox, from then on. When the runtime gives
 only the cumulative CPU time, usageNanoCores is derived from the previous value this provider saw
 for the same container (or pod, or node), as upstream's `getAndUpdateContainerUsageNanoCores` does;
 the first reading has none.
@@ -130,7 +131,8 @@ class CRIStatsProvider:
                 return await self.runtime.list_pod_sandbox_stats()
             except CriError as e:
                 # UNIMPLEMENTED: an older runtime; containerd 1.6 cannot read a pod cgroup it was not given a
-                # parent for ("cgroupPath is empty"): from then on, the containers' stats summed per sandbox
+                # parent for ("cgroupPath is empty", without QoS cgroups): from then on, the containers' stats
+                # summed per sandbox
                 if e.code == grpc.StatusCode.UNAVAILABLE:
                     raise
                 log.info("ListPodSandboxStats: %s; summing ListContainerStats per sandbox instead", e.message)

@@ -62,3 +62,26 @@ class SelfSubjectReview(ApiModel):
     kind: Literal["SelfSubjectReview"] = "SelfSubjectReview"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     status: SelfSubjectReviewStatus | None = None
+
+
+class TokenReviewSpec(ApiModel):
+    token: str | None = None
+    audiences: list[str] | None = None
+
+
+class TokenReviewStatus(ApiModel):
+    authenticated: bool | None = None
+    user: UserInfo | None = None
+    audiences: list[str] | None = None
+    error: str | None = None
+
+
+class TokenReview(ApiModel):
+    """A token's review (upstream pkg/registry/authentication/tokenreview): who the token's bearer is, for
+    the components that delegate authentication (their secure ports); created, answered, never stored."""
+
+    api_version: Literal["authentication.k8s.io/v1"] = "authentication.k8s.io/v1"
+    kind: Literal["TokenReview"] = "TokenReview"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: TokenReviewSpec = Field(default_factory=TokenReviewSpec)
+    status: TokenReviewStatus | None = None

@@ -164,6 +164,18 @@ def test_every_component_runs_under_a_supervisor(local_up: LocalUp) -> None:
         assert os.getpgid(supervisor) == supervisor and os.getpgid(child) == supervisor, name  # type: ignore[arg-type]
 
 
+def test_every_component_traces_to_the_loopback_collector(local_up: LocalUp) -> None:
+    """Issue 15: one TracingConfiguration (127.0.0.1:4317, every span sampled) on every component's command line;
+    nothing listens there in this test, and the components serve regardless (the other tests here)."""
+    from machinery.tracing import TracingConfiguration, load_config
+
+    config = OUT / "tracing-config.yaml"
+    assert load_config(str(config)) == TracingConfiguration("127.0.0.1:4317", 1_000_000)
+    for name in ("apiserver", "controllers", "scheduler", "dockershim-node-1", "kubelet-node-1", "kubelet-node-2"):
+        argv = Path(f"/proc/{read_pid(OUT / f'{name}.child')}/cmdline").read_text().split("\0")
+        assert argv[argv.index("--tracing-config-file") + 1] == str(config), name
+
+
 def test_etcd_takes_only_the_apiservers_client_certificate(local_up: LocalUp) -> None:
     assert_etcd_takes_only_the_apiserver("https://127.0.0.1:2379", OUT / "pki")
 
@@ -375,6 +387,9 @@ def test_down_stops_the_supervisors_and_leaves_nothing_behind(local_up: LocalUp)
     assert str(OUT / "containerd") not in ps  # node-2's containerd and its shims
     assert str(OUT) not in Path("/proc/self/mountinfo").read_text()  # no rootfs, shm or netns mount left
     assert not Path("/sys/class/net/mk8s-node-2").exists()
+    # the kubelets' QoS cgroups (--cgroup-root /minik8s-NODE), node-2's too, once its containerd's containers went
+    cgroups = Path("/sys/fs/cgroup")
+    assert not [str(p) for p in [*cgroups.glob("minik8s-node-[12]"), *cgroups.glob("*/minik8s-node-[12]")]]
     assert not Path("/run/minik8s/node-1").exists()  # node-1's dockershim socket and its directory
     assert "/run/minik8s/ingress-nginx" not in ps  # the ingress controller's nginx, and its files
     assert not Path("/run/minik8s/ingress-nginx").exists()

@@ -165,6 +165,26 @@ def test_controller_manager_and_scheduler_serve_metrics_to_whom_rbac_allows(secu
             assert value(samples, "workqueue_adds_total", name="replicaset") >= 1
             assert value(samples, "workqueue_work_duration_seconds_count", name="deployment") >= 1
             assert value(samples, "process_resident_memory_bytes") > 0
+        # a bearer token (a service account's, as an in-cluster Prometheus holds) is known through a TokenReview
+        with secure.client("admin") as cluster_admin:
+            binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                       "metadata": {"name": "prometheus-monitoring"},
+                       "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                   "name": "system:monitoring"},
+                       "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": ns}]}
+            assert cluster_admin.post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                                      json=binding).status_code == 201
+        scraper_token = secure.request_token("prometheus", ns)
+        stranger_token = secure.request_token("stranger", ns)
+        secure.wait_known(scraper_token, non_resource={"verb": "get", "path": "/metrics"})
+        for port in (cm_port, scheduler_port):
+            with component_client(secure, port, None) as anonymous:
+                scraped = anonymous.get("/metrics", headers={"Authorization": f"Bearer {scraper_token}"})
+                assert scraped.status_code == 200 and "process_resident_memory_bytes" in scraped.text
+                r = anonymous.get("/metrics", headers={"Authorization": f"Bearer {stranger_token}"})
+                assert r.status_code == 403
+                assert r.text == f'forbidden: User "system:serviceaccount:{ns}:stranger" cannot get path "/metrics"'
+                assert anonymous.get("/metrics", headers={"Authorization": "Bearer garbage"}).status_code == 401
         with component_client(secure, scheduler_port, "admin") as master:  # system:masters: no review needed
             wait_for(lambda: value(scrape(master), "scheduler_schedule_attempts_total", result="unschedulable",
                                    profile="default-scheduler") >= 1, 30, what="an unschedulable attempt counted")

@@ -45,6 +45,8 @@ from tests.e2e.conftest import KUBECTL_VERSION
 from tests.e2e.conftest import httpd_b_image as httpd_b_image  # the second web server image to roll to (a fixture)
 from tests.e2e.test_guestbook import RequestLoop, ready
 from tests.e2e.test_road import PAGE_TITLE, events_about, http_get, n_ready, recorded_at, wait_pods, write_manifest
+from tests.e2e.test_road_server import ADMIN, DEPLOYMENT_CONTROLLER, flatten, pod_road
+from tests.e2e.test_road_server import first as first_step
 from tests.kubectl import Kubectl, find_kubectl
 from tests.manifests import deployment
 from tests.node_process import ensure_guestbook_images
@@ -98,6 +100,7 @@ class ComposeCluster:
     kubeconfig: Path
     workdir: Path
     up_seconds: float = 0.0
+    up_output: str = ""  # what hack/compose-up.sh printed (its next steps on stdout)
     files: tuple[str, ...] = ("docker-compose.yml",)  # in REPO, as `docker-compose -f` takes them
 
     def run(self, *argv: str, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess[str]:
@@ -234,6 +237,7 @@ def compose_cluster_up(kind: str, *up_args: str, files: tuple[str, ...] = ("dock
         "MINIK8S_PROXY_CHAIN_PREFIX": f"KC{tag[:4].upper()}",  # kube-proxy's chains, apart from other clusters'
         "MINIK8S_PROXY_HEALTHZ_PORT": str(free_port()),
         "MINIK8S_PROXY_METRICS_PORT": str(free_port()),
+        "MINIK8S_ROAD_OTLP_PORT": str(free_port()),  # the road server's OTLP port on the host, for the nodes' spans
         "MINIK8S_COMPOSE_OUT": str(workdir),
     }
     for var in ("KUBECONFIG", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
@@ -245,6 +249,7 @@ def compose_cluster_up(kind: str, *up_args: str, files: tuple[str, ...] = ("dock
         start = time.monotonic()
         done = cluster.run(str(REPO / "hack" / "compose-up.sh"), "--no-build", *up_args, timeout=UP_TIMEOUT)
         cluster.up_seconds = time.monotonic() - start
+        cluster.up_output = done.stdout
         assert done.returncode == 0, (f"hack/compose-up.sh exited {done.returncode}:\n{done.stdout}\n"
                                       f"{done.stderr[-6000:]}\n{cluster.logs()}")
         yield cluster
@@ -275,8 +280,8 @@ def test_compose_up_writes_kubeconfig_and_nodes_are_ready(compose_cluster: Compo
     # Every container of the project is labelled, and the kubelets run in the host's namespaces.
     containers = docker_ids("ps", "-q", "--filter", f"label=com.docker.compose.project={cluster.project}")
     # etcd, apiserver, controller-manager, scheduler, the cluster DNS, kube-proxy, the local-path provisioner, the
-    # metrics-server, 2 nodes
-    assert len(containers) == 10, containers
+    # metrics-server, the road server, 2 nodes
+    assert len(containers) == 11, containers
     labelled = docker_ids("ps", "-q", "--filter", f"label=com.docker.compose.project={cluster.project}",
                           "--filter", "label=io.minik8s.managed=true")
     assert sorted(labelled) == sorted(containers)
@@ -285,6 +290,9 @@ def test_compose_up_writes_kubeconfig_and_nodes_are_ready(compose_cluster: Compo
     inspected = json.loads(subprocess.run(["docker", "inspect", *node_ids], capture_output=True, text=True,
                                           check=True, timeout=60).stdout)
     assert [(c["HostConfig"]["NetworkMode"], c["HostConfig"]["PidMode"]) for c in inspected] == [("host", "host")] * 2
+    # the next steps name the road and its page (through kubectl proxy)
+    assert "-m kubectl road deployment/web" in cluster.up_output, cluster.up_output
+    assert "http://127.0.0.1:8001/apis/road.minik8s.io/v1alpha1/namespaces/default/deployments/web" in cluster.up_output
     print(f"compose-up.sh --no-build: {cluster.up_seconds:.1f}s to 2 Ready nodes")
 
 
@@ -339,6 +347,19 @@ def test_the_apiserver_serves_only_tls_and_each_component_has_its_own_identity(
         for context, code in ((ca, 401), (as_scheduler, 403)):
             r = httpx.get(f"https://{address}:{port}/pods", verify=context, timeout=10, trust_env=False)
             assert r.status_code == code, (name, r.status_code, r.text)
+    # The controller-manager's and scheduler's secure ports take the cluster CA's client certificates: /metrics
+    # for kubernetes-admin (system:masters), 401 without one.
+    admin = ssl.create_default_context()
+    admin.check_hostname, admin.verify_mode = False, ssl.CERT_NONE  # their serving certificates are self-signed
+    admin.load_cert_chain(cluster.pki / "admin.crt", cluster.pki / "admin.key")
+    anonymous = ssl.create_default_context()
+    anonymous.check_hostname, anonymous.verify_mode = False, ssl.CERT_NONE
+    for service, port in (("controller-manager", 10257), ("scheduler", 10259)):
+        address = next(iter(containers[service]["NetworkSettings"]["Networks"].values()))["IPAddress"]
+        scraped = httpx.get(f"https://{address}:{port}/metrics", verify=admin, timeout=10, trust_env=False)
+        assert scraped.status_code == 200 and "process_resident_memory_bytes" in scraped.text, (service, scraped.text)
+        assert httpx.get(f"https://{address}:{port}/metrics", verify=anonymous, timeout=10,
+                         trust_env=False).status_code == 401
     # Only the apiserver signs service-account tokens (TokenRequest): no other component gets sa.key.
     assert not any(m["Destination"].endswith("sa.key") for s in ("controller-manager", "scheduler", "node-1", "node-2")
                    for m in containers[s]["Mounts"])
@@ -460,6 +481,34 @@ def test_the_examples_deployment_road_by_identity(compose_cluster: ComposeCluste
             # response), as upstream; both follow the scale-up and precede the kubelet's steps.
             assert at["ScalingReplicaSet"] < min(at["SuccessfulCreate"], at["Scheduled"])
             assert max(at["SuccessfulCreate"], at["Scheduled"]) < at["Pulled"] < at["Created"] < at["Started"], at
+        # The road server (issue 15) through the apiserver: every pod's steps from the apiserver, the
+        # controller-manager, the scheduler and its kubelet, each component's spans sent to it over OTLP.
+        nodes = {uid: node for node, _, uid in on.values()}
+
+        def complete() -> JSONDict | None:
+            r = api.get(f"/apis/road.minik8s.io/v1alpha1/namespaces/{ns}/deployments/web")
+            assert r.status_code == 200, r.text
+            road = cast(JSONDict, r.json())
+            rs = road["roads"]
+            if len(rs) != 1 or len(rs[0]["roads"]) != 3:
+                return None
+            return road if all(pod_road(pod["steps"], nodes[pod["object"]["uid"]]) for pod in rs[0]["roads"]) else None
+
+        traced = cast(JSONDict, wait_for(complete, 60, 0.5, what="every pod's steps in the Deployment's road"))
+        apply = first_step(traced["steps"], "apiserver.request", lane=ADMIN, **{"http.request.method": "POST"})
+        assert apply is not None, traced["steps"]
+        assert first_step(traced["roads"][0]["steps"], "apiserver.request", lane=DEPLOYMENT_CONTROLLER) is not None
+        lanes = {s["lane"] for s in flatten(traced)}
+        want = {ADMIN, DEPLOYMENT_CONTROLLER, "kube-scheduler"} | {f"kubelet/{n}" for n in cluster.nodes}
+        assert want <= lanes, lanes
+    # mkubectl road with the kubeconfig compose-up.sh wrote: the finished table
+    done = cluster.run(str(REPO / ".venv" / "bin" / "python"), "-m", "kubectl", "--kubeconfig", str(cluster.kubeconfig),
+                       "-n", ns, "road", "deployment/web", check=True)
+    table = done.stdout.splitlines()
+    assert table[0].split() == ["OFFSET", "DURATION", "LANE", "OBJECT", "STEP", "DETAILS"], done.stdout
+    assert any("deployment/web" in line and ADMIN in line and "create deployments" in line for line in table)
+    assert any(f"kubelet/{cluster.nodes[0]}" in line for line in table), done.stdout
+
     listed = kubectl.run("get", "events", "--sort-by=.metadata.creationTimestamp").ok().stdout
     assert all(reason in listed for reason in ("ScalingReplicaSet", "SuccessfulCreate", "Scheduled", "Started"))
 
@@ -589,6 +638,15 @@ def test_the_guestbook_example_lives_through_a_new_primary_and_a_rollout(
         ip = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
         url = f"http://{ip}:{get(f'/api/v1/namespaces/{ns}/services/frontend')['spec']['ports'][0]['nodePort']}"
         want = {f"compose entry {i}" for i in range(20)}
+
+        def node_port_answers() -> bool:
+            try:
+                return httpx.get(f"{url}/healthz", timeout=5).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        # Ready frontends are in the endpoints a moment before each node's proxy has programmed the NodePort
+        wait_for(node_port_answers, 30, 0.2, what=f"the NodePort {url} answering")
         for entry in sorted(want):
             r = httpx.post(f"{url}/entries", content=entry, timeout=10)
             assert r.status_code == 201, r.text

@@ -231,8 +231,8 @@ def test_three_etcd_members_and_one_holder_per_lease(ha_cluster: ComposeCluster)
     assert f"--etcd-servers={','.join(member_url(cluster, m) for m in MEMBERS)}" in flags
     running = docker_ids("ps", "-q", "--filter", f"label=com.docker.compose.project={cluster.project}")
     # 3 etcd, apiserver, 2 controller-managers, 2 schedulers, the cluster DNS, kube-proxy, the local-path
-    # provisioner, the metrics-server, 2 nodes
-    assert len(running) == 14, running
+    # provisioner, the metrics-server, the road server, 2 nodes
+    assert len(running) == 15, running
     volumes = docker_ids("volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={cluster.project}")
     assert sorted(volumes) == [f"{cluster.project}_{m}-data" for m in MEMBERS]
 

@@ -162,6 +162,32 @@ async def remove_sandbox(rt: Client, sandbox_id: str) -> None:
     await rt.runtime.RemovePodSandbox(cri.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id))
 
 
+@contextlib.asynccontextmanager
+async def container_events(rt: Client) -> AsyncIterator[list[cri.ContainerEventResponse]]:
+    """The shim's GetContainerEvents stream, collected into a list while the block runs."""
+    seen: list[cri.ContainerEventResponse] = []
+    stream = rt.runtime.GetContainerEvents(cri.GetEventsRequest())
+
+    async def read() -> None:
+        async for event in stream:
+            seen.append(event)
+
+    reader = asyncio.create_task(read())
+    try:
+        yield seen
+    finally:
+        reader.cancel()
+        stream.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+
+
+async def wait_for_event(seen: list[cri.ContainerEventResponse], container_id: str, kind: int) -> None:
+    deadline = asyncio.get_running_loop().time() + 20
+    while not any(e.container_id == container_id and e.container_event_type == kind for e in seen):
+        assert asyncio.get_running_loop().time() < deadline, f"events so far: {seen}"
+        await asyncio.sleep(0.05)
+
+
 async def expect_error(call: object, code: grpc.StatusCode) -> str:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await call  # type: ignore[misc]
@@ -575,38 +601,75 @@ async def test_exec_with_a_tty_merges_output_and_takes_a_resize(shim: Shim, rt: 
 
 
 async def test_container_events_follow_the_life_of_a_container(shim: Shim, rt: Client) -> None:
-    seen: list[cri.ContainerEventResponse] = []
-    stream = rt.runtime.GetContainerEvents(cri.GetEventsRequest())
+    async with container_events(rt) as seen:
+        config = sandbox_config(shim, "events")
+        sandbox_id = await run_sandbox(rt, config)
+        try:
+            container_id = await start_container(rt, sandbox_id, config, container_config("quick", command=["true"]))
+            await wait_for_event(seen, container_id, cri.CONTAINER_STOPPED_EVENT)
+            kinds = [e.container_event_type for e in seen if e.container_id == container_id]
+            assert kinds[:3] == [cri.CONTAINER_CREATED_EVENT, cri.CONTAINER_STARTED_EVENT,
+                                 cri.CONTAINER_STOPPED_EVENT]
+            stopped = next(e for e in seen if e.container_id == container_id
+                           and e.container_event_type == cri.CONTAINER_STOPPED_EVENT)
+            assert stopped.pod_sandbox_status.id == sandbox_id
+            assert stopped.pod_sandbox_status.metadata.uid == config.metadata.uid
+            assert stopped.created_at > 0
+            assert any(s.id == container_id for s in stopped.containers_statuses)
+        finally:
+            await remove_sandbox(rt, sandbox_id)
 
-    async def read() -> None:
-        async for event in stream:
-            seen.append(event)
 
-    reader = asyncio.create_task(read())
-    config = sandbox_config(shim, "events")
-    sandbox_id = await run_sandbox(rt, config)
-    try:
-        container_id = await start_container(rt, sandbox_id, config, container_config("quick", command=["true"]))
-        deadline = asyncio.get_running_loop().time() + 20
+async def test_a_sandbox_or_container_removed_between_the_kubelets_calls_is_not_found(shim: Shim, rt: Client) -> None:
+    """CreateContainer takes the sandbox as its last event left it, StartContainer what CreateContainer made
+    (no inspect of either): one removed behind the shim's back is still NOT_FOUND, and nothing is left."""
+    client = _docker()
+    async with container_events(rt) as seen:  # the shim keeps sandbox inspects for its event stream
+        config = sandbox_config(shim, "vanishing")
+        sandbox_id = await run_sandbox(rt, config)
+        try:
+            await wait_for_event(seen, sandbox_id, cri.CONTAINER_STARTED_EVENT)
+            created = await rt.runtime.CreateContainer(cri.CreateContainerRequest(
+                pod_sandbox_id=sandbox_id, config=container_config("first", command=["sleep", "60"]),
+                sandbox_config=config))
+            client.api.remove_container(created.container_id, force=True)
+            message = await expect_error(rt.runtime.StartContainer(cri.StartContainerRequest(
+                container_id=created.container_id)), grpc.StatusCode.NOT_FOUND)
+            assert created.container_id in message
 
-        def kinds() -> list[int]:
-            return [e.container_event_type for e in seen if e.container_id == container_id]
+            client.api.remove_container(sandbox_id, force=True)
+            message = await expect_error(rt.runtime.CreateContainer(cri.CreateContainerRequest(
+                pod_sandbox_id=sandbox_id, config=container_config("second", command=["sleep", "60"]),
+                sandbox_config=config)), grpc.StatusCode.NOT_FOUND)
+            assert sandbox_id in message
+            assert not node_containers(client, shim.node)
+        finally:
+            await remove_sandbox(rt, sandbox_id)
+            client.close()
 
-        while cri.CONTAINER_STOPPED_EVENT not in kinds():
-            assert asyncio.get_running_loop().time() < deadline, f"events so far: {seen}"
-            await asyncio.sleep(0.05)
-        assert kinds()[:3] == [cri.CONTAINER_CREATED_EVENT, cri.CONTAINER_STARTED_EVENT, cri.CONTAINER_STOPPED_EVENT]
-        stopped = next(e for e in seen if e.container_id == container_id
-                       and e.container_event_type == cri.CONTAINER_STOPPED_EVENT)
-        assert stopped.pod_sandbox_status.id == sandbox_id
-        assert stopped.pod_sandbox_status.metadata.uid == config.metadata.uid
-        assert stopped.created_at > 0
-        assert any(s.id == container_id for s in stopped.containers_statuses)
-    finally:
-        reader.cancel()
-        stream.cancel()
-        await asyncio.gather(reader, return_exceptions=True)
-        await remove_sandbox(rt, sandbox_id)
+
+async def test_a_new_sandboxs_status_comes_from_its_run_until_it_stops_or_dies(shim: Shim, rt: Client) -> None:
+    """The first PodSandboxStatus after RunPodSandbox is answered from the inspect RunPodSandbox took; once
+    the sandbox is stopped, or died behind the shim's back (its die event in), Docker is asked again."""
+    client = _docker()
+
+    async def state(sandbox_id: str) -> int:
+        return (await rt.runtime.PodSandboxStatus(cri.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id))).status.state
+
+    async with container_events(rt) as seen:
+        stopped = await run_sandbox(rt, sandbox_config(shim, "stopped"))
+        died = await run_sandbox(rt, sandbox_config(shim, "died"))
+        try:
+            await rt.runtime.StopPodSandbox(cri.StopPodSandboxRequest(pod_sandbox_id=stopped))
+            assert await state(stopped) == cri.SANDBOX_NOTREADY
+
+            client.api.kill(died)
+            await wait_for_event(seen, died, cri.CONTAINER_STOPPED_EVENT)
+            assert await state(died) == cri.SANDBOX_NOTREADY
+        finally:
+            await remove_sandbox(rt, stopped)
+            await remove_sandbox(rt, died)
+            client.close()
 
 
 # -- images ---------------------------------------------------------------------------------------------------
@@ -672,6 +735,22 @@ async def test_bad_input_is_refused_and_leaves_nothing(shim: Shim, rt: Client) -
     finally:
         await remove_sandbox(rt, sandbox_id)
     assert set(node_containers(_docker(), shim.node)) == before
+
+
+async def test_a_network_that_fails_to_attach_leaves_no_sandbox_address_or_attachment(shim: Shim, rt: Client) -> None:
+    """lo and eth0 are attached at once: when one fails, what the other made is released too."""
+    results = shim.root_dir / "cni" / "results"
+    before = (set(node_containers(_docker(), shim.node)), shim.leases(),
+              set(os.listdir(results)) if results.is_dir() else set())
+    # portmap, the last plugin of eth0's list, refuses a mapping to container port 0: bridge and host-local
+    # (an address leased) and loopback have done their part by then
+    config = sandbox_config(shim, "badport", port_mappings=[cri.PortMapping(host_port=1, container_port=0)])
+    message = await expect_error(rt.runtime.RunPodSandbox(cri.RunPodSandboxRequest(config=config)),
+                                 grpc.StatusCode.UNKNOWN)
+    assert "failed to set up the network of sandbox badport" in message and "portmap" in message, message
+    after = (set(node_containers(_docker(), shim.node)), shim.leases(),
+             set(os.listdir(results)) if results.is_dir() else set())
+    assert after == before
 
 
 # a unix-socket forwarder to Docker's socket: killing it takes Docker away from one shim only

@@ -24,7 +24,8 @@ import httpx
 import pytest
 
 from tests.auth_cluster import SecureApiServer, SecureKubectl, wait_until_allowed
-from tests.cluster import Etcd
+from tests.cluster import Etcd, wait_for
+from tests.controller_process import ControllerProcess
 from tests.kubectl import find_kubectl
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -187,6 +188,63 @@ def test_a_cluster_role_needs_the_rules_cluster_wide(secure: SecureApiServer, ad
     for name in (writer, f"secrets-{suffix}", f"agg-{suffix}"):
         admin.delete(f"{path}/{name}")
     admin.delete(f"{RBAC}/clusterrolebindings/{writer}")
+
+
+def test_cluster_roles_aggregate_what_their_selectors_pick(secure: SecureApiServer, admin: httpx.Client, ns: str,
+                                                           workdir: Path) -> None:
+    """Upstream's admin, edit and view are aggregated roles; the clusterrole-aggregation controller (as its
+    own service account, which holds `escalate` on clusterroles) keeps each one's rules the union of the roles
+    its selectors pick: a CRD author's role labelled aggregate-to-edit reaches edit and admin (edit feeds
+    admin), not view, and leaves them when it is deleted."""
+    path = f"{RBAC}/clusterroles"
+    edit = admin.get(f"{path}/edit").json()
+    assert edit["aggregationRule"] == {"clusterRoleSelectors": [
+        {"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-edit": "true"}}]}
+    assert edit["rules"] and edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
+    suffix = uuid.uuid4().hex[:6]
+    widgets = rule(["get", "list", "create"], [f"{suffix}.example.com"], ["widgets"])
+    manager = ControllerProcess(workdir, secure.secure_url, ["clusterrole-aggregation"], "--kubeconfig",
+                                str(secure.kubeconfig("controller-manager")))
+    manager.start()
+    try:
+        created(admin.post(path, json={**role(f"widgets-edit-{suffix}", widgets), "metadata": {
+            "name": f"widgets-edit-{suffix}", "labels": {"rbac.authorization.k8s.io/aggregate-to-edit": "true"}}}))
+
+        def holds(name: str) -> bool:
+            return widgets in admin.get(f"{path}/{name}").json()["rules"]
+
+        wait_for(lambda: holds("edit") and holds("admin"), 20, 0.1, what="edit and admin to gather the widgets rule")
+        assert not holds("view")
+        # a role of one's own, gathering by a label of one's own, is filled the same way
+        created(admin.post(path, json={"metadata": {"name": f"team-{suffix}"},
+                                       "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {
+                                           "team": suffix}}]}}))
+        created(admin.post(path, json={**role(f"team-pods-{suffix}", rule(["get"], [""], ["pods"])),
+                                       "metadata": {"name": f"team-pods-{suffix}", "labels": {"team": suffix}}}))
+        wait_for(lambda: admin.get(f"{path}/team-{suffix}").json().get("rules") == [rule(["get"], [""], ["pods"])],
+                 20, 0.1, what="the team role to gather its member's rules")
+        managers = {m["manager"] for m in admin.get(f"{path}/team-{suffix}").json()["metadata"]["managedFields"]}
+        assert "clusterrole-aggregation-controller" in managers
+        # a user bound to edit may now use the new resource
+        created(admin.post(f"{RBAC}/namespaces/{ns}/rolebindings",
+                           json=binding(f"erin-edits-{suffix}", "ClusterRole", "edit", "erin")))
+        secure.issue("erin", "erin")
+        with secure.client("erin") as erin:
+            def may_create_widgets() -> bool:
+                review = erin.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json={
+                    "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                    "spec": {"resourceAttributes": {"namespace": ns, "verb": "create",
+                                                    "group": f"{suffix}.example.com", "resource": "widgets"}}})
+                return bool(review.json()["status"]["allowed"])
+
+            wait_for(may_create_widgets, 10, 0.1, what="erin (edit) to be allowed to create widgets")
+        assert admin.delete(f"{path}/widgets-edit-{suffix}").status_code == 200
+        wait_for(lambda: not holds("edit") and not holds("admin"), 20, 0.1,
+                 what="edit and admin to drop the deleted role's rule")
+    finally:
+        manager.stop()
+        for name in (f"widgets-edit-{suffix}", f"team-{suffix}", f"team-pods-{suffix}"):
+            admin.delete(f"{path}/{name}")
 
 
 def test_impersonation_is_checked_as_the_impersonated_user(admin: httpx.Client, mallory: httpx.Client,

@@ -9,17 +9,29 @@ SIGTERM (143, or 0 from a handler) and not by SIGKILL (137) is the proof, with n
 
 from __future__ import annotations
 
+import signal
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import docker
 import pytest
 
+from tests.cluster import wait_for
 from tests.node_process import GUESTBOOK, HTTPD, PAUSE, REDIS, ensure_guestbook_images, ensure_images
 
 LABEL = "io.minik8s.test"
 RUN = f"images-{uuid.uuid4().hex[:6]}"  # the label value of this run's containers
+
+
+def handles_sigterm(pid: int) -> bool:
+    """Is process pid past the point where a SIGTERM would be lost: it catches SIGTERM (SigCgt in
+    /proc/PID/status), or it has started its child (tini sets up its signal forwarding before it forks)?"""
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    if any(line.startswith("SigCgt:") and int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)) for line in status):
+        return True
+    return bool(Path(f"/proc/{pid}/task/{pid}/children").read_text().strip())
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +55,10 @@ def test_the_image_as_it_starts_by_default_exits_on_sigterm(client: docker.Docke
     try:
         container.reload()
         assert container.status == "running", f"{image} did not stay up: {container.logs()!r}"
+        # a SIGTERM that comes before PID 1 has installed its handler (tini still starting) is ignored, as for
+        # any image: wait until PID 1 catches it or has forked its child, then stop it
+        pid = container.attrs["State"]["Pid"]
+        wait_for(lambda: handles_sigterm(pid), 30, 0.05, what=f"{image}'s PID 1 handling SIGTERM")
         start = time.monotonic()
         container.stop(timeout=60)  # SIGTERM, then SIGKILL after 60 s
         took = time.monotonic() - start

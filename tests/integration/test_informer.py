@@ -30,6 +30,7 @@ from machinery.informer import (
     namespace_index,
     node_name_index,
     split_meta_namespace_key,
+    strip_managed_fields,
 )
 from machinery.kubeconfig import ClientConfig
 from machinery.workqueue import RateLimitingQueue, default_controller_rate_limiter
@@ -185,6 +186,65 @@ async def test_sync_lists_existing_objects(client: ApiClient, namespace: str,
     await asyncio.wait_for(informer.wait_for_handlers(), TIMEOUT)
     assert sorted(recorder.kinds()) == [("add", f"{namespace}/p{i}") for i in range(3)]
     assert snapshot(informer) == await fresh_list(client, namespace)
+
+
+class ListCalls:
+    """Records the (limit, continue) of every list call a real client makes, then makes it; `before_page`
+    runs before each continued page (the test's chance to compact etcd under the informer's feet)."""
+
+    def __init__(self, client: ApiClient, before_page: Callable[[], Any] | None = None) -> None:
+        self.calls: list[tuple[int | None, bool]] = []
+        self._list = client.list
+        self._before_page = before_page
+        client.list = self  # type: ignore[method-assign]
+
+    async def __call__(self, *args: Any, limit: int | None = None, continue_: str | None = None, **kw: Any) -> Any:
+        self.calls.append((limit, bool(continue_)))
+        if continue_ and self._before_page is not None:
+            await self._before_page()
+        return await self._list(*args, limit=limit, continue_=continue_, **kw)
+
+
+async def test_the_list_is_read_a_page_at_a_time(client: ApiClient, namespace: str, run_informer: Run) -> None:
+    """client-go's pager: what is decoded at once is a page, not the whole list (issue 19: a 10,000-pod list
+    was a scheduler's memory peak)."""
+    created = [await client.create(new_pod(f"p{i}", namespace)) for i in range(7)]
+    calls = ListCalls(client)
+    informer = informer_for(client, namespace)
+    informer.list_page_size = 3
+    recorder = Recorder()
+    recorder.register(informer)
+    run_informer(informer)
+    assert await informer.wait_for_sync(TIMEOUT)
+    assert calls.calls == [(3, False), (3, True), (3, True)]
+    assert snapshot(informer) == await fresh_list(client, namespace)
+    assert int(informer.last_sync_resource_version) >= max(int(p.metadata.resource_version or 0) for p in created)
+    await recorder.wait_count(7)
+    await client.create(new_pod("after", namespace))  # watched from the pages' resourceVersion
+    await recorder.wait_for(lambda: ("add", f"{namespace}/after") in recorder.kinds(), what="a pod after the list")
+
+
+async def test_a_list_whose_pages_were_compacted_away_is_read_whole(
+        client: ApiClient, etcd: Etcd, namespace: str, run_informer: Run) -> None:
+    for i in range(5):
+        await client.create(new_pod(f"p{i}", namespace))
+
+    async def compact_meanwhile() -> None:  # a write, then etcd compacted past the first page's revision
+        await client.create(new_pod(f"late{len(calls.calls)}", namespace))
+        storage = EtcdStorage([etcd.endpoint])
+        try:
+            await storage.compact(await storage.current_revision())
+        finally:
+            await storage.close()
+
+    calls = ListCalls(client, before_page=compact_meanwhile)
+    informer = informer_for(client, namespace)
+    informer.list_page_size = 2
+    run_informer(informer)
+    assert await informer.wait_for_sync(TIMEOUT)
+    assert calls.calls[:3] == [(2, False), (2, True), (None, False)]  # 410 on the second page: one whole list
+    assert snapshot(informer) == await fresh_list(client, namespace)
+    assert len(informer.store) == 6
 
 
 async def test_sync_of_an_empty_view(client: ApiClient, namespace: str,
@@ -715,6 +775,33 @@ async def test_a_controller_built_from_informer_queue_and_client(
 
 
 # -- sharing --------------------------------------------------------------------------------------
+
+
+async def test_a_cache_without_managed_fields_and_updates_sent_from_it(
+        client: ApiClient, namespace: str, run_informer: Run) -> None:
+    """strip_managed_fields (the controller-manager's and scheduler's transform): the cache holds the pods
+    without managedFields, otherwise as the apiserver serves them, and a controller's update built from a
+    cached pod keeps the stored managedFields, with the controller's own entry added."""
+    await client.create(new_pod("stripped", namespace, {"app": "web"}), field_manager="creator")
+    informer = run_informer(informer_for(client, namespace, transform=strip_managed_fields))
+    assert await informer.wait_for_sync(TIMEOUT)
+    cached = informer.get("stripped", namespace)
+    assert cached is not None and cached.metadata.managed_fields is None
+    served = await client.get(Pod, "stripped", namespace)
+    assert [e.manager for e in served.metadata.managed_fields or []] == ["creator"]
+    assert cached.to_dict() == strip_managed_fields(served.model_copy(deep=True)).to_dict()
+
+    changed = cached.model_copy(deep=True)
+    assert changed.metadata.labels is not None
+    changed.metadata.labels["tier"] = "front"
+    updated = await client.update(changed, field_manager="controller")
+    assert sorted(e.manager for e in updated.metadata.managed_fields or []) == ["controller", "creator"]
+    await eventually(lambda: (informer.get("stripped", namespace) or cached).metadata.resource_version
+                     == updated.metadata.resource_version, what="the update in the cache")
+    now = informer.get("stripped", namespace)
+    assert now is not None and now.metadata.managed_fields is None
+    assert now.metadata.labels == {"app": "web", "tier": "front"}
+    assert cached.metadata.labels == {"app": "web"}  # the old cached object was not touched
 
 
 async def test_shared_informer_factory_shares_one_informer_per_key(client: ApiClient, namespace: str) -> None:

@@ -105,6 +105,34 @@ def test_kubelet_stats_are_authorized_by_subject_access_review(cluster: Cluster)
     assert proxy.status_code == 403 and "subresource=proxy" in proxy.json()["message"]
 
 
+def test_kubelet_takes_bearer_tokens_through_token_review(cluster: Cluster) -> None:
+    """Upstream's kubelet authentication.webhook: a caller without a certificate is who the apiserver's
+    TokenReview says its token is, then authorized as any other caller."""
+    secure = cluster.secure
+    with secure.client("admin") as admin:
+        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "node-stats-reader"},
+                "rules": [{"apiGroups": [""], "resources": ["nodes/stats"], "verbs": ["get"]}]}
+        assert admin.post("/apis/rbac.authorization.k8s.io/v1/clusterroles", json=role).status_code == 201
+        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": "node-stats-reader"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                               "name": "node-stats-reader"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "stats-reader", "namespace": "default"}]}
+        assert admin.post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", json=binding).status_code == 201
+    reader = secure.request_token("stats-reader", "default")
+    secure.wait_known(reader, resource={"verb": "get", "resource": "nodes", "subresource": "stats",
+                                        "name": cluster.kubelet.node})
+    with httpx.Client(base_url=cluster.kubelet.address, verify=secure.ssl_context(), timeout=30) as client:
+        assert client.get("/stats/summary", headers={"Authorization": f"Bearer {reader}"}).status_code == 200
+        denied = client.get("/pods", headers={"Authorization": f"Bearer {reader}"})
+        assert denied.status_code == 403
+        assert denied.json()["message"] == ("Forbidden (user=system:serviceaccount:default:stats-reader, verb=get, "
+                                            "resource=nodes, subresource=proxy)")
+        assert client.get("/stats/summary", headers={"Authorization": "Bearer garbage"}).status_code == 401
+        assert client.get("/stats/summary").status_code == 401
+
+
 def test_metrics_api_through_the_gate(cluster: Cluster) -> None:
     secure = cluster.secure
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from tests.auth_cluster import SecureApiServer, SecureKubectl, wait_until_allowed
 from tests.cluster import ALL_ADMISSION, Etcd, wait_for
@@ -130,6 +131,31 @@ def test_pod_bound_token_is_401_once_the_pod_is_deleted(secure: SecureApiServer,
     assert code_with(secure, token) == 401
 
 
+def test_a_valid_token_is_not_refused_while_a_restarted_apiserver_fills_its_caches(
+        secure: SecureApiServer, admin: httpx.Client, ns: str) -> None:
+    """Right after a start the watch caches are still listing: a valid token the caches have not seen is
+    checked in storage (upstream's token getter falls back to a live GET), never 401 (kopf drops
+    credentials refused once, and went silent after an apiserver restart)."""
+    create_account(admin, ns, "restarts")
+    token = token_request(admin, ns, "restarts").json()["status"]["token"]
+    for _ in range(3):
+        secure.stop()
+        secure.process.start()
+        codes: list[int] = []
+        with secure.token_client(token, timeout=5) as client:
+
+            def answered(client: httpx.Client = client, codes: list[int] = codes) -> bool:
+                try:
+                    codes.append(client.get(f"/api/v1/namespaces/{ns}/serviceaccounts/restarts").status_code)
+                except httpx.HTTPError:
+                    return False  # not listening yet
+                return codes[-1] != 401 and len(codes) >= 20
+
+            wait_for(answered, 30, 0.002, what="the restarted apiserver answering the token")
+        wait_for(secure.ready, 30, what="the restarted apiserver ready")
+        assert 401 not in codes, codes
+
+
 def test_token_for_another_audience_is_not_accepted_here(secure: SecureApiServer, admin: httpx.Client,
                                                          ns: str) -> None:
     create_account(admin, ns, "aud")
@@ -138,6 +164,65 @@ def test_token_for_another_audience_is_not_accepted_here(secure: SecureApiServer
     assert r.json()["spec"]["audiences"] == ["vault"]
     assert claims(r.json()["status"]["token"])["aud"] == ["vault"]
     assert code_with(secure, r.json()["status"]["token"]) == 401
+
+
+# -- TokenReview -------------------------------------------------------------------------------------
+
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+
+
+def token_review(client: httpx.Client, token: str, audiences: list[str] | None = None) -> httpx.Response:
+    spec: dict[str, Any] = {"token": token}
+    if audiences is not None:
+        spec["audiences"] = audiences
+    return client.post(TOKEN_REVIEWS, json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                                            "spec": spec})
+
+
+def test_token_review_says_who_a_token_is_for_the_audiences_asked(secure: SecureApiServer, admin: httpx.Client,
+                                                                   ns: str) -> None:
+    account = create_account(admin, ns, "reviewed")
+    token = token_request(admin, ns, "reviewed", audiences=[ISSUER, "vault"]).json()["status"]["token"]
+    r = token_review(admin, token)
+    assert r.status_code == 201, r.text
+    status = r.json()["status"]
+    assert status["authenticated"] is True and status["audiences"] == [ISSUER]
+    assert status["user"]["username"] == f"system:serviceaccount:{ns}:reviewed"
+    assert status["user"]["uid"] == account["metadata"]["uid"]
+    assert set(status["user"]["groups"]) == {"system:serviceaccounts", f"system:serviceaccounts:{ns}",
+                                             "system:authenticated"}
+    assert r.json()["spec"]["token"] == token  # the review comes back as sent, with its answer
+    assert token_review(admin, token, ["vault"]).json()["status"]["audiences"] == ["vault"]
+    other = token_review(admin, token, ["elsewhere"]).json()["status"]
+    assert other["authenticated"] is False
+    assert other["error"] == (f'token audiences ["{ISSUER}" "vault"] is invalid for the target audiences '
+                              '["elsewhere"]')
+    garbage = token_review(admin, "not-a-token").json()["status"]
+    assert garbage["authenticated"] is False and garbage["error"] == "invalid bearer token"
+    assert admin.delete(accounts(ns, "reviewed")).status_code == 200
+    wait_for(lambda: token_review(admin, token).json()["status"]["authenticated"] is False, 10,
+             what="the deleted account's token to be refused by review")
+    assert "not found" in token_review(admin, token).json()["status"]["error"]
+    # listed in discovery, create only
+    resources = admin.get("/apis/authentication.k8s.io/v1").json()["resources"]
+    assert {"name": "tokenreviews", "namespaced": False, "kind": "TokenReview"}.items() <= next(
+        r for r in resources if r["name"] == "tokenreviews").items()
+
+
+def test_token_review_refusals(secure: SecureApiServer, admin: httpx.Client) -> None:
+    empty = admin.post(TOKEN_REVIEWS, json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                                            "spec": {}})
+    assert empty.status_code == 400
+    assert status_of(empty)["message"] == "token is required for TokenReview in authentication"
+    assert status_of(empty)["reason"] == "BadRequest"
+    secure.issue("reviewer-nobody", "nora")
+    with secure.client("reviewer-nobody") as nora:
+        denied = token_review(nora, "whatever")
+        assert denied.status_code == 403
+        assert status_of(denied)["message"] == ('tokenreviews.authentication.k8s.io is forbidden: User "nora" '
+                                                'cannot create resource "tokenreviews" in API group '
+                                                '"authentication.k8s.io" at the cluster scope')
+    assert admin.get(TOKEN_REVIEWS).status_code == 405
 
 
 # -- TokenRequest ------------------------------------------------------------------------------------
@@ -338,6 +423,12 @@ def test_kubectl_create_get_describe_and_create_token(secure: SecureApiServer, n
     assert code_with(secure, bound_token) == 200
     kubectl.run("delete", "pod", "bound", "--wait=false").ok()
     wait_for(lambda: code_with(secure, bound_token) == 401, 10, what="the pod-bound token to be refused")
+    # the token reviewed as a component delegating authentication would (upstream's TokenReview)
+    review = json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})
+    answer = yaml.safe_load(kubectl.run("create", "-f", "-", "-o", "yaml", stdin=review).ok().stdout)
+    assert answer["kind"] == "TokenReview" and answer["status"]["authenticated"] is True
+    assert answer["status"]["user"]["username"] == f"system:serviceaccount:{ns}:deployer"
+    assert answer["status"]["audiences"] == [ISSUER]
     missing = kubectl.run("create", "token", "nobody")
     assert missing.returncode != 0 and 'serviceaccounts "nobody" not found' in missing.stderr
     short = kubectl.run("create", "token", "deployer", "--duration=1m")

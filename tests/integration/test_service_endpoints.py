@@ -12,6 +12,9 @@ InternalIP) and writes pod status (podIP, Ready) through pods/status, as a kubel
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +22,11 @@ from typing import Any
 
 import httpx
 import pytest
+import websockets
+from websockets.sync.client import connect as ws_connect
 
 from tests.auth_cluster import SecureApiServer, SecureKubectl
-from tests.cluster import Etcd, ok, wait_for
+from tests.cluster import Etcd, free_port, ok, wait_for
 from tests.controller_process import ControllerProcess
 from tests.kubectl import find_kubectl
 
@@ -476,3 +481,297 @@ def test_readiness_probe_of_a_real_pod_drives_its_endpoint(admin: httpx.Client, 
     ok(admin.delete(f"/api/v1/namespaces/{ns}/pods/probed"))
     wait_for(lambda: state() == (False, False, True), 10, 0.1, what="the endpoint terminating")
     wait_for(lambda: state() is None, 30, 0.2, what="the endpoint gone with the pod")
+
+
+# -- pods/proxy, services/proxy, nodes/proxy ------------------------------------------------------------
+
+
+def test_the_apiserver_proxies_to_pods_services_and_kubelets(secure: SecureApiServer, admin: httpx.Client,
+                                                             ns: str, kubelet: Any, tmp_path: Path) -> None:
+    """kubectl proxy's and `get --raw`'s way in: the apiserver relays HTTP to a pod, to a ready endpoint of a
+    Service (its port by name, or the only one), and to a kubelet over its client TLS; with upstream's
+    refusals: no endpoint (503), a port the Service lacks (503), an address it may not dial (400)."""
+    from tests.node_process import HTTPD
+
+    make_service(admin, ns, "site", selector={"app": "site"},
+                 ports=[{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 80}])
+    ok(admin.post(f"/api/v1/namespaces/{ns}/pods", json={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "site", "labels": {"app": "site"}},
+        "spec": {"nodeName": kubelet.node, "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "httpd", "image": HTTPD, "ports": [{"containerPort": 80}],
+                                 "readinessProbe": {"tcpSocket": {"port": 80}, "periodSeconds": 1}}]}}))
+    wait_endpoints(admin, ns, lambda eps: any(conditions(e)[0] for e in eps.values()), "a ready site endpoint",
+                   service="site", timeout=60)
+    welcome = "Welcome to minik8s httpd"
+    for path in (f"/api/v1/namespaces/{ns}/pods/site/proxy/", f"/api/v1/namespaces/{ns}/pods/http:site:80/proxy/",
+                 f"/api/v1/namespaces/{ns}/services/site/proxy/", f"/api/v1/namespaces/{ns}/services/site:http/proxy/",
+                 f"/api/v1/namespaces/{ns}/services/http:site:80/proxy/index.html"):
+        r = admin.get(path)
+        assert r.status_code == 200 and welcome in r.text, (path, r.status_code, r.text)
+    missing = admin.get(f"/api/v1/namespaces/{ns}/pods/site/proxy/nothing-here")
+    assert missing.status_code == 404 and "404" in missing.text  # the pod's own answer, passed on
+    # the kubelet, through the apiserver's client certificate
+    node = admin.get(f"/api/v1/nodes/{kubelet.node}/proxy/healthz")
+    assert (node.status_code, node.text) == (200, "ok")
+    pods = admin.get(f"/api/v1/nodes/{kubelet.node}/proxy/pods").json()
+    assert any(p["metadata"]["name"] == "site" for p in pods["items"])
+    # refusals
+    make_service(admin, ns, "empty", selector={"app": "nobody"})
+    empty = admin.get(f"/api/v1/namespaces/{ns}/services/empty/proxy/")
+    assert (empty.status_code, empty.json()["reason"]) == (503, "ServiceUnavailable")
+    assert empty.json()["message"] == 'no endpoints available for service "empty"'
+    wrong_port = admin.get(f"/api/v1/namespaces/{ns}/services/site:grpc/proxy/")
+    assert wrong_port.status_code == 503
+    assert wrong_port.json()["message"] == 'no service port "grpc" found for service "site"'
+    assert admin.get(f"/api/v1/namespaces/{ns}/services/gone/proxy/").status_code == 404
+    assert admin.get(f"/api/v1/namespaces/{ns}/pods/ftp:site:80/proxy/").status_code == 400
+    # a pod that claims the host's loopback is not dialled (the apiserver's own ports are there)
+    ok(admin.post(f"/api/v1/namespaces/{ns}/pods", json={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "loopback"},
+        "spec": {"nodeName": f"{PREFIX}-n1", "containers": [{"name": "c", "image": "busybox"}]}}))
+    set_ready(admin, ns, "loopback", True, ip="127.0.0.1")
+    refused = admin.get(f"/api/v1/namespaces/{ns}/pods/loopback:{secure.secure_url.rsplit(':', 1)[1]}/proxy/api")
+    assert (refused.status_code, refused.json()["message"]) == (400, "address not allowed")
+    # real kubectl: get --raw, and kubectl proxy in front of the apiserver
+    binary = find_kubectl("1.33")
+    if binary is None:
+        pytest.skip("kubectl.1.33 is not installed")
+    kubectl = SecureKubectl(binary, "1.33", secure, "admin", tmp_path / "admin", ns)
+    raw = kubectl.run("get", "--raw", f"/api/v1/namespaces/{ns}/services/site:http/proxy/").ok().stdout
+    assert welcome in raw
+    assert kubectl.run("get", "--raw", f"/api/v1/nodes/{kubelet.node}/proxy/healthz").ok().stdout == "ok"
+    port = free_port()
+    proxy = subprocess.Popen([str(binary), "--kubeconfig", str(kubectl.kubeconfig), "proxy", f"--port={port}"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}/api/v1/namespaces/{ns}/services/site/proxy/"
+
+        def through_kubectl_proxy() -> str | None:
+            try:
+                r = httpx.get(url, timeout=5, trust_env=False)
+            except httpx.HTTPError:
+                return None
+            return r.text if r.status_code == 200 else None
+
+        assert welcome in wait_for(through_kubectl_proxy, 15, 0.1, what="the Service through kubectl proxy")
+    finally:
+        proxy.terminate()
+        proxy.wait(10)
+    ok(admin.delete(f"/api/v1/namespaces/{ns}/pods/site"))
+
+
+def test_proxy_is_authorized_as_its_own_subresource(secure: SecureApiServer, admin: httpx.Client, ns: str) -> None:
+    """view may not proxy (upstream: pods/proxy and services/proxy are edit's); the verb is the method's."""
+    secure.issue("proxy-viewer", "vera")
+    ok(admin.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings", json={
+        "metadata": {"name": "vera-views"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                        "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "vera"}]}))
+    make_service(admin, ns, "guarded", selector={"app": "guarded"})
+    with secure.client("proxy-viewer") as vera:
+        wait_for(lambda: vera.get(f"/api/v1/namespaces/{ns}/services/guarded").status_code == 200, 10,
+                 what="vera to read the Service")
+        r = vera.get(f"/api/v1/namespaces/{ns}/services/guarded/proxy/")
+        assert r.status_code == 403
+        assert r.json()["message"] == (f'services "guarded" is forbidden: User "vera" cannot get resource '
+                                       f'"services/proxy" in API group "" in the namespace "{ns}"')
+        r = vera.post(f"/api/v1/namespaces/{ns}/pods/anything:8080/proxy/x", content=b"{}")
+        assert r.status_code == 403 and 'cannot create resource "pods/proxy"' in r.json()["message"]
+        # a websocket too: the gate stands before the upgrade
+        with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
+            ws_connect(f"{wss(secure)}/api/v1/namespaces/{ns}/services/guarded/proxy/",
+                       ssl=secure.ssl_context("proxy-viewer"), open_timeout=10)
+        assert refused.value.response.status_code == 403
+        assert b'cannot get resource \\"services/proxy\\"' in refused.value.response.body
+
+
+# -- links in HTML answers and redirects, protocol upgrades (upstream's proxy Transport and UpgradeAwareHandler) --
+
+
+def wss(secure: SecureApiServer) -> str:
+    return secure.secure_url.replace("https://", "wss://", 1)
+
+
+@contextlib.contextmanager
+def kubectl_proxy(secure: SecureApiServer, tmp_path: Path, ns: str) -> Iterator[str]:
+    """Real `kubectl proxy` as admin in front of the apiserver; its http://127.0.0.1:PORT."""
+    binary = find_kubectl("1.33")
+    if binary is None:
+        pytest.skip("kubectl.1.33 is not installed")
+    kubectl = SecureKubectl(binary, "1.33", secure, "admin", tmp_path / "admin", ns)
+    port = free_port()
+    proxy = subprocess.Popen([str(binary), "--kubeconfig", str(kubectl.kubeconfig), "proxy", f"--port={port}"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        def up() -> bool:
+            try:
+                return httpx.get(f"{base}/version", timeout=5, trust_env=False).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(up, 15, 0.1, what="kubectl proxy answering")
+        yield base
+    finally:
+        proxy.terminate()
+        proxy.wait(10)
+
+
+# the pages pod: busybox httpd with a page of links, its gzip twin, a directory (httpd redirects /d to /d/) and two
+# CGI scripts answering what the proxy must refuse: a Location that does not parse, an HTML body that is no gzip
+PAGES_SCRIPT = r"""
+mkdir -p /w/d /w/cgi-bin
+{ printf '<html><head><link rel="stylesheet" href="/style.css"></head><body>\n'
+  printf '<a href="/d/">d</a> <a href="rel">r</a> <a href="http://example.com/">e</a> <img src="/i.png" alt="/x">\n'
+  printf '</body></html>\n'; } > /w/index.html
+gzip -k /w/index.html
+echo 'in d' > /w/d/index.html
+printf '#!/bin/sh\nprintf "Location: http://[::1/x\\r\\n\\r\\n"\n' > /w/cgi-bin/badlocation
+printf '#!/bin/sh\nprintf "Content-Type: text/html\\r\\nContent-Encoding: gzip\\r\\n\\r\\n<html>no gzip</html>"\n' \
+  > /w/cgi-bin/badgzip
+chmod +x /w/cgi-bin/*
+exec httpd -f -v -p 80 -h /w
+"""
+
+
+def test_links_in_html_answers_and_redirects_go_through_the_proxy(secure: SecureApiServer, admin: httpx.Client,
+                                                                  ns: str, kubelet: Any, tmp_path: Path) -> None:
+    """A real pod's page through kubectl proxy: its absolute links and its redirects point under the proxy (plain and
+    gzip), relative links and other hosts' stay; the proxy's root without a slash is redirected to it; a Location
+    that does not parse and a body that does not decode are 500s."""
+    from tests.node_process import HTTPD
+
+    make_service(admin, ns, "pages", selector={"app": "pages"},
+                 ports=[{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 80}])
+    ok(admin.post(f"/api/v1/namespaces/{ns}/pods", json={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pages", "labels": {"app": "pages"}},
+        "spec": {"nodeName": kubelet.node, "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "httpd", "image": HTTPD, "args": ["sh", "-c", PAGES_SCRIPT],
+                                 "readinessProbe": {"tcpSocket": {"port": 80}, "periodSeconds": 1}}]}}))
+    wait_endpoints(admin, ns, lambda eps: any(conditions(e)[0] for e in eps.values()), "a ready pages endpoint",
+                   service="pages", timeout=60)
+    svc = f"/api/v1/namespaces/{ns}/services/pages/proxy"
+    pod = f"/api/v1/namespaces/{ns}/pods/pages/proxy"
+    with kubectl_proxy(secure, tmp_path, ns) as base, httpx.Client(base_url=base, timeout=10, trust_env=False) as c:
+        for prefix in (svc, pod):
+            page = c.get(f"{prefix}/", headers={"Accept-Encoding": "identity"})
+            assert page.status_code == 200 and "content-encoding" not in page.headers, page.headers
+            assert f'<a href="{prefix}/d/">d</a>' in page.text, page.text
+            assert f'<link rel="stylesheet" href="{prefix}/style.css">' in page.text
+            assert f'<img src="{prefix}/i.png" alt="/x">' in page.text
+            assert '<a href="rel">r</a> <a href="http://example.com/">e</a>' in page.text
+            assert int(page.headers["content-length"]) == len(page.content)
+            # the same page gzip encoded (httpd sends index.html.gz): decoded, rewritten, encoded again
+            zipped = c.get(f"{prefix}/index.html", headers={"Accept-Encoding": "gzip"})
+            assert zipped.headers.get("content-encoding") == "gzip", zipped.headers
+            assert f'<a href="{prefix}/d/">d</a>' in zipped.text
+            # httpd redirects a directory to its slash: the Location is the proxy's
+            moved = c.get(f"{prefix}/d")
+            assert moved.status_code == 302 and moved.headers["location"] == f"{prefix}/d/", moved.headers
+            assert c.get(f"{prefix}/d", follow_redirects=True).text == "in d\n"
+        root = c.get(svc)
+        assert (root.status_code, root.headers["location"]) == (301, f"{svc}/")
+        assert c.get(svc, follow_redirects=True).status_code == 200
+        # what the proxy cannot rewrite: upstream's 500s, nothing of the backend's answer passed on
+        bad = c.get(f"{pod}/cgi-bin/badlocation")
+        assert bad.status_code == 500 and bad.json()["reason"] == "InternalError", bad.text
+        assert bad.json()["message"].startswith("Internal error occurred: error trying to parse Location header: ")
+        broken = c.get(f"{pod}/cgi-bin/badgzip")
+        assert broken.status_code == 500 and "reason" not in broken.json(), broken.text
+        assert broken.json()["message"].startswith("errorf making gzip reader: "), broken.text
+    ok(admin.delete(f"/api/v1/namespaces/{ns}/pods/pages"))
+
+
+ECHO = websockets.Subprotocol("echo.minik8s.io")
+
+
+def host_address() -> str:
+    """This host's address towards the outside (a global unicast one, which the apiserver may dial)."""
+    route = subprocess.run(["ip", "-4", "route", "get", "192.0.2.1"], capture_output=True, text=True, check=True,
+                           timeout=10).stdout.split()
+    return route[route.index("src") + 1]
+
+
+@contextlib.contextmanager
+def echo_server(host: str) -> Iterator[tuple[int, list[Any]]]:
+    """A real websocket server (the websockets library) on host: it echoes every message, but answers /refuse with a
+    403 and /plain with a 200 (no upgrade); yields its port and the handshake requests it received."""
+    from websockets.http11 import Request as WsRequest
+    from websockets.sync.server import ServerConnection, serve
+
+    requests: list[Any] = []
+
+    def handler(ws: ServerConnection) -> None:
+        for message in ws:
+            ws.send(message)
+
+    def process_request(conn: ServerConnection, request: WsRequest) -> Any:
+        requests.append(request)
+        if request.path.startswith("/refuse"):
+            return conn.respond(403, "no websockets here\n")
+        return conn.respond(200, "just a page\n") if request.path.startswith("/plain") else None
+
+    server = serve(handler, host, 0, process_request=process_request, subprotocols=[ECHO],
+                   compression=None)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.socket.getsockname()[1], requests
+    finally:
+        server.shutdown()
+        thread.join(10)
+
+
+def test_websockets_are_spliced_to_pods_and_services(secure: SecureApiServer, admin: httpx.Client, ns: str,
+                                                     tmp_path: Path) -> None:
+    """A websocket through pods/proxy and services/proxy (directly, and through kubectl proxy) reaches the real
+    server behind the pod's address with its subprotocol, messages both ways unchanged; the backend's refusal is
+    passed on, a backend that does not upgrade or does not answer is 500, a Service without endpoints 503."""
+    from websockets.sync.client import connect
+
+    host = host_address()
+    with echo_server(host) as (port, requests):
+        make_service(admin, ns, "echo", selector={"app": "echo"},
+                     ports=[{"name": "ws", "port": 80, "protocol": "TCP", "targetPort": port}])
+        ok(admin.post(f"/api/v1/namespaces/{ns}/pods", json={
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "echo", "labels": {"app": "echo"}},
+            "spec": {"nodeName": f"{PREFIX}-n1", "containers": [{"name": "c", "image": "busybox:1.36"}]}}))
+        set_ready(admin, ns, "echo", True, ip=host)  # the pod's address is this host's, where the server listens
+        wait_endpoints(admin, ns, lambda eps: any(conditions(e)[0] for e in eps.values()), "a ready echo endpoint",
+                       service="echo")
+        big = bytes(range(256)) * 1024  # 256 KiB: many frames' worth through the splice
+        admin_tls = secure.ssl_context("admin")
+        with kubectl_proxy(secure, tmp_path, ns) as base:
+            for url, tls in ((f"{wss(secure)}/api/v1/namespaces/{ns}/pods/echo:{port}/proxy/chat?x=1", admin_tls),
+                             (f"{wss(secure)}/api/v1/namespaces/{ns}/services/echo/proxy/chat", admin_tls),
+                             (base.replace("http://", "ws://") + f"/api/v1/namespaces/{ns}/services/echo:ws/proxy/",
+                              None)):
+                with connect(url, ssl=tls, subprotocols=[ECHO], open_timeout=15, compression=None,
+                             max_size=None) as ws:
+                    assert ws.subprotocol == "echo.minik8s.io"
+                    for message in ("hello", big, b""):
+                        ws.send(message)
+                        assert ws.recv(timeout=15) == message
+        paths = [r.path for r in requests]
+        assert paths == ["/chat?x=1", "/chat", "/"], paths
+        requests.clear()
+        assert all(r.headers.get("Authorization") is None for r in requests)  # the caller's credentials stay behind
+        assert all(r.headers.get("X-Forwarded-For") for r in requests)
+
+        def refusal(url: str) -> tuple[int, bytes]:
+            with pytest.raises(websockets.exceptions.InvalidStatus) as e:
+                ws_connect(url, ssl=admin_tls, open_timeout=15)
+            return e.value.response.status_code, bytes(e.value.response.body or b"")
+
+        # the backend refuses: its answer, as it came
+        assert refusal(f"{wss(secure)}/api/v1/namespaces/{ns}/pods/echo:{port}/proxy/refuse") == \
+            (403, b"no websockets here\n")
+        # the backend answers, but does not upgrade: 500
+        code, body = refusal(f"{wss(secure)}/api/v1/namespaces/{ns}/pods/echo:{port}/proxy/plain")
+        assert code == 500 and b"invalid upgrade response: status code 200" in body, body
+    # nothing listens there any more: the dial error
+    code, body = refusal(f"{wss(secure)}/api/v1/namespaces/{ns}/pods/echo:{port}/proxy/")
+    assert code == 500 and f"dial tcp {host}:{port}".encode() in body, body
+    make_service(admin, ns, "nobody", selector={"app": "nobody"})
+    code, body = refusal(f"{wss(secure)}/api/v1/namespaces/{ns}/services/nobody/proxy/")
+    assert code == 503 and b'no endpoints available for service \\"nobody\\"' in body, body

@@ -211,3 +211,19 @@ def test_an_ephemeral_container_joins_its_targets_pid_namespace() -> None:
     body = tr.container_create_body(config, sandbox_config(), sandbox_id=SANDBOX_ID, node=NODE)
     assert body["HostConfig"]["PidMode"] == "container:c0ffee"
     assert body["HostConfig"]["NetworkMode"] == f"container:{SANDBOX_ID}"
+
+
+def test_pod_cgroup_parent_goes_to_sandbox_and_containers_on_cgroupfs_only() -> None:
+    """cri-dockerd: the kubelet's pod cgroup (LinuxPodSandboxConfig.cgroup_parent) is HostConfig.CgroupParent of
+    the sandbox and of every container; a systemd-driver Docker takes only slices: Docker's default parent."""
+    config = sandbox_config(linux=cri.LinuxPodSandboxConfig(cgroup_parent="/kubepods/burstable/podu1"))
+    container = cri.ContainerConfig(metadata=cri.ContainerMetadata(name="app"), image=cri.ImageSpec(image="busybox"))
+    assert tr.sandbox_create_body(config, node=NODE, image="pause")["HostConfig"]["CgroupParent"] == \
+        "/kubepods/burstable/podu1"
+    body = tr.container_create_body(container, config, sandbox_id=SANDBOX_ID, node=NODE)
+    assert body["HostConfig"]["CgroupParent"] == "/kubepods/burstable/podu1"
+    assert "CgroupParent" not in tr.sandbox_create_body(config, node=NODE, image="pause",
+                                                        cgroup_driver="systemd")["HostConfig"]
+    assert "CgroupParent" not in tr.sandbox_create_body(sandbox_config(), node=NODE, image="pause")["HostConfig"]
+    assert "CgroupParent" not in tr.container_create_body(container, sandbox_config(), sandbox_id=SANDBOX_ID,
+                                                          node=NODE)["HostConfig"]

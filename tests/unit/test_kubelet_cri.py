@@ -4,6 +4,7 @@ restarts and back-off, image pull failures, probes, and graceful deletion. No Do
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -294,6 +295,28 @@ async def test_a_failed_sandbox_is_retried_and_reported(kubelet: FakeKubelet) ->
     assert any(r == "FailedCreatePodSandBox" and "the runtime is busy" in m for _, r, m in kubelet.events)
 
 
+async def test_a_new_pods_images_are_looked_up_while_its_sandbox_is_made(kubelet: FakeKubelet) -> None:
+    kubelet.fake.inject_error("RunPodSandbox", "the runtime is busy")  # the first attempt fails after the lookup
+    kubelet.fake.inject_error("ImageStatus", "the image store is busy")  # ... which fails too: nobody takes it
+    kubelet.add(make_pod(containers=[{"name": "c", "image": IMAGE}, {"name": "d", "image": IMAGE}]))
+    await eventually(lambda: len(kubelet.fake.running_containers()) == 2, what="both started on the retry")
+    calls = [c for c in kubelet.fake.calls if c in ("ImageStatus", "RunPodSandbox", "CreateContainer")]
+    # each attempt asks before the sandbox is made; the retry asks afresh (the failed lookup is not reused), and
+    # the second container of the same image asks for itself
+    assert calls[:5] == ["ImageStatus", "RunPodSandbox", "ImageStatus", "RunPodSandbox", "CreateContainer"], calls
+    assert calls[5:] == ["ImageStatus", "CreateContainer"], calls
+    assert any(r == "FailedCreatePodSandBox" for _, r, _m in kubelet.events)
+
+
+async def test_a_failed_image_lookup_beside_the_sandbox_fails_the_sync_and_is_retried(kubelet: FakeKubelet) -> None:
+    kubelet.fake.inject_error("ImageStatus", "the image store is busy")
+    kubelet.add(make_pod())
+    await eventually(lambda: kubelet.fake.running_containers("c"), what="started on the retry")
+    calls = [c for c in kubelet.fake.calls if c in ("ImageStatus", "RunPodSandbox", "CreateContainer")]
+    # the sandbox made on the first attempt is kept; the retry looks the image up again, alone
+    assert calls == ["ImageStatus", "RunPodSandbox", "ImageStatus", "CreateContainer"], calls
+
+
 async def test_a_restarted_kubelet_adopts_what_runs(tmp_path: Path) -> None:
     first = FakeKubelet(tmp_path)
     await first.start()
@@ -351,3 +374,127 @@ async def test_the_pleg_relists_less_while_the_runtime_streams_events() -> None:
         assert not pleg.events_flowing
     finally:
         await pleg.stop()
+
+
+async def test_the_pleg_takes_a_sandboxs_own_events_as_a_sandboxs() -> None:
+    """A sandbox's creation and start are the kubelet's own RunPodSandbox: no ContainerStatus of a sandbox
+    id (NOT_FOUND, one wasted round trip each); one that stops is read at once, one removed forgotten."""
+    from kubelet.pleg.generic import GenericPLEG
+
+    fake = FakeRuntime([IMAGE])
+    pleg = GenericPLEG(RemoteRuntimeService(fake), "fake", relist_period=0.05)
+    await pleg.start()
+    try:
+        await eventually(lambda: pleg.events_flowing, what="the event stream open")
+        config = pb.PodSandboxConfig(metadata=pb.PodSandboxMetadata(name="p", namespace="ns", uid="uid-p"),
+                                     labels={"io.kubernetes.pod.uid": "uid-p"})
+        sandbox_id = (await fake.RunPodSandbox(pb.RunPodSandboxRequest(config=config))).pod_sandbox_id
+        await pleg.refresh_sandbox(sandbox_id)  # as the kubelet does once RunPodSandbox returns
+        container = pb.ContainerConfig(metadata=pb.ContainerMetadata(name="c"), image=pb.ImageSpec(image=IMAGE),
+                                       labels={"io.kubernetes.pod.uid": "uid-p"})
+        container_id = (await fake.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sandbox_id, config=container, sandbox_config=config))).container_id
+        # events come in order: once the container's is in, the sandbox's two came before it
+        await eventually(lambda: pleg.cache.container(container_id), what="the container's event taken")
+        assert "ContainerStatus" not in fake.calls
+        assert fake.calls.count("PodSandboxStatus") == 1
+
+        await fake.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=sandbox_id))  # behind the kubelet's back
+        await eventually(lambda: not pleg.cache.get("uid-p").sandboxes[0].ready, what="the stopped sandbox read")
+        await fake.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id))
+        await eventually(lambda: not pleg.cache.get("uid-p").sandboxes, what="the removed sandbox forgotten")
+        assert pleg.cache.container(container_id) is None
+        assert "ContainerStatus" not in fake.calls
+    finally:
+        await pleg.stop()
+
+
+class _HeldRuntime(RemoteRuntimeService):
+    """The fake's CRI client, with answers held back on request: a list (or one container's status) is taken
+    from the runtime at once and handed over only when the test releases it, as a slow reply on a busy node."""
+
+    def __init__(self, fake: FakeRuntime) -> None:
+        super().__init__(fake)
+        self.hold_list: asyncio.Event | None = None
+        self.hold_status: dict[str, asyncio.Event] = {}
+        self.taken = asyncio.Event()
+
+    async def list_containers(self, labels: dict[str, str] | None = None,
+                              sandbox_id: str = "") -> list[pb.Container]:
+        listed = await super().list_containers(labels, sandbox_id)
+        if self.hold_list is not None:
+            self.taken.set()
+            await self.hold_list.wait()
+        return listed
+
+    async def container_status(self, container_id: str) -> pb.ContainerStatus:
+        status = await super().container_status(container_id)
+        gate = self.hold_status.pop(container_id, None)
+        if gate is not None:
+            self.taken.set()
+            await gate.wait()
+        return status
+
+
+async def _sandbox_and_container(fake: FakeRuntime) -> tuple[str, str]:
+    config = pb.PodSandboxConfig(metadata=pb.PodSandboxMetadata(name="p", namespace="ns", uid="uid-p"),
+                                 labels={"io.kubernetes.pod.uid": "uid-p"})
+    sandbox_id = (await fake.RunPodSandbox(pb.RunPodSandboxRequest(config=config))).pod_sandbox_id
+    container = pb.ContainerConfig(metadata=pb.ContainerMetadata(name="c"), image=pb.ImageSpec(image=IMAGE),
+                                   labels={"io.kubernetes.pod.uid": "uid-p"})
+    container_id = (await fake.CreateContainer(pb.CreateContainerRequest(
+        pod_sandbox_id=sandbox_id, config=container, sandbox_config=config))).container_id
+    return sandbox_id, container_id
+
+
+async def test_a_relist_taken_before_a_new_container_does_not_forget_it() -> None:
+    """The kubelet creates, starts and reads a container while a relist's list, taken just before, is on
+    its way: the list lacks the container, yet the container stays in the cache (else the pod's next sync
+    would create it again: "container name in use")."""
+    from kubelet.pleg.generic import GenericPLEG
+
+    fake = FakeRuntime([IMAGE])
+    runtime = _HeldRuntime(fake)
+    pleg = GenericPLEG(runtime, "fake", evented=False)
+    await pleg.relist()
+    runtime.hold_list = asyncio.Event()
+    relist = asyncio.ensure_future(pleg.relist())
+    await runtime.taken.wait()  # the list is taken: no container in it yet
+    sandbox_id, container_id = await _sandbox_and_container(fake)
+    await fake.StartContainer(pb.StartContainerRequest(container_id=container_id))
+    await pleg.refresh_sandbox(sandbox_id)
+    await pleg.refresh_container(container_id, sandbox_id)  # as the kubelet does after StartContainer
+    runtime.hold_list.set()
+    await relist
+    cached = pleg.cache.container(container_id)
+    assert cached is not None and cached.state == ContainerState.RUNNING
+    assert [s.id for s in pleg.cache.get("uid-p").sandboxes] == [sandbox_id]
+    # a container that really went is forgotten by the next relist all the same
+    runtime.hold_list = None
+    await fake.RemoveContainer(pb.RemoveContainerRequest(container_id=container_id))
+    await pleg.relist()
+    assert pleg.cache.container(container_id) is None
+
+
+async def test_a_late_status_does_not_take_a_container_back_in_its_life() -> None:
+    """A status read while the container was only created, handed over after the kubelet read it running,
+    leaves it running in the cache; a later exit is still taken."""
+    from kubelet.pleg.generic import GenericPLEG
+
+    fake = FakeRuntime([IMAGE])
+    runtime = _HeldRuntime(fake)
+    pleg = GenericPLEG(runtime, "fake", evented=False)
+    sandbox_id, container_id = await _sandbox_and_container(fake)
+    gate = runtime.hold_status[container_id] = asyncio.Event()
+    late = asyncio.ensure_future(pleg.refresh_container(container_id, sandbox_id))  # reads CREATED, held
+    await runtime.taken.wait()
+    await fake.StartContainer(pb.StartContainerRequest(container_id=container_id))
+    await pleg.refresh_container(container_id, sandbox_id)
+    gate.set()
+    assert (await late) is not None
+    cached = pleg.cache.container(container_id)
+    assert cached is not None and cached.state == ContainerState.RUNNING
+    fake.exit_container(container_id, 1)
+    await pleg.refresh_container(container_id, sandbox_id)
+    cached = pleg.cache.container(container_id)
+    assert cached is not None and cached.state == ContainerState.EXITED and cached.exit_code == 1

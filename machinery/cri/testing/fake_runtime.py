@@ -110,14 +110,18 @@ class FakeRuntime(pb_grpc.RuntimeServiceServicer, pb_grpc.ImageServiceServicer):
     def _new_id(self) -> str:
         return f"{next(self._ids):064x}"
 
-    def _event(self, container_id: str, kind: pb.ContainerEventType) -> None:
+    def _event(self, container_id: str, kind: pb.ContainerEventType, *, sandbox: bool = False) -> None:
+        """An event about a container, or (sandbox=True) about a sandbox itself, as the Docker shim and
+        containerd send them: the sandbox's status (its id alone once it is gone) and the container's."""
         self.changed.set()
-        status = self.containers.get(container_id)
-        sandbox_id = self.container_sandbox.get(container_id, container_id)
+        status = None if sandbox else self.containers.get(container_id)
+        sandbox_id = container_id if sandbox else self.container_sandbox.get(container_id, container_id)
         event = pb.ContainerEventResponse(container_id=container_id, container_event_type=kind,
                                           created_at=_now_ns())
         if sandbox_id in self.sandboxes:
             event.pod_sandbox_status.CopyFrom(self.sandboxes[sandbox_id])
+        elif sandbox:
+            event.pod_sandbox_status.id = sandbox_id
         if status is not None:
             event.containers_statuses.append(status)
         for queue in self._event_queues:
@@ -161,7 +165,8 @@ class FakeRuntime(pb_grpc.RuntimeServiceServicer, pb_grpc.ImageServiceServicer):
         status.linux.namespaces.options.CopyFrom(config.linux.security_context.namespace_options)
         self.sandboxes[sandbox_id] = status
         self.sandbox_configs[sandbox_id] = config
-        self.changed.set()
+        self._event(sandbox_id, pb.CONTAINER_CREATED_EVENT, sandbox=True)
+        self._event(sandbox_id, pb.CONTAINER_STARTED_EVENT, sandbox=True)
         return pb.RunPodSandboxResponse(pod_sandbox_id=sandbox_id)
 
     async def StopPodSandbox(self, request: pb.StopPodSandboxRequest, context: Any = None,
@@ -173,18 +178,20 @@ class FakeRuntime(pb_grpc.RuntimeServiceServicer, pb_grpc.ImageServiceServicer):
             for cid, sid in self.container_sandbox.items():
                 if sid == request.pod_sandbox_id and self.containers[cid].state == pb.CONTAINER_RUNNING:
                     self.exit_container(cid, 137, "Error")
-            self.changed.set()
+            self._event(request.pod_sandbox_id, pb.CONTAINER_STOPPED_EVENT, sandbox=True)
         return pb.StopPodSandboxResponse()
 
     async def RemovePodSandbox(self, request: pb.RemovePodSandboxRequest, context: Any = None,
                                **_: Any) -> pb.RemovePodSandboxResponse:
         self._record("RemovePodSandbox")
-        self.sandboxes.pop(request.pod_sandbox_id, None)
+        known = self.sandboxes.pop(request.pod_sandbox_id, None)
         self.sandbox_configs.pop(request.pod_sandbox_id, None)
         for cid in [c for c, s in self.container_sandbox.items() if s == request.pod_sandbox_id]:
             self.containers.pop(cid, None)
             self.container_sandbox.pop(cid, None)
             self._event(cid, pb.CONTAINER_DELETED_EVENT)
+        if known is not None:
+            self._event(request.pod_sandbox_id, pb.CONTAINER_DELETED_EVENT, sandbox=True)
         self.changed.set()
         return pb.RemovePodSandboxResponse()
 

@@ -5,7 +5,7 @@ in discovery before it asks)."""
 from __future__ import annotations
 
 from apiserver import discovery_aggregated
-from apiserver.endpoints import metrics_proxy
+from apiserver.endpoints import aggregator
 
 
 def test_autoscaling_v1_follows_v2_with_the_same_resources_in_its_own_version() -> None:
@@ -22,7 +22,7 @@ def test_autoscaling_v1_follows_v2_with_the_same_resources_in_its_own_version() 
 
 
 def test_the_metrics_group_from_its_resource_list() -> None:
-    entry = discovery_aggregated.group_from_resource_list(metrics_proxy.RESOURCE_LIST)
+    entry = discovery_aggregated.group_from_resource_list(aggregator.METRICS.resource_list)
     assert entry["metadata"]["name"] == "metrics.k8s.io"
     [version] = entry["versions"]
     assert version["version"] == "v1beta1"

@@ -12,7 +12,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from apiserver.auth import pki
-from apiserver.endpoints.proxy import kubelet_address, kubelet_tls
+from apiserver.endpoints.proxy import client_tls, kubelet_address
 from machinery.authn.user import user_from_peercert
 
 
@@ -67,10 +67,10 @@ def test_the_kubelet_client_identity_is_a_master(tmp_path: Path) -> None:
 
 def test_apiserver_tls_towards_kubelets(tmp_path: Path) -> None:
     layout = pki.ensure_kubelet_pki(tmp_path)
-    assert kubelet_tls(None, None, None) is None  # no flags: plain HTTP, as before
-    verified = kubelet_tls(str(layout.kubelet_client_cert), str(layout.kubelet_client_key), str(layout.ca_cert))
+    assert client_tls(None, None, None) is None  # no flags: plain HTTP, as before
+    verified = client_tls(str(layout.kubelet_client_cert), str(layout.kubelet_client_key), str(layout.ca_cert))
     assert verified is not None and verified.verify_mode == ssl.CERT_REQUIRED and verified.check_hostname
-    unverified = kubelet_tls(str(layout.kubelet_client_cert), str(layout.kubelet_client_key), None)
+    unverified = client_tls(str(layout.kubelet_client_cert), str(layout.kubelet_client_key), None)
     assert unverified is not None and unverified.verify_mode == ssl.CERT_NONE  # upstream without the CA flag
     node = {"metadata": {"name": "n"}, "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.7"}],
                                                   "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}}

@@ -1,7 +1,7 @@
 """machinery/tls.py's PacedWrites over a real loopback TLS connection on uvloop: a large response
 reaches the TLS layer a piece at a time (OpenSSL's memory buffer under uvloop grows to the largest
-write it encrypts and keeps that size for the rest of the connection); everything arrives, in order,
-and a close waits for what is still pending."""
+write it encrypts and keeps that size for the rest of the connection), smaller pieces and less pending
+for a watch's stream; everything arrives, in order, and a close waits for what is still pending."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import ssl
 from pathlib import Path
 from typing import Any
 
+import pytest
 import uvloop
 
 from apiserver.auth import pki
@@ -37,7 +38,8 @@ class Server(asyncio.Protocol):
     """Writes BODY then closes, as uvicorn's protocol does through PacedWrites, and records the
     most the TLS transport held pending after any write."""
 
-    def __init__(self) -> None:
+    def __init__(self, small: bool) -> None:
+        self.small = small
         self.paced: PacedWrites | None = None
         self.tls: Recorded | None = None
         self.most_pending = 0
@@ -46,6 +48,8 @@ class Server(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.tls = Recorded(transport)  # type: ignore[arg-type]  # uvloop's TLS transport
         self.paced = PacedWrites(self.tls)  # type: ignore[arg-type]
+        if self.small:  # a watch's stream (machinery.tls.small_writes)
+            self.paced.small()
 
     def data_received(self, data: bytes) -> None:
         assert self.paced is not None and self.tls is not None
@@ -64,14 +68,14 @@ class Server(asyncio.Protocol):
         self.most_pending = max(self.most_pending, self.tls.get_write_buffer_size())
 
 
-async def exchange(root: Path) -> tuple[bytes, Server]:
+async def exchange(root: Path, small: bool) -> tuple[bytes, Server]:
     layout = pki.ensure_pki(root, "https://127.0.0.1:1")
     server_ctx = server_ssl_context(str(layout.serving_cert), str(layout.serving_key), None)
     client_ctx = ssl.create_default_context(cafile=str(layout.ca_cert))
     protocols: list[Server] = []
 
     def factory() -> Server:
-        protocols.append(Server())
+        protocols.append(Server(small))
         return protocols[-1]
 
     listener = await asyncio.get_running_loop().create_server(factory, "127.0.0.1", 0, ssl=server_ctx)
@@ -87,11 +91,13 @@ async def exchange(root: Path) -> tuple[bytes, Server]:
         listener.close()
 
 
-def test_a_large_response_reaches_tls_a_piece_at_a_time(tmp_path: Path) -> None:
+@pytest.mark.parametrize("small", [False, True], ids=["usual", "small"])
+def test_a_large_response_reaches_tls_a_piece_at_a_time(tmp_path: Path, small: bool) -> None:
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        received, server = runner.run(exchange(tmp_path))
+        received, server = runner.run(exchange(tmp_path, small))
     assert received == BODY
     assert server.tls is not None
+    piece, high = (PacedWrites.SMALL_PIECE, PacedWrites.SMALL_HIGH) if small else (PacedWrites.PIECE, PacedWrites.HIGH)
     # without pacing the TLS layer took the whole 3 MiB at once (and kept a buffer that large)
-    assert max(server.tls.writes) == PacedWrites.PIECE and sum(server.tls.writes) == len(BODY)
-    assert server.most_pending <= PacedWrites.HIGH + PacedWrites.PIECE
+    assert max(server.tls.writes) == piece and sum(server.tls.writes) == len(BODY)
+    assert server.most_pending <= high + piece

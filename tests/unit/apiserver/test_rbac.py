@@ -303,6 +303,39 @@ def test_denied_reasons_are_kept(authorizer: Authorizer) -> None:
     assert reason == "no relationship found between node 'node-a' and this object"
 
 
+def test_a_refusal_before_the_caches_listed_says_so_and_is_not_remembered() -> None:
+    """Upstream's withNotSyncedReason: right after a start the bindings may not be listed yet; the 403 says
+    "informers not synced" and the decision is asked again once they are."""
+
+    class Listing:
+        def __init__(self) -> None:
+            self.listed = False
+            self.bindings: list[dict[str, Any]] = []
+
+        def generation(self) -> Any:
+            return len(self.bindings)
+
+        def objects(self) -> Any:
+            role = {"metadata": {"name": "reader"}, "rules": [{"apiGroups": [""], "resources": ["pods"],
+                                                                "verbs": ["get"]}]}
+            return [role], [], self.bindings, []
+
+        def synced(self) -> bool:
+            return self.listed
+
+    source = Listing()
+    rbac = RBACAuthorizer(source)
+    asked = res(NOBODY, "get", "pods", "default", "p")
+    assert rbac.authorize(asked) == (NO_OPINION, "informers not synced")
+    source.bindings.append({"metadata": {"name": "read"}, "roleRef": {"kind": "ClusterRole", "name": "reader"},
+                            "subjects": [{"kind": "User", "name": NOBODY.name}]})
+    source.listed = True
+    assert rbac.authorize(asked)[0] == ALLOW
+    assert rbac.authorize(res(NOBODY, "delete", "pods", "default", "p")) == (NO_OPINION, "")
+    e = forbidden(asked, "informers not synced")
+    assert e.message.endswith('in the namespace "default": informers not synced')
+
+
 # -- the 403 ------------------------------------------------------------------------------------------
 
 

@@ -94,3 +94,23 @@ def test_a_waiting_consumer_gets_the_batch_then_the_end() -> None:
     first, last = asyncio.run(run())
     assert kinds(first) == ["ADDED"] and first[1] == 2  # the event, then a bookmark at revision 2
     assert last == [None]
+
+
+def test_the_store_holds_each_object_in_a_block_of_its_own_size() -> None:
+    import tracemalloc
+
+    c = cacher()
+    kvs = [pod_kv(f"p{i}", 2 + i, "web") for i in range(200)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for kv in kvs:
+            c._apply(EtcdEvent("PUT", kv, None))
+        grown = tracemalloc.take_snapshot().compare_to(before, "filename")
+    finally:
+        tracemalloc.stop()
+    held = sum(len(o.raw) for o in c.store.values())
+    cacher_bytes = sum(d.size_diff for d in grown if d.traceback[0].filename.endswith("cacher.py"))
+    # orjson answers its bytes in a buffer of at least 4 KiB: kept as it is, 200 small pods would take 800 KB
+    assert cacher_bytes < 4 * held + 200 * 1024, (cacher_bytes, held)
+    assert all(o.obj()["metadata"]["resourceVersion"] == str(o.rv) for o in c.store.values())

@@ -39,10 +39,13 @@ RESULTS: dict[str, dict[str, Any]] = {
     "pod_startup_hollow": {"nodes": {"kind": "hollow", "count": 10},
                            "pods": {"10": pods(0.5, 0.4), "1000": pods(8.0, 4.0)}},
     "watch_memory": {"baseline_rss_kb": 90_000, "kb_per_watch": 45.0, "slope_kb_per_watch": 44.0,
-                     "own_kb_per_watch": 10.0,
+                     "own_kb_per_watch": 10.0, "openssl_kb_per_connection": 26.8,
                      "steps": [{"watches": 200, "rss_kb": 99_000, "kb_per_watch": 45.0},
                                {"watches": 1000, "rss_kb": 135_000, "kb_per_watch": 45.0}],
                      "idle": {"connections": 1000, "kb_per_connection": 35.0}},
+    "informer_memory": {"pods": 3000, "baseline": "as decoded", "variants": {
+        "as decoded": {"kb_per_pod": 30.0, "us_per_event": 140.0, "cpu_ratio": 1.0},
+        "+ interned strings": {"kb_per_pod": 9.0, "us_per_event": 91.0, "cpu_ratio": 0.65}}},
 }
 
 
@@ -53,10 +56,11 @@ def by_key() -> dict[str, Any]:
 def test_verdicts_follow_the_declared_targets() -> None:
     f = by_key()
     assert f["apiserver.creates"].verdict == "NOT MET"  # 900 < 1,000
-    assert f["apiserver.create_ratio"].verdict == "met"  # 30% >= 20%
-    assert f["apiserver.rss_held"].verdict == "met"  # 140 <= 150 MB at the target's 10,000 pods
+    assert f["apiserver.create_ratio"].verdict == "NOT MET"  # 30% < 40% (issue 19; issue 2 asked 20%)
+    assert f["apiserver.rss_held"].verdict == "NOT MET"  # 140 > 120 MB at the target's 10,000 pods (issue 19)
     assert f["scheduler.100x1000.window"].verdict == "NOT MET"  # 450 < 500
-    assert f["pod_startup.10.batch_ratio"].verdict == "met"  # on the ratio: 2.0 / 1.6 = 1.25 <= 1.5, not on 2.0 s
+    # on the ratio, not on 2.0 s: 2.0 / 1.6 = 1.25 > 1.2 (issue 19's target at 10 pods)
+    assert f["pod_startup.10.batch_ratio"].verdict == "NOT MET"
     assert f["pod_startup.10.per_pod_ratio"].verdict == "met"  # 1.8 / 1.5 = 1.2
     assert f["pod_startup.deployment"].verdict == "met"
     assert f["pod_startup.kubelet_rss"].verdict == "NOT MET"  # 120 > 100 MB
@@ -67,6 +71,7 @@ def test_verdicts_follow_the_declared_targets() -> None:
     assert f["compose.bring_up"].verdict == "not measured"
     assert f["watch_memory.kb_per_watch"].verdict == "NOT MET"  # 45 > 20 KB at 1,000 watches
     assert (f["watch_memory.idle_connection"].value, f["watch_memory.own"].value) == (35.0, 10.0)
+    assert f["watch_memory.openssl"].value == 26.8
     assert f["apiserver.creates"].target == {**TARGETS["apiserver.creates"].__dict__}
 
 
@@ -90,6 +95,14 @@ def test_ratios_against_the_baseline_of_the_same_run() -> None:
     assert f["hollow.1000.batch"].ratio is None  # no real run at 1,000 pods
 
 
+def test_informer_memory_per_pod_against_the_pods_as_decoded_in_the_same_run() -> None:
+    f = by_key()
+    assert "informer_memory.as decoded" not in f  # the baseline is no figure of its own
+    kb = f["informer_memory.+ interned strings"]
+    assert (kb.value, kb.baseline, kb.ratio, kb.unit) == (9.0, 30.0, 0.3, "KB")
+    assert "91.0 µs vs 140.0 µs (0.65x)" in kb.note
+
+
 def test_markdown_has_one_row_per_figure_and_a_summary() -> None:
     figures = build_figures(RESULTS)
     table = markdown_table(figures).splitlines()
@@ -98,7 +111,7 @@ def test_markdown_has_one_row_per_figure_and_a_summary() -> None:
     assert all(line.startswith("| ") and line.endswith(" |") and line.count(" | ") >= 7 for line in table[2:])
     row = next(line for line in table if "apiserver pod creates" in line)
     assert "**NOT MET**" in row and "≥ 1,000 pod creates/s (#2)" in row and "0.30x" in row
-    assert summary_line(figures) == "targets: 7 met, 5 not met, 3 not measured at their size"
+    assert summary_line(figures) == "targets: 4 met, 8 not met, 3 not measured at their size"
 
 
 def test_missing_benchmarks_leave_their_figures_out() -> None:
@@ -207,3 +220,53 @@ def test_exec_round_trip_spdy_over_websocket_of_the_same_run() -> None:
     assert (figures["exec.round_trip_p50"].value, figures["exec.round_trip_p50"].baseline) == (1.2, 1.0)
     assert figures["exec.round_trip_p50"].ratio == 1.2 and figures["exec.round_trip_p99"].ratio == 2.0
     assert figures["exec.round_trip_p99"].verdict == "—"  # the issue sets no target
+
+
+def test_tracing_judges_the_create_ratios_and_the_start_up_ratio() -> None:
+    from bench.report import build_figures
+
+    data = {"creates": {"summary": {"creates/s, 64 clients": {"off": 1000.0, "on-default": 990.0, "on-all": 500.0}}},
+            "create_ratio": 0.5, "create_ratio_default": 0.99, "startup_ratio": 1.03,
+            "startup": {"p50_s": {"off": 1.0, "on": 1.03}, "pods": 10, "rounds": 3}}
+    f = {x.key: x for x in build_figures({"tracing": data})}
+    assert f["tracing.create_ratio_default"].verdict == "met"
+    assert f["tracing.create_ratio"].verdict == "NOT MET"
+    assert f["tracing.startup_ratio"].verdict == "met" and f["tracing.startup_ratio"].baseline == 1.0
+    assert f["tracing.on-all.creates/s, 64 clients"].ratio == 0.5
+
+
+def test_resource_proxy_html_cpu_against_the_plain_page_and_the_websocket_ratio() -> None:
+    data = {"html": {"page_bytes": 115713, "links": 2000, "apiserver_cpu_ms_per_get": {"html": 45.0, "plain": 2.5},
+                     "wall_ms_per_get": {"html": 60.0, "plain": 5.0}},
+            "websocket": {"mb_per_s": {"proxy": 100.0, "direct": 200.0}, "ratio": 0.5, "apiserver_cpu_ms_per_mb": 9.0}}
+    figures = {f.key: f for f in build_figures({"resource_proxy": data}) if f.area == "resource_proxy"}
+    html, ws = figures["resource_proxy.html_cpu"], figures["resource_proxy.websocket_ratio"]
+    assert (html.value, html.baseline, html.ratio) == (45.0, 2.5, 18.0)
+    assert (ws.value, ws.baseline, ws.ratio) == (100.0, 200.0, 0.5) and "9.0 ms per MB" in ws.note
+
+
+def test_hpa_reaction_median_worst_and_starved_runs() -> None:
+    runs = [{"reaction_s": 12.0}, {"reaction_s": 14.0}, {"starved": True, "peak_cpu_m": 40}]
+    hpa = {"resolution_s": 10.0, "sync_period_s": 15.0, "runs": runs, "starved": 1, "reaction_s": 13.0,
+           "reaction_worst_s": 14.0, "decision_s": 6.0, "decision_worst_s": 9.0, "baseline_s": 8.0,
+           "by_design_median_s": 12.5, "by_design_worst_s": 25.0, "load_avg": 20.0,
+           "metrics_server_rss_mb": 40.0, "idle_python_rss_mb": 30.0}
+    figures = {f.key: f for f in build_figures({"hpa": hpa})}
+    reaction = figures["hpa.reaction"]
+    assert reaction.value == 13.0 and reaction.verdict == "met" and reaction.baseline == 8.0
+    assert "median of 2 (1 of 3 starved of CPU, left out)" in reaction.note and "worst 14.0 s" in reaction.note
+    assert "median 12.5 s, worst 25 s" in reaction.note and "load avg 20" in reaction.note
+    assert "worst 9.0 s" in figures["hpa.decision"].note
+    # an older JSON (no worst, no starved count) still reads
+    old = {"resolution_s": 10.0, "sync_period_s": 15.0, "runs": [{}, {}], "reaction_s": 22.0, "decision_s": 8.0}
+    assert {f.key: f for f in build_figures({"hpa": old})}["hpa.reaction"].verdict == "NOT MET"
+
+
+def test_hpa_bench_spreads_the_load_start_over_the_sync_phase() -> None:
+    import random
+
+    from bench.hpa_bench import idle_times
+
+    idles = idle_times(25.0, 15.0, 5, random.Random(7))
+    assert len(idles) == 5 and all(25.0 <= i < 40.0 for i in idles)
+    assert sorted(int((i - 25.0) // 3) for i in idles) == [0, 1, 2, 3, 4]  # one in each 3 s slice of the period

@@ -372,8 +372,8 @@ class FakeWatchClient:
         return ("configmaps" if model.__name__ == "ConfigMap" else "secrets", namespace,
                 field_selector.split("=", 1)[1])
 
-    async def list(self, model: Any, namespace: str, *, label_selector: Any = None, field_selector: str = ""
-                   ) -> tuple[list[Any], str, None]:
+    async def list(self, model: Any, namespace: str, *, label_selector: Any = None, field_selector: str = "",
+                   **_: Any) -> tuple[list[Any], str, None]:
         key = self._key(model, namespace, field_selector)
         self.lists.append(key)
         obj = self.objects.get(key)

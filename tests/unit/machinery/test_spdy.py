@@ -69,6 +69,23 @@ def test_split_reads_give_the_same_frames() -> None:
     assert framer.feed(whole[:50]) + framer.feed(whole[50:]) == expected
 
 
+def test_a_head_then_its_payload_in_the_next_feed() -> None:
+    """kubectl's tunnel sends a data frame's head (two 4-byte messages) and its payload as messages of their own:
+    the payload is taken as it came, and whatever follows it is framed as usual."""
+    sender = spdy.Framer()
+    one, two = sender.encode(spdy.DataFrame(1, b"x" * 32768)), sender.encode(spdy.DataFrame(3, b"yz", spdy.FLAG_FIN))
+    framer = spdy.Framer()
+    assert framer.feed(one[:4]) == [] and framer.feed(one[4:8]) == []
+    payload = one[8:]
+    got = framer.feed(payload)
+    assert got == [spdy.DataFrame(1, b"x" * 32768)] and isinstance(got[0], spdy.DataFrame)
+    assert got[0].data is payload  # not copied
+    assert framer.feed(one[:8]) == [] and framer.feed(one[8:] + two[:5]) == [spdy.DataFrame(1, b"x" * 32768)]
+    assert framer.feed(two[5:]) == [spdy.DataFrame(3, b"yz", spdy.FLAG_FIN)]
+    assert framer.feed(one[:8]) == [] and framer.feed(one[8:100]) == [] and framer.feed(one[100:]) == \
+        [spdy.DataFrame(1, b"x" * 32768)]  # a payload in pieces still waits for its end
+
+
 ALL_FRAMES: list[spdy.Frame] = [
     spdy.SynStream(1, {"streamtype": ["stdin"], "port": ["80"]}, spdy.FLAG_FIN, 0, 3, 0),
     spdy.SynReply(1, {"multi": ["a", "b"]}),
@@ -138,6 +155,7 @@ class Recorder(asyncio.Transport):
         self.reading = True
 
     def write(self, data: Any) -> None:
+        self.writes = getattr(self, "writes", 0) + 1
         self.frames += self.client.feed(bytes(data))
 
     def is_closing(self) -> bool:
@@ -171,6 +189,32 @@ async def test_streams_are_replied_read_to_their_fin_and_written() -> None:
     stream.close()
     stream.close()  # once
     assert transport.frames[1:] == [spdy.DataFrame(1, b"out"), spdy.DataFrame(1, b"", spdy.FLAG_FIN)]
+
+
+async def test_a_long_write_is_64k_frames_in_one_transport_write() -> None:
+    session, transport, client = _session()
+    session.data_received(client.encode(spdy.SynStream(1, {"streamtype": ["data"]})))
+    stream = await session.accept()
+    assert stream is not None
+    writes = transport.writes
+    data = bytes(range(256)) * 600  # 153600 bytes
+    await stream.write(memoryview(data))
+    assert transport.writes == writes + 1
+    assert transport.frames[1:] == [spdy.DataFrame(1, data[:65536]), spdy.DataFrame(1, data[65536:131072]),
+                                    spdy.DataFrame(1, data[131072:])]
+
+
+async def test_read_chunks_takes_what_is_queued_and_leaves_the_end() -> None:
+    session, _, client = _session()
+    session.data_received(client.encode(spdy.SynStream(1, {"streamtype": ["data"]})))
+    stream = await session.accept()
+    assert stream is not None
+    session.data_received(b"".join(client.encode(spdy.DataFrame(1, c)) for c in (b"a", b"bc", b"def")))
+    assert await stream.read_chunks(limit=3) == [b"a", b"bc"]  # up to about the limit
+    session.data_received(client.encode(spdy.DataFrame(1, b"g", spdy.FLAG_FIN)))
+    assert await stream.read_chunks() == [b"def", b"g"]
+    assert await stream.read_chunks() is None and await stream.read() is None
+    assert session._unread == 0  # every chunk taken was counted as read (reading resumes)
 
 
 async def test_pings_are_echoed_and_bad_streams_refused() -> None:

@@ -1,0 +1,315 @@
+"""What an informer caches (issue 19): the transform (client-go's SetTransform, TransformStripManagedFields)
+and the compaction (interned strings, shared fields sets): the cached objects are equal to what was sent,
+dump the same, and copies of them behave as any model does."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import pickle
+from collections.abc import Callable
+from typing import Any, cast
+
+import orjson
+import pytest
+
+import machinery.informer as informer_module
+from machinery.api.apiextensions_v1 import custom_resource_model
+from machinery.api.core_v1 import Pod
+from machinery.client import decode_watch_line
+from machinery.informer import (
+    CachedObjectMutated,
+    Informer,
+    SharedInformerFactory,
+    compact,
+    strip_managed_fields,
+)
+
+MANAGED = [{"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
+            "time": "2026-11-24T17:04:53Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}}}]
+
+
+def pod_wire(name: str, node: str = "node-1", rv: str = "5") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "density", "uid": f"uid-{name}", "resourceVersion": rv,
+                         "labels": {"app": "web", "tier": "front"}, "finalizers": ["example.com/keep"],
+                         "annotations": {"note": "x" * 40}, "managedFields": MANAGED},
+            "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}], "nodeName": node},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def decoded(name: str, **kw: Any) -> Pod:
+    """A Pod as a watch decodes it: from its own JSON bytes, so no string is shared with another pod's."""
+    return Pod.model_validate(orjson.loads(orjson.dumps(pod_wire(name, **kw))))
+
+
+@pytest.fixture(autouse=True)
+def own_shared_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test shares sub-objects among its own objects only (some change a cached one on purpose)."""
+    monkeypatch.setattr(informer_module, "_SHARED", {})
+    monkeypatch.setattr(informer_module, "_sweep_at", informer_module._SWEEP_MIN)
+
+
+def informer(**kw: Any) -> Informer[Pod]:
+    return Informer(cast(Any, None), Pod, **kw)  # no client: the tests feed events and lists by hand
+
+
+# -- strip_managed_fields ---------------------------------------------------------------------
+
+
+def test_strip_managed_fields_drops_only_managed_fields() -> None:
+    pod = decoded("a")
+    want = pod.to_dict()
+    del want["metadata"]["managedFields"]
+    assert strip_managed_fields(pod) is pod
+    assert pod.metadata.managed_fields is None
+    assert "managed_fields" not in pod.metadata.model_fields_set  # as if the server had never sent them
+    assert pod.to_dict() == want
+
+
+def test_strip_managed_fields_of_a_wire_dict_and_of_objects_without_any() -> None:
+    wire = pod_wire("a")
+    assert "managedFields" not in strip_managed_fields(wire)["metadata"]
+    bare = Pod.model_validate({"metadata": {"name": "b"}})
+    assert strip_managed_fields(bare).to_dict() == bare.to_dict()
+    assert strip_managed_fields({"kind": "Status"}) == {"kind": "Status"}  # no metadata: unchanged
+
+
+def test_strip_managed_fields_of_an_already_compacted_object_leaves_the_shared_set_alone() -> None:
+    a, b = compact(decoded("a")), compact(decoded("b"))
+    shared = a.metadata.__pydantic_fields_set__
+    assert b.metadata.__pydantic_fields_set__ is shared
+    strip_managed_fields(a)
+    assert "managed_fields" in shared and "managed_fields" in b.metadata.model_fields_set
+    assert "managed_fields" not in a.metadata.model_fields_set
+
+
+# -- compact ----------------------------------------------------------------------------------
+
+
+def test_compact_keeps_every_value_and_the_fields_set() -> None:
+    pod = decoded("a")
+    wire, unset_dump, fields = pod.to_dict(), pod.model_dump(exclude_unset=True), pod.spec.model_fields_set
+    assert compact(pod) is pod
+    assert pod.to_dict() == wire
+    assert pod.model_dump(exclude_unset=True) == unset_dump
+    assert pod.spec.model_fields_set == fields
+    assert pod == decoded("a")
+
+
+def test_compact_interns_strings_and_shares_fields_sets_across_objects() -> None:
+    a, b = compact(decoded("a")), compact(decoded("b"))
+    assert a.metadata.namespace is b.metadata.namespace  # model field
+    assert a.metadata.labels is not None and b.metadata.labels is not None
+    assert a.metadata.labels["app"] is b.metadata.labels["app"]  # dict value
+    assert a.metadata.finalizers is not None and b.metadata.finalizers is not None
+    assert a.metadata.finalizers[0] is b.metadata.finalizers[0]  # list item
+    assert a.spec.containers[0].image is b.spec.containers[0].image  # model in a list
+    assert a.status.conditions[0].status is b.status.conditions[0].status
+    mf_a, mf_b = a.metadata.managed_fields, b.metadata.managed_fields
+    assert mf_a is not None and mf_b is not None
+    assert mf_a[0].manager is mf_b[0].manager
+    assert a.spec.__pydantic_fields_set__ is b.spec.__pydantic_fields_set__
+    assert a.metadata.__pydantic_fields_set__ is b.metadata.__pydantic_fields_set__
+
+
+def test_compact_reaches_a_custom_objects_extra_fields() -> None:
+    model = custom_resource_model("example.com", "v1", "Widget")
+    a, b = (compact(model.model_validate(orjson.loads(orjson.dumps(
+        {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": n},
+         "spec": {"size": "large", "ports": [{"name": "http"}]}})))) for n in ("a", "b"))
+    assert a.to_dict()["spec"] == {"size": "large", "ports": [{"name": "http"}]}
+    assert a.model_extra is not None and b.model_extra is not None
+    assert a.model_extra["spec"]["size"] is b.model_extra["spec"]["size"]
+    assert a.model_extra["spec"]["ports"][0]["name"] is b.model_extra["spec"]["ports"][0]["name"]
+
+
+@pytest.mark.parametrize("how", ["deep", "shallow", "update", "copy", "deepcopy", "pickle"])
+def test_a_copy_of_a_cached_object_has_a_fields_set_of_its_own(how: str) -> None:
+    cached, other = compact(decoded("a")), compact(decoded("b"))
+    copies = {"deep": lambda: cached.model_copy(deep=True), "shallow": lambda: cached.model_copy(),
+              "update": lambda: cached.model_copy(update={"spec": cached.spec.model_copy(deep=True)}),
+              "copy": lambda: copy.copy(cached), "deepcopy": lambda: copy.deepcopy(cached),
+              "pickle": lambda: pickle.loads(pickle.dumps(cached))}
+    mine = copies[how]()
+    assert type(mine.__pydantic_fields_set__) is set
+    if how in ("deep", "update", "deepcopy", "pickle"):  # their spec is a copy too
+        assert type(mine.spec.__pydantic_fields_set__) is set
+        mine.spec.hostname = "changed"
+        assert "hostname" in mine.spec.model_fields_set
+        assert mine.model_dump(exclude_unset=True)["spec"]["hostname"] == "changed"
+    mine.api_version = "v1"
+    assert "api_version" in mine.model_fields_set
+    assert "hostname" not in cached.spec.model_fields_set and "hostname" not in other.spec.model_fields_set
+    assert cached.spec.hostname is None
+
+
+def test_a_cached_object_changed_in_place_does_not_mark_the_field_on_the_others(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(informer_module, "READ_ONLY_CHECK", False)  # production: no check
+    a, b = compact(decoded("a")), compact(decoded("b", node="node-2"))
+    a.spec.hostname = "bug"  # what the store forbids; it must not spread through the shared set
+    assert a.spec.hostname == "bug"
+    assert "hostname" not in b.spec.model_fields_set
+    assert b.model_dump(exclude_unset=True) == decoded("b", node="node-2").model_dump(exclude_unset=True)
+
+
+# -- shared sub-objects -----------------------------------------------------------------------
+
+
+def test_equal_sub_objects_of_cached_objects_are_one_object() -> None:
+    a, b = compact(decoded("a")), compact(decoded("b"))
+    c = compact(decoded("c", node="node-2"))
+    assert a.spec is b.spec and a.spec is not c.spec  # equal specs (the same node): one
+    assert a.spec.containers is c.spec.containers  # equal containers on another node: one list
+    assert a.metadata.labels is b.metadata.labels is c.metadata.labels
+    assert a.status.conditions is b.status.conditions
+    assert a.metadata is not b.metadata and a is not b  # metadata differ (name, uid); the roots are never shared
+    assert a.to_dict() == decoded("a").to_dict() and c.to_dict() == decoded("c", node="node-2").to_dict()
+    assert a.model_dump(exclude_unset=True) == decoded("a").model_dump(exclude_unset=True)
+
+
+def test_values_equal_in_python_but_not_on_the_wire_are_not_shared() -> None:
+    def with_priority(name: str, priority: Any) -> Pod:
+        pod = decoded(name)
+        pod.spec.__dict__["priority"] = priority
+        return pod
+
+    one, true, float_one = (compact(with_priority(n, p)) for n, p in (("a", 1), ("b", True), ("c", 1.0)))
+    assert one.spec is not true.spec and one.spec is not float_one.spec and true.spec is not float_one.spec
+    big_a, big_b = (compact(with_priority(n, int("123456789"))) for n in ("d", "e"))  # equal ints, two objects
+    assert big_a.spec is big_b.spec
+
+
+def test_sub_objects_no_cached_object_uses_are_swept() -> None:
+    kept = compact(decoded("kept"))
+    gone = compact(decoded("gone", node="node-9"))
+    gone_spec_shape = {id(v) for v in informer_module._SHARED.values() if v is gone.spec}
+    assert gone_spec_shape
+    del gone
+    informer_module._sweep()
+    shared = list(informer_module._SHARED.values())
+    assert all(v.__class__.__name__ != "PodSpec" or v is kept.spec for v in shared)
+    assert any(v is kept.spec for v in shared) and any(v is kept.spec.containers for v in shared)
+    assert compact(decoded("again")).spec is kept.spec  # what is kept is still shared
+
+
+def test_the_parts_of_replaced_versions_do_not_pile_up_in_the_table() -> None:
+    inf = informer(transform=strip_managed_fields)
+    for i in range(5000):  # one pod updated 5,000 times, each version with a spec of its own
+        inf.handle_event(*event("MODIFIED", pod_wire("a", node=f"node-{i}", rv=str(10 + i))))
+    cached = inf.get("a", "density")
+    assert cached is not None and cached.spec.node_name == "node-4999"
+    # swept every sixteenth of its size in new entries (1,024 at least): the live parts and a bounded rest
+    assert len(informer_module._SHARED) < 2 * informer_module._SWEEP_MIN
+
+
+def test_a_cached_object_changed_in_place_raises_under_the_read_only_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test suite runs with the check on (tests/conftest.py): a component that changes a cached object in
+    place, and so every object sharing the changed part, fails its tests."""
+    assert informer_module.READ_ONLY_CHECK
+    monkeypatch.setattr(informer_module, "mutations_refused", 0)
+    a, b = compact(decoded("a")), compact(decoded("b"))
+    labels, containers = a.metadata.labels, a.spec.containers
+    assert labels is not None
+    mutations: list[Callable[[], Any]] = [
+        lambda: setattr(a.spec, "hostname", "bug"), lambda: setattr(a.metadata, "labels", {}),
+        lambda: labels.__setitem__("app", "bug"), lambda: labels.update(app="bug"), lambda: labels.pop("app"),
+        lambda: containers.append(containers[0]), lambda: containers.__setitem__(0, containers[0]),
+        lambda: containers.sort(), lambda: a.model_copy().spec.containers.clear(),
+    ]
+    for mutate in mutations:
+        with pytest.raises(CachedObjectMutated, match="read-only"):
+            mutate()
+    assert informer_module.mutations_refused == len(mutations)
+    monkeypatch.setattr(informer_module, "mutations_refused", 0)  # refused on purpose: not the guard's failure
+    assert b.metadata.labels == {"app": "web", "tier": "front"} and len(b.spec.containers) == 1
+    mine = a.model_copy(deep=True)  # what a component changes instead: plain, its own
+    mine.spec.hostname = "mine"
+    assert mine.metadata.labels is not None
+    mine.metadata.labels["app"] = "mine"
+    mine.spec.containers.append(mine.spec.containers[0])
+    assert type(mine.metadata.labels) is dict and type(mine.spec.containers) is list
+    assert labels["app"] == "web" and len(a.spec.containers) == 1  # (a field set is set before pydantic's
+    # fields set refuses it: the check fails the test, it does not undo the change)
+    for copied in (copy.copy(labels), copy.deepcopy(labels), pickle.loads(pickle.dumps(labels)), dict(labels),
+                   labels.copy()):
+        assert type(copied) is dict and copied == labels
+    assert type(copy.deepcopy(containers)) is list and type(containers.copy()) is list and type(containers[:]) is list
+    assert orjson.loads(orjson.dumps(labels)) == labels and Pod.model_validate(a.to_dict()) == a
+
+
+# -- the informer -----------------------------------------------------------------------------
+
+
+def event(kind: str, wire: dict[str, Any]) -> tuple[str, Any, str | None]:
+    decoded_event = decode_watch_line(orjson.dumps({"type": kind, "object": wire}), Pod)
+    assert decoded_event is not None
+    return decoded_event.type, decoded_event.object, decoded_event.resource_version
+
+
+def test_the_transform_runs_on_listed_added_modified_and_deleted_objects() -> None:
+    seen: list[Any] = []
+
+    def transform(obj: Any) -> Any:
+        seen.append(obj.metadata.name)
+        return strip_managed_fields(obj)
+
+    inf = informer(transform=transform)
+    inf.replace([decoded("listed")], "4")
+    inf.handle_event(*event("ADDED", pod_wire("added", rv="6")))
+    inf.handle_event(*event("MODIFIED", pod_wire("added", node="node-2", rv="7")))
+    inf.handle_event(*event("DELETED", pod_wire("listed", rv="8")))
+    inf.handle_event(*event("BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": "9"}}))
+    assert seen == ["listed", "added", "added", "listed"]
+    assert inf.store.keys() == ["density/added"]
+    cached = inf.get("added", "density")
+    assert cached is not None and cached.metadata.managed_fields is None and cached.spec.node_name == "node-2"
+    assert inf.last_sync_resource_version == "9"
+
+
+def test_without_a_transform_objects_are_compacted_but_complete() -> None:
+    inf = informer()
+    inf.handle_event(*event("ADDED", pod_wire("a")))
+    inf.handle_event(*event("ADDED", pod_wire("b")))
+    a, b = inf.get("a", "density"), inf.get("b", "density")
+    assert a is not None and b is not None
+    assert a.to_dict() == decoded("a").to_dict()  # managedFields kept
+    assert a.spec.__pydantic_fields_set__ is b.spec.__pydantic_fields_set__
+
+
+async def test_handlers_get_the_cached_objects() -> None:
+    got: list[Pod] = []
+    inf = informer(transform=strip_managed_fields)
+    inf.add_event_handler(on_add=got.append)
+    task = inf.start()
+    try:
+        inf.handle_event(*event("ADDED", pod_wire("a")))
+        await asyncio.wait_for(inf.wait_for_handlers(), 10)
+        assert got == [inf.get("a", "density")] and got[0] is inf.get("a", "density")
+        assert got[0].metadata.managed_fields is None
+    finally:
+        inf.stop()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_set_transform_only_before_the_informer_starts() -> None:
+    inf = informer()
+    inf.set_transform(strip_managed_fields)
+    assert inf._transform is strip_managed_fields
+    task = inf.start()
+    try:
+        with pytest.raises(RuntimeError, match="already started"):
+            inf.set_transform(None)
+    finally:
+        inf.stop()
+        await asyncio.gather(task, return_exceptions=True)
+    assert inf._transform is strip_managed_fields
+
+
+def test_the_factory_gives_every_informer_its_transform() -> None:
+    factory = SharedInformerFactory(cast(Any, None), transform=strip_managed_fields)
+    assert factory.informer_for(Pod)._transform is strip_managed_fields
+    assert factory.informer_for(Pod, "other", field_selector="spec.nodeName=n")._transform is strip_managed_fields
+    assert SharedInformerFactory(cast(Any, None)).informer_for(Pod)._transform is None
