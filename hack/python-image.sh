@@ -14,7 +14,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 PYTHON_IMAGE="minik8s/python:1"
 BASE_IMAGE="${MINIK8S_BASE_IMAGE:-minik8s/base:bookworm}"
-PACKAGES="python3,python3-kubernetes"
+# python3-cffi-backend by name: python3-cryptography (under python3-kubernetes) depends on the virtual
+# python3-cffi-backend-api-min/-max, which debootstrap does not resolve to the package that provides them
+PACKAGES="python3,python3-kubernetes,python3-cffi-backend"
 SUITE="bookworm"
 
 force=0
