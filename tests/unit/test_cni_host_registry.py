@@ -18,30 +18,40 @@ def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-@pytest.fixture
-def process_named() -> Iterator[object]:
-    started: list[subprocess.Popen[bytes]] = []
+class Processes:
+    """Live processes whose command line is `WORD 60` (sleep under another argv[0]), as containerd's carries
+    "containerd"; stopped after the test."""
 
-    def start(word: str) -> int:
-        # a live process whose command line is `word 60` (sleep under another argv[0]), as containerd's carries
-        # "containerd"
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen[bytes]] = []
+
+    def start(self, word: str) -> int:
         proc = subprocess.Popen([word, "60"], executable="/bin/sleep")
-        started.append(proc)
+        self.started.append(proc)
         return proc.pid
 
-    yield start
-    for proc in started:
+    def states(self) -> list[tuple[int, str, int | None]]:
+        """(pid, argv[0], exit status or None while it runs): what a failure shows (once, a live process was
+        seen gone in a CI run; this tells by which signal, if it happens again)."""
+        return [(p.pid, str(p.args[0]), p.poll()) for p in self.started]
+
+
+@pytest.fixture
+def processes() -> Iterator[Processes]:
+    started = Processes()
+    yield started
+    for proc in started.started:
         proc.kill()
         proc.wait()
 
 
-def test_a_live_containerd_registered_by_pid_counts_as_a_node_agent(run_dir: Path, process_named) -> None:  # type: ignore[no-untyped-def]
-    host.register_kubelet("containerd-n2", process_named("/usr/bin/containerd"))
-    host.register_kubelet("n3", process_named("something-else"))  # alive, but no node agent: its pid was reused
-    assert host.other_kubelets_alive("") == ["containerd-n2"]
+def test_a_live_containerd_registered_by_pid_counts_as_a_node_agent(run_dir: Path, processes: Processes) -> None:
+    host.register_kubelet("containerd-n2", processes.start("/usr/bin/containerd"))
+    host.register_kubelet("n3", processes.start("something-else"))  # alive, but no node agent: its pid was reused
+    assert host.other_kubelets_alive("") == ["containerd-n2"], processes.states()
     assert host.other_kubelets_alive("containerd-n2") == []
     host.register_kubelet("n4", 2**22 + 12345)  # beyond pid_max: dead, its entry is dropped
-    assert host.other_kubelets_alive("") == ["containerd-n2"]
+    assert host.other_kubelets_alive("") == ["containerd-n2"], processes.states()
     assert not (run_dir / "kubelets" / "n4").exists()
 
 
