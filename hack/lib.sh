@@ -257,6 +257,43 @@ ensure_venv() {
   log "venv: installed"
 }
 
+# ------------------------------------------------------------------- node ---
+
+# The JavaScript client's test (tests/js): Node.js of at least this major version (tests/js/package.json's
+# engines; @kubernetes/client-node 1.4.0 runs on it, 2.x wants 22).
+MINIK8S_NODE_MAJOR="${MINIK8S_NODE_MAJOR:-20}"
+
+# ensure_node_modules DIR: `npm ci --prefix DIR` when DIR/node_modules is missing or was installed from
+# another DIR/package-lock.json (its digest is kept in DIR/node_modules/.minik8s-install-stamp, which the
+# test checks too). Dies when node or npm is missing or node is older than MINIK8S_NODE_MAJOR.
+ensure_node_modules() {
+  local dir="$1" stamp="$1/node_modules/.minik8s-install-stamp" version major want have=""
+  command -v node >/dev/null 2>&1 ||
+    die "node: not found (Node.js >= ${MINIK8S_NODE_MAJOR} with npm is needed for ${dir}: the JavaScript client's test)"
+  command -v npm >/dev/null 2>&1 ||
+    die "npm: not found (Node.js >= ${MINIK8S_NODE_MAJOR} with npm is needed for ${dir}: the JavaScript client's test)"
+  version="$(node --version 2>/dev/null)" || die "node: \`node --version\` failed"
+  major="${version#v}"
+  major="${major%%.*}"
+  if ! [[ "${major}" =~ ^[0-9]+$ ]] || ((major < MINIK8S_NODE_MAJOR)); then
+    die "node: ${version} found; ${dir}/package.json needs node ${MINIK8S_NODE_MAJOR} or newer"
+  fi
+  want="$(sha256sum <"${dir}/package-lock.json" | cut -d' ' -f1)"
+  if [[ -f "${stamp}" ]]; then
+    have="$(cat "${stamp}")"
+  fi
+  if [[ "${want}" == "${have}" ]]; then
+    log "npm: skip, ${dir}/node_modules matches its package-lock.json (node ${version})"
+    return 0
+  fi
+  log "npm: npm ci --prefix ${dir} (node ${version}; node_modules $([[ -n "${have}" ]] && echo stale || echo 'not installed yet'))"
+  local rc=0
+  npm ci --prefix "${dir}" --engine-strict --no-audit --no-fund >&2 || rc=$?
+  [[ ${rc} -eq 0 ]] || die "npm: npm ci --prefix ${dir} failed (exit ${rc})"
+  printf '%s\n' "${want}" >"${stamp}"
+  log "npm: installed ${dir}/node_modules"
+}
+
 # -------------------------------------------------------------- processes ---
 
 # start_background LOGFILE CMD [ARG...]: starts CMD detached (own session, so
