@@ -127,6 +127,33 @@ def track_update(info: ResourceInfo, node: mf.TypeNode, old: Obj, new: Obj, mana
     _set(meta, entries)
 
 
+_SPEC_REPLICAS: mf.Path = ("f:spec", "f:replicas")
+
+
+def track_scale(info: ResourceInfo, old: Obj, new: Obj, manager: str | None) -> None:
+    """An update through the scale subresource changed `old`'s spec.replicas into `new`'s (new's managedFields
+    set in place; upstream ScaleHandler: ToSubresource, the Scale's own Update, ToParent). When the replicas
+    changed, the writer's Update entry with subresource "scale" owns .spec.replicas, in the parent's version and
+    without a time (ToParent takes the times from the parent's entries, which never hold that writer's key),
+    and the entries that owned it lose it (an entry left with nothing goes); otherwise nothing changes."""
+    meta = new["metadata"]
+    old_raw = old["metadata"].get("managedFields")
+    if manager is None or (old.get("spec") or {}).get("replicas") == (new.get("spec") or {}).get("replicas"):
+        if old_raw is None:
+            meta.pop("managedFields", None)
+        else:
+            meta["managedFields"] = old_raw
+        return
+    kept = []
+    for e in _decode(old_raw) or []:
+        if _SPEC_REPLICAS not in e.fields:
+            kept.append(e)
+        elif rest := e.fields - {_SPEC_REPLICAS}:
+            kept.append(mf.Entry(e.manager, e.operation, e.api_version, e.time, e.subresource, rest))
+    kept.append(mf.Entry(manager, mf.manager.UPDATE, info.api_version, None, "scale", {_SPEC_REPLICAS}))
+    _set(meta, kept)
+
+
 def _same(old: Obj, new: Obj) -> bool:
     return mf.strip(old) == mf.strip(new)
 

@@ -5,11 +5,12 @@ through the resource's Store. The HTTP side is apiserver/endpoints/subresources.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 
 from pydantic import ValidationError
 
-from apiserver import errors
+from apiserver import errors, fieldmanager
 from apiserver.registry.generic import Store, WriteOptions, loc_to_path
 from apiserver.validation import required, validate_replicas
 from machinery.api.autoscaling_v1 import Scale
@@ -87,6 +88,9 @@ async def write_scale(store: Store, namespace: str | None, name: str, opts: Writ
                       make_scale: Callable[[Obj], Obj]) -> Obj:
     """Set spec.replicas to the Scale `make_scale` makes of the current object (a PUT's body, or a
     patch applied to the current Scale); the Scale's resourceVersion, if any, must be the object's."""
+    if store.scale_paths is None:  # the managedFields are the scale's (track_scale), not an Update of the object's
+        opts = dataclasses.replace(opts, apply=True)
+
     async def transform(old: Obj) -> Obj:
         scale = _checked_scale(store, name, make_scale(old))
         pinned = scale["metadata"].get("resourceVersion")
@@ -95,7 +99,10 @@ async def write_scale(store: Store, namespace: str | None, name: str, opts: Writ
         new = copy.deepcopy(old)
         if store.scale_paths is None:
             new.setdefault("spec", {})["replicas"] = scale["spec"]["replicas"]
+            fieldmanager.track_scale(store.info, old, new, store.field_manager(opts))
         else:
+            # a custom resource's: recorded as an Update of the whole object, as before (upstream's own
+            # tracking of a custom resource's scale is in question, kubernetes/kubernetes#131892)
             _set_at(new, store.scale_paths[0], scale["spec"]["replicas"])
         return new
 

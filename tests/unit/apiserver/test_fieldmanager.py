@@ -126,3 +126,36 @@ def test_duplicate_keys_in_an_applied_configuration() -> None:
         fieldmanager.apply(deploy, mf.from_model(deploy.model), None, single, "m", False, None, "d", "t")
     assert e.value.message == ("failed to create typed patch object (/d; apps/v1, Kind=Deployment): "
                                '.spec.template.spec.containers: duplicate entries for key [name="c"]')
+
+
+def test_a_write_through_scale_owns_the_replicas_as_upstreams_scale_handler() -> None:
+    deployments = next(r for r in RESOURCES if r.kind == "Deployment" and r.group == "apps")
+    node = mf.from_model(deployments.model)
+    old = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+           "spec": {"replicas": 1, "paused": False}}
+    fieldmanager.track_create(deployments, node, old, None, "maker", "t0")
+    new = {**old, "metadata": dict(old["metadata"]), "spec": {**old["spec"], "replicas": 3}}
+    fieldmanager.track_scale(deployments, old, new, "kubectl")
+    # the maker loses .spec.replicas; the scaler's entry has it, in apps/v1, with no time (upstream ToParent)
+    assert new["metadata"]["managedFields"] == [
+        {"manager": "kubectl", "operation": "Update", "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:spec": {"f:replicas": {}}}, "subresource": "scale"},
+        {"manager": "maker", "operation": "Update", "apiVersion": "apps/v1", "time": "t0", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:spec": {"f:paused": {}}}}]
+    # the same count again: nothing changes; another scaler takes it, the first one's entry goes
+    again = {**new, "metadata": dict(new["metadata"])}
+    fieldmanager.track_scale(deployments, new, again, "hpa")
+    assert again["metadata"]["managedFields"] == new["metadata"]["managedFields"]
+    other = {**new, "metadata": dict(new["metadata"]), "spec": {**new["spec"], "replicas": 5}}
+    fieldmanager.track_scale(deployments, new, other, "hpa")
+    assert [(e["manager"], e.get("subresource"), e["fieldsV1"]) for e in other["metadata"]["managedFields"]] == [
+        ("hpa", "scale", {"f:spec": {"f:replicas": {}}}), ("maker", None, {"f:spec": {"f:paused": {}}})]
+    # an entry with nothing left goes; no manager (an internal write): managedFields stay as they were
+    only = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 1}}
+    fieldmanager.track_create(deployments, node, only, None, "maker", "t0")
+    scaled = {**only, "metadata": dict(only["metadata"]), "spec": {"replicas": 2}}
+    fieldmanager.track_scale(deployments, only, scaled, "kubectl")
+    assert [e["manager"] for e in scaled["metadata"]["managedFields"]] == ["kubectl"]
+    internal = {**only, "metadata": dict(only["metadata"]), "spec": {"replicas": 2}}
+    fieldmanager.track_scale(deployments, only, internal, None)
+    assert internal["metadata"]["managedFields"] == only["metadata"]["managedFields"]
