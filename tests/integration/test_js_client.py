@@ -69,7 +69,7 @@ def test_create_get_and_list_by_label(steps: dict[str, dict[str, Any]]) -> None:
     assert made["kind"] == "ConfigMap" and made["apiVersion"] == "v1"
     assert made["uid"] and made["resourceVersion"]
     # no fieldManager given: upstream names the manager after the User-Agent's product (node-fetch/1.0 ...)
-    assert made["managedFields"] == [{"manager": "node-fetch", "operation": "Update"}]
+    assert made["managedFields"] == [{"manager": "node-fetch", "operation": "Update", "subresource": None}]
     got = steps["get"]
     assert (got["uid"], got["resourceVersion"], got["data"]) == (made["uid"], made["resourceVersion"], {"k": "v"})
     listed = steps["listByLabel"]
@@ -94,10 +94,27 @@ def test_patches_of_each_type_and_replace(steps: dict[str, dict[str, Any]]) -> N
 def test_server_side_apply_and_generic_objects(steps: dict[str, dict[str, Any]]) -> None:
     applied = steps["serverSideApply"]
     assert applied["data"] == {"a": "1"}
-    assert applied["managedFields"] == [{"manager": "js-client-test", "operation": "Apply"}]
+    assert applied["managedFields"] == [{"manager": "js-client-test", "operation": "Apply", "subresource": None}]
     generic = steps["genericRead"]
     assert generic["kind"] == "Deployment" and generic["name"] == "web" and generic["replicas"] == 0
     assert generic["typedNames"] == ["web"]
+
+
+def test_scale_subresource_owns_the_replicas_and_an_apply_conflicts(steps: dict[str, dict[str, Any]]) -> None:
+    scaled = steps["scale"]
+    assert scaled["scale"] == {"kind": "Scale", "apiVersion": "autoscaling/v1", "replicas": 2, "selector": "app=web"}
+    assert scaled["replicas"] == 2
+    # upstream's scale handler: the writer through /scale owns .spec.replicas, with subresource "scale"
+    assert scaled["managedFields"] == [{"manager": "node-fetch", "operation": "Update", "subresource": "scale"},
+                                       {"manager": "node-fetch", "operation": "Update", "subresource": None}]
+    conflict = scaled["conflict"]
+    assert conflict["refused"] and conflict["apiException"] and conflict["code"] == 409
+    assert conflict["status"]["reason"] == "Conflict"
+    assert conflict["status"]["message"] == ('Apply failed with 1 conflict: conflict with "node-fetch" with '
+                                             'subresource "scale" using apps/v1: .spec.replicas')
+    assert conflict["status"]["details"]["causes"] == [{
+        "reason": "FieldManagerConflict", "field": ".spec.replicas",
+        "message": 'conflict with "node-fetch" with subresource "scale" using apps/v1'}]
 
 
 def test_delete_and_refusals_are_the_clients_errors(steps: dict[str, dict[str, Any]]) -> None:

@@ -74,7 +74,9 @@ function meta(obj) {
     uid: m.uid,
     resourceVersion: m.resourceVersion,
     labels: m.labels ?? null,
-    managedFields: (m.managedFields ?? []).map((f) => ({ manager: f.manager, operation: f.operation })),
+    managedFields: (m.managedFields ?? []).map((f) => ({
+      manager: f.manager, operation: f.operation, subresource: f.subresource ?? null,
+    })),
   };
 }
 
@@ -192,6 +194,19 @@ steps.push(
     const got = await objects.read({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', namespace: ns } });
     const typed = await apps.listNamespacedDeployment({ namespace: ns });
     return { ...meta(got), kind: got.kind, replicas: got.spec?.replicas, typedNames: typed.items.map((d) => d.metadata.name) };
+  }],
+  ['scale', async () => {
+    // the scale subresource, then an apply of the replicas by another manager: a conflict with the scaler
+    const scale = await apps.patchNamespacedDeploymentScale(
+      { name: 'web', namespace: ns, body: { spec: { replicas: 2 } } }, mergePatch);
+    const dep = await apps.readNamespacedDeployment({ name: 'web', namespace: ns });
+    const conflict = await expectRefusal(() => objects.patch(
+      { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', namespace: ns }, spec: { replicas: 5 } },
+      undefined, undefined, 'js-client-test', false, PatchStrategy.ServerSideApply));
+    return {
+      scale: { kind: scale.kind, apiVersion: scale.apiVersion, replicas: scale.spec?.replicas, selector: scale.status?.selector },
+      replicas: dep.spec.replicas, managedFields: meta(dep).managedFields, conflict,
+    };
   }],
   ['delete', async () => {
     const got = await core.deleteNamespacedConfigMap({ name: 'one', namespace: ns });
