@@ -56,8 +56,9 @@ def exec_status(exit_code: int | None, command: list[str], error: str | None = N
         return {"metadata": {}, "status": "Failure", "message": error, "reason": "InternalError", "code": 500}
     if not exit_code:
         return {"metadata": {}, "status": "Success"}
+    # containerd's CRI words it (error executing command %v, exit code %d): Go prints the argv as [a b c]
     return {"metadata": {}, "status": "Failure",
-            "message": f"command terminated with non-zero exit code: error executing command {command}, "
+            "message": f"command terminated with non-zero exit code: error executing command [{' '.join(command)}], "
                        f"exit code {exit_code}",
             "reason": "NonZeroExitCode",
             "details": {"causes": [{"reason": "ExitCode", "message": str(exit_code)}]}}
