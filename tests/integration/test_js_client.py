@@ -4,7 +4,8 @@ tests/js/client_test.mjs runs the steps a user of the client runs in a namespace
 calls, merge, strategic-merge and JSON patches, a replace and a stale one, server-side apply and discovery
 through the generic KubernetesObjectApi, a watch from a list's resourceVersion, an informer — and prints what
 each step saw as one JSON line; this module judges each line, so a failure names the step. Refusals must
-arrive as the client's own ApiException with upstream's Status in its body."""
+arrive as the client's own ApiException with upstream's Status in its body. tests/js/pod_test.mjs does the same
+with a pod on a real kubelet (Docker): its log once and followed, and exec over the client's websocket."""
 
 from __future__ import annotations
 
@@ -20,8 +21,7 @@ import pytest
 from tests.auth_cluster import SecureApiServer
 from tests.cluster import ALL_ADMISSION, Etcd
 from tests.node_js import JS_DIR, modules_installed, node_binary
-
-SCRIPT = JS_DIR / "client_test.mjs"
+from tests.node_process import KubeletProcess, cleanup, ensure_images, free_pod_cidrs
 
 
 @pytest.fixture(scope="module")
@@ -39,21 +39,52 @@ def node() -> str:
     return binary
 
 
-@pytest.fixture(scope="module")
-def steps(node: str, secure: SecureApiServer) -> dict[str, dict[str, Any]]:
-    """Each step's line from one run of the script; a step that threw is reported with the lines before it."""
-    ns = f"jsclient-{uuid.uuid4().hex[:6]}"
-    run = subprocess.run([node, str(SCRIPT), str(secure.kubeconfig("admin")), ns],
-                         capture_output=True, text=True, timeout=180, cwd=JS_DIR)
+def run_script(node: str, script: str, *args: str) -> dict[str, dict[str, Any]]:
+    """Each step's line from one run of tests/js/SCRIPT; a step that threw fails the test, naming it."""
+    run = subprocess.run([node, str(JS_DIR / script), *args], capture_output=True, text=True, timeout=240,
+                         cwd=JS_DIR)
     lines: dict[str, dict[str, Any]] = {}
     for line in run.stdout.splitlines():
         record = json.loads(line)
         lines[record.pop("step")] = record
     failed = {name: r["threw"] for name, r in lines.items() if "threw" in r}
     assert run.returncode == 0 and not failed, (
-        f"client_test.mjs exited {run.returncode}; failed steps: {json.dumps(failed, indent=1)}\n"
+        f"{script} exited {run.returncode}; failed steps: {json.dumps(failed, indent=1)}\n"
         f"steps done: {list(lines)}\nstderr: {run.stderr[-3000:]}")
     return lines
+
+
+@pytest.fixture(scope="module")
+def steps(node: str, secure: SecureApiServer) -> dict[str, dict[str, Any]]:
+    return run_script(node, "client_test.mjs", str(secure.kubeconfig("admin")), f"jsclient-{uuid.uuid4().hex[:6]}")
+
+
+@pytest.fixture(scope="module")
+def kubelet(secure: SecureApiServer, workdir: Path) -> Iterator[KubeletProcess]:
+    """A real kubelet (Docker) on this module's apiserver; skipped without a Docker engine, as the other
+    modules' kubelets."""
+    try:
+        import docker
+
+        docker.from_env().ping()
+    except Exception as e:
+        pytest.skip(f"no Docker engine to run a kubelet's pods: {e}")
+    ensure_images()
+    kubelet = secure.kubelet(workdir, f"js-{uuid.uuid4().hex[:6]}", free_pod_cidrs(1)[0])
+    try:
+        with secure.client("admin", timeout=30) as api:
+            kubelet.start(api, timeout=60)
+        yield kubelet
+    finally:
+        cleanup([kubelet])
+        with secure.client("admin", timeout=30) as api:
+            api.delete(f"/api/v1/nodes/{kubelet.node}")
+
+
+@pytest.fixture(scope="module")
+def pod_steps(node: str, secure: SecureApiServer, kubelet: KubeletProcess) -> dict[str, dict[str, Any]]:
+    return run_script(node, "pod_test.mjs", str(secure.kubeconfig("admin")), f"jspod-{uuid.uuid4().hex[:6]}",
+                      kubelet.node)
 
 
 def test_discovery_and_version(steps: dict[str, dict[str, Any]]) -> None:
@@ -169,3 +200,38 @@ def test_informer_lists_then_follows(steps: dict[str, dict[str, Any]]) -> None:
     assert {"two", "three", "four"} <= set(informed["added"]) and "one" not in informed["added"]
     assert informed["updated"][-1] == "four" and informed["cachedData"] == {"k": "informed"}
     assert {"two", "three", "four"} <= set(informed["listed"])
+
+
+def test_pod_logs_once_and_followed(pod_steps: dict[str, dict[str, Any]]) -> None:
+    made = pod_steps["createPod"]
+    assert made["phase"] == "Pending" and made["serviceAccountName"] == "default"
+    assert "Running" in pod_steps["running"]["phases"]
+    assert pod_steps["log"]["text"] == "hello-from-js\nsecond line\n"
+    followed = pod_steps["logFollow"]
+    assert followed["text"] == "second line\n" and followed["stillOpen"]  # tailLines=1, open while it runs
+    refused = pod_steps["logRefused"]
+    assert refused["refused"] and refused["apiException"] and refused["code"] == 400
+
+
+def test_exec_over_the_clients_websocket(pod_steps: dict[str, dict[str, Any]]) -> None:
+    failed = pod_steps["exec"]
+    assert failed["protocol"] == "v5.channel.k8s.io"  # the newest the client offers, as kubectl 1.30+
+    assert (failed["stdout"], failed["stderr"]) == ("out\n", "err\n")
+    # the Status on the error channel, worded as containerd's CRI (Go's [a b c] for the argv)
+    assert failed["status"] == {
+        "metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
+        "message": "command terminated with non-zero exit code: error executing command "
+                   "[sh -c echo out; echo err >&2; exit 3], exit code 3",
+        "details": {"causes": [{"reason": "ExitCode", "message": "3"}]}}
+    ok = pod_steps["execOk"]
+    assert ok["stdout"] == "fine\n" and ok["status"] == {"metadata": {}, "status": "Success"}
+    # stdin, ended by the v5 protocol's close of stream 0: the command sees its end and exits
+    piped = pod_steps["execStdin"]
+    assert piped["stdout"] == "FROM STDIN\n" and piped["status"]["status"] == "Success"
+
+
+def test_pod_deletion_is_graceful_and_watched(pod_steps: dict[str, dict[str, Any]]) -> None:
+    deleted = pod_steps["deletePod"]
+    assert deleted["kind"] == "Pod" and deleted["deletionTimestamp"] and deleted["gracePeriod"] == 1
+    assert deleted["lastTypes"] == ["DELETED"]
+    assert list(pod_steps["cleanup"]) == ["deleted"]

@@ -9,7 +9,6 @@
 // The namespace is deleted at the end, whatever happened.
 
 import {
-  ApiException,
   AppsV1Api,
   CoreV1Api,
   KubeConfig,
@@ -21,81 +20,19 @@ import {
   setHeaderOptions,
 } from '@kubernetes/client-node';
 
+import { expectRefusal, meta, runSteps, waitFor } from './steps.mjs';
+
 const [kubeconfigPath, ns] = process.argv.slice(2);
 if (!kubeconfigPath || !ns) {
   console.error('usage: node client_test.mjs KUBECONFIG NAMESPACE');
   process.exit(2);
 }
-const WAIT_MS = 20000; // the longest a watch or an informer may take to see what it waits for
 
 const kc = new KubeConfig();
 kc.loadFromFile(kubeconfigPath);
 const core = kc.makeApiClient(CoreV1Api);
 const apps = kc.makeApiClient(AppsV1Api);
 const objects = KubernetesObjectApi.makeApiClient(kc);
-
-function emit(step, fields) {
-  process.stdout.write(JSON.stringify({ step, ...fields }) + '\n');
-}
-
-// What a refused call threw: the client's own ApiException, its code and the Status in its body.
-function refusal(err) {
-  if (!(err instanceof ApiException)) {
-    throw err;
-  }
-  let status = null;
-  try {
-    status = typeof err.body === 'string' ? JSON.parse(err.body) : err.body;
-  } catch {
-    status = { unparsed: String(err.body) };
-  }
-  return {
-    apiException: true,
-    code: err.code,
-    contentType: err.headers?.['content-type'] ?? null,
-    status,
-  };
-}
-
-async function expectRefusal(call) {
-  try {
-    const got = await call();
-    return { refused: false, got };
-  } catch (err) {
-    return { refused: true, ...refusal(err) };
-  }
-}
-
-function meta(obj) {
-  const m = obj?.metadata ?? {};
-  return {
-    name: m.name,
-    namespace: m.namespace,
-    uid: m.uid,
-    resourceVersion: m.resourceVersion,
-    labels: m.labels ?? null,
-    managedFields: (m.managedFields ?? []).map((f) => ({
-      manager: f.manager, operation: f.operation, subresource: f.subresource ?? null,
-    })),
-  };
-}
-
-// Resolves when `until(seen)` holds, rejects after WAIT_MS: a deadline, not a sleep.
-function waitFor(what, check) {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      clearInterval(poll);
-      reject(new Error(`${what}: not seen within ${WAIT_MS} ms`));
-    }, WAIT_MS);
-    const poll = setInterval(() => {
-      if (check()) {
-        clearTimeout(timer);
-        clearInterval(poll);
-        resolve();
-      }
-    }, 20);
-  });
-}
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const strategicPatch = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
@@ -256,30 +193,8 @@ steps.push(
   }],
 );
 
-let failed = false;
-try {
-  for (const [name, run] of steps) {
-    try {
-      emit(name, await run());
-    } catch (err) {
-      failed = true;
-      let detail;
-      try {
-        detail = refusal(err);
-      } catch {
-        detail = { message: String(err?.stack ?? err) };
-      }
-      emit(name, { threw: detail });
-      break;
-    }
-  }
-} finally {
+await runSteps(steps, async () => {
   watchAbort?.abort();
-  try {
-    await core.deleteNamespace({ name: ns });
-    emit('cleanup', { deleted: ns });
-  } catch (err) {
-    emit('cleanup', { error: String(err) });
-  }
-}
-process.exit(failed ? 1 : 0);
+  await core.deleteNamespace({ name: ns });
+  return { deleted: ns };
+});
