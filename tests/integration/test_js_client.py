@@ -230,6 +230,12 @@ def test_exec_over_the_clients_websocket(pod_steps: dict[str, dict[str, Any]]) -
     assert piped["stdout"] == "FROM STDIN\n" and piped["status"]["status"] == "Success"
 
 
+def test_port_forward_over_the_clients_websocket(pod_steps: dict[str, dict[str, Any]]) -> None:
+    forwarded = pod_steps["portForward"]
+    assert (forwarded["status"], forwarded["text"]) == (200, "served-in-the-pod\n")
+    assert forwarded["protocols"] == ["v4.channel.k8s.io"]  # port-forward speaks v4, the client offers v5 first
+
+
 def test_pod_deletion_is_graceful_and_watched(pod_steps: dict[str, dict[str, Any]]) -> None:
     deleted = pod_steps["deletePod"]
     assert deleted["kind"] == "Pod" and deleted["deletionTimestamp"] and deleted["gracePeriod"] == 1

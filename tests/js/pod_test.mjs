@@ -7,9 +7,11 @@
 // in it over the client's websocket exec (stdout, stderr, a non-zero exit, stdin), and deletes it. One JSON
 // line per step, as client_test.mjs; tests/integration/test_js_client.py judges them.
 
+import http from 'node:http';
+import net from 'node:net';
 import { PassThrough, Readable } from 'node:stream';
 
-import { CoreV1Api, Exec, KubeConfig, Log, Watch } from '@kubernetes/client-node';
+import { CoreV1Api, Exec, KubeConfig, Log, PortForward, Watch } from '@kubernetes/client-node';
 
 import { expectRefusal, runSteps, waitFor } from './steps.mjs';
 
@@ -70,7 +72,8 @@ const steps = [
             name: 'c',
             image: 'minik8s/busybox:1.35',
             imagePullPolicy: 'IfNotPresent',
-            command: ['sh', '-c', 'echo hello-from-js; echo second line; exec sleep 3600'],
+            command: ['sh', '-c', 'echo hello-from-js; echo second line; mkdir /www; echo served-in-the-pod > /www/index.html; '
+              + 'httpd -p 8080 -h /www; exec sleep 3600'],
           }],
         },
       },
@@ -111,6 +114,35 @@ const steps = [
   ['exec', async () => exec(['sh', '-c', 'echo out; echo err >&2; exit 3'])],
   ['execOk', async () => exec(['sh', '-c', 'echo fine'])],
   ['execStdin', async () => exec(['sh', '-c', 'tr a-z A-Z'], 'from stdin\n')],
+  ['portForward', async () => {
+    // as `kubectl port-forward`: a local listener, each connection forwarded over its own websocket
+    const protocols = [];
+    const server = net.createServer(async (socket) => {
+      try {
+        const ws = await new PortForward(kc).portForward(ns, 'p', [8080], socket, null, socket);
+        protocols.push(ws.protocol);
+        socket.on('close', () => ws.close());
+      } catch (err) {
+        socket.destroy(err);
+      }
+    });
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address();
+      const body = await new Promise((resolve, reject) => {
+        const req = http.get({ host: '127.0.0.1', port, path: '/', agent: false, timeout: 20000 }, (res) => {
+          let text = '';
+          res.on('data', (chunk) => { text += chunk; });
+          res.on('end', () => resolve({ status: res.statusCode, text }));
+        });
+        req.on('timeout', () => req.destroy(new Error('no answer through the port-forward within 20 s')));
+        req.on('error', reject);
+      });
+      return { ...body, protocols };
+    } finally {
+      server.close();
+    }
+  }],
   ['deletePod', async () => {
     const pod = await core.deleteNamespacedPod({ name: 'p', namespace: ns });
     await waitFor('the pod DELETED', () => podEvents.some((e) => e.type === 'DELETED'), POD_MS);
