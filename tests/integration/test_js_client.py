@@ -5,7 +5,8 @@ calls, merge, strategic-merge and JSON patches, a replace and a stale one, serve
 through the generic KubernetesObjectApi, a watch from a list's resourceVersion, an informer — and prints what
 each step saw as one JSON line; this module judges each line, so a failure names the step. Refusals must
 arrive as the client's own ApiException with upstream's Status in its body. tests/js/pod_test.mjs does the same
-with a pod on a real kubelet (Docker): its log once and followed, and exec over the client's websocket."""
+with a pod on a real kubelet (Docker): its log once and followed, exec and port-forward over the client's
+websockets."""
 
 from __future__ import annotations
 

@@ -1,11 +1,12 @@
-// The JavaScript client (@kubernetes/client-node) with a pod on a real kubelet: logs and exec.
+// The JavaScript client (@kubernetes/client-node) with a pod on a real kubelet: logs, exec and port-forward.
 //
 //   node tests/js/pod_test.mjs KUBECONFIG NAMESPACE NODE
 //
 // Makes NAMESPACE (and its default ServiceAccount: no controller-manager runs), a busybox pod bound to NODE,
 // waits for it to run through a watch with a fieldSelector, reads its log (once, then followed), runs commands
-// in it over the client's websocket exec (stdout, stderr, a non-zero exit, stdin), and deletes it. One JSON
-// line per step, as client_test.mjs; tests/integration/test_js_client.py judges them.
+// in it over the client's websocket exec (stdout, stderr, a non-zero exit, stdin), forwards a local port to its
+// httpd, and deletes it. One JSON line per step, as client_test.mjs; tests/integration/test_js_client.py judges
+// them.
 
 import http from 'node:http';
 import net from 'node:net';
