@@ -33,7 +33,7 @@ from apiserver.admission.podsecurity.api import (
     policy_to_evaluate,
 )
 from apiserver.admission.podsecurity.config import PodSecurityConfiguration
-from apiserver.admission.podsecurity.policy import Aggregate, evaluate_pod
+from apiserver.admission.podsecurity.policy import Aggregate, evaluate_pod, volume_name_read
 from apiserver.validation import FieldError
 from apiserver.warning import add_audit_annotation, add_warning
 from machinery.types import Obj
@@ -71,11 +71,34 @@ def _d(v: Any) -> Obj:
     return v if isinstance(v, dict) else {}
 
 
+_CONTAINER_KEYS = ("initContainers", "containers", "ephemeralContainers")
+
+
+def _key_spec(spec: Obj) -> Obj:
+    """The spec as far as a verdict reads it: without the containers' volumeMounts, and without the names of
+    the volumes no answer names (policy.volume_name_read). The ServiceAccount plugin mounts a token volume
+    named `kube-api-access-<5 random>` in every container of a new pod, which would make each replica of one
+    template a spec of its own."""
+    volumes = spec.get("volumes")
+    if not isinstance(volumes, list) or not volumes:
+        return spec  # nothing named at random, nothing mounted: the spec itself
+    keyed = dict(spec)
+    keyed["volumes"] = [{k: x for k, x in v.items() if k != "name"}
+                        if isinstance(v, dict) and not volume_name_read(v) else v for v in volumes]
+    for key in _CONTAINER_KEYS:
+        listed = spec.get(key)
+        if isinstance(listed, list):
+            keyed[key] = [{k: x for k, x in c.items() if k != "volumeMounts"}
+                          if isinstance(c, dict) and "volumeMounts" in c else c for c in listed]
+    return keyed
+
+
 def verdict_key(meta: Obj, spec: Obj) -> tuple[bytes, bytes] | None:
-    """What a verdict depends on, as bytes: the spec and the annotations, as JSON in their own order (the
-    pods of one template keep it); None for what does not encode (not JSON, or too large to be worth it)."""
+    """What a verdict depends on, as bytes: the spec (as _key_spec leaves it) and the annotations, as JSON in
+    their own order (the pods of one template keep it); None for what does not encode (not JSON, or too large
+    to be worth it)."""
     try:
-        spec_json = orjson.dumps(spec)
+        spec_json = orjson.dumps(_key_spec(spec))
         annotations = meta.get("annotations")
         annotations_json = orjson.dumps(annotations) if annotations else b""
     except (orjson.JSONEncodeError, TypeError):
