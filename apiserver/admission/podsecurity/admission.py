@@ -152,6 +152,7 @@ class PodSecurity:
         # are evaluated once (see verdict())
         self._verdicts: dict[tuple[LevelVersion, bytes, bytes], Aggregate] = {}
         self._verdict_bytes = 0
+        self._names: dict[LevelVersion, str] = {}
 
     def policy(self, labels: dict[str, str] | None) -> tuple[Policy, PolicyError | None]:
         if not labels:
@@ -316,27 +317,38 @@ class PodSecurity:
             return
         if error is not None:
             add_audit_annotation(AUDIT_PREFIX + "error", f"Failed to parse policy: {error}")
-        results: dict[Any, Aggregate] = {}
+        # each distinct level and version evaluated once (the modes often share one); verdict() answers
+        # privileged at once and the others from its cache
         key = verdict_key(meta, spec)
-
-        def result(lv: Any) -> Aggregate:
-            if lv not in results:
-                results[lv] = self.verdict(lv, meta, spec, key)
-            return results[lv]
-
         refusal: errors.ApiError | None = None
+        enforced: Aggregate | None = None
         if enforce:
-            add_audit_annotation(AUDIT_PREFIX + "enforce-policy", str(policy.enforce))
-            enforced = result(policy.enforce)
+            add_audit_annotation(AUDIT_PREFIX + "enforce-policy", self._name(policy.enforce))
+            enforced = self.verdict(policy.enforce, meta, spec, key)
             if not enforced.allowed:
                 refusal = errors.forbidden(a.store.info, a.name, f'violates PodSecurity "{policy.enforce}": '
                                                                 f"{enforced.forbidden_detail()}")
-        audited = result(policy.audit)
+        audited = enforced if enforced is not None and policy.audit == policy.enforce \
+            else self.verdict(policy.audit, meta, spec, key)
         if not audited.allowed:
             add_audit_annotation(AUDIT_PREFIX + "audit-violations",
                                  f'would violate PodSecurity "{policy.audit}": {audited.forbidden_detail()}')
         if refusal is not None:
             raise refusal  # no warnings on a request that is refused
-        warned = result(policy.warn)
+        if policy.warn == policy.audit:
+            warned = audited
+        elif enforced is not None and policy.warn == policy.enforce:
+            warned = enforced
+        else:
+            warned = self.verdict(policy.warn, meta, spec, key)
         if not warned.allowed:
             add_warning(f'would violate PodSecurity "{policy.warn}": {warned.forbidden_detail()}')
+
+    def _name(self, lv: LevelVersion) -> str:
+        """str(lv), remembered: every pod create writes its enforce level to the audit annotations."""
+        name = self._names.get(lv)
+        if name is None:
+            if len(self._names) >= 1024:
+                self._names.clear()
+            name = self._names[lv] = str(lv)
+        return name
