@@ -133,7 +133,8 @@ class CachedRbac:
         self.cachers = [s.cacher for s in stores]
 
     def generation(self) -> tuple[int, ...]:
-        return tuple(c.rv for c in self.cachers) + tuple(len(c.store) for c in self.cachers)
+        # asked by every request RBAC decides: lists, not generators (a third of the cost)
+        return tuple([c.rv for c in self.cachers] + [len(c.store) for c in self.cachers])
 
     def objects(self) -> tuple[list[dict], list[dict], list[dict], list[dict]]:  # type: ignore[type-arg]
         lists = [[o.obj() for o in c.store.values()] for c in self.cachers]

@@ -88,6 +88,7 @@ ALL_PLUGINS = ("ServiceAccount", "DefaultStorageClass", "StorageObjectInUseProte
 # webhooks are never called for their own configurations (upstream excludes them, so a broken
 # webhook can always be removed) nor for access reviews
 _NOT_WEBHOOKED = frozenset({"admissionregistration.k8s.io", "authorization.k8s.io"})
+_STORAGE_PLURALS = frozenset({"persistentvolumeclaims", "persistentvolumes"})
 _REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
             422: "Invalid", 429: "TooManyRequests", 500: "InternalError"}
 
@@ -296,24 +297,29 @@ class AdmissionChain:
         obj = a.obj
         assert obj is not None
         info = a.store.info
-        if self.limit_ranges is not None:
+        # what the object is decides which plugins can act on it: the others are not called (each checks
+        # again); a pod create passes through LimitRanger, ServiceAccount and Priority only
+        core = info.group == ""
+        pods = core and info.plural == "pods"
+        storage = core and info.plural in _STORAGE_PLURALS
+        if self.limit_ranges is not None and (pods or storage):
             with plugin_span("LimitRanger", "mutating", a):
                 if limitranger.mutate(a, self.limit_ranges):
                     # defaulted again: the pod's QoS class follows its new resources
                     obj = a.obj = self._reconcile(a, obj)
-        if "ServiceAccount" in self.plugins and info.group == "" and info.plural == "pods" and not a.subresource:
+        if pods and "ServiceAccount" in self.plugins and not a.subresource:
             with plugin_span("ServiceAccount", "mutating", a):
                 await self._mutate_service_account(a, obj)
-        if self.priority_classes is not None:
+        if pods and self.priority_classes is not None:
             with plugin_span("Priority", "mutating", a):
                 await admit_pod_priority(a, self.priority_classes)  # priority.py
-        if "DefaultStorageClass" in self.plugins and self.storage_classes is not None:
+        if storage and "DefaultStorageClass" in self.plugins and self.storage_classes is not None:
             with plugin_span("DefaultStorageClass", "mutating", a):
                 await set_default_storage_class(a, self.storage_classes)
-        if self.ingress_classes is not None:
+        if self.ingress_classes is not None and info.plural == "ingresses":
             with plugin_span("DefaultIngressClass", "mutating", a):
                 await set_default_ingress_class(a, self.ingress_classes)
-        if "StorageObjectInUseProtection" in self.plugins:
+        if storage and "StorageObjectInUseProtection" in self.plugins:
             with plugin_span("StorageObjectInUseProtection", "mutating", a):
                 add_protection_finalizer(a)
         if self.mutating_webhooks is not None and info.group not in _NOT_WEBHOOKED:
@@ -398,20 +404,24 @@ class AdmissionChain:
     # -- validating --------------------------------------------------------------------------------
 
     async def validate(self, a: AdmissionAttributes) -> None:
-        if self.limit_ranges is not None:
+        info = a.store.info
+        core = info.group == ""  # as in mutate: plugins that cannot act on the object are not called
+        pods = core and info.plural == "pods"
+        claims = core and info.plural == "persistentvolumeclaims"
+        if self.limit_ranges is not None and (pods or claims):
             with plugin_span("LimitRanger", "validating", a):
                 limitranger.validate(a, self.limit_ranges)
-        if "ServiceAccount" in self.plugins and self.service_account_exists is not None and a.operation == "CREATE" \
-                and a.store.info.group == "" and a.store.info.plural == "pods" and not a.subresource:
+        if pods and "ServiceAccount" in self.plugins and self.service_account_exists is not None \
+                and a.operation == "CREATE" and not a.subresource:
             with plugin_span("ServiceAccount", "validating", a):
                 await self._service_account_exists(a)
         if "NodeRestriction" in self.plugins and isinstance(a.user, UserInfo) and a.user.node_name is not None:
             with plugin_span("NodeRestriction", "validating", a):
                 self._node_restriction(a, a.user.node_name)
-        if "PersistentVolumeClaimResize" in self.plugins and self.storage_classes is not None:
+        if claims and "PersistentVolumeClaimResize" in self.plugins and self.storage_classes is not None:
             with plugin_span("PersistentVolumeClaimResize", "validating", a):
                 await validate_claim_resize(a, self.storage_classes)
-        if self.priority_classes is not None:
+        if self.priority_classes is not None and info.plural in ("pods", "priorityclasses"):
             with plugin_span("Priority", "validating", a):
                 validate_priority_class(a, self.priority_classes)
         if self.pod_security is not None:

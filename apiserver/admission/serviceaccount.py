@@ -12,7 +12,7 @@ The account's imagePullSecrets become the pod's when it names none.
 
 from __future__ import annotations
 
-import secrets as _random
+import random
 from typing import Any
 
 from machinery.types import Obj
@@ -26,8 +26,10 @@ _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # upstream utilrand
 
 
 def generate_name(base: str) -> str:
-    """upstream names.SimpleNameGenerator: the base and 5 random characters."""
-    return base + "".join(_random.choice(_ALPHABET) for _ in range(5))
+    """upstream names.SimpleNameGenerator: the base and 5 random characters, from a pseudo-random generator as
+    upstream's utilrand (math/rand): a volume's name is no secret, and the system's generator cost a getrandom
+    call per character of every new pod."""
+    return base + "".join(random.choices(_ALPHABET, k=5))
 
 
 def token_volume_source() -> Obj:

@@ -135,6 +135,7 @@ class Gate:
         self.inflight = 0  # non-long-running read-only requests being served, system:masters apart
         self.mutating_inflight = 0
         self.deadlines = Deadlines()
+        self._user_dicts: dict[int, tuple[UserInfo, dict[str, Any]]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -187,7 +188,7 @@ class Gate:
             query = scope.get("query_string") or b""
             uri = path + ("?" + query.decode("latin-1") if query else "")
             client = scope.get("client")
-            ctx = auditor.begin(_facts(attrs), user.to_dict() if user else {"username": ""},
+            ctx = auditor.begin(_facts(attrs), self._user_dict(user) if user else {"username": ""},
                                 uri, client[0] if client else None,
                                 user_agent.decode("latin-1") if user_agent else None, received)
         try:
@@ -254,6 +255,18 @@ class Gate:
                 self.inflight -= 1
             elif counted == 2:
                 self.mutating_inflight -= 1
+
+    def _user_dict(self, user: UserInfo) -> dict[str, Any]:
+        """user.to_dict() for the audit event, remembered per user object (the authenticator hands out one per
+        certificate subject or token): the events only serialize it."""
+        hit = self._user_dicts.get(id(user))
+        if hit is not None and hit[0] is user:  # the user is held here, so its id is not another's
+            return hit[1]
+        if len(self._user_dicts) >= 1024:
+            self._user_dicts.clear()
+        found = user.to_dict()
+        self._user_dicts[id(user)] = (user, found)
+        return found
 
     def _timeout(self, info: RequestInfo) -> float:
         """The request's deadline in seconds, 0 for none (upstream request_deadline.go): --request-timeout

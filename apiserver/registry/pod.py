@@ -597,6 +597,9 @@ def _validate_env(env: list[Obj], path: str) -> list[FieldError]:
     return errs
 
 
+_SUBSCRIPT = re.compile(r"^(.*)\['(.*)'\]$")  # metadata.labels['key']
+
+
 def _validate_field_ref(ref: Obj, path: str, field_paths: list[str] = ENV_FIELD_PATHS) -> list[FieldError]:
     """The downward API: a supported field, or one label or annotation by key."""
     if not ref.get("apiVersion"):
@@ -604,7 +607,7 @@ def _validate_field_ref(ref: Obj, path: str, field_paths: list[str] = ENV_FIELD_
     field_path = ref.get("fieldPath") or ""
     if not field_path:
         return [required(f"{path}.fieldPath")]
-    m = re.match(r"^(.*)\['(.*)'\]$", field_path)
+    m = _SUBSCRIPT.match(field_path) if "[" in field_path else None
     if m:
         base, subscript = m.groups()
         if base == "metadata.annotations":
@@ -638,6 +641,8 @@ def _validate_env_from(sources: list[Obj], path: str) -> list[FieldError]:
 
 
 def _validate_local_descending_path(target: str, path: str) -> list[FieldError]:
+    if target[:1] != "/" and ".." not in target:
+        return []  # the usual relative path without a parent step: nothing below can object (every pod's token volume)
     errs: list[FieldError] = []
     if posixpath.isabs(target):
         errs.append(invalid(path, target, "must be a relative path"))
@@ -647,6 +652,8 @@ def _validate_local_descending_path(target: str, path: str) -> list[FieldError]:
 
 
 def _validate_local_non_reserved_path(target: str, path: str) -> list[FieldError]:
+    if target[:1] != "/" and ".." not in target:
+        return []  # as in _validate_local_descending_path: no check below can object
     errs = _validate_local_descending_path(target, path)
     if target.startswith("..") and not target.startswith("../"):
         errs.append(invalid(path, target, "must not start with '..'"))

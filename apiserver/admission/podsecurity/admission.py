@@ -33,7 +33,7 @@ from apiserver.admission.podsecurity.api import (
     policy_to_evaluate,
 )
 from apiserver.admission.podsecurity.config import PodSecurityConfiguration
-from apiserver.admission.podsecurity.policy import Aggregate, evaluate_pod
+from apiserver.admission.podsecurity.policy import Aggregate, evaluate_pod, volume_name_read
 from apiserver.validation import FieldError
 from apiserver.warning import add_audit_annotation, add_warning
 from machinery.types import Obj
@@ -71,11 +71,34 @@ def _d(v: Any) -> Obj:
     return v if isinstance(v, dict) else {}
 
 
+_CONTAINER_KEYS = ("initContainers", "containers", "ephemeralContainers")
+
+
+def _key_spec(spec: Obj) -> Obj:
+    """The spec as far as a verdict reads it: without the containers' volumeMounts, and without the names of
+    the volumes no answer names (policy.volume_name_read). The ServiceAccount plugin mounts a token volume
+    named `kube-api-access-<5 random>` in every container of a new pod, which would make each replica of one
+    template a spec of its own."""
+    volumes = spec.get("volumes")
+    if not isinstance(volumes, list) or not volumes:
+        return spec  # nothing named at random, nothing mounted: the spec itself
+    keyed = dict(spec)
+    keyed["volumes"] = [{k: x for k, x in v.items() if k != "name"}
+                        if isinstance(v, dict) and not volume_name_read(v) else v for v in volumes]
+    for key in _CONTAINER_KEYS:
+        listed = spec.get(key)
+        if isinstance(listed, list):
+            keyed[key] = [{k: x for k, x in c.items() if k != "volumeMounts"}
+                          if isinstance(c, dict) and "volumeMounts" in c else c for c in listed]
+    return keyed
+
+
 def verdict_key(meta: Obj, spec: Obj) -> tuple[bytes, bytes] | None:
-    """What a verdict depends on, as bytes: the spec and the annotations, as JSON in their own order (the
-    pods of one template keep it); None for what does not encode (not JSON, or too large to be worth it)."""
+    """What a verdict depends on, as bytes: the spec (as _key_spec leaves it) and the annotations, as JSON in
+    their own order (the pods of one template keep it); None for what does not encode (not JSON, or too large
+    to be worth it)."""
     try:
-        spec_json = orjson.dumps(spec)
+        spec_json = orjson.dumps(_key_spec(spec))
         annotations = meta.get("annotations")
         annotations_json = orjson.dumps(annotations) if annotations else b""
     except (orjson.JSONEncodeError, TypeError):
@@ -129,6 +152,7 @@ class PodSecurity:
         # are evaluated once (see verdict())
         self._verdicts: dict[tuple[LevelVersion, bytes, bytes], Aggregate] = {}
         self._verdict_bytes = 0
+        self._names: dict[LevelVersion, str] = {}
 
     def policy(self, labels: dict[str, str] | None) -> tuple[Policy, PolicyError | None]:
         if not labels:
@@ -293,27 +317,38 @@ class PodSecurity:
             return
         if error is not None:
             add_audit_annotation(AUDIT_PREFIX + "error", f"Failed to parse policy: {error}")
-        results: dict[Any, Aggregate] = {}
+        # each distinct level and version evaluated once (the modes often share one); verdict() answers
+        # privileged at once and the others from its cache
         key = verdict_key(meta, spec)
-
-        def result(lv: Any) -> Aggregate:
-            if lv not in results:
-                results[lv] = self.verdict(lv, meta, spec, key)
-            return results[lv]
-
         refusal: errors.ApiError | None = None
+        enforced: Aggregate | None = None
         if enforce:
-            add_audit_annotation(AUDIT_PREFIX + "enforce-policy", str(policy.enforce))
-            enforced = result(policy.enforce)
+            add_audit_annotation(AUDIT_PREFIX + "enforce-policy", self._name(policy.enforce))
+            enforced = self.verdict(policy.enforce, meta, spec, key)
             if not enforced.allowed:
                 refusal = errors.forbidden(a.store.info, a.name, f'violates PodSecurity "{policy.enforce}": '
                                                                 f"{enforced.forbidden_detail()}")
-        audited = result(policy.audit)
+        audited = enforced if enforced is not None and policy.audit == policy.enforce \
+            else self.verdict(policy.audit, meta, spec, key)
         if not audited.allowed:
             add_audit_annotation(AUDIT_PREFIX + "audit-violations",
                                  f'would violate PodSecurity "{policy.audit}": {audited.forbidden_detail()}')
         if refusal is not None:
             raise refusal  # no warnings on a request that is refused
-        warned = result(policy.warn)
+        if policy.warn == policy.audit:
+            warned = audited
+        elif enforced is not None and policy.warn == policy.enforce:
+            warned = enforced
+        else:
+            warned = self.verdict(policy.warn, meta, spec, key)
         if not warned.allowed:
             add_warning(f'would violate PodSecurity "{policy.warn}": {warned.forbidden_detail()}')
+
+    def _name(self, lv: LevelVersion) -> str:
+        """str(lv), remembered: every pod create writes its enforce level to the audit annotations."""
+        name = self._names.get(lv)
+        if name is None:
+            if len(self._names) >= 1024:
+                self._names.clear()
+            name = self._names[lv] = str(lv)
+        return name

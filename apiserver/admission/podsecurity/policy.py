@@ -330,6 +330,13 @@ RESTRICTED_VOLUME_SOURCES = frozenset({"configMap", "csi", "downwardAPI", "empty
                                        "persistentVolumeClaim", "projected", "secret"})
 
 
+def volume_name_read(volume: Obj) -> bool:
+    """Can this volume's name appear in a check's answer? Only a hostPath volume's (hostPathVolumes) or one of a
+    type restricted refuses (restrictedVolumes) can: no check reads any other volume's name, nor a container's
+    volumeMounts (verdict keys leave them out; the token volume's name is random per pod)."""
+    return "hostPath" in volume or any(k != "name" and k not in RESTRICTED_VOLUME_SOURCES for k in volume)
+
+
 def check_restricted_volumes(meta: Obj, spec: Obj, minor: int) -> Result:
     """check_restrictedVolumes.go: only the volume types that cannot reach the host."""
     bad: list[str] = []

@@ -141,6 +141,43 @@ def test_bad_projections(volume: dict[str, Any], message: str) -> None:
     assert message in errors_of([{"name": "v", **volume}])
 
 
+@pytest.mark.parametrize(("path", "reasons"), [
+    ("token", []),
+    ("a..b/c..", []),  # ".." inside a name is no parent step
+    ("/abs", ["must be a relative path"]),
+    ("a/../b", ["must not contain '..'"]),
+    ("a\\..\\b", ["must not contain '..'"]),
+    ("..data", ["must not start with '..'"]),
+    ("/../x", ["must be a relative path", "must not contain '..'"]),
+])
+def test_projected_paths(path: str, reasons: list[str]) -> None:
+    """Each local path of a projection (a token's, an item's, a downward API file's) as upstream's
+    validateLocalNonReservedPath: relative, no parent step, not a reserved `..name`."""
+    sources = [{"serviceAccountToken": {"path": path, "expirationSeconds": 3600}},
+               {"configMap": {"name": "c", "items": [{"key": "k", "path": path + "-i"}]}},
+               {"downwardAPI": {"items": [{"path": path + "-d",
+                                           "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.labels['app']"}}]}}]
+    found = errors_of([{"name": "v", "projected": {"sources": sources}}])
+    for reason in reasons:  # one error per source
+        assert [f for f in found if f.endswith(reason)] == [f for f in found if reason in f] and \
+            sum(reason in f for f in found) == 3, found
+    assert len(found) == 3 * len(reasons), found
+    if reasons:
+        assert found[0].startswith("spec.volumes[0].projected.path: Invalid value: ")
+
+
+def test_downward_api_subscripts() -> None:
+    def files(field_path: str) -> list[str]:
+        item = {"path": "x", "fieldRef": {"apiVersion": "v1", "fieldPath": field_path}}
+        return errors_of([{"name": "v", "downwardAPI": {"items": [item]}}])
+
+    assert files("metadata.labels['app']") == []
+    assert files("metadata.annotations['Example.com/Key']") == []
+    assert files("metadata.name['x']") == ['spec.volumes[0].downwardAPI.fieldRef: Invalid value: "metadata.name": '
+                                          "does not support subscript"]
+    assert files("metadata.labels['bad key']")
+
+
 def test_sub_path_expr_validation() -> None:
     volumes = [{"name": "v", "emptyDir": {}}]
     assert errors_of(volumes, [{"name": "v", "mountPath": "/m", "subPathExpr": "$(POD)"}]) == []

@@ -409,3 +409,56 @@ def test_the_replicas_of_one_template_share_a_verdict_and_what_differs_is_evalua
     evaluated.clear()
     create("web-3", spec(c("main")))
     assert BASELINE in evaluated
+
+
+def test_replicas_with_their_own_token_volume_share_a_verdict_and_named_volumes_keep_their_names(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ServiceAccount plugin gives every new pod a token volume of a random name, mounted in each container:
+    the replicas of one template still share a verdict (no check reads that name or a mount); a volume an answer
+    names (hostPath, a type restricted refuses) keeps its name in the key, so each refusal names its own."""
+    from apiserver.admission.interfaces import AdmissionAttributes
+    from apiserver.admission.podsecurity import admission
+    from apiserver.admission.serviceaccount import mount_service_account_token
+
+    evaluated: list[Any] = []
+    real = admission.evaluate_pod
+
+    def counting(lv: Any, meta: Any, pod_spec: Any) -> Any:
+        evaluated.append(lv)
+        return real(lv, meta, pod_spec)
+
+    monkeypatch.setattr(admission, "evaluate_pod", counting)
+    plugin = _plugin({"pod-security.kubernetes.io/enforce": "baseline",
+                      "pod-security.kubernetes.io/warn": "restricted"}, [])
+
+    def create(name: str, pod_spec: dict[str, Any]) -> Any:
+        obj = {"metadata": {"name": name}, "spec": pod_spec}
+        mount_service_account_token(obj)
+        return _run_plugin(plugin, AdmissionAttributes("CREATE", _Store("pods"), "ns", name, None, obj, None, "jane",
+                                                       False))
+
+    names = set()
+    for i in range(3):
+        pod_spec = spec(c("main"), c("side"))
+        recorder, error = create(f"web-{i}", pod_spec)
+        names.add(pod_spec["volumes"][0]["name"])
+        assert error is None and recorder.warnings[0].startswith('would violate PodSecurity "restricted:latest"')
+    assert len(names) == 3 and all(n.startswith("kube-api-access-") for n in names)
+    assert evaluated == [BASELINE, RESTRICTED]
+    # hostPath volumes of two names, beside the token volume: each refusal names its own volume
+    for volume in ("root", "etc"):
+        recorder, error = create(volume, spec(c("main"), volumes=[{"name": volume, "hostPath": {"path": "/"}}]))
+        assert error is not None and f'hostPath volumes (volume "{volume}")' in str(error)
+    # a type restricted refuses: its name is in the warning, each time
+    for volume in ("nfs-a", "nfs-b"):
+        nfs = {"name": volume, "nfs": {"server": "s", "path": "/"}}
+        recorder, error = create(volume, spec(c("main"), volumes=[nfs]))
+        assert error is None and f'volume "{volume}" uses restricted volume type "nfs"' in recorder.warnings[0]
+
+
+def test_which_volume_names_a_verdict_reads() -> None:
+    assert p.volume_name_read({"name": "h", "hostPath": {"path": "/"}})
+    assert p.volume_name_read({"name": "n", "nfs": {"server": "s", "path": "/"}})
+    assert not p.volume_name_read({"name": "t", "projected": {"sources": []}})
+    assert not p.volume_name_read({"name": "e", "emptyDir": {}})
+    assert not p.volume_name_read({"name": "bare"})

@@ -175,3 +175,27 @@ def test_gate_deadlines_as_request_deadline_sets_them() -> None:
     assert gate._timeout(request_info("GET", pods, b"timeout=2m")) == 60  # longer: the server's
     assert gate._timeout(request_info("GET", pods, b"timeout=0s")) == 60  # 0: no limit of the client's
     assert gate._timeout(request_info("GET", pods, b"watch=1&timeout=5s")) == 0  # long-running: none
+
+
+def test_gate_audits_each_user_as_itself(tmp_path: Any) -> None:
+    """The audit event's user (remembered per user object) is the requester's, token by token, request by request."""
+    from apiserver.audit import Auditor, LogWriter, Policy, read_events
+
+    users = {"a": UserInfo("alice", ("devs", "system:authenticated")),
+             "b": UserInfo("bob", ("system:authenticated",), "uid-b", {"scopes": ("x",)})}
+    log = tmp_path / "audit.log"
+    auditor = Auditor(Policy.default(), LogWriter(log))
+    app = _Held()
+    app.release.set()
+    gate = Gate(app, authenticator=Authenticator(users), authorizer=Authorizer([AlwaysAllow()]), auditor=auditor)
+
+    async def calls() -> None:
+        for token in ("a", "b", "a", "b"):
+            await _call(gate, "GET", "/api/v1/namespaces/default/pods", token=token)
+
+    asyncio.run(calls())
+    auditor.close()
+    seen = [e["user"] for e in read_events(log)]
+    alice = {"username": "alice", "groups": ["devs", "system:authenticated"]}
+    bob = {"username": "bob", "uid": "uid-b", "groups": ["system:authenticated"], "extra": {"scopes": ["x"]}}
+    assert seen == [alice, bob, alice, bob]
