@@ -59,7 +59,7 @@ def decode_summary(summary: Obj) -> tuple[Point | None, dict[tuple[str, str], di
         ref = pod.get("podRef") or {}
         containers = {}
         for c in pod.get("containers") or []:
-            point = _point(c)
+            point = _point(c, _seconds(c.get("startTime")) or 0.0)
             if point is not None:
                 containers[c["name"]] = point
         if containers:

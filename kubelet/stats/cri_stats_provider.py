@@ -8,11 +8,14 @@ that cannot answer it (UNIMPLEMENTED; containerd 1.6 when it has no pod cgroup t
 sandbox, from then on. When the runtime gives
 only the cumulative CPU time, usageNanoCores is derived from the previous value this provider saw
 for the same container (or pod, or node), as upstream's `getAndUpdateContainerUsageNanoCores` does;
-the first reading has none.
+the first reading has none. A container's startTime is its creation time from `ListContainers` (upstream's
+makeContainerStats: "the StartTime in the summary API is the container creation time"), which the
+metrics-server's fresh-container rule and restart detection read.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
@@ -35,6 +38,8 @@ class StatsRuntime(Protocol):
     async def list_pod_sandbox_stats(self) -> list[pb.PodSandboxStats]: ...
     async def list_container_stats(self, sandbox_id: str = "") -> list[pb.ContainerStats]: ...
     async def list_pod_sandbox(self, labels: dict[str, str] | None = None) -> list[pb.PodSandbox]: ...
+    async def list_containers(self, labels: dict[str, str] | None = None,
+                              sandbox_id: str = "") -> list[pb.Container]: ...
 
 
 @dataclasses.dataclass
@@ -155,7 +160,10 @@ class CRIStatsProvider:
         """stats/v1alpha1 PodStats of every ready sandbox (the newest attempt of each pod); `update` takes this
         reading into the CPU rates (the kubelet's periodic refresh), else the last rates are reported."""
         newest: dict[str, pb.PodSandboxStats] = {}
-        for stats in await self._sandbox_stats():
+        # the containers' creation times, asked beside the stats rather than after them
+        sandbox_stats, listed = await asyncio.gather(self._sandbox_stats(), self.runtime.list_containers())
+        created = {c.id: c.created_at for c in listed if c.created_at}
+        for stats in sandbox_stats:
             uid = stats.attributes.metadata.uid
             if uid not in newest or stats.attributes.metadata.attempt > newest[uid].attributes.metadata.attempt:
                 newest[uid] = stats
@@ -170,6 +178,8 @@ class CRIStatsProvider:
             for c in sorted(stats.linux.containers, key=lambda c: c.attributes.metadata.name):
                 keys.add(c.attributes.id)
                 entry: Obj = {"name": c.attributes.metadata.name}
+                if c.attributes.id in created:
+                    entry["startTime"] = _rfc3339(created[c.attributes.id])
                 if (cs := cpu_stats(c.cpu, c.attributes.id, self.cache, update)) is not None:
                     entry["cpu"] = cs
                 if (ms := memory_stats(c.memory)) is not None:

@@ -53,6 +53,10 @@ class FakeRuntime:
         return [pb.PodSandbox(id="s1", metadata=pb.PodSandboxMetadata(name="web", namespace="ns", uid="u1"),
                               state=pb.SANDBOX_READY)]
 
+    async def list_containers(self, labels: dict[str, str] | None = None, sandbox_id: str = "") -> list[pb.Container]:
+        # c2 has no creation time: its stats carry no startTime
+        return [pb.Container(id="c1", created_at=90 * S + 250_000_000), pb.Container(id="c2")]
+
 
 def fake_proc(tmp_path: Path) -> Path:
     (tmp_path / "stat").write_text("cpu  100 0 50 1000 0 0 0 0 0 0\nbtime 1700000000\n")
@@ -99,6 +103,8 @@ def test_summary_from_sandbox_stats(tmp_path: Path) -> None:
     assert pod["startTime"] == "2026-11-24T00:00:00Z"
     main = pod["containers"][0]
     assert main["name"] == "main" and main["cpu"]["usageCoreNanoSeconds"] == 2 * S
+    assert main["startTime"] == "1970-01-01T00:01:30.250000Z"  # the container's creation (upstream's StartTime)
+    assert "startTime" not in pod["containers"][1]
     assert main["cpu"]["usageNanoCores"] == 500_000_000
     assert main["memory"]["workingSetBytes"] == 1000 and main["memory"]["usageBytes"] == 1010
     assert pod["cpu"]["usageCoreNanoSeconds"] == 2 * S and pod["cpu"]["usageNanoCores"] == 500_000_000
@@ -117,6 +123,8 @@ def test_resource_metrics_text(tmp_path: Path) -> None:
     assert '# TYPE container_cpu_usage_seconds_total counter' in text
     assert 'container_cpu_usage_seconds_total{container="main",namespace="ns",pod="web"} 2.0 ' in text
     assert 'pod_memory_working_set_bytes{namespace="ns",pod="web"} 1500 ' in text
+    assert 'container_start_time_seconds{container="main",namespace="ns",pod="web"} 90.25 90250\n' in text
+    assert 'container_start_time_seconds{container="side"' not in text
     assert "scrape_error 0" in text
     assert resource_metrics(None).endswith("scrape_error 1\n")
 
