@@ -13,9 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import docker
 import httpx
 import pytest
 
+from kubelet.cm.cgroup_manager import CgroupManager
+from kubelet.stats.cgroup_stats import read_usage
 from machinery.quantity import parse_quantity
 from tests.cluster import ApiServer, Etcd, free_port, make_workdir, wait_for
 from tests.kubectl import Kubectl, find_kubectl
@@ -36,8 +39,6 @@ class MetricsCluster:
 @pytest.fixture(scope="module")
 def cluster(own_etcd: Etcd) -> Iterator[MetricsCluster]:
     try:
-        import docker
-
         docker.from_env().ping()
     except Exception as e:
         pytest.skip(f"no Docker engine to run a kubelet's pods: {e}")
@@ -153,6 +154,33 @@ def test_stats_summary_moves_with_cpu_burnt(cluster: MetricsCluster, namespace: 
     text = httpx.get(f"{cluster.kubelet.address}/metrics/resource", timeout=30).text
     assert f'container_cpu_usage_seconds_total{{container="main",namespace="{namespace}",pod="burner"}}' in text
     assert "# TYPE node_memory_working_set_bytes gauge" in text and "scrape_error 0" in text
+
+
+def test_summary_reads_the_container_cgroups(api: httpx.Client, cluster: MetricsCluster, namespace: str,
+                                            pods: dict[str, str]) -> None:
+    """The kubelet reads its pods' and containers' cgroups (cAdvisor's source upstream), not Docker's stats
+    API: the summary's cumulative CPU of the burner lies between two readings of its container's own cgroup
+    taken around the request, its startTime is the container's creation, and the pod's figure is the pod
+    cgroup's."""
+    burner = api.get(f"/api/v1/namespaces/{namespace}/pods/burner").json()
+    uid = burner["metadata"]["uid"]
+    container_id = burner["status"]["containerStatuses"][0]["containerID"].partition("://")[2]
+    cgroups = CgroupManager()
+    pod_cgroup = f"{cluster.kubelet.cgroup_root}/kubepods/burstable/pod{uid}"
+    before = read_usage(cgroups, f"{pod_cgroup}/{container_id}")[0].usage_core_nano_seconds.value
+    pod_before = read_usage(cgroups, pod_cgroup)[0].usage_core_nano_seconds.value
+    stats = pod_stats(summary(cluster), namespace, "burner")
+    after = read_usage(cgroups, f"{pod_cgroup}/{container_id}")[0].usage_core_nano_seconds.value
+    pod_after = read_usage(cgroups, pod_cgroup)[0].usage_core_nano_seconds.value
+    assert stats is not None
+    assert before <= stats["containers"][0]["cpu"]["usageCoreNanoSeconds"] <= after, (before, stats, after)
+    assert pod_before <= stats["cpu"]["usageCoreNanoSeconds"] <= pod_after, (pod_before, stats, pod_after)
+    client = docker.from_env()
+    try:
+        created = client.containers.get(container_id).attrs["Created"]
+    finally:
+        client.close()
+    assert stats["containers"][0]["startTime"][:19] == created[:19], (stats, created)
 
 
 def test_kubelet_own_metrics(cluster: MetricsCluster, pods: dict[str, str]) -> None:
