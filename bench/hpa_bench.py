@@ -39,6 +39,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import statistics
 import sys
@@ -123,6 +124,32 @@ def docker_started(container_id: str) -> float:
     return started / 1e9
 
 
+SCRAPED = re.compile(r"node (\S+): scraped \d+ pods: asked ([\d.]+) answered ([\d.]+) stored ([\d.]+)")
+
+
+def scrapes(log: Path, node: str) -> list[tuple[float, float, float]]:
+    """(asked, answered, stored) of each scrape of `node` the metrics-server logged (at -v 4), in order."""
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        m = SCRAPED.search(line)
+        if m and m[1] == node:
+            out.append((float(m[2]), float(m[3]), float(m[4])))
+    return out
+
+
+def metrics_hops(log: Path, node: str, load_start: float, seen: float) -> JSONDict:
+    """The metrics' delay by hop: from the load start to the kubelet being asked by the scrape that showed it
+    (the scrape's phase, and the share of its window the load needed), that scrape's own time (the kubelet,
+    the runtime, Docker) and from its store to a reader seeing it (the API path and the bench's polling);
+    and how many scrapes after the load start were needed."""
+    done = [s for s in scrapes(log, node) if s[2] <= seen]
+    if not done:
+        return {}
+    asked, _, stored = done[-1]
+    return {"metrics_wait_s": asked - load_start, "metrics_scrape_s": stored - asked, "metrics_seen_s": seen - stored,
+            "scrapes_after_load": sum(1 for s in done if s[0] >= load_start)}
+
+
 def idle_times(least: float, sync: float, reps: int, rng: random.Random) -> list[float]:
     """Each run's idle time: `least` plus an offset, one drawn in each of `reps` equal slices of a sync period,
     in a shuffled order. The HPA is created with the Deployment, so a fixed idle would start the load at
@@ -134,11 +161,11 @@ def idle_times(least: float, sync: float, reps: int, rng: random.Random) -> list
     return [least + o for o in offsets]
 
 
-def one_run(api: httpx.Client, node: str, idle: float, sync: float, resolution: float) -> JSONDict:
+def one_run(api: httpx.Client, node: str, idle: float, sync: float, resolution: float, log: Path) -> JSONDict:
     ns = f"hpa-{uuid.uuid4().hex[:6]}"
     assert api.post("/api/v1/namespaces", json={"metadata": {"name": ns}}).status_code == 201
     try:
-        return _measure(api, ns, node, idle, sync, resolution)
+        return _measure(api, ns, node, idle, sync, resolution, log)
     finally:
         stop_load(api, ns, "load")
 
@@ -163,7 +190,8 @@ def stop_load(api: httpx.Client, ns: str, name: str) -> None:
     api.delete(f"/api/v1/namespaces/{ns}")
 
 
-def _measure(api: httpx.Client, ns: str, node: str, idle: float, sync: float, resolution: float) -> JSONDict:
+def _measure(api: httpx.Client, ns: str, node: str, idle: float, sync: float, resolution: float,
+             log: Path) -> JSONDict:
     name = "load"
     assert api.post(f"/apis/apps/v1/namespaces/{ns}/deployments", json=deployment(name, node, idle)).status_code == 201
     assert api.post(f"/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers",
@@ -217,7 +245,7 @@ def _measure(api: httpx.Client, ns: str, node: str, idle: float, sync: float, re
             "startup_s": t_running - t_scaled, "reaction_s": t_running - load_start,
             "utilization": (hpa.get("status", {}).get("currentMetrics") or [{}])[0].get("resource", {}).get(
                 "current", {}).get("averageUtilization"), "metrics_window_s": window, "peak_cpu_m": peak,
-            "load_avg": load_avg}
+            "load_avg": load_avg, **metrics_hops(log, node, load_start, t_metrics)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
                                  extra_args=args.kubelet_arg)
         with httpx.Client(base_url=apiserver.url, timeout=30) as api:
             kubelet.start(api)
-            metrics = MetricsServerProcess(workdir, apiserver.url, args.resolution, port=metrics_port)
+            # -v 4: the scraper logs each scrape's times (metrics_hops)
+            metrics = MetricsServerProcess(workdir, apiserver.url, args.resolution, "--v", "4", port=metrics_port)
             metrics.start()
             controllers = ControllerProcess(workdir, apiserver.url,
                                             ["deployment", "replicaset", "horizontalpodautoscaling"],
@@ -264,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   "time.sleep(3600)"], workdir / "idle-python.log")
             idle_python.start()
             for i, idle in enumerate(idle_times(args.idle, sync, reps, random.Random(args.seed))):
-                run = one_run(api, kubelet.node, idle, sync, resolution)
+                run = one_run(api, kubelet.node, idle, sync, resolution, metrics.process.log_path)
                 print(f"run {i + 1}: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
                                                    for k, v in run.items()), flush=True)
                 runs.append(run)
@@ -296,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
               "decision_s": median("decision_s"), "decision_worst_s": worst("decision_s"),
               "metrics_s": metrics_median, "metrics_worst_s": worst("metrics_s"),
               "startup_s": startup_median, "startup_worst_s": worst("startup_s"),
+              # the metrics' delay by hop (metrics_hops), medians over the runs that logged them
+              **{k: statistics.median(r[k] for r in done if k in r) if any(k in r for r in done) else None
+                 for k in ("metrics_wait_s", "metrics_scrape_s", "metrics_seen_s")},
               "baseline_s": None if metrics_median is None or startup_median is None
               else metrics_median + startup_median,
               # upstream's periods alone: the median and the worst wait for a scrape and then for a sync

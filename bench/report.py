@@ -768,6 +768,11 @@ def hpa_figures(d: JSONDict) -> list[Figure]:
 
     by_design = (f" (upstream's periods alone: median {d['by_design_median_s']:.1f} s, worst "
                  f"{d['by_design_worst_s']:.0f} s)" if d.get("by_design_median_s") is not None else "")
+    hops = ("metrics_wait_s", "metrics_scrape_s", "metrics_seen_s")
+    if all(isinstance(d.get(k), (int, float)) for k in (*hops, "metrics_s")):
+        by_design += (f"; metrics delay {d['metrics_s']:.1f} s: the scrape showing the load after "
+                      f"{d['metrics_wait_s']:.1f} s, scraped in {d['metrics_scrape_s']:.2f} s, seen "
+                      f"{d['metrics_seen_s']:.2f} s later (medians)")
     return [
         Figure("hpa.reaction", "hpa", "CPU load in a pod → the HPA's new replicas Running", d.get("reaction_s"), "s",
                "metrics delay + pod start-up", d.get("baseline_s"), _ratio(d.get("reaction_s"), d.get("baseline_s")),

@@ -313,6 +313,7 @@ class Kubelet:
                         "runtime's default cgroup", manager.kubepods, e)
             return
         self.container_manager = self.helper.container_manager = manager
+        self.summary.provider.container_manager = manager  # the stats read the pods' cgroups (cAdvisor's source)
         log.info("QoS cgroups under %s (cgroup v%d, %s driver)", manager.kubepods, manager.cgroups.version,
                  config.cgroup_driver)
 

@@ -34,8 +34,8 @@ rest), as upstream's webhook authorizer; refused → 403 `Forbidden (user=..., v
 subresource=proxy)`. `/healthz` stays open, for health checks.
 
 - `GET /metrics` → the kubelet's own metrics (runtime operations, pod start-up: kubelet/metrics.py).
-- `GET /stats/summary` → the stats/v1alpha1 Summary (node and pods' cpu and memory, from the runtime's
-  CRI stats: kubelet/stats/); `GET /metrics/resource` → the same figures as Prometheus text.
+- `GET /stats/summary` → the stats/v1alpha1 Summary (node and pods' cpu and memory, from their cgroups or the
+  runtime's CRI stats: kubelet/stats/); `GET /metrics/resource` → the same figures as Prometheus text.
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ async def run(args: argparse.Namespace) -> None:
     factory = SharedInformerFactory(client)
     nodes = factory.informer_for(Node)
     pods = factory.informer_for(Pod)
-    storage = Storage()
+    storage = Storage(args.metric_resolution)
     scraper = Scraper(storage, nodes, tls=kubelet_tls(args), resolution=args.metric_resolution)
     api = MetricsApi(storage, nodes, pods)
     ready = asyncio.Event()

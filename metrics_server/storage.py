@@ -5,7 +5,15 @@ Each scrape gives, per node and per container, a cumulative CPU time and a memor
 timestamp. A node or container is served once two points of the same start are held: cpu =
 Δcumulative / Δtime over the window between them, memory = the newer working set. A pod is served
 only when every container it reported has a rate (metrics-server leaves out a pod with a container
-not yet measured twice, rather than under-report it)."""
+not yet measured twice, rather than under-report it), with the time and window of its container
+measured earliest.
+
+A fresh container (upstream's rule, pod.go): one whose point is at least 10 s
+(FRESH_CONTAINER_MIN_WINDOW) but less than one resolution after its start gets its first rate at
+once, over the window from its start (cumulative 0 then) to the point, rather than a resolution
+later from two scrapes; a younger one's rate would be too rough, and an older one was seen by a
+scrape before. A container whose start is not before the stored point's time is another one (a
+restart): its pair begins again."""
 
 from __future__ import annotations
 
@@ -14,13 +22,15 @@ from typing import Any
 
 Obj = dict[str, Any]
 
+FRESH_CONTAINER_MIN_WINDOW = 10.0  # upstream's freshContainerMinMetricsResolution
+
 
 @dataclass(frozen=True)
 class Point:
     timestamp: float  # seconds since the epoch
     cumulative_cpu: int  # core-nanoseconds
     memory: int  # working set bytes
-    start: float = 0.0  # the container's (or node's) start time; a new one resets the pair
+    start: float = 0.0  # the container's (or node's) start time, 0 when not known; a new one resets the pair
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,7 @@ class _Pair:
     last: Point | None = None
 
     def add(self, point: Point) -> None:
+        """A node's point: a new start (a reboot) or a counter gone back begins the pair again."""
         if self.last is not None and point.timestamp == self.last.timestamp:
             return  # the kubelet answered the same reading again
         last = self.last
@@ -53,6 +64,22 @@ class _Pair:
             self.last = point
             return
         self.prev, self.last = self.last, point
+
+    def add_container(self, point: Point, resolution: float) -> None:
+        """A container's point (metrics-server's podStorage.Store): the fresh-container rule first, then a
+        container started at or after the stored point's time (or a counter gone back) is a restart."""
+        if point.start > 0 and FRESH_CONTAINER_MIN_WINDOW <= point.timestamp - point.start < resolution:
+            self.prev = Point(point.start, 0, point.memory, point.start)
+            self.last = point
+            return
+        last = self.last
+        if last is not None and point.timestamp == last.timestamp:
+            return  # the kubelet answered the same reading again
+        if last is not None and (point.start >= last.timestamp or point.cumulative_cpu < last.cumulative_cpu):
+            self.prev = None
+            self.last = point
+            return
+        self.prev, self.last = last, point
 
     def usage(self) -> Usage | None:
         return rate(self.prev, self.last) if self.last is not None else None
@@ -64,7 +91,8 @@ class _PodEntry:
 
 
 class Storage:
-    def __init__(self) -> None:
+    def __init__(self, resolution: float = 15.0) -> None:
+        self.resolution = resolution  # the scrape period (--metric-resolution): the fresh-container rule's bound
         self.nodes: dict[str, _Pair] = {}
         self.pods: dict[tuple[str, str], _PodEntry] = {}
         self.node_pods: dict[str, set[tuple[str, str]]] = {}  # node -> the pods its last scrape had
@@ -83,7 +111,7 @@ class Storage:
                 if name not in containers:
                     del entry.containers[name]
             for name, p in containers.items():
-                entry.containers.setdefault(name, _Pair()).add(p)
+                entry.containers.setdefault(name, _Pair()).add_container(p, self.resolution)
 
     def forget_node(self, node: str) -> None:
         self.nodes.pop(node, None)
@@ -95,7 +123,8 @@ class Storage:
         return pair.usage() if pair else None
 
     def pod_usage(self, namespace: str, name: str) -> tuple[float, float, dict[str, Usage]] | None:
-        """(timestamp, window, usage per container) when every container has a rate."""
+        """(timestamp, window, usage per container) when every container has a rate; the time and window
+        are those of the container measured earliest (upstream's earliest TimeInfo)."""
         entry = self.pods.get((namespace, name))
         if entry is None or not entry.containers:
             return None
@@ -105,6 +134,5 @@ class Storage:
             if usage is None:
                 return None
             usages[cname] = usage
-        newest = max(u.timestamp for u in usages.values())
-        window = max(u.window for u in usages.values())
-        return newest, window, usages
+        earliest = min(usages.values(), key=lambda u: u.timestamp)
+        return earliest.timestamp, earliest.window, usages

@@ -8,11 +8,16 @@ that cannot answer it (UNIMPLEMENTED; containerd 1.6 when it has no pod cgroup t
 sandbox, from then on. When the runtime gives
 only the cumulative CPU time, usageNanoCores is derived from the previous value this provider saw
 for the same container (or pod, or node), as upstream's `getAndUpdateContainerUsageNanoCores` does;
-the first reading has none.
+the first reading has none. With the kubelet's QoS cgroups, the pods' and containers' cpu and memory are
+read from their cgroups instead (cgroup_stats.py: cAdvisor's source upstream), and the runtime only lists
+them. A container's startTime is its creation time from `ListContainers` (upstream's
+makeContainerStats: "the StartTime in the summary API is the container creation time"), which the
+metrics-server's fresh-container rule and restart detection read.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
@@ -21,6 +26,8 @@ from typing import Any, Protocol
 
 import grpc
 
+from kubelet.cm.container_manager import ContainerManager
+from kubelet.stats.cgroup_stats import sandbox_stats_from_cgroups
 from machinery.cri import api_pb2 as pb
 from machinery.cri.errors import CriError
 from machinery.timeutil import format_rfc3339_micro
@@ -35,6 +42,8 @@ class StatsRuntime(Protocol):
     async def list_pod_sandbox_stats(self) -> list[pb.PodSandboxStats]: ...
     async def list_container_stats(self, sandbox_id: str = "") -> list[pb.ContainerStats]: ...
     async def list_pod_sandbox(self, labels: dict[str, str] | None = None) -> list[pb.PodSandbox]: ...
+    async def list_containers(self, labels: dict[str, str] | None = None,
+                              sandbox_id: str = "") -> list[pb.Container]: ...
 
 
 @dataclasses.dataclass
@@ -124,6 +133,8 @@ class CRIStatsProvider:
         self.cache = CpuUsageCache()
         self.boot_time = self._boot_time()
         self.sandbox_stats = True  # the runtime answers ListPodSandboxStats (until it does not)
+        # the kubelet's pod cgroups (--cgroups-per-qos), set once made: cpu and memory are read from them
+        self.container_manager: ContainerManager | None = None
 
     async def _sandbox_stats(self) -> list[pb.PodSandboxStats]:
         if self.sandbox_stats:
@@ -151,11 +162,31 @@ class CRIStatsProvider:
             out.append(stats)
         return out
 
+    async def _stats_and_containers(self) -> tuple[list[pb.PodSandboxStats], list[pb.Container]]:
+        """The sandboxes' stats and the containers listed (for their creation times): from the cgroups when the
+        kubelet made them and every running container's is found there, else from the runtime's stats."""
+        manager = self.container_manager
+        if manager is not None:
+            sandboxes, listed = await asyncio.gather(self.runtime.list_pod_sandbox(), self.runtime.list_containers())
+
+            def read() -> list[pb.PodSandboxStats] | None:
+                return sandbox_stats_from_cgroups(manager.cgroups, manager.pod_cgroups(), sandboxes, listed)
+
+            found = await asyncio.to_thread(read)
+            if found is not None:
+                return found, listed
+            log.debug("a running container's cgroup is not under its pod's: its runtime's stats instead")
+        # the containers' creation times, asked beside the stats rather than after them
+        stats, listed = await asyncio.gather(self._sandbox_stats(), self.runtime.list_containers())
+        return stats, listed
+
     async def list_pod_stats(self, update: bool = False) -> list[Obj]:
         """stats/v1alpha1 PodStats of every ready sandbox (the newest attempt of each pod); `update` takes this
         reading into the CPU rates (the kubelet's periodic refresh), else the last rates are reported."""
         newest: dict[str, pb.PodSandboxStats] = {}
-        for stats in await self._sandbox_stats():
+        sandbox_stats, listed = await self._stats_and_containers()
+        created = {c.id: c.created_at for c in listed if c.created_at}
+        for stats in sandbox_stats:
             uid = stats.attributes.metadata.uid
             if uid not in newest or stats.attributes.metadata.attempt > newest[uid].attributes.metadata.attempt:
                 newest[uid] = stats
@@ -170,6 +201,8 @@ class CRIStatsProvider:
             for c in sorted(stats.linux.containers, key=lambda c: c.attributes.metadata.name):
                 keys.add(c.attributes.id)
                 entry: Obj = {"name": c.attributes.metadata.name}
+                if c.attributes.id in created:
+                    entry["startTime"] = _rfc3339(created[c.attributes.id])
                 if (cs := cpu_stats(c.cpu, c.attributes.id, self.cache, update)) is not None:
                     entry["cpu"] = cs
                 if (ms := memory_stats(c.memory)) is not None:

@@ -83,6 +83,10 @@ def resource_metrics(summary: Obj | None) -> str:
                     f"pod_memory_working_set_bytes{pl} {pod['memory']['workingSetBytes']} {_ms(pod['memory']['time'])}")
             for c in pod["containers"]:
                 cl = _labels(container=c["name"], namespace=ref["namespace"], pod=ref["name"])
+                if c.get("startTime") and (start_ms := _ms(c["startTime"])) > 0:
+                    # stamped with the start itself, as upstream's collectContainerStartTime
+                    samples["container_start_time_seconds"].append(
+                        f"container_start_time_seconds{cl} {start_ms / 1000} {start_ms}")
                 if "usageCoreNanoSeconds" in c.get("cpu", {}):
                     samples["container_cpu_usage_seconds_total"].append(
                         f"container_cpu_usage_seconds_total{cl} {c['cpu']['usageCoreNanoSeconds'] / 1e9} "

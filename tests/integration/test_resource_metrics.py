@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import docker
 import httpx
 import pytest
 
+from kubelet.cm.cgroup_manager import CgroupManager
+from kubelet.stats.cgroup_stats import read_usage
 from machinery.quantity import parse_quantity
+from machinery.timeutil import parse_go_duration, parse_rfc3339_nano
 from tests.cluster import ApiServer, Etcd, free_port, make_workdir, wait_for
 from tests.kubectl import Kubectl, find_kubectl
 from tests.metrics_process import MetricsServerProcess
@@ -36,8 +41,6 @@ class MetricsCluster:
 @pytest.fixture(scope="module")
 def cluster(own_etcd: Etcd) -> Iterator[MetricsCluster]:
     try:
-        import docker
-
         docker.from_env().ping()
     except Exception as e:
         pytest.skip(f"no Docker engine to run a kubelet's pods: {e}")
@@ -155,6 +158,33 @@ def test_stats_summary_moves_with_cpu_burnt(cluster: MetricsCluster, namespace: 
     assert "# TYPE node_memory_working_set_bytes gauge" in text and "scrape_error 0" in text
 
 
+def test_summary_reads_the_container_cgroups(api: httpx.Client, cluster: MetricsCluster, namespace: str,
+                                            pods: dict[str, str]) -> None:
+    """The kubelet reads its pods' and containers' cgroups (cAdvisor's source upstream), not Docker's stats
+    API: the summary's cumulative CPU of the burner lies between two readings of its container's own cgroup
+    taken around the request, its startTime is the container's creation, and the pod's figure is the pod
+    cgroup's."""
+    burner = api.get(f"/api/v1/namespaces/{namespace}/pods/burner").json()
+    uid = burner["metadata"]["uid"]
+    container_id = burner["status"]["containerStatuses"][0]["containerID"].partition("://")[2]
+    cgroups = CgroupManager()
+    pod_cgroup = f"{cluster.kubelet.cgroup_root}/kubepods/burstable/pod{uid}"
+    before = read_usage(cgroups, f"{pod_cgroup}/{container_id}")[0].usage_core_nano_seconds.value
+    pod_before = read_usage(cgroups, pod_cgroup)[0].usage_core_nano_seconds.value
+    stats = pod_stats(summary(cluster), namespace, "burner")
+    after = read_usage(cgroups, f"{pod_cgroup}/{container_id}")[0].usage_core_nano_seconds.value
+    pod_after = read_usage(cgroups, pod_cgroup)[0].usage_core_nano_seconds.value
+    assert stats is not None
+    assert before <= stats["containers"][0]["cpu"]["usageCoreNanoSeconds"] <= after, (before, stats, after)
+    assert pod_before <= stats["cpu"]["usageCoreNanoSeconds"] <= pod_after, (pod_before, stats, pod_after)
+    client = docker.from_env()
+    try:
+        created = client.containers.get(container_id).attrs["Created"]
+    finally:
+        client.close()
+    assert stats["containers"][0]["startTime"][:19] == created[:19], (stats, created)
+
+
 def test_kubelet_own_metrics(cluster: MetricsCluster, pods: dict[str, str]) -> None:
     """The kubelet's /metrics: its CRI calls by operation type and its pods' start-up, parsed with
     prometheus-client's parser."""
@@ -217,6 +247,57 @@ def test_metrics_api_through_the_apiserver(api: httpx.Client, cluster: MetricsCl
     assert missing.status_code == 404 and missing.json()["message"] == 'pods.metrics.k8s.io "nope" not found'
     bad = api.get("/apis/metrics.k8s.io/v1beta1/nodes", params={"labelSelector": "a in (b"})
     assert bad.status_code == 400 and bad.json()["reason"] == "BadRequest"
+
+
+def test_fresh_container_rated_from_its_start(api: httpx.Client, cluster: MetricsCluster, namespace: str,
+                                              pods: dict[str, str]) -> None:
+    """metrics-server's fresh-container rule through the real pipeline: a second metrics-server (resolution
+    15 s) started when a new container is about 10 s old serves that container's rate after its first scrape,
+    over the window from the container's start, while the older burner (seen once) has none yet. In a
+    namespace of its own, so that the module's pod lists stay the burner and the idler."""
+    fresh_ns = f"f-{uuid.uuid4().hex[:8]}"
+    assert api.post("/api/v1/namespaces", json={"metadata": {"name": fresh_ns}}).status_code == 201
+    r = api.post(f"/api/v1/namespaces/{fresh_ns}/pods", json=pod("fresh", cluster.node, BURN))
+    assert r.status_code == 201, r.text
+    workdir = make_workdir("minik8s-metrics-fresh-")
+    metrics = MetricsServerProcess(workdir, cluster.apiserver.url, "15s", "--v", "4")
+    try:
+        def container_id() -> str | None:
+            p = api.get(f"/api/v1/namespaces/{fresh_ns}/pods/fresh").json()
+            for c in p.get("status", {}).get("containerStatuses") or []:
+                if (c.get("state") or {}).get("running") and c.get("containerID"):
+                    return str(c["containerID"].partition("://")[2])
+            return None
+
+        cid = wait_for(container_id, 90, 0.25, what="the fresh pod to run")
+        assert isinstance(cid, str)
+        client = docker.from_env()
+        try:
+            created = parse_rfc3339_nano(client.containers.get(cid).attrs["Created"])
+        finally:
+            client.close()
+        assert created is not None
+        start = float(created // 1_000_000_000)  # the summary's startTime: Docker's listing has whole seconds
+        wait_for(lambda: time.time() >= start + 10, 30, 0.05, what="the container to be 10 s old")
+        metrics.start()  # ready once its first scrape is stored
+        asked = [float(line.split(" asked ")[1].split()[0]) for line in metrics.process.log_path.read_text(
+            ).splitlines() if f"node {cluster.node}: scraped" in line]
+        assert asked, metrics.log_tail()
+        age = asked[0] - start
+        if not 10.1 <= age <= 14.9:
+            pytest.skip(f"the first scrape came when the container was {age:.1f} s old: outside the rule's bounds")
+        base = f"{metrics.url}/apis/metrics.k8s.io/v1beta1/namespaces"
+        fresh = httpx.get(f"{base}/{fresh_ns}/pods/fresh", timeout=10)
+        assert fresh.status_code == 200, (fresh.text, metrics.log_tail())
+        window = parse_go_duration(fresh.json()["window"])
+        assert 10 <= window < 15 and abs(window - age) < 1, (fresh.json(), age)
+        assert parse_quantity(fresh.json()["containers"][0]["usage"]["cpu"]).milli_value() > 0
+        assert httpx.get(f"{base}/{namespace}/pods/burner", timeout=10).status_code == 404  # one point: no rate
+    finally:
+        metrics.stop()
+        api.delete(f"/api/v1/namespaces/{fresh_ns}/pods/fresh", params={"gracePeriodSeconds": "0"})
+        api.delete(f"/api/v1/namespaces/{fresh_ns}")
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.mark.kubectl

@@ -66,3 +66,57 @@ def test_quantities_as_metrics_server_prints_them() -> None:
     assert cpu_quantity(2_000_000_000) == "2"
     assert memory_quantity(10 * 1024 * 1024) == "10Mi"
     assert memory_quantity(1234567) == "1234567"
+
+
+def test_fresh_container_gets_a_rate_from_its_start() -> None:
+    """metrics-server's fresh-container rule: a container 10 s or more but less than one resolution old at
+    its first point is rated from its start (cumulative 0 then), not a resolution later."""
+    storage = Storage(resolution=15)
+    storage.store_node(NODE, None, {("ns", "p"): {"c": Point(112, 6_000_000_000, 5, start=100)}})
+    found = storage.pod_usage("ns", "p")
+    assert found is not None
+    timestamp, window, containers = found
+    assert (timestamp, window, containers["c"].nano_cores) == (112, 12, 500_000_000)
+    # the next scrape: the rate from two points again
+    storage.store_node(NODE, None, {("ns", "p"): {"c": Point(127, 7_500_000_000, 5, start=100)}})
+    found = storage.pod_usage("ns", "p")
+    assert found is not None and (found[1], found[2]["c"].nano_cores) == (15, 100_000_000)
+
+
+def test_fresh_container_rule_bounds() -> None:
+    for age, resolution in ((9.9, 15), (15, 15), (12, 10)):  # too young for a rate, or seen by a scrape before
+        storage = Storage(resolution=resolution)
+        storage.store_node(NODE, None, {("ns", "p"): {"c": Point(100 + age, 1_000_000_000, 5, start=100)}})
+        assert storage.pod_usage("ns", "p") is None, (age, resolution)
+    storage = Storage(resolution=15)  # no start known: never fresh
+    storage.store_node(NODE, None, {("ns", "p"): {"c": Point(12, 1_000_000_000, 5)}})
+    assert storage.pod_usage("ns", "p") is None
+
+
+def test_container_started_after_the_stored_point_is_a_restart() -> None:
+    storage = Storage(resolution=10)
+    storage.store_node(NODE, None, {("ns", "p"): {"c": Point(100, 1_000_000_000, 5, start=50)}})
+    # another container of the same name, started after the stored point (its counter need not go back)
+    storage.store_node(NODE, None, {("ns", "p"): {"c": Point(130, 9_000_000_000, 5, start=100)}})
+    assert storage.pod_usage("ns", "p") is None
+    storage.store_node(NODE, None, {("ns", "p"): {"c": Point(140, 10_000_000_000, 5, start=100)}})
+    found = storage.pod_usage("ns", "p")
+    assert found is not None and (found[1], found[2]["c"].nano_cores) == (10, 100_000_000)
+
+
+def test_pod_time_is_its_earliest_container() -> None:
+    storage = Storage()
+    storage.store_node(NODE, None, {("ns", "p"): {"a": Point(10, 0, 1), "b": Point(12, 0, 1)}})
+    storage.store_node(NODE, None, {("ns", "p"): {"a": Point(20, 0, 1), "b": Point(21, 0, 1)}})
+    found = storage.pod_usage("ns", "p")
+    assert found is not None and found[:2] == (20, 10)
+
+
+def test_decode_summary_container_start() -> None:
+    summary = {"pods": [{"podRef": {"name": "p", "namespace": "ns"}, "containers": [
+        {"name": "c", "startTime": "2026-11-24T01:00:00.25Z",
+         "cpu": {"time": "2026-11-24T01:00:12Z", "usageCoreNanoSeconds": 3},
+         "memory": {"time": "2026-11-24T01:00:12Z", "workingSetBytes": 4}}]}]}
+    _, pods = decode_summary(summary)
+    point = pods[("ns", "p")]["c"]
+    assert point.timestamp - point.start == 11.75
