@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import pickle
+import sys
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -168,6 +169,39 @@ def test_equal_sub_objects_of_cached_objects_are_one_object() -> None:
     assert a.metadata is not b.metadata and a is not b  # metadata differ (name, uid); the roots are never shared
     assert a.to_dict() == decoded("a").to_dict() and c.to_dict() == decoded("c", node="node-2").to_dict()
     assert a.model_dump(exclude_unset=True) == decoded("a").model_dump(exclude_unset=True)
+
+
+def running(name: str, pod_ip: str) -> dict[str, Any]:
+    wire = pod_wire(name)
+    wire["status"].update({
+        "hostIP": "10.0.0.1", "hostIPs": [{"ip": "10.0.0.1"}], "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
+        "containerStatuses": [{"name": "c", "ready": True, "restartCount": 0, "image": "registry.k8s.io/pause:3.9",
+                               "imageID": "registry.k8s.io/pause@sha256:0", "containerID": f"docker://{name}",
+                               "state": {"running": {"startedAt": "2026-11-24T17:04:53Z"}}}]})
+    return wire
+
+
+def interned(value: str) -> bool:
+    return sys.intern(value[:1] + value[1:]) is value  # a new string of the same characters: the interned one?
+
+
+def test_the_values_of_one_object_alone_are_not_interned_nor_the_parts_that_hold_them_entered() -> None:
+    wires = [running("a", "10.244.0.2"), running("b", "10.244.0.3")]
+    a, b = (compact(Pod.model_validate(orjson.loads(orjson.dumps(w)))) for w in wires)
+    assert a.to_dict() == Pod.model_validate(wires[0]).to_dict()
+    status = a.status
+    assert status is not None and status.pod_ips and status.container_statuses and b.status is not None
+    alone = [a.metadata.uid, a.metadata.name, a.metadata.resource_version, status.pod_ip, status.pod_ips[0].ip,
+             status.container_statuses[0].container_id]
+    assert not any(interned(cast(str, value)) for value in alone)
+    assert interned(cast(str, a.metadata.namespace)) and interned(status.container_statuses[0].image)
+    table = {id(v) for v in informer_module._SHARED.values()}
+    holders = [status, status.pod_ips, status.pod_ips[0], status.container_statuses, status.container_statuses[0]]
+    assert not any(id(part) in table for part in holders)
+    # what the pods have in common is still one object
+    assert status.host_ips is b.status.host_ips and status.conditions is b.status.conditions
+    assert b.status.container_statuses is not None
+    assert status.container_statuses[0].state is b.status.container_statuses[0].state
 
 
 def test_values_equal_in_python_but_not_on_the_wire_are_not_shared() -> None:
