@@ -511,7 +511,13 @@ class Store(Generic[M]):
         key = self._key_func(obj)
         old = self._items.get(key)
         if old is not None:
+            if all(fn(old) == fn(obj) for fn in self._indexers.values()):
+                self._items[key] = obj  # the usual update (a status): the indexes and the stored key stay as they are
+                return old
             self._unindex(key, old)
+            # entered again under this key string, the one the indexes are given now: one key string per object
+            # (issue 19: the indexes of a pod bound after it was cached held a second copy of its key)
+            del self._items[key]
         self._items[key] = obj
         for name in self._indexers:
             self._index_one(name, key, obj)

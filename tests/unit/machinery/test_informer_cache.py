@@ -19,10 +19,14 @@ from machinery.api.apiextensions_v1 import custom_resource_model
 from machinery.api.core_v1 import Pod
 from machinery.client import decode_watch_line
 from machinery.informer import (
+    NAMESPACE_INDEX,
+    NODE_NAME_INDEX,
     CachedObjectMutated,
     Informer,
     SharedInformerFactory,
     compact,
+    namespace_index,
+    node_name_index,
     strip_managed_fields,
 )
 
@@ -347,3 +351,26 @@ def test_the_factory_gives_every_informer_its_transform() -> None:
     assert factory.informer_for(Pod)._transform is strip_managed_fields
     assert factory.informer_for(Pod, "other", field_selector="spec.nodeName=n")._transform is strip_managed_fields
     assert SharedInformerFactory(cast(Any, None)).informer_for(Pod)._transform is None
+
+
+def test_the_indexes_and_the_store_hold_one_key_string_per_object() -> None:
+    inf = informer(indexers={NAMESPACE_INDEX: namespace_index, NODE_NAME_INDEX: node_name_index})
+    store = inf.store
+
+    def keys_held() -> set[int]:
+        held = {id(k) for k in store._items}
+        for index in store._indices.values():
+            held |= {id(k) for keys in index.values() for k in keys}
+        return held
+
+    inf.handle_event(*event("ADDED", pod_wire("a", rv="6")))
+    inf.handle_event(*event("MODIFIED", pod_wire("a", rv="7")))  # the usual update: the indexes stay as they are
+    assert len(keys_held()) == 1 and store.index_keys(NODE_NAME_INDEX, "node-1") == ["density/a"]
+    inf.handle_event(*event("MODIFIED", pod_wire("a", node="node-2", rv="8")))  # moved: indexed again
+    assert len(keys_held()) == 1
+    assert store.index_values(NODE_NAME_INDEX) == ["node-2"] and store.index_keys(NAMESPACE_INDEX, "density") == [
+        "density/a"]
+    cached = inf.get("a", "density")
+    assert cached is not None and cached.metadata.resource_version == "8"
+    inf.handle_event(*event("DELETED", pod_wire("a", node="node-2", rv="9")))
+    assert not keys_held() and store.index_values(NODE_NAME_INDEX) == [] and store.index_values(NAMESPACE_INDEX) == []
