@@ -489,7 +489,9 @@ class Store(Generic[M]):
         self._key_func = key_func
         self._items: dict[str, M] = {}
         self._indexers: dict[str, IndexFunc] = {}
-        self._indices: dict[str, dict[str, set[str]]] = {}
+        # index name -> value -> the keys, as a dict's keys: a set grows four times over and holds 30 to 100 keys
+        # in 75 to 85 bytes each, a dict in 28 to 33 (issue 19: a ReplicaSet's pods, a node's pods)
+        self._indices: dict[str, dict[str, dict[str, None]]] = {}
         if indexers:
             self.add_indexers(indexers)
 
@@ -567,7 +569,11 @@ class Store(Generic[M]):
     def _index_one(self, name: str, key: str, obj: M) -> None:
         index = self._indices[name]
         for value in self._indexers[name](obj):
-            index.setdefault(value, set()).add(key)
+            keys = index.get(value)
+            if keys is None:
+                index[value] = {key: None}
+            else:
+                keys[key] = None
 
     def _unindex(self, key: str, obj: M) -> None:
         for name, fn in self._indexers.items():
@@ -575,7 +581,7 @@ class Store(Generic[M]):
             for value in fn(obj):
                 keys = index.get(value)
                 if keys is not None:
-                    keys.discard(key)
+                    keys.pop(key, None)
                     if not keys:
                         del index[value]
 
