@@ -18,8 +18,10 @@ watched object takes into a cache. Per variant, in a fresh informer:
 Variants: `as decoded` (the baseline: the informer before issue 19's work), `managedFields stripped`
 (`strip_managed_fields`, the controller-manager's and scheduler's transform), `+ shared fields sets`
 (compaction with string interning and sub-object sharing off), `+ interned strings` (sub-object sharing off),
-`+ shared sub-objects` (equal sub-objects of cached pods are one object: the informer as the controller-manager
-and the scheduler run it), and `compacted, managedFields kept` (every other component's informers).
+`+ shared sub-objects` (equal sub-objects of cached pods are one object), `+ unique values left alone` (the values
+of one pod alone, its uid, resourceVersion, name, IP and container ID, neither interned nor their parts entered in
+the table of shared sub-objects: the informer as the controller-manager and the scheduler run it), and
+`compacted, managedFields kept` (every other component's informers).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import orjson
 
 import machinery.informer as informer_module
 from machinery.api.core_v1 import Pod
+from machinery.api.meta import ObjectMeta
 from machinery.client import decode_watch_line
 from machinery.informer import (
     NAMESPACE_INDEX,
@@ -136,18 +139,25 @@ class _AsDecoded(Informer[Any]):
 
 
 @contextmanager
-def _compaction(*, interning: bool = True, sharing: bool = True) -> Iterator[None]:
+def _compaction(*, interning: bool = True, sharing: bool = True, unique: bool = False) -> Iterator[None]:
     """The informer's compaction with string interning and/or sub-object sharing turned off (the informer
-    before those steps), its table of shared sub-objects empty (every variant starts from nothing)."""
-    saved = informer_module._intern, informer_module._share_parts
+    before those steps), its table of shared sub-objects empty (every variant starts from nothing). Without
+    `unique`, the values of one object alone are interned and their parts entered in the table as any other
+    (the informer before that step: only an ObjectMeta, by its resourceVersion, was kept out of the table)."""
+    saved = (informer_module._intern, informer_module._share_parts, informer_module._UNIQUE_FIELDS,
+             informer_module._intern_unique)
     if not interning:
         informer_module._intern = lambda s: s
     informer_module._share_parts = sharing
+    if not unique:
+        informer_module._UNIQUE_FIELDS = {ObjectMeta: frozenset({"resource_version"})}
+        informer_module._intern_unique = True
     informer_module._SHARED.clear()
     try:
         yield
     finally:
-        informer_module._intern, informer_module._share_parts = saved
+        (informer_module._intern, informer_module._share_parts, informer_module._UNIQUE_FIELDS,
+         informer_module._intern_unique) = saved
         informer_module._SHARED.clear()
 
 
@@ -160,9 +170,11 @@ VARIANTS: dict[str, tuple[Callable[[], Informer[Any]], Callable[[], Any]]] = {
     "+ interned strings": (lambda: Informer(cast(Any, None), Pod, transform=strip_managed_fields),
                            lambda: _compaction(sharing=False)),
     "+ shared sub-objects": (lambda: Informer(cast(Any, None), Pod, transform=strip_managed_fields), _compaction),
-    "compacted, managedFields kept": (lambda: Informer(cast(Any, None), Pod), _compaction),
+    "+ unique values left alone": (lambda: Informer(cast(Any, None), Pod, transform=strip_managed_fields),
+                                   lambda: _compaction(unique=True)),
+    "compacted, managedFields kept": (lambda: Informer(cast(Any, None), Pod), lambda: _compaction(unique=True)),
 }
-BASELINE, FULL = "as decoded", "+ shared sub-objects"
+BASELINE, FULL = "as decoded", "+ unique values left alone"
 
 
 def _index(informer: Informer[Any]) -> None:

@@ -146,8 +146,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                    "a watch straight on the road server, same samples (issue 15)"),
     Benchmark("informer_memory", "bench.informer_memory_bench", "informer_memory.json",
               what="KB per Pod in one informer cache (tracemalloc) and CPU per watch event: as decoded vs "
-                   "managedFields stripped, shared fields sets, interned strings and shared sub-objects, same run "
-                   "(issue 19)"),
+                   "managedFields stripped, shared fields sets, interned strings, shared sub-objects, unique values "
+                   "left alone, same run (issue 19)"),
     Benchmark("density", "bench.density_bench", "density.json", ("--sizes", "20,100,300"), ("--quick",),
               what="density, kubemark-style: 20/100/300 hollow nodes (bench/hollow_nodes.py), 30 pods per node "
                    "through Deployments of 100 at 100 pods/s: pod start-up p50/p99, API p99 per verb and "

@@ -30,7 +30,9 @@ What is cached is made small before it is stored (issue 19: a Pod cost 30 KB in 
   models); a copy of a cached model gets its own plain set again;
 - and it makes equal sub-objects one object: the containers, labels, ownerReferences, conditions (one
   second's), node addresses of the pods of one ReplicaSet, and a pod's unchanged parts across its updates
-  (`_SHARED`, a table by the hash of each sub-object's shape, swept of what no cached object uses).
+  (`_SHARED`, a table by the hash of each sub-object's shape, swept of what no cached object uses);
+- but what belongs to one object alone (its uid, resourceVersion and name, a pod's IP, a container's ID) is
+  neither interned nor entered in the table, nor is any part that holds it (`_UNIQUE_FIELDS`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from machinery import tracing
+from machinery.api.core_v1 import ContainerStatus, PodIP, PodStatus
+from machinery.api.meta import ObjectMeta
 from machinery.api.resources import resource_for_model
 from machinery.client import ApiClient, ApiError, ApiUnavailable, ClientError, Selector, format_selector
 from machinery.selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -276,10 +280,25 @@ _SWEEP_MIN = 1024
 _sweep_at = _SWEEP_MIN
 _share_parts = True  # the informer memory benchmark's rows before sharing turn it off
 
+# Fields whose value belongs to one object alone: its uid, resourceVersion and name, a pod's IP, a container's ID.
+# Interning such a string, or entering a part that holds one in `_SHARED`, costs an entry (some 50 and 90 bytes)
+# that no other object can ever use: a density pod had five such strings and five such parts (its status, its
+# container status, its pod IP and the lists of them), a fifth of what it cost in the controller-manager. They
+# are left as decoded, and a part holding one (or holding such a part) is never entered in the table.
+_UNIQUE_FIELDS: dict[type[BaseModel], frozenset[str]] = {
+    ObjectMeta: frozenset({"uid", "resource_version", "name"}),
+    PodStatus: frozenset({"pod_ip"}),
+    PodIP: frozenset({"ip"}),
+    ContainerStatus: frozenset({"container_id"}),
+}
+_unique_parts = 0  # values of _UNIQUE_FIELDS met so far: a part during whose sharing it grew holds one
+_intern_unique = False  # the informer memory benchmark's rows before this step turn it on
+
 
 def compact(obj: Any) -> Any:
     """Make `obj` (a model tree or wire-form dict, about to be cached) smaller in place, and return it:
-    every string interned (`sys.intern`: freed again with the last object that uses it), every model's
+    every string interned (`sys.intern`: freed again with the last object that uses it) but the values of one
+    object alone (`_UNIQUE_FIELDS`), every model's
     fields set shared (`_SharedFieldsSet`), and every sub-object equal to one already cached replaced by that
     one (`_SHARED`). Values are unchanged: equal, dumped the same. `obj` itself is never shared."""
     if isinstance(obj, BaseModel):
@@ -330,7 +349,11 @@ def _shared(value: Any) -> Any:
 
 def _share_model_parts(model: BaseModel) -> None:
     """Share the parts of `model` in place."""
-    _share_dict_values(model.__dict__)  # the model's fields, shared in place as any dict's values
+    unique = _UNIQUE_FIELDS.get(model.__class__)
+    if unique is None:
+        _share_dict_values(model.__dict__)  # the model's fields, shared in place as any dict's values
+    else:
+        _share_values_but(model.__dict__, unique)
     fields_set = model.__pydantic_fields_set__
     if fields_set.__class__ is set:
         object.__setattr__(model, "__pydantic_fields_set__", _shared_fields_set(fields_set))
@@ -340,12 +363,13 @@ def _share_model_parts(model: BaseModel) -> None:
 
 
 def _share_model(model: BaseModel) -> BaseModel:
+    unique_before = _unique_parts
     _share_model_parts(model)
     if not _share_parts or model.__pydantic_extra__ or model.__pydantic_private__:
         return model  # extra fields (a custom object's) or private state: not shared
+    if _unique_parts != unique_before:
+        return model  # it holds a value of one object alone: never equal to another's, not worth an entry
     values = model.__dict__
-    if values.get("resource_version") is not None:
-        return model  # one version of one object (its ObjectMeta): never equal to another's, not worth an entry
     fields_set = model.__pydantic_fields_set__
     key = hash((model.__class__, id(fields_set), *map(id, values.values())))
     other = _SHARED.get(key)
@@ -383,6 +407,21 @@ def _share_dict_values(value: dict[Any, Any]) -> None:
             value[key] = v2
 
 
+def _share_values_but(values: dict[str, Any], unique: frozenset[str]) -> None:
+    """A model's fields made the one equal object, but for the values in `unique` (see `_UNIQUE_FIELDS`)."""
+    global _unique_parts
+    for key, v in values.items():
+        if key in unique:
+            if v is not None:
+                _unique_parts += 1
+                if _intern_unique and v.__class__ is str:
+                    values[key] = _intern(v)
+            continue
+        v2 = _share_value(v)
+        if v2 is not v:
+            values[key] = v2
+
+
 def _share_dict_parts(value: dict[Any, Any]) -> None:
     _share_dict_values(value)
 
@@ -393,8 +432,9 @@ def _share_dict(value: dict[Any, Any]) -> dict[Any, Any]:
             return value
         key = _EMPTY_DICT_KEY
     else:
+        unique_before = _unique_parts
         _share_dict_values(value)
-        if not _share_parts:
+        if not _share_parts or _unique_parts != unique_before:
             return value
         key = hash((dict, *value, *map(id, value.values())))
     other = _SHARED.get(key)
@@ -421,8 +461,9 @@ def _share_list_parts(value: builtins.list[Any]) -> None:
 
 
 def _share_list(value: builtins.list[Any]) -> builtins.list[Any]:
+    unique_before = _unique_parts
     _share_list_items(value)
-    if not _share_parts:
+    if not _share_parts or _unique_parts != unique_before:
         return value
     key = hash((list, *map(id, value)))
     other = _SHARED.get(key)
@@ -448,7 +489,9 @@ class Store(Generic[M]):
         self._key_func = key_func
         self._items: dict[str, M] = {}
         self._indexers: dict[str, IndexFunc] = {}
-        self._indices: dict[str, dict[str, set[str]]] = {}
+        # index name -> value -> the keys, as a dict's keys: a set grows four times over and holds 30 to 100 keys
+        # in 75 to 85 bytes each, a dict in 28 to 33 (issue 19: a ReplicaSet's pods, a node's pods)
+        self._indices: dict[str, dict[str, dict[str, None]]] = {}
         if indexers:
             self.add_indexers(indexers)
 
@@ -470,7 +513,13 @@ class Store(Generic[M]):
         key = self._key_func(obj)
         old = self._items.get(key)
         if old is not None:
+            if all(fn(old) == fn(obj) for fn in self._indexers.values()):
+                self._items[key] = obj  # the usual update (a status): the indexes and the stored key stay as they are
+                return old
             self._unindex(key, old)
+            # entered again under this key string, the one the indexes are given now: one key string per object
+            # (issue 19: the indexes of a pod bound after it was cached held a second copy of its key)
+            del self._items[key]
         self._items[key] = obj
         for name in self._indexers:
             self._index_one(name, key, obj)
@@ -520,7 +569,11 @@ class Store(Generic[M]):
     def _index_one(self, name: str, key: str, obj: M) -> None:
         index = self._indices[name]
         for value in self._indexers[name](obj):
-            index.setdefault(value, set()).add(key)
+            keys = index.get(value)
+            if keys is None:
+                index[value] = {key: None}
+            else:
+                keys[key] = None
 
     def _unindex(self, key: str, obj: M) -> None:
         for name, fn in self._indexers.items():
@@ -528,7 +581,7 @@ class Store(Generic[M]):
             for value in fn(obj):
                 keys = index.get(value)
                 if keys is not None:
-                    keys.discard(key)
+                    keys.pop(key, None)
                     if not keys:
                         del index[value]
 

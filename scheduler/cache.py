@@ -22,7 +22,7 @@ from scheduler.framework import NodeInfo, PodInfo, Snapshot
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(slots=True)
 class _PodState:
     info: PodInfo
     node: str

@@ -220,6 +220,25 @@ def pod_requests(pod: Pod, *, non_missing: bool = False) -> Resource:
     return total
 
 
+ResourceKey = tuple[int, int, int, int, tuple[tuple[str, int], ...]]
+_SHARED_RESOURCES: dict[ResourceKey, Resource] = {}
+_SHARED_RESOURCES_MAX = 4096
+
+
+def shared_resource(r: Resource) -> Resource:
+    """The one Resource equal to `r` among the pods' requests (issue 19: two Resources and their scalar dicts,
+    272 bytes a pod, when the pods of a template all request the same). A PodInfo's requests are read, never
+    changed: NodeInfo adds them into its own. Distinct requests are few; past the bound the table starts again."""
+    key = (r.milli_cpu, r.memory, r.ephemeral_storage, r.allowed_pod_number,
+           tuple(sorted(r.scalar.items())) if r.scalar else ())
+    shared = _SHARED_RESOURCES.get(key)
+    if shared is None:
+        if len(_SHARED_RESOURCES) >= _SHARED_RESOURCES_MAX:
+            _SHARED_RESOURCES.clear()
+        shared = _SHARED_RESOURCES[key] = r
+    return shared
+
+
 # -- host ports -------------------------------------------------------------------------------
 
 DEFAULT_BIND_ALL_HOST_IP = "0.0.0.0"
@@ -307,10 +326,10 @@ class PodInfo:
         self.name = pod.metadata.name or ""
         spec = pod.spec
         self.priority = (spec.priority if spec is not None else None) or 0
-        self.requests = pod_requests(pod)
-        self.non_zero_requests = pod_requests(pod, non_missing=True)
-        # One PodInfo per pod in the cache (issue 19): no empty lists and dict of its own; the tolerations
-        # are the informer's cached list (read-only).
+        self.requests = shared_resource(pod_requests(pod))
+        self.non_zero_requests = shared_resource(pod_requests(pod, non_missing=True))
+        # One PodInfo per pod in the cache (issue 19): no empty lists and dict of its own, requests shared with
+        # every pod that requests the same; the tolerations are the informer's cached list (read-only).
         self.host_ports: Sequence[HostPort] = host_ports(pod) or ()
         self.tolerations: Sequence[Toleration] = (spec.tolerations or ()) if spec is not None else ()
         self.owner_uid = controller_uid(pod)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import pickle
+import sys
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -18,10 +19,14 @@ from machinery.api.apiextensions_v1 import custom_resource_model
 from machinery.api.core_v1 import Pod
 from machinery.client import decode_watch_line
 from machinery.informer import (
+    NAMESPACE_INDEX,
+    NODE_NAME_INDEX,
     CachedObjectMutated,
     Informer,
     SharedInformerFactory,
     compact,
+    namespace_index,
+    node_name_index,
     strip_managed_fields,
 )
 
@@ -170,6 +175,39 @@ def test_equal_sub_objects_of_cached_objects_are_one_object() -> None:
     assert a.model_dump(exclude_unset=True) == decoded("a").model_dump(exclude_unset=True)
 
 
+def running(name: str, pod_ip: str) -> dict[str, Any]:
+    wire = pod_wire(name)
+    wire["status"].update({
+        "hostIP": "10.0.0.1", "hostIPs": [{"ip": "10.0.0.1"}], "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
+        "containerStatuses": [{"name": "c", "ready": True, "restartCount": 0, "image": "registry.k8s.io/pause:3.9",
+                               "imageID": "registry.k8s.io/pause@sha256:0", "containerID": f"docker://{name}",
+                               "state": {"running": {"startedAt": "2026-11-24T17:04:53Z"}}}]})
+    return wire
+
+
+def interned(value: str) -> bool:
+    return sys.intern(value[:1] + value[1:]) is value  # a new string of the same characters: the interned one?
+
+
+def test_the_values_of_one_object_alone_are_not_interned_nor_the_parts_that_hold_them_entered() -> None:
+    wires = [running("a", "10.244.0.2"), running("b", "10.244.0.3")]
+    a, b = (compact(Pod.model_validate(orjson.loads(orjson.dumps(w)))) for w in wires)
+    assert a.to_dict() == Pod.model_validate(wires[0]).to_dict()
+    status = a.status
+    assert status is not None and status.pod_ips and status.container_statuses and b.status is not None
+    alone = [a.metadata.uid, a.metadata.name, a.metadata.resource_version, status.pod_ip, status.pod_ips[0].ip,
+             status.container_statuses[0].container_id]
+    assert not any(interned(cast(str, value)) for value in alone)
+    assert interned(cast(str, a.metadata.namespace)) and interned(status.container_statuses[0].image)
+    table = {id(v) for v in informer_module._SHARED.values()}
+    holders = [status, status.pod_ips, status.pod_ips[0], status.container_statuses, status.container_statuses[0]]
+    assert not any(id(part) in table for part in holders)
+    # what the pods have in common is still one object
+    assert status.host_ips is b.status.host_ips and status.conditions is b.status.conditions
+    assert b.status.container_statuses is not None
+    assert status.container_statuses[0].state is b.status.container_statuses[0].state
+
+
 def test_values_equal_in_python_but_not_on_the_wire_are_not_shared() -> None:
     def with_priority(name: str, priority: Any) -> Pod:
         pod = decoded(name)
@@ -313,3 +351,40 @@ def test_the_factory_gives_every_informer_its_transform() -> None:
     assert factory.informer_for(Pod)._transform is strip_managed_fields
     assert factory.informer_for(Pod, "other", field_selector="spec.nodeName=n")._transform is strip_managed_fields
     assert SharedInformerFactory(cast(Any, None)).informer_for(Pod)._transform is None
+
+
+def test_the_indexes_and_the_store_hold_one_key_string_per_object() -> None:
+    inf = informer(indexers={NAMESPACE_INDEX: namespace_index, NODE_NAME_INDEX: node_name_index})
+    store = inf.store
+
+    def keys_held() -> set[int]:
+        held = {id(k) for k in store._items}
+        for index in store._indices.values():
+            held |= {id(k) for keys in index.values() for k in keys}
+        return held
+
+    inf.handle_event(*event("ADDED", pod_wire("a", rv="6")))
+    inf.handle_event(*event("MODIFIED", pod_wire("a", rv="7")))  # the usual update: the indexes stay as they are
+    assert len(keys_held()) == 1 and store.index_keys(NODE_NAME_INDEX, "node-1") == ["density/a"]
+    inf.handle_event(*event("MODIFIED", pod_wire("a", node="node-2", rv="8")))  # moved: indexed again
+    assert len(keys_held()) == 1
+    assert store.index_values(NODE_NAME_INDEX) == ["node-2"] and store.index_keys(NAMESPACE_INDEX, "density") == [
+        "density/a"]
+    cached = inf.get("a", "density")
+    assert cached is not None and cached.metadata.resource_version == "8"
+    inf.handle_event(*event("DELETED", pod_wire("a", node="node-2", rv="9")))
+    assert not keys_held() and store.index_values(NODE_NAME_INDEX) == [] and store.index_values(NAMESPACE_INDEX) == []
+
+
+def test_an_index_holds_its_keys_compactly_and_in_step() -> None:
+    inf = informer(indexers={NODE_NAME_INDEX: node_name_index})
+    for i in range(100):
+        inf.handle_event(*event("ADDED", pod_wire(f"p{i:03d}", rv=str(10 + i))))
+    bucket = inf.store._indices[NODE_NAME_INDEX]["node-1"]
+    assert sys.getsizeof(bucket) < 40 * 100  # issue 19: a set of 100 keys took 84 bytes a key, a dict takes 33
+    for i in range(0, 100, 2):
+        inf.handle_event(*event("MODIFIED", pod_wire(f"p{i:03d}", node="node-2", rv=str(200 + i))))
+    inf.handle_event(*event("DELETED", pod_wire("p001", rv="400")))
+    assert inf.store.index_keys(NODE_NAME_INDEX, "node-1") == [f"density/p{i:03d}" for i in range(3, 100, 2)]
+    assert inf.store.index_keys(NODE_NAME_INDEX, "node-2") == [f"density/p{i:03d}" for i in range(0, 100, 2)]
+    assert [p.metadata.name for p in inf.store.by_index(NODE_NAME_INDEX, "node-2")][:2] == ["p000", "p002"]

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from machinery.api.core_v1 import Node, Pod
+from scheduler import framework
 from scheduler.cache import Cache
 from scheduler.framework import (
     DEFAULT_MEMORY_REQUEST,
@@ -162,6 +163,22 @@ def test_node_info_tracks_requests_ports_and_owners() -> None:
     assert not info.used_ports.conflicts("0.0.0.0", "TCP", 80)
     info.remove_pod(a)
     assert info.requested.milli_cpu == 0 and not info.pods and not info.owner_counts
+
+
+def test_pods_that_request_the_same_share_one_requests_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(framework, "_SHARED_RESOURCES", {})
+    a, b = make_pod("a", cpu="100m", memory="10Mi"), make_pod("b", cpu="100m", memory="10Mi")
+    other = make_pod("c", cpu="200m", memory="10Mi")
+    assert a.requests is b.requests and a.non_zero_requests is b.non_zero_requests  # issue 19: one per shape
+    assert other.requests is not a.requests and other.requests.milli_cpu == 200
+    info = node_info(make_node(), a, b, other)  # the node adds them into its own sums
+    assert info.requested.milli_cpu == 400 and a.requests.milli_cpu == 100 and a.requests.memory == 10 * 1024 ** 2
+    info.remove_pod(a)
+    assert b.requests.milli_cpu == 100 and info.requested.milli_cpu == 300
+    monkeypatch.setattr(framework, "_SHARED_RESOURCES_MAX", 2)  # bounded: past it the table starts again
+    for cpu in ("1", "2", "3"):
+        assert make_pod(cpu=cpu).requests.milli_cpu == int(cpu) * 1000
+    assert len(framework._SHARED_RESOURCES) <= 2
 
 
 # -- filters ------------------------------------------------------------------------------------
