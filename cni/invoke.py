@@ -213,11 +213,15 @@ class CniRuntime:
 
     def read_cache(self, network: str | None, container_id: str, ifname: str = "eth0") -> dict[str, Any] | None:
         """The cached attachment (config, result, args) of a container, or None; any network if None."""
+        candidates: Iterable[Path] = ()
         if network is not None:
-            candidates: Iterable[Path] = [self.cache_path(network, container_id, ifname)]
+            candidates = [self.cache_path(network, container_id, ifname)]
         else:
             suffix = f"-{_safe(container_id)}-{_safe(ifname)}"
-            candidates = sorted(self.cache_dir.glob(f"*{suffix}")) if self.cache_dir.is_dir() else []
+            # a listing, not a glob: a glob compiles a pattern for every container id (each sandbox's teardown)
+            with contextlib.suppress(OSError):  # no results yet
+                candidates = sorted(self.cache_dir / name for name in os.listdir(self.cache_dir)
+                                    if name.endswith(suffix))
         for path in candidates:
             try:
                 data = json.loads(path.read_text())
@@ -318,7 +322,8 @@ class CniRuntime:
             if reader is not None:
                 os.close(reader)
         try:
-            stdout, stderr = await asyncio.wait_for(proc.communicate(stdin if reader is None else None), self.timeout)
+            async with asyncio.timeout(self.timeout):  # no task of its own, as wait_for makes
+                stdout, stderr = await proc.communicate(stdin if reader is None else None)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()

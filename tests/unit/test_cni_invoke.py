@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cni.invoke import CniRuntime, RuntimeConf, filled_pipe
+from cni.invoke import CniError, CniRuntime, RuntimeConf, filled_pipe
 
 # a plugin that answers how many bytes of configuration it read
 COUNTING_PLUGIN = """#!/bin/sh
@@ -55,3 +55,30 @@ async def test_the_plugin_reads_its_whole_configuration(tmp_path: Path, padding:
     sent = json.dumps(runtime.plugin_stdin(conflist, conflist["plugins"][0], rt, None)).encode()
     assert result.raw["size"] == len(sent)
     assert open_fds() == before
+
+
+async def test_a_plugin_that_does_not_answer_in_time_is_killed(tmp_path: Path) -> None:
+    plugin = tmp_path / "bin" / "hanging"
+    plugin.parent.mkdir()
+    pid_file = tmp_path / "pid"
+    plugin.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 60\n")
+    plugin.chmod(0o755)
+    runtime = CniRuntime(tmp_path / "results", [str(plugin.parent)], timeout=0.5)
+    conflist = {"cniVersion": "1.0.0", "name": "hang", "plugins": [{"type": "hanging"}]}
+    with pytest.raises(CniError) as caught:
+        await runtime.add(conflist, RuntimeConf("c1", "", "eth0"))
+    assert caught.value.code == 11 and "timed out" in caught.value.msg
+    pid = int(pid_file.read_text())
+    assert not Path(f"/proc/{pid}").exists()  # killed and reaped
+    assert not (tmp_path / "results").exists()  # no result cached
+
+
+def test_a_cached_attachment_is_found_by_container_id_in_any_network(tmp_path: Path) -> None:
+    runtime = CniRuntime(tmp_path / "results", [])
+    assert runtime.read_cache(None, "c1") is None  # nothing cached yet: no results directory
+    conflist = {"cniVersion": "1.0.0", "name": "net-a", "plugins": [{"type": "bridge"}]}
+    runtime._write_cache(conflist, RuntimeConf("c1", "", "eth0"), {"cniVersion": "1.0.0"})
+    runtime._write_cache(conflist, RuntimeConf("c12", "", "eth0"), {"cniVersion": "1.0.0"})
+    found = runtime.read_cache(None, "c1")
+    assert found is not None and found["containerId"] == "c1" and found["networkName"] == "net-a"
+    assert runtime.read_cache(None, "c1", "lo") is None
