@@ -201,6 +201,21 @@ def acquire_host_lock(shared: bool, timeout: float = 60.0) -> int:
             time.sleep(0.02)
 
 
+def try_host_lock(shared: bool) -> int | None:
+    """The host lock at once (the fd to pass to `release_host_lock`), or None while it is held the other way:
+    a pod's set-up takes it without a thread when nobody tears the shared rules down, as nearly always."""
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+    except OSError as e:
+        os.close(fd)
+        if e.errno in (errno.EAGAIN, errno.EACCES):
+            return None
+        raise
+    return fd
+
+
 def release_host_lock(fd: int) -> None:
     os.close(fd)
 

@@ -53,6 +53,7 @@ class PodNetwork:
         self.net: NodeNetwork | None = None
         self._rules_checked = 0.0
         self._cidr_file = root_dir / "dockershim" / "pod-cidr"
+        self._ips: dict[str, str] = {}  # sandbox id → its address, from its ADD result, until its teardown
         with contextlib.suppress(OSError, ValueError):
             saved = self._cidr_file.read_text().strip()
             if saved:
@@ -80,10 +81,17 @@ class PodNetwork:
         return self.net.name if self.net else f"minik8s-{self.node_name}"
 
     def pod_ip(self, sandbox_id: str) -> str:
-        cached = self.cni.read_cache(self.network_name(), sandbox_id)
-        if not cached:
-            return ""
-        return CniResult(cached.get("result") or {}).ip or ""
+        """The sandbox's address: every status of it says it (a pod's start builds four), so it is kept from
+        its ADD result, or read once from the cached result of an ADD before this shim started."""
+        ip = self._ips.get(sandbox_id)
+        if ip is None:
+            cached = self.cni.read_cache(self.network_name(), sandbox_id)
+            if not cached:
+                return ""
+            ip = CniResult(cached.get("result") or {}).ip or ""
+            if ip:
+                self._ips[sandbox_id] = ip
+        return ip
 
     async def ensure_rules(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -101,7 +109,9 @@ class PodNetwork:
         args = [("K8S_POD_NAMESPACE", meta.namespace), ("K8S_POD_NAME", meta.name),
                 ("K8S_POD_INFRA_CONTAINER_ID", sandbox_id), ("K8S_POD_UID", meta.uid)]
         caps: dict[str, Any] = {"portMappings": mappings} if mappings else {}
-        fd = await asyncio.to_thread(host.acquire_host_lock, True)
+        fd = host.try_host_lock(True)
+        if fd is None:  # the shared rules are being taken down: wait for that off the event loop
+            fd = await asyncio.to_thread(host.acquire_host_lock, True)
         try:
             await self.ensure_rules(force=self._rules_checked == 0)
             # lo and eth0 are independent attachments: their plugins run at once (go-cni's Setup, which
@@ -127,10 +137,12 @@ class PodNetwork:
         assert isinstance(result, CniResult)
         if not result.ip:
             raise CniError(f"the CNI result names no address: {result.raw}", 6)
+        self._ips[sandbox_id] = result.ip
         return result.ip
 
     async def teardown(self, sandbox_id: str, pid: int = 0) -> None:
         """CNI DEL for a sandbox, in its netns while its process runs (else the plugins just free the IP)."""
+        self._ips.pop(sandbox_id, None)  # read from the cache again while a failed DEL leaves it
         netns = ""
         if pid and os.path.exists(f"/proc/{pid}/ns/net"):
             netns = f"/proc/{pid}/ns/net"
@@ -159,6 +171,7 @@ class PodNetwork:
             if cid in live:
                 continue
             log.info("releasing the network of vanished sandbox %s", cid[:12])
+            self._ips.pop(cid, None)
             with contextlib.suppress(CniError):
                 await self.cni.delete(None if ifname == "eth0" else loopback_config_list(),
                                       RuntimeConf(cid, "", ifname))

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -111,9 +112,13 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         self._events_task: asyncio.Task[None] | None = None
         self._sandbox_cache: dict[str, dict[str, Any]] = {}  # sandbox id → inspect, until its next event
         self._sandbox_epochs: dict[str, int] = {}  # sandbox id → the number of its last event
+        self._sandbox_changes: dict[str, int] = {}  # sandbox id → the number of its last event after its start
         self._epoch = itertools.count(1)
         self._created: dict[str, dict[str, Any]] = {}  # container id → its labels, from its create to its start
+        self._after_start: dict[str, _AfterStart] = {}  # container id → its inspect once StartContainer started it
         self._started: dict[str, dict[str, Any]] = {}  # sandbox id → its inspect once run, until its first status
+        # the event stream's answers in Docker's order, with the sandbox events RunPodSandbox sends itself
+        self._ordered: asyncio.Queue[asyncio.Future[cri.ContainerEventResponse | None]] | None = None
 
     # -- lookups ----------------------------------------------------------------------------------
 
@@ -220,6 +225,7 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
             raise docker_error(e, "creating the sandbox") from None
         try:
             await self.docker.containers.container(sandbox_id).start()
+            changes = self._sandbox_changes.get(sandbox_id)
             data = await self.docker.containers.container(sandbox_id).show()
             await self._write_resolv_conf(data, config)
             if not host_network:
@@ -232,12 +238,7 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                 except CniError as e:
                     raise CriError(grpc.StatusCode.UNKNOWN,
                                    f"failed to set up the network of sandbox {config.metadata.name}: {e}") from None
-            # the kubelet asks for the new sandbox's status at once: this inspect, taken after it started, answers
-            # that (its address is the network's), unless it died or went away meanwhile
-            self._started.pop(sandbox_id, None)
-            self._started[sandbox_id] = data
-            while len(self._started) > CREATED_CACHE_SIZE:
-                del self._started[next(iter(self._started))]
+            self._ran(data, changes)
         except BaseException:
             # nothing half-done: no network, no container
             with contextlib.suppress(Exception):
@@ -246,6 +247,30 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                 await self._remove(sandbox_id)
             raise
         return cri.RunPodSandboxResponse(pod_sandbox_id=sandbox_id)
+
+    def _ran(self, data: dict[str, Any], changes: int | None) -> None:
+        """A sandbox RunPodSandbox set up, as its inspect taken after its start says (`changes`: the number of
+        its last event after its start when the inspect was taken).
+
+        The kubelet asks for the new sandbox's status at once, and its containers are made next: this inspect
+        answers both (its address is the network's) until the sandbox's next event. Its CREATED and STARTED
+        events go out now, once its network is set up, as containerd sends them at the end of RunPodSandbox
+        (Docker's own come before the network, and would each cost an inspect). A sandbox that died or went
+        away since the inspect (its event in) is read from Docker instead, and its events are Docker's."""
+        sandbox_id = data["Id"]
+        if self._sandbox_changes.get(sandbox_id) != changes:
+            return
+        _put_bounded(self._started, sandbox_id, data, CREATED_CACHE_SIZE)
+        _put_bounded(self._sandbox_cache, sandbox_id, data, SANDBOX_CACHE_SIZE)
+        if self._ordered is None or not self._subscribers:
+            return
+        status = self._sandbox_status(data)
+        started_at = tr.parse_docker_time((data.get("State") or {}).get("StartedAt"))
+        for kind, at in ((cri.CONTAINER_CREATED_EVENT, status.created_at), (cri.CONTAINER_STARTED_EVENT, started_at)):
+            sent: asyncio.Future[cri.ContainerEventResponse | None] = asyncio.get_running_loop().create_future()
+            sent.set_result(cri.ContainerEventResponse(container_id=sandbox_id, container_event_type=kind,
+                                                       created_at=at, pod_sandbox_status=status))
+            self._ordered.put_nowait(sent)
 
     @staticmethod
     async def _write_resolv_conf(data: dict[str, Any], config: cri.PodSandboxConfig) -> None:
@@ -348,30 +373,40 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                                f"image {config.image.image!r} is not present on this node: {e.message}") from None
             raise docker_error(e, f"creating container {config.metadata.name}") from None
         # what StartContainer needs of it, known without an inspect (the kubelet starts it next)
-        self._created.pop(container_id, None)
-        self._created[container_id] = {"Id": container_id, "Config": {"Labels": dict(body.get("Labels") or {})}}
-        while len(self._created) > CREATED_CACHE_SIZE:
-            del self._created[next(iter(self._created))]
+        created = {"Id": container_id, "Config": {"Labels": dict(body.get("Labels") or {})}}
+        _put_bounded(self._created, container_id, created, CREATED_CACHE_SIZE)
         return cri.CreateContainerResponse(container_id=container_id)
 
     @rpc
     async def StartContainer(self, request: cri.StartContainerRequest, context: Any) -> cri.StartContainerResponse:
         data = self._created.pop(request.container_id, None) or await self._inspect(request.container_id,
                                                                                    tr.TYPE_CONTAINER)
+        container_id = data["Id"]
+        # registered before the start: its start event, which may come in before Docker's answer, waits for it
+        after = _AfterStart(asyncio.get_running_loop().create_future())
+        _put_bounded(self._after_start, container_id, after, CREATED_CACHE_SIZE)
         try:
-            await self.docker.containers.container(data["Id"]).start()
-        except aiodocker.DockerError as e:
-            if e.status == 404:  # removed since it was created
-                raise not_found("container", request.container_id) from None
-            raise CriError(grpc.StatusCode.UNKNOWN, f"failed to start container {request.container_id}: "
-                                                    f"{e.message}") from None
+            try:
+                await self.docker.containers.container(container_id).start()
+            except aiodocker.DockerError as e:
+                self._after_start.pop(container_id, None)
+                if e.status == 404:  # removed since it was created
+                    raise not_found("container", request.container_id) from None
+                raise CriError(grpc.StatusCode.UNKNOWN, f"failed to start container {request.container_id}: "
+                                                        f"{e.message}") from None
+            # the kubelet asks for its status at once, and its start event wants the same: one inspect for both
+            with contextlib.suppress(aiodocker.DockerError):  # removed meanwhile: each asks Docker itself
+                after.shown.set_result(await self.docker.containers.container(container_id).show())
+        finally:
+            if not after.shown.done():
+                after.shown.set_result(None)
+                if self._after_start.get(container_id) is after:
+                    del self._after_start[container_id]
         log_path = ((data.get("Config") or {}).get("Labels") or {}).get(tr.LABEL_LOG_PATH, "")
         if log_path:
-            # Docker names the file only when the container first starts; its place is known before
-            docker_log = data.get("LogPath") or (
-                f"{self.docker_root}/containers/{data['Id']}/{data['Id']}-json.log" if self.docker_root else "")
-            if not docker_log:
-                docker_log = (await self.docker.containers.container(data["Id"]).show()).get("LogPath") or ""
+            # Docker names the file only when the container first starts
+            docker_log = (after.shown.result() or {}).get("LogPath") or (
+                f"{self.docker_root}/containers/{container_id}/{container_id}-json.log" if self.docker_root else "")
             await asyncio.to_thread(_symlink, docker_log, log_path)
         return cri.StartContainerResponse()
 
@@ -385,10 +420,12 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
     @rpc
     async def StopContainer(self, request: cri.StopContainerRequest, context: Any) -> cri.StopContainerResponse:
         data = await self._inspect(request.container_id, tr.TYPE_CONTAINER)
+        self._after_start.pop(data["Id"], None)
         await self._stop(data["Id"], request.timeout)
         return cri.StopContainerResponse()
 
     async def _remove_container(self, ident: str, log_path: str) -> None:
+        self._after_start.pop(ident, None)
         await self._remove(ident)
         if log_path:
             with contextlib.suppress(FileNotFoundError):
@@ -421,8 +458,24 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
     @rpc
     async def ContainerStatus(self, request: cri.ContainerStatusRequest,
                               context: Any) -> cri.ContainerStatusResponse:
-        data = await self._inspect(request.container_id, tr.TYPE_CONTAINER)
+        data = await self._shown_after_start(request.container_id, status=True) or await self._inspect(
+            request.container_id, tr.TYPE_CONTAINER)
         return cri.ContainerStatusResponse(status=tr.container_status(data))
+
+    async def _shown_after_start(self, container_id: str, *, status: bool) -> dict[str, Any] | None:
+        """The inspect StartContainer took right after it started the container, once for the first
+        ContainerStatus (`status`) and once for the start event; None when it is not there (any later event of
+        the container, or the shim's own stop or removal of it, drops it)."""
+        after = self._after_start.get(container_id)
+        if after is None or not (after.status if status else after.event):
+            return None
+        if status:
+            after.status = False
+        else:
+            after.event = False
+        if not (after.status or after.event):
+            del self._after_start[container_id]
+        return await asyncio.shield(after.shown)
 
     # -- stats ----------------------------------------------------------------------------------
 
@@ -575,7 +628,8 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         delay = 0.5
         filters = json.dumps({**tr.node_filters(self.node), "type": ["container"],
                               "event": list(_EVENT_TYPES)})
-        ordered: asyncio.Queue[asyncio.Task[cri.ContainerEventResponse | None]] = asyncio.Queue()
+        ordered: asyncio.Queue[asyncio.Future[cri.ContainerEventResponse | None]] = asyncio.Queue()
+        self._ordered = ordered
         sender = asyncio.create_task(self._send_events(ordered), name="container-events-sender")
         try:
             while True:
@@ -585,7 +639,9 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                 try:
                     while (event := await subscriber.get()) is not None:
                         delay = 0.5
-                        self._track_sandbox(event)
+                        if self._track_sandbox(event):
+                            continue  # a sandbox's creation or start: RunPodSandbox sends those
+                        self._track_container(event)
                         if self._subscribers:
                             ordered.put_nowait(asyncio.create_task(self._event_response(event)))
                 finally:
@@ -595,10 +651,11 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10)
         finally:
+            self._ordered = None
             sender.cancel()
             await asyncio.gather(sender, return_exceptions=True)
 
-    async def _send_events(self, ordered: asyncio.Queue[asyncio.Task[cri.ContainerEventResponse | None]]) -> None:
+    async def _send_events(self, ordered: asyncio.Queue[asyncio.Future[cri.ContainerEventResponse | None]]) -> None:
         while True:
             task = await ordered.get()
             try:
@@ -614,18 +671,29 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                 except asyncio.QueueFull:  # a reader that stopped reading: it relists anyway (generic PLEG)
                     log.warning("container event subscriber is not reading; dropping an event")
 
-    def _track_sandbox(self, event: dict[str, Any]) -> None:
-        """Forget a sandbox's cached inspect when it changes: its state changes only by its own events."""
+    def _track_sandbox(self, event: dict[str, Any]) -> bool:
+        """Forget a sandbox's cached inspect when it changes: its state changes only by its own events.
+        True for a sandbox's creation and start, whose CRI events RunPodSandbox sends (`_ran`)."""
         actor = event.get("Actor") or {}
-        if (actor.get("Attributes") or {}).get(tr.LABEL_TYPE) == tr.TYPE_SANDBOX:
-            sandbox_id = str(actor.get("ID") or "")
-            if event.get("Action") not in ("create", "start"):  # RunPodSandbox's inspect came after those
-                self._started.pop(sandbox_id, None)
+        if (actor.get("Attributes") or {}).get(tr.LABEL_TYPE) != tr.TYPE_SANDBOX:
+            return False
+        sandbox_id = str(actor.get("ID") or "")
+        epoch = next(self._epoch)
+        run = event.get("Action") in ("create", "start")
+        if not run:
+            self._started.pop(sandbox_id, None)
             self._sandbox_cache.pop(sandbox_id, None)
-            self._sandbox_epochs.pop(sandbox_id, None)  # re-inserted last: the oldest go first below
-            self._sandbox_epochs[sandbox_id] = next(self._epoch)
-            while len(self._sandbox_epochs) > SANDBOX_CACHE_SIZE:
-                del self._sandbox_epochs[next(iter(self._sandbox_epochs))]
+            _put_bounded(self._sandbox_changes, sandbox_id, epoch, SANDBOX_CACHE_SIZE)
+        elif not ((self._sandbox_cache.get(sandbox_id) or {}).get("State") or {}).get("Running"):
+            # an inspect that shows it running came after its start (RunPodSandbox's): these events are older
+            self._sandbox_cache.pop(sandbox_id, None)
+        _put_bounded(self._sandbox_epochs, sandbox_id, epoch, SANDBOX_CACHE_SIZE)
+        return run
+
+    def _track_container(self, event: dict[str, Any]) -> None:
+        """Drop the inspect StartContainer took once the container died or went away: it is older."""
+        if event.get("Action") not in ("create", "start"):
+            self._after_start.pop(str((event.get("Actor") or {}).get("ID") or ""), None)
 
     async def _sandbox_of(self, sandbox_id: str) -> dict[str, Any]:
         """One of this node's sandboxes, from the inspect its last event left when there is one."""
@@ -645,9 +713,7 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
             data = await self.docker.containers.container(sandbox_id).show()
             # kept only if no event of the sandbox came in meanwhile (the inspect may predate it)
             if epoch is not None and self._sandbox_epochs.get(sandbox_id) == epoch:
-                if len(self._sandbox_cache) >= SANDBOX_CACHE_SIZE:
-                    del self._sandbox_cache[next(iter(self._sandbox_cache))]
-                self._sandbox_cache[sandbox_id] = data
+                _put_bounded(self._sandbox_cache, sandbox_id, data, SANDBOX_CACHE_SIZE)
         return data
 
     async def _event_response(self, event: dict[str, Any]) -> cri.ContainerEventResponse | None:
@@ -666,8 +732,8 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         shown: list[Any] = await asyncio.gather(
             self._sandbox_inspect(sandbox_id) if sandbox_id and kind != cri.CONTAINER_DELETED_EVENT
             else _none(),
-            self.docker.containers.container(cid).show() if sandbox_id != cid
-            and kind != cri.CONTAINER_DELETED_EVENT else _none(),
+            self._container_inspect(cid, kind) if sandbox_id != cid and kind != cri.CONTAINER_DELETED_EVENT
+            else _none(),
             return_exceptions=True)
         sandbox, container = shown
         if isinstance(sandbox, dict):
@@ -677,6 +743,13 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         if isinstance(container, dict):
             response.containers_statuses.append(tr.container_status(container))
         return response
+
+    async def _container_inspect(self, container_id: str, kind: int) -> dict[str, Any]:
+        if kind == cri.CONTAINER_STARTED_EVENT:
+            data = await self._shown_after_start(container_id, status=False)
+            if data is not None:
+                return data
+        return await self.docker.containers.container(container_id).show()
 
     # -- images -----------------------------------------------------------------------------------
 
@@ -750,6 +823,27 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
 
 async def _none() -> None:
     return None
+
+
+Value = TypeVar("Value")
+
+
+@dataclass
+class _AfterStart:
+    """A container's inspect taken right after StartContainer started it (None if that failed), for the first
+    ContainerStatus and for its start event, each of which took one inspect of its own before."""
+
+    shown: asyncio.Future[dict[str, Any] | None]
+    status: bool = True  # the first ContainerStatus may still take it
+    event: bool = True  # the start event may
+
+
+def _put_bounded(cache: dict[str, Value], key: str, value: Value, size: int) -> None:
+    """Set key last in insertion order, dropping the oldest entries beyond `size`."""
+    cache.pop(key, None)
+    cache[key] = value
+    while len(cache) > size:
+        del cache[next(iter(cache))]
 
 
 _LIST_KEYS = ("Id", "Names", "Image", "ImageID", "Labels", "State", "Created")

@@ -620,32 +620,65 @@ async def test_container_events_follow_the_life_of_a_container(shim: Shim, rt: C
             await remove_sandbox(rt, sandbox_id)
 
 
-async def test_a_sandbox_or_container_removed_between_the_kubelets_calls_is_not_found(shim: Shim, rt: Client) -> None:
-    """CreateContainer takes the sandbox as its last event left it, StartContainer what CreateContainer made
-    (no inspect of either): one removed behind the shim's back is still NOT_FOUND, and nothing is left."""
-    client = _docker()
-    async with container_events(rt) as seen:  # the shim keeps sandbox inspects for its event stream
-        config = sandbox_config(shim, "vanishing")
+async def test_a_sandbox_is_announced_once_its_network_is_up_and_a_container_start_once(
+        shim: Shim, rt: Client) -> None:
+    """A sandbox's CREATED and STARTED events come from RunPodSandbox once its network is set up (as containerd
+    sends them), each once, with the pod's address; a container's STARTED event and the kubelet's first
+    ContainerStatus after StartContainer say the same (one inspect answers both), and a stop is seen at once."""
+    async with container_events(rt) as seen:
+        config = sandbox_config(shim, "announced")
         sandbox_id = await run_sandbox(rt, config)
         try:
-            await wait_for_event(seen, sandbox_id, cri.CONTAINER_STARTED_EVENT)
-            created = await rt.runtime.CreateContainer(cri.CreateContainerRequest(
-                pod_sandbox_id=sandbox_id, config=container_config("first", command=["sleep", "60"]),
-                sandbox_config=config))
-            client.api.remove_container(created.container_id, force=True)
-            message = await expect_error(rt.runtime.StartContainer(cri.StartContainerRequest(
-                container_id=created.container_id)), grpc.StatusCode.NOT_FOUND)
-            assert created.container_id in message
+            container_id = await start_container(rt, sandbox_id, config,
+                                                 container_config("web", command=["sleep", "60"]))
+            status = (await rt.runtime.ContainerStatus(cri.ContainerStatusRequest(container_id=container_id))).status
+            assert status.state == cri.CONTAINER_RUNNING and status.started_at > 0
+            # Docker's events come in its order: once the container's start is in, the sandbox's would be too
+            await wait_for_event(seen, container_id, cri.CONTAINER_STARTED_EVENT)
+            of_sandbox = [e for e in seen if e.container_id == sandbox_id]
+            assert [e.container_event_type for e in of_sandbox] == [cri.CONTAINER_CREATED_EVENT,
+                                                                      cri.CONTAINER_STARTED_EVENT]
+            ip = (await rt.runtime.PodSandboxStatus(cri.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id))
+                  ).status.network.ip
+            assert ip and all(e.pod_sandbox_status.network.ip == ip for e in of_sandbox)
+            assert all(e.pod_sandbox_status.state == cri.SANDBOX_READY for e in of_sandbox)
+            started = next(e for e in seen if e.container_id == container_id
+                           and e.container_event_type == cri.CONTAINER_STARTED_EVENT)
+            assert [s.state for s in started.containers_statuses] == [cri.CONTAINER_RUNNING]
+            assert started.containers_statuses[0].started_at == status.started_at
 
-            client.api.remove_container(sandbox_id, force=True)
-            message = await expect_error(rt.runtime.CreateContainer(cri.CreateContainerRequest(
-                pod_sandbox_id=sandbox_id, config=container_config("second", command=["sleep", "60"]),
-                sandbox_config=config)), grpc.StatusCode.NOT_FOUND)
-            assert sandbox_id in message
-            assert not node_containers(client, shim.node)
+            await rt.runtime.StopContainer(cri.StopContainerRequest(container_id=container_id, timeout=0))
+            stopped = (await rt.runtime.ContainerStatus(cri.ContainerStatusRequest(container_id=container_id))).status
+            assert stopped.state == cri.CONTAINER_EXITED
         finally:
             await remove_sandbox(rt, sandbox_id)
-            client.close()
+
+
+async def test_a_sandbox_or_container_removed_between_the_kubelets_calls_is_not_found(shim: Shim, rt: Client) -> None:
+    """CreateContainer takes the sandbox as RunPodSandbox (or its last event) left it, StartContainer what
+    CreateContainer made (no inspect of either): one removed behind the shim's back is still NOT_FOUND, and
+    nothing is left."""
+    client = _docker()
+    config = sandbox_config(shim, "vanishing")
+    sandbox_id = await run_sandbox(rt, config)
+    try:
+        created = await rt.runtime.CreateContainer(cri.CreateContainerRequest(
+            pod_sandbox_id=sandbox_id, config=container_config("first", command=["sleep", "60"]),
+            sandbox_config=config))
+        client.api.remove_container(created.container_id, force=True)
+        message = await expect_error(rt.runtime.StartContainer(cri.StartContainerRequest(
+            container_id=created.container_id)), grpc.StatusCode.NOT_FOUND)
+        assert created.container_id in message
+
+        client.api.remove_container(sandbox_id, force=True)
+        message = await expect_error(rt.runtime.CreateContainer(cri.CreateContainerRequest(
+            pod_sandbox_id=sandbox_id, config=container_config("second", command=["sleep", "60"]),
+            sandbox_config=config)), grpc.StatusCode.NOT_FOUND)
+        assert sandbox_id in message
+        assert not node_containers(client, shim.node)
+    finally:
+        await remove_sandbox(rt, sandbox_id)
+        client.close()
 
 
 async def test_a_new_sandboxs_status_comes_from_its_run_until_it_stops_or_dies(shim: Shim, rt: Client) -> None:
