@@ -363,9 +363,8 @@ def test_tightening_checks_at_most_the_first_pods(monkeypatch: pytest.MonkeyPatc
         "p0 (and 1 other pod): host namespaces"]
 
 
-def test_the_replicas_of_one_template_share_a_verdict_and_what_differs_is_evaluated(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    from apiserver.admission.interfaces import AdmissionAttributes
+def _count_evaluations(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The levels PodSecurity evaluates a pod at, in order, from now on (its verdict cache's misses)."""
     from apiserver.admission.podsecurity import admission
 
     evaluated: list[Any] = []
@@ -376,6 +375,15 @@ def test_the_replicas_of_one_template_share_a_verdict_and_what_differs_is_evalua
         return real(lv, meta, pod_spec)
 
     monkeypatch.setattr(admission, "evaluate_pod", counting)
+    return evaluated
+
+
+def test_the_replicas_of_one_template_share_a_verdict_and_what_differs_is_evaluated(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from apiserver.admission.interfaces import AdmissionAttributes
+    from apiserver.admission.podsecurity import admission
+
+    evaluated = _count_evaluations(monkeypatch)
     plugin = _plugin({"pod-security.kubernetes.io/enforce": "baseline",
                       "pod-security.kubernetes.io/warn": "restricted"}, [])
 
@@ -417,17 +425,9 @@ def test_replicas_with_their_own_token_volume_share_a_verdict_and_named_volumes_
     the replicas of one template still share a verdict (no check reads that name or a mount); a volume an answer
     names (hostPath, a type restricted refuses) keeps its name in the key, so each refusal names its own."""
     from apiserver.admission.interfaces import AdmissionAttributes
-    from apiserver.admission.podsecurity import admission
     from apiserver.admission.serviceaccount import mount_service_account_token
 
-    evaluated: list[Any] = []
-    real = admission.evaluate_pod
-
-    def counting(lv: Any, meta: Any, pod_spec: Any) -> Any:
-        evaluated.append(lv)
-        return real(lv, meta, pod_spec)
-
-    monkeypatch.setattr(admission, "evaluate_pod", counting)
+    evaluated = _count_evaluations(monkeypatch)
     plugin = _plugin({"pod-security.kubernetes.io/enforce": "baseline",
                       "pod-security.kubernetes.io/warn": "restricted"}, [])
 
