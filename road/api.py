@@ -27,8 +27,9 @@ from typing import Any
 from aiohttp import web
 
 from machinery.api.resources import RESOURCES, ResourceInfo
+from machinery.api.road_v1alpha1 import GROUP, GROUP_VERSION, flatten
 from machinery.status import failure
-from road.model import GROUP, GROUP_VERSION, Obj, Store, flatten
+from road.model import Obj, Store
 from road.page import HTML, page, wants_page
 
 PREFIX = f"/apis/{GROUP_VERSION}"

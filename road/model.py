@@ -30,13 +30,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from machinery.api.road_v1alpha1 import GROUP_VERSION
 from machinery.timeutil import format_rfc3339_micro, parse_rfc3339
 
 Obj = dict[str, Any]
-
-GROUP = "road.minik8s.io"
-VERSION = "v1alpha1"
-GROUP_VERSION = f"{GROUP}/{VERSION}"
 
 READ_VERBS = frozenset({"get", "list", "watch"})
 MUTATING_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -575,19 +572,4 @@ def details_of(s: Span) -> dict[str, str]:
         if key.startswith(OWNER_PREFIX) or (key in _SHOWN and s.name == "apiserver.request"):
             continue
         out[key] = str(value).lower() if isinstance(value, bool) else str(value)
-    return out
-
-
-def flatten(road: Obj) -> list[Obj]:
-    """Every step of a road and its nested roads, in time order, each with the depth of its object."""
-    out: list[Obj] = []
-
-    def walk(r: Obj) -> None:
-        for st in r.get("steps") or ():
-            out.append({**st, "depth": r.get("depth", 0)})
-        for child in r.get("roads") or ():
-            walk(child)
-
-    walk(road)
-    out.sort(key=lambda st: st.get("offset", 0.0))
     return out

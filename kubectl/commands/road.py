@@ -23,9 +23,9 @@ from kubectl.printers import go_json
 from kubectl.resources import targets_from_args
 from kubectl.tabwriter import TabWriter, tabbed
 from machinery.api.resources import ResourceInfo
+from machinery.api.road_v1alpha1 import GROUP_VERSION, flatten
 from machinery.types import Obj
 
-GROUP_VERSION = "road.minik8s.io/v1alpha1"
 HEADER = "OFFSET\tDURATION\tLANE\tOBJECT\tSTEP\tDETAILS"
 DETAIL_WIDTH = 120  # details are cut here in tables (-o json has them all)
 
@@ -52,20 +52,6 @@ def seconds(value: float | None) -> str:
     if value < 1:
         return f"{value * 1000:.0f}ms" if value >= 0.0005 or value == 0 else f"{value * 1e6:.0f}µs"
     return f"{value:.2f}s"
-
-
-def flatten(road: Obj) -> list[Obj]:
-    out: list[Obj] = []
-
-    def walk(r: Obj) -> None:
-        for st in r.get("steps") or ():
-            out.append({**st, "depth": r.get("depth", 0)})
-        for child in r.get("roads") or ():
-            walk(child)
-
-    walk(road)
-    out.sort(key=lambda st: st.get("offset", 0.0))
-    return out
 
 
 def details(step: Obj) -> str:

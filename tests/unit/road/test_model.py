@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from road.model import Span, Store, flatten, settled
+from machinery.api.road_v1alpha1 import flatten
+from road.model import Span, Store, settled
 
 T0 = 1_700_000_000.0
 DEPLOY = {"k8s.object.uid": "d1", "k8s.object.kind": "Deployment", "k8s.object.api_version": "apps/v1",
