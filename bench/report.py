@@ -148,8 +148,10 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               what="KB per Pod in one informer cache (tracemalloc) and CPU per watch event: as decoded vs "
                    "managedFields stripped, shared fields sets, interned strings, shared sub-objects, unique values "
                    "left alone, same run (issue 19)"),
-    Benchmark("density", "bench.density_bench", "density.json", ("--sizes", "20,100,300"), ("--quick",),
-              what="density, kubemark-style: 20/100/300 hollow nodes (bench/hollow_nodes.py), 30 pods per node "
+    Benchmark("density", "bench.density_bench", "density.json", ("--sizes", "20,60,100,200,300,500,1000"),
+              ("--quick",),
+              what="density, kubemark-style: 20 to 1,000 hollow nodes (bench/hollow_nodes.py; a fifth and five times "
+                   "of 100, 300 and 1,000 where it fits), 30 pods per node "
                    "through Deployments of 100 at 100 pods/s: pod start-up p50/p99, API p99 per verb and "
                    "resource, scheduler throughput, CPU and RSS per component, etcd size (issue 19)"),
 )
