@@ -1,9 +1,18 @@
 """Recording core/v1 Events (client-go's record.EventRecorder): `recorder.event(obj, "Normal",
-"ScalingReplicaSet", "Scaled up ...")`. Repeats of the same event on the same object bump
-`count` and `lastTimestamp` on the existing Event instead of creating a new one. Recording never
-blocks or fails the caller: a few background workers write from a bounded queue (as upstream's
-broadcaster does), so a burst of a thousand events is a few concurrent writes, not a thousand;
-past `max_pending` queued events new ones are dropped with a log line, and a failure is only logged."""
+"ScalingReplicaSet", "Scaled up ...")`.
+
+Every event first goes through client-go's EventCorrelator (tools/record/events_cache.go), with its defaults:
+- aggregation: the 10th event of one source about one object with the same type and reason but a different
+  message within 10 minutes, and every later one, becomes one Event "(combined from similar events): <message>";
+- counting: a repeat of the same event (or of the combined one) bumps `count` and `lastTimestamp` on the existing
+  Event instead of creating a new one;
+- spam filter: a source may write 25 events about one object at once, then one every 5 minutes (a token bucket
+  per source and object), so a ReplicaSet scaled to 100 writes 25 events about itself, not 100.
+
+Recording never blocks or fails the caller: a few background workers write from a bounded queue (as upstream's
+broadcaster does), so a burst of a thousand events is a few concurrent writes, not a thousand; past
+`max_pending` queued events (upstream's 1,000) new ones are dropped with a log line, and a failure is only
+logged."""
 
 from __future__ import annotations
 
@@ -11,6 +20,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -23,7 +33,65 @@ from machinery.timeutil import now_rfc3339
 
 log = logging.getLogger(__name__)
 
-_CACHE_SIZE = 4096
+_CACHE_SIZE = 4096  # client-go's maxLruCacheEntries, for each of the correlator's caches
+AGGREGATE_MAX_EVENTS = 10
+AGGREGATE_INTERVAL_S = 600.0
+SPAM_BURST = 25
+SPAM_QPS = 1.0 / 300.0
+COMBINED_PREFIX = "(combined from similar events): "
+
+
+class _Lru(OrderedDict[Any, Any]):
+    def put(self, key: Any, value: Any) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > _CACHE_SIZE:
+            self.popitem(last=False)
+
+
+class EventCorrelator:
+    """client-go's EventCorrelator: decides, when an event is recorded, whether it is written at all (spam
+    filter), as what message (aggregation), and as a new Event or a count on an earlier one (the event log).
+    Pure and synchronous, so events are correlated in the order they were recorded; `clock` for tests."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._aggregates: _Lru = _Lru()  # aggregate key -> (messages seen, last time)
+        self._buckets: _Lru = _Lru()  # spam key -> (tokens, last refill)
+        self._log: _Lru = _Lru()  # event key -> (Event name, count)
+
+    def correlate(self, ref: ObjectReference, source: tuple[str, str | None], type_: str, reason: str,
+                  message: str) -> tuple[str, str, int] | None:
+        """(the Event's name, its message, its count: 1 is a new Event, more a count on `name`), or None when
+        the spam filter drops it."""
+        now = self.clock()
+        obj = (ref.kind, ref.namespace, ref.name, ref.uid, ref.api_version)
+        aggregate_key = (*source, *obj, type_, reason)
+        messages, last = self._aggregates.get(aggregate_key, (None, 0.0))
+        if messages is None or now - last > AGGREGATE_INTERVAL_S:
+            messages = set()
+        messages.add(message)
+        self._aggregates.put(aggregate_key, (messages, now))
+        key: tuple[Any, ...] = (*aggregate_key, ref.field_path, message)
+        if len(messages) >= AGGREGATE_MAX_EVENTS:
+            messages.pop()  # the set never grows past the threshold
+            message = COMBINED_PREFIX + message
+            key = aggregate_key
+        name, count = self._log.get(key, (None, 0))
+        if name is None:
+            name = f"{ref.name}.{time.time_ns():x}"
+        self._log.put(key, (name, count + 1))
+        if self._spam((*source, *obj), now):
+            return None
+        return name, message, count + 1
+
+    def _spam(self, key: tuple[Any, ...], now: float) -> bool:
+        """The token bucket of one source and object: SPAM_BURST at once, refilled at SPAM_QPS."""
+        tokens, last = self._buckets.get(key, (float(SPAM_BURST), now))
+        tokens = min(float(SPAM_BURST), tokens + (now - last) * SPAM_QPS)
+        allowed = tokens >= 1.0
+        self._buckets.put(key, (tokens - 1.0 if allowed else tokens, now))
+        return not allowed
 
 
 def object_reference(obj: BaseModel) -> ObjectReference:
@@ -35,25 +103,32 @@ def object_reference(obj: BaseModel) -> ObjectReference:
 
 class EventRecorder:
     def __init__(self, client: ApiClient, component: str, host: str | None = None, *,
-                 workers: int = 4, max_pending: int = 10_000):
+                 workers: int = 4, max_pending: int = 1000, correlator: EventCorrelator | None = None):
         self.client = client
         self.component = component
         self.host = host
-        # (uid, type, reason, message) → (event name, namespace, count)
-        self._seen: OrderedDict[tuple[str, str, str, str], tuple[str, str, int]] = OrderedDict()
-        self._pending: asyncio.Queue[tuple[ObjectReference, str, str, str]] = asyncio.Queue()
+        self.correlator = correlator or EventCorrelator()
+        # (reference, type, reason, message, the Event's name, count)
+        self._pending: asyncio.Queue[tuple[ObjectReference, str, str, str, str, int]] = asyncio.Queue()
         self._worker_count = workers
         self._max_pending = max_pending
         self._workers: list[asyncio.Task[None]] = []
         self.dropped = 0
 
     def event(self, obj: BaseModel, type_: str, reason: str, message: str) -> None:
-        """Queue an event for the background writers; see the module docstring."""
+        """Correlate an event and queue it for the background writers; see the module docstring."""
         if self._pending.qsize() >= self._max_pending:
             self.dropped += 1
             log.warning("event queue full, dropping %s %s: %s", type_, reason, message)
             return
-        self._pending.put_nowait((object_reference(obj), type_, reason, message))
+        ref = object_reference(obj)
+        correlated = self.correlator.correlate(ref, (self.component, self.host), type_, reason, message)
+        if correlated is None:
+            log.debug("too many events about %s/%s, dropping %s %s: %s", ref.namespace, ref.name, type_, reason,
+                      message)
+            return
+        name, message, count = correlated
+        self._pending.put_nowait((ref, type_, reason, message, name, count))
         if not self._workers:
             loop = asyncio.get_running_loop()
             self._workers = [loop.create_task(self._work(), name=f"events-{self.component}-{i}")
@@ -61,9 +136,9 @@ class EventRecorder:
 
     async def _work(self) -> None:
         while True:
-            ref, type_, reason, message = await self._pending.get()
+            item = await self._pending.get()
             try:
-                await self._record(ref, type_, reason, message)
+                await self._record(*item)
             finally:
                 self._pending.task_done()
 
@@ -77,38 +152,35 @@ class EventRecorder:
             worker.cancel()
         self._workers = []
 
-    async def _record(self, ref: ObjectReference, type_: str, reason: str, message: str) -> None:
+    async def _record(self, ref: ObjectReference, type_: str, reason: str, message: str, name: str,
+                      count: int) -> None:
         namespace = ref.namespace or "default"
-        key = (ref.uid or "", type_, reason, message)
         now = now_rfc3339()
+        bump = {"count": count, "lastTimestamp": now, "message": message}
         try:
-            seen = self._seen.get(key)
-            if seen is not None:
-                name, ns, count = seen
+            if count > 1:
                 try:
-                    await self.client.patch(Event, name, {"count": count + 1, "lastTimestamp": now}, "merge", ns)
-                    self._remember(key, (name, ns, count + 1))
+                    await self.client.patch(Event, name, bump, "merge", namespace)
                     return
                 except ApiError as e:
-                    if not e.is_not_found:
+                    if not e.is_not_found:  # gone (or never written): written anew, as upstream's recordEvent
                         raise
             event = Event(
-                metadata=ObjectMeta(name=f"{ref.name}.{time.time_ns():x}", namespace=namespace),
-                involved_object=ref, reason=reason, message=message, type=type_, count=1,
+                metadata=ObjectMeta(name=name, namespace=namespace),
+                involved_object=ref, reason=reason, message=message, type=type_, count=count,
                 first_timestamp=now, last_timestamp=now,
                 source=EventSource(component=self.component, host=self.host),
                 reporting_component=self.component, reporting_instance=self.host or self.component,
             )
-            created = await self.client.create(event)
-            self._remember(key, (created.metadata.name or "", namespace, 1))
+            try:
+                await self.client.create(event)
+            except ApiError as e:
+                # a count that overtook its Event's create on another writer: the Event exists now
+                if not (e.is_already_exists and count > 1):
+                    raise
+                await self.client.patch(Event, name, bump, "merge", namespace)
         except Exception as e:  # an event is never worth failing the caller for
             log.warning("could not record event %s %s on %s/%s: %s", type_, reason, namespace, ref.name, e)
-
-    def _remember(self, key: tuple[str, str, str, str], value: tuple[str, str, int]) -> None:
-        self._seen[key] = value
-        self._seen.move_to_end(key)
-        while len(self._seen) > _CACHE_SIZE:
-            self._seen.popitem(last=False)
 
 
 def events_for(items: list[dict[str, Any]], kind: str, name: str) -> list[dict[str, Any]]:
