@@ -7,7 +7,7 @@ Each node is what a kubelet shows the control plane, with no container behind it
 - registration and heartbeats are the real kubelet's `kubelet.node_status.NodeStatusManager`, one per node:
   the Node created with labels, capacity and allocatable (`--node-cpu`, `--node-memory`, 110 pods),
   addresses, nodeInfo and conditions; its Lease in kube-node-lease renewed every 10 s (a 40 s lease), its
-  status recomputed every 10 s and written when it changed or 60 s passed, as upstream's kubelet does.
+  status recomputed every 10 s and written when it changed or 5 minutes passed, as upstream's kubelet does.
   Ready is False (KubeletNotReady) until node IPAM gives the node a podCIDR, as on a real node.
 - pods bound to its nodes go through the real kubelet's status code: `kubelet.status.compute_pod_status`
   computes the status from a runtime state (as generateAPIPodStatus does) and `kubelet.status_manager.
@@ -301,7 +301,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--node-labels", default="", help="extra labels on every node, k=v,k2=v2")
     p.add_argument("--node-lease-duration-seconds", type=int, default=40, help="(default %(default)s)")
     p.add_argument("--node-status-update-frequency", type=float, default=10.0, help="(default %(default)s)")
-    p.add_argument("--node-status-report-frequency", type=float, default=60.0, help="(default %(default)s)")
+    p.add_argument("--node-status-report-frequency", type=float, default=300.0,
+                   help="(default %(default)s, the kubelet's and upstream's 5m)")
     p.add_argument("--workers", type=int, default=0,
                    help="pods synced at once (default: one per node, at most 100: a kubelet writes its pods' "
                         "statuses one after the other, so N kubelets write N at once)")

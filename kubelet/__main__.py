@@ -65,8 +65,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="Lease duration; renewed every quarter of it (default %(default)s)")
     p.add_argument("--node-status-update-frequency", type=float, default=10.0,
                    help="seconds between node status checks (default %(default)s)")
-    p.add_argument("--node-status-report-frequency", type=float, default=60.0,
-                   help="seconds after which an unchanged node status is written again (default %(default)s)")
+    p.add_argument("--node-status-report-frequency", type=float, default=300.0,
+                   help="seconds after which an unchanged node status is written again (default %(default)s, "
+                        "upstream's 5m: the Lease is the heartbeat)")
     p.add_argument("--cluster-dns", default="",
                    help="the cluster DNS's IP(s), comma-separated: the nameservers of ClusterFirst pods")
     p.add_argument("--cluster-domain", default="cluster.local",

@@ -89,7 +89,7 @@ class KubeletConfig:
     node_labels: dict[str, str] = field(default_factory=dict)
     lease_duration: int = 40
     node_status_update_frequency: float = 10.0
-    node_status_report_frequency: float = 60.0
+    node_status_report_frequency: float = 300.0  # upstream's 5m
     cluster_dns: list[str] = field(default_factory=list)  # KubeletConfiguration clusterDNS
     cluster_domain: str = "cluster.local"  # clusterDomain
     resolv_conf: str = "/etc/resolv.conf"  # resolvConf: the host's, for dnsPolicy Default ("" = none)

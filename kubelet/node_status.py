@@ -133,7 +133,7 @@ def _comparable(status: dict[str, Any]) -> Any:
 
 class NodeStatusManager:
     def __init__(self, client: ApiClient, facts: NodeFacts, *, lease_duration: int = 40,
-                 update_frequency: float = 10.0, report_frequency: float = 60.0) -> None:
+                 update_frequency: float = 10.0, report_frequency: float = 300.0) -> None:
         self.client = client
         self.facts = facts
         self.lease_duration = lease_duration
