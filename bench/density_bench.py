@@ -26,7 +26,9 @@ seen, first seen bound and first seen Running. Measured per size:
   scheduler, the hollow processes (each and summed), this process (the watch and the creates);
 - the steady state after the run: CPU each component spends per second with every pod Running and only
   heartbeats flowing (`--steady` seconds);
-- etcd's database size (`etcd_mvcc_db_total_size_in_bytes`, and in use).
+- etcd's database size (`etcd_mvcc_db_total_size_in_bytes`, and in use);
+- watch delivery with 1,000 watchers (`--watchers`), every pod Running: 1,000 watches of one namespace's
+  ConfigMaps, 50 ConfigMaps created at 10/s; p50/p99 from each create's request to each watcher's reading of it.
 
 The JSON goes to _output/bench/density.json; `python -m bench.report` plots it (density_scaling.png).
 """
@@ -359,6 +361,73 @@ async def scheduler_burst(session: aiohttp.ClientSession, url: str, cluster: Clu
             "scheduler_rss_mb": proc_memory_mb(pid_of(cluster.scheduler)).get("VmHWM")}
 
 
+WATCH_NAMESPACE = "density-watch"
+
+
+async def watch_delivery(url: str, watchers: int, writes: int, rate: float) -> dict[str, Any]:
+    """`watchers` watches of one namespace's ConfigMaps (each its own HTTP/1.1 connection, as a client without
+    HTTP/2 opens them), then `writes` ConfigMaps created at `rate` per second; a delivery is the time from a
+    create's request to one watcher's reading of its ADDED event. All watchers share this process's event loop,
+    so the tail includes this client's own time to read 1,000 copies of each event."""
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        async with session.post(f"{url}/api/v1/namespaces", json={"metadata": {"name": WATCH_NAMESPACE}}) as r:
+            r.raise_for_status()
+        path = f"{url}/api/v1/namespaces/{WATCH_NAMESPACE}/configmaps"
+        async with session.get(path) as r:
+            rv = (await r.json())["metadata"]["resourceVersion"]
+        sent: dict[str, float] = {}
+        delays: list[float] = []
+        received = [0] * watchers
+        opened = 0
+        all_open = asyncio.Event()
+        done = asyncio.Event()
+
+        async def watcher(i: int) -> None:
+            nonlocal opened
+            async with session.get(path, params={"watch": "true", "resourceVersion": rv}) as r:
+                r.raise_for_status()
+                opened += 1
+                if opened == watchers:
+                    all_open.set()
+                async for line in r.content:
+                    now = time.monotonic()
+                    if not line.strip():
+                        continue
+                    event = orjson.loads(line)
+                    if event["type"] != "ADDED":
+                        continue
+                    delays.append(now - sent[event["object"]["metadata"]["name"]])
+                    received[i] += 1
+                    if len(delays) == watchers * writes:
+                        done.set()
+
+        tasks = [asyncio.create_task(watcher(i)) for i in range(watchers)]
+        try:
+            await asyncio.wait_for(all_open.wait(), 120)
+            write_latency = []
+            started = time.monotonic()
+            for k in range(writes):
+                await asyncio.sleep(max(0.0, started + k / rate - time.monotonic()))
+                name = f"w-{k:04d}"
+                sent[name] = t = time.monotonic()
+                async with session.post(path, json={"metadata": {"name": name}, "data": {"k": str(k)}}) as r:
+                    r.raise_for_status()
+                write_latency.append(time.monotonic() - t)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), 30)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    return {"watchers": watchers, "writes": writes, "rate_per_s": rate,
+            "delivered": len(delays), "expected": watchers * writes,
+            "p50_s": _r(percentile(delays, 50), 4), "p99_s": _r(percentile(delays, 99), 4),
+            "max_s": _r(max(delays, default=None), 4),
+            "write_p99_s": _r(percentile(write_latency, 99), 4)}
+
+
 async def run_size(args: argparse.Namespace, nodes: int) -> dict[str, Any]:
     pods = nodes * args.pods_per_node
     workdir = make_workdir("minik8s-density-")
@@ -446,6 +515,9 @@ async def run_size(args: argparse.Namespace, nodes: int) -> dict[str, Any]:
             etcd_metrics = await get_text(session, f"{cluster.etcd.endpoint}/metrics")
             not_ready = nodes - await ready_nodes(session, url)
             density_pods = list(watch.pods.values())  # the burst's pods are not the run's
+            if args.watchers:
+                log(f"watch delivery: {args.watchers} watchers, {args.watch_writes} writes")
+                result["watch_delivery"] = await watch_delivery(url, args.watchers, args.watch_writes, 10.0)
             if args.burst:
                 result["burst"] = await scheduler_burst(session, url, cluster, watch, args.burst, args.timeout)
             await watch.stop()
@@ -533,6 +605,10 @@ def print_size(r: dict[str, Any]) -> None:
         print(f"scheduler burst of {b['pods']} pending pods: {b['window_pods_per_s']} pods/s first → last binding, "
               f"{b['from_scheduler_start_pods_per_s']} from the scheduler's start   [target ≥ "
               f"{TARGET_SCHEDULER_PODS_PER_S:.0f}]")
+    if r.get("watch_delivery"):
+        w = r["watch_delivery"]
+        print(f"watch delivery, {w['watchers']} watchers, {w['writes']} writes: p50 {w['p50_s']} s, "
+              f"p99 {w['p99_s']} s, max {w['max_s']} s ({w['delivered']}/{w['expected']} delivered)")
     print(f"API p99 (apiserver histogram), mutating max {r['mutating_p99_max_s']} s [target ≤ {TARGET_MUTATING_P99_S}]")
     for row in r["api"][:14]:
         sub = f"/{row['subresource']}" if row["subresource"] else ""
@@ -583,6 +659,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--nodes-per-process", type=int, default=1000, help="nodes per hollow process (default %(default)s)")
     p.add_argument("--burst", type=int, default=1000,
                    help="after the run, pods bound at once as scheduler_perf measures (0: none; default %(default)s)")
+    p.add_argument("--watchers", type=int, default=1000,
+                   help="after the run, watches open at once for the delivery latency (0: none; default %(default)s)")
+    p.add_argument("--watch-writes", type=int, default=50, help="writes the watchers see (default %(default)s)")
     p.add_argument("--steady", type=float, default=20.0, help="seconds of steady state measured (default %(default)s)")
     p.add_argument("--timeout", type=float, default=900.0, help="per size, after the last create (default %(default)s)")
     p.add_argument("--profile", action="store_true", help="py-spy the apiserver, controller-manager, scheduler and "

@@ -931,6 +931,12 @@ def density_figures(d: JSONDict) -> list[Figure]:
             out.append(Figure(f"density.{nodes}.read_p99", "density", f"{size}: read-only API p99, worst",
                               round(worst_read["p99_s"], 3), "s",
                               note=f"{worst_read['verb']} {worst_read['resource']} (n={worst_read['count']:,})"))
+        delivery = r.get("watch_delivery") or {}
+        if delivery.get("p99_s") is not None:
+            out.append(Figure(f"density.{nodes}.watch_p99", "density",
+                              f"{size}: watch delivery p99, {delivery['watchers']:,} watchers",
+                              delivery["p99_s"], "s", note=f"p50 {delivery['p50_s']} s; {delivery['delivered']:,}/"
+                              f"{delivery['expected']:,} delivered; create request → event read by each watcher"))
         burst = r.get("burst") or {}
         during = (f"during the run: {_get(r, 'scheduler', 'pods_per_s')} overall, best 5 s window "
                   f"{_get(r, 'scheduler', 'best_5s_window_pods_per_s')} ({_get(r, 'scheduler', 'note')})")
@@ -1085,6 +1091,7 @@ def density_points(d: JSONDict | None) -> list[JSONDict]:
             "startup_p50": _get(r, "startup_s", "p50"), "startup_p99": _get(r, "startup_s", "p99"),
             "mutating_p99": max((a["p99_s"] for a in api if a["mutating"]), default=None),
             "read_p99": max((a["p99_s"] for a in api if not a["mutating"]), default=None),
+            "watch_p99": _get(r, "watch_delivery", "p99_s"),
             "scheduler": _get(r, "scheduler", "best_5s_window_pods_per_s"),
             "cpu_ms_per_pod": {c: _get(r, "cpu_ms_per_pod", c) for c in DENSITY_COMPONENTS
                                if _get(r, "cpu_ms_per_pod", c) is not None},
@@ -1203,9 +1210,10 @@ def plot_density(plt: Any, density: list[JSONDict], path: Path) -> None:
     a.set_ylabel("seconds")
     line(b, "mutating_p99", "mutating p99, worst verb/resource", "o-")
     line(b, "read_p99", "read-only p99, worst verb/resource", "s--")
+    line(b, "watch_p99", "watch delivery p99, 1,000 watchers", "^:")
     b.axhline(TARGETS["density.mutating_p99"].value, color="red", linestyle="-.", linewidth=1,
               label="upstream SLO: mutating p99 ≤ 1 s")
-    b.set_title("API call latency p99 (apiserver histogram, ≥ 10 calls)")
+    b.set_title("API call latency p99 (apiserver histogram, ≥ 10 calls); watch delivery p99")
     b.set_ylabel("seconds")
     for comp, style in zip(DENSITY_COMPONENTS, ("o-", "s-", "^-", "v-", "d--"), strict=True):
         pts = [(p["nodes"], p["cpu_ms_per_pod"][comp]) for p in density if comp in p["cpu_ms_per_pod"]]

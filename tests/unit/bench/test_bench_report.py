@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench import report
 from bench.report import TARGETS, build_figures, markdown_table, plot_points, summary_line
 
 
@@ -270,3 +271,16 @@ def test_hpa_bench_spreads_the_load_start_over_the_sync_phase() -> None:
     idles = idle_times(25.0, 15.0, 5, random.Random(7))
     assert len(idles) == 5 and all(25.0 <= i < 40.0 for i in idles)
     assert sorted(int((i - 25.0) // 3) for i in idles) == [0, 1, 2, 3, 4]  # one in each 3 s slice of the period
+
+
+def test_density_reports_the_watch_delivery_of_each_size_and_plots_it() -> None:
+    size = {"nodes": 1000, "pods": 30000, "running": 30000, "startup_s": {"p50": 1.0, "p99": 2.0}, "api": [],
+            "cpu_ms_per_pod": {}, "memory_mb": {}, "etcd": {},
+            "watch_delivery": {"watchers": 1000, "writes": 50, "delivered": 50000, "expected": 50000,
+                               "p50_s": 0.02, "p99_s": 0.12}}
+    figures = {f.key: f for f in report.density_figures({"sizes": [size]})}
+    watch = figures["density.1000.watch_p99"]
+    assert watch.value == 0.12 and "1,000 watchers" in watch.label and "50,000/50,000" in watch.note
+    assert report.density_points({"sizes": [size]})[0]["watch_p99"] == 0.12
+    del size["watch_delivery"]
+    assert "density.1000.watch_p99" not in {f.key for f in report.density_figures({"sizes": [size]})}
