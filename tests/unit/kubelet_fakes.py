@@ -35,8 +35,8 @@ class PodStatusClient:
         self.deleted: list[str] = []
         self.patches = 0
 
-    async def patch(self, kind: Any, name: str, body: dict[str, Any], patch_type: str, namespace: str | None,
-                    subresource: str | None = None) -> Pod:
+    async def patch_raw(self, kind: Any, name: str, body: dict[str, Any], patch_type: str, namespace: str | None,
+                        subresource: str | None = None) -> dict[str, Any]:
         pod = self.pods[name]
         status = pod.status.to_dict() if pod.status else {}
         for key, value in body["status"].items():
@@ -49,7 +49,7 @@ class PodStatusClient:
         data["metadata"]["resourceVersion"] = str(int(pod.metadata.resource_version or "1") + 1)
         self.pods[name] = Pod.model_validate(data)
         self.patches += 1
-        return self.pods[name]
+        return self.pods[name].to_dict()
 
     async def delete(self, kind: Any, name: str, namespace: str | None, **_: Any) -> None:
         self.deleted.append(name)

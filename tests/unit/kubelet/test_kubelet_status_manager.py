@@ -37,10 +37,10 @@ class _Client:
         self.next_rv = ""
         self.patches = 0
 
-    async def patch(self, kind: Any, name: str, body: dict[str, Any], patch_type: str, namespace: str | None,
-                    subresource: str | None = None) -> Pod:
+    async def patch_raw(self, kind: Any, name: str, body: dict[str, Any], patch_type: str, namespace: str | None,
+                        subresource: str | None = None) -> dict[str, Any]:
         self.patches += 1
-        return _pod(self.next_rv, ready=body["status"]["conditions"][0]["status"])
+        return _pod(self.next_rv, ready=body["status"]["conditions"][0]["status"]).to_dict()
 
 
 class _NoSync:
