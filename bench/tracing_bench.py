@@ -1,6 +1,8 @@
 """What OpenTelemetry tracing costs (issue 15: ≤ 5%), on ÷ off in one run, with every span sampled
 (samplingRatePerMillion 1000000, the worst case and what local-up runs) and exported to a real OTLP/gRPC
-collector in this process (tests/otlp_collector.py):
+collector in this process (tests/otlp_collector.py; it keeps each export as grpc decoded it and makes its spans only
+when asked, after the closed loops: making them as they came took the load generator ~60 µs of Python per span, so
+the traced rounds were slowed by the bench's own collector):
 
     python -m bench.tracing_bench [--quick] [--rounds N] [--pods N] [--phase all|creates|pods] [--keep]
 
