@@ -13,6 +13,8 @@ import re
 from fractions import Fraction
 from typing import Any
 
+import orjson
+
 from apiserver.registry.strategy import Strategy
 from apiserver.validation import (
     FieldError,
@@ -727,7 +729,30 @@ def _validate_items(items: list[Obj], path: str) -> list[FieldError]:
     return errs
 
 
+# the volume sources (each as canonical JSON, its name left out) found valid: the ServiceAccount plugin gives every
+# pod the same kube-api-access projected volume, whose validation cost as much as the rest of a small pod's spec
+_VALID_VOLUME_SOURCES: set[bytes] = set()
+_VALID_VOLUME_SOURCES_MAX = 1024
+
+
 def _validate_volume_source(volume: Obj, path: str) -> list[FieldError]:
+    """upstream validateVolumeSource. Valid sources are remembered (validity does not depend on the path or the
+    volume's name, the errors' paths do: only a valid source is remembered)."""
+    try:
+        key = orjson.dumps({k: v for k, v in volume.items() if k != "name"}, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # not the wire form (no JSON for it): validated as it is
+        return _check_volume_source(volume, path)
+    if key in _VALID_VOLUME_SOURCES:
+        return []
+    errs = _check_volume_source(volume, path)
+    if not errs:
+        if len(_VALID_VOLUME_SOURCES) >= _VALID_VOLUME_SOURCES_MAX:
+            _VALID_VOLUME_SOURCES.clear()
+        _VALID_VOLUME_SOURCES.add(key)
+    return errs
+
+
+def _check_volume_source(volume: Obj, path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     sources = [k for k in volume if k != "name" and volume[k] is not None]
     for extra in sources[1:]:

@@ -141,6 +141,29 @@ def test_bad_projections(volume: dict[str, Any], message: str) -> None:
     assert message in errors_of([{"name": "v", **volume}])
 
 
+def test_remembered_valid_sources() -> None:
+    """A valid volume source is remembered (every pod carries the same kube-api-access volume), whatever its name and
+    place; a name or a source that is wrong is still found each time, at its own path."""
+    source = token_volume_source()
+    assert errors_of([{"name": "kube-api-access-aaaaa", "projected": source}]) == []
+    # the same source again: the volume's own name is still checked, and where it stands
+    assert errors_of([{"name": "ok", "projected": {"sources": []}},
+                      {"name": "Bad_Name", "projected": copy.deepcopy(source)}]) == [
+        'spec.volumes[1].name: Invalid value: "Bad_Name": a lowercase RFC 1123 label must consist of lower case '
+        "alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "
+        "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"]
+    bad = copy.deepcopy(source)
+    bad["sources"][0]["serviceAccountToken"]["expirationSeconds"] = 60
+    for _ in range(2):  # an invalid source is not remembered
+        found = errors_of([{"name": "a", "projected": source}, {"name": "b", "projected": bad}])
+        assert [e.split(":")[0] for e in found] == ["spec.volumes[1].projected.sources[0].serviceAccountToken"
+                                                    ".expirationSeconds"]
+    # no JSON for a 70-bit integer: validated as it is, and refused as upstream refuses it
+    huge = {"sources": [{"serviceAccountToken": {"path": "t", "expirationSeconds": 1 << 70}}]}
+    assert any("may not specify a duration larger than 2^32 seconds" in e
+               for e in errors_of([{"name": "v", "projected": huge}]))
+
+
 @pytest.mark.parametrize(("path", "reasons"), [
     ("token", []),
     ("a..b/c..", []),  # ".." inside a name is no parent step
