@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -77,12 +78,19 @@ def format_rfc3339_micro(t: datetime | float) -> str:
     return f"{_second_cache[1]}.{int((t - second) * 1_000_000):06d}Z"
 
 
+_now_cache: list[Any] = [None, ""]  # the last whole second now_rfc3339 formatted, and its text
+
+
 def now_rfc3339(offset_seconds: float = 0) -> str:
-    """metav1.Now() (plus an offset, as a deletionTimestamp's grace period), on the wire."""
-    t = now()
+    """metav1.Now() (plus an offset, as a deletionTimestamp's grace period), on the wire. Whole seconds:
+    the text is formatted once per second (every create stamps one, at thousands a second)."""
     if offset_seconds:
-        t += timedelta(seconds=offset_seconds)
-    return format_rfc3339(t)
+        return format_rfc3339(now() + timedelta(seconds=offset_seconds))
+    second = int(time.time())
+    if _now_cache[0] != second:
+        _now_cache[0], _now_cache[1] = second, format_rfc3339(second)
+    text: str = _now_cache[1]
+    return text
 
 
 def now_rfc3339_local() -> str:
