@@ -78,19 +78,21 @@ def format_rfc3339_micro(t: datetime | float) -> str:
     return f"{_second_cache[1]}.{int((t - second) * 1_000_000):06d}Z"
 
 
-_now_cache: list[Any] = [None, ""]  # the last whole second now_rfc3339 formatted, and its text
+_now_cache: tuple[int, str] = (0, "")  # the last whole second now_rfc3339 formatted, and its text (one object:
+# a thread reading it never sees one second's number with another's text)
 
 
 def now_rfc3339(offset_seconds: float = 0) -> str:
     """metav1.Now() (plus an offset, as a deletionTimestamp's grace period), on the wire. Whole seconds:
     the text is formatted once per second (every create stamps one, at thousands a second)."""
+    global _now_cache
     if offset_seconds:
         return format_rfc3339(now() + timedelta(seconds=offset_seconds))
     second = int(time.time())
-    if _now_cache[0] != second:
-        _now_cache[0], _now_cache[1] = second, format_rfc3339(second)
-    text: str = _now_cache[1]
-    return text
+    cached = _now_cache
+    if cached[0] != second:
+        cached = _now_cache = (second, format_rfc3339(second))
+    return cached[1]
 
 
 def now_rfc3339_local() -> str:
