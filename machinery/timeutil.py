@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -77,12 +78,21 @@ def format_rfc3339_micro(t: datetime | float) -> str:
     return f"{_second_cache[1]}.{int((t - second) * 1_000_000):06d}Z"
 
 
+_now_cache: tuple[int, str] = (0, "")  # the last whole second now_rfc3339 formatted, and its text (one object:
+# a thread reading it never sees one second's number with another's text)
+
+
 def now_rfc3339(offset_seconds: float = 0) -> str:
-    """metav1.Now() (plus an offset, as a deletionTimestamp's grace period), on the wire."""
-    t = now()
+    """metav1.Now() (plus an offset, as a deletionTimestamp's grace period), on the wire. Whole seconds:
+    the text is formatted once per second (every create stamps one, at thousands a second)."""
+    global _now_cache
     if offset_seconds:
-        t += timedelta(seconds=offset_seconds)
-    return format_rfc3339(t)
+        return format_rfc3339(now() + timedelta(seconds=offset_seconds))
+    second = int(time.time())
+    cached = _now_cache
+    if cached[0] != second:
+        cached = _now_cache = (second, format_rfc3339(second))
+    return cached[1]
 
 
 def now_rfc3339_local() -> str:

@@ -12,8 +12,8 @@ import binascii
 import builtins
 import copy
 import functools
+import os
 import secrets
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from sys import intern
@@ -353,7 +353,7 @@ class Store:
                              "selfLink"):
             meta.pop(system_field, None)
         now = meta["creationTimestamp"] = now_rfc3339()
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = new_uid()
         meta["generation"] = 1
         generate = not meta.get("name") and meta.get("generateName")
         if generate:
@@ -671,6 +671,16 @@ async def _finish_nothing(succeeded: bool) -> None:
 
 def _spec_of(obj: Obj) -> Obj:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def new_uid() -> str:
+    """A random (version 4) UUID as text, as str(uuid.uuid4()) gives it at a third of its cost: every create
+    draws one."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_UUID_VARIANT[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
+
+
+_UUID_VARIANT = "89ab"  # RFC 4122's variant: the top two bits of the clock sequence are 10
 
 
 def _generated_name(base: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import posixpath
 import re
-from fractions import Fraction
 from typing import Any
 
 import orjson
@@ -245,17 +244,15 @@ def compute_qos_class(spec: Obj) -> str:
     requests: dict[str, Quantity] = {}
     limits: dict[str, Quantity] = {}
     guaranteed = True
-    zero = Quantity(Fraction(0))
+    # positive: the numerator's sign (a Fraction keeps its denominator positive), not Fraction's slow comparison
     for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
         resources = container.get("resources") or {}
         for name, raw in (resources.get("requests") or {}).items():
-            q = _quantity(raw)
-            if name in QOS_RESOURCES and q is not None and q > zero:
+            if name in QOS_RESOURCES and (q := _quantity(raw)) is not None and q.value.numerator > 0:
                 requests[name] = requests[name] + q if name in requests else q
         found: set[str] = set()
         for name, raw in (resources.get("limits") or {}).items():
-            q = _quantity(raw)
-            if name in QOS_RESOURCES and q is not None and q > zero:
+            if name in QOS_RESOURCES and (q := _quantity(raw)) is not None and q.value.numerator > 0:
                 found.add(name)
                 limits[name] = limits[name] + q if name in limits else q
         if not found.issuperset(QOS_RESOURCES):

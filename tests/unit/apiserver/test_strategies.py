@@ -379,6 +379,10 @@ class TestQoS:
     def test_best_effort(self) -> None:
         assert compute_qos_class({"containers": [{"name": "a"}]}) == "BestEffort"
         assert compute_qos_class({"containers": [{"resources": {"requests": {"cpu": "0"}}}]}) == "BestEffort"
+        # only positive cpu and memory count: a negative, a malformed or another resource's quantity does not
+        assert compute_qos_class({"containers": [{"resources": {"requests": {"cpu": "-100m", "memory": "x"},
+                                                                "limits": {"example.com/gpu": "1"}}}]}) == "BestEffort"
+        assert compute_qos_class({"containers": [{"resources": {"limits": {"memory": "1n"}}}]}) == "Burstable"
 
     def test_burstable(self) -> None:
         assert compute_qos_class({"containers": [{"resources": {"requests": {"cpu": "100m"}}}]}) == "Burstable"

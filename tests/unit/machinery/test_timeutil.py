@@ -165,3 +165,18 @@ def test_rfc3339_nano_keeps_every_nanosecond() -> None:
 ])
 def test_rfc3339_nano_rejects_what_go_rejects(value: object) -> None:
     assert parse_rfc3339_nano(value) is None
+
+
+def test_now_rfc3339_formats_each_second_once_and_follows_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from machinery import timeutil
+
+    clock = [1_790_000_000.25]
+    monkeypatch.setattr(timeutil, "time", types.SimpleNamespace(time=lambda: clock[0]))
+    first = now_rfc3339()
+    assert first == format_rfc3339(1_790_000_000) == "2026-09-21T14:13:20Z"
+    clock[0] = 1_790_000_000.99  # the same second: the same text
+    assert now_rfc3339() == first
+    clock[0] = 1_790_000_001.0  # the next one: a new text, not the cached one
+    assert now_rfc3339() == "2026-09-21T14:13:21Z"
