@@ -191,3 +191,18 @@ async def test_the_syncer_makes_the_pod_cgroup_hands_it_to_the_sandbox_and_remov
         assert not (cgroupfs / "cpu" / "n1" / "kubepods" / "burstable" / "poduid-p").exists()
     finally:
         await kubelet.stop()
+
+
+def test_destroy_pod_finds_a_cgroup_left_in_one_hierarchy_only(tmp_path: Path) -> None:
+    """The pod's cgroup is looked up by name under each tier: one that a removal cut short left in a single
+    hierarchy (and in no other) is found and removed, and another pod's cgroup beside it stays."""
+    _v1_tree(tmp_path)
+    manager = ContainerManager("/n", CgroupManager(tmp_path))
+    left = tmp_path / "memory" / "n" / "kubepods" / "besteffort" / "podgone"
+    other = tmp_path / "cpu" / "n" / "kubepods" / "besteffort" / "podother"
+    left.mkdir(parents=True)
+    other.mkdir(parents=True)
+    assert manager.destroy_pod("gone") is True
+    assert not left.exists() and other.is_dir()
+    assert manager.pod_cgroups() == {"other": ["/n/kubepods/besteffort/podother"]}
+    assert manager.destroy_pod("gone") is False
