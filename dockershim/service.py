@@ -404,20 +404,27 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                     raise not_found("container", request.container_id) from None
                 raise CriError(grpc.StatusCode.UNKNOWN, f"failed to start container {request.container_id}: "
                                                         f"{e.message}") from None
+            log_path = ((data.get("Config") or {}).get("Labels") or {}).get(tr.LABEL_LOG_PATH, "")
+            # json-file's log is <root>/containers/<id>/<id>-json.log (Docker names it when the container first
+            # starts): when the root is known, the link is made while the container is inspected
+            derived = f"{self.docker_root}/containers/{container_id}/{container_id}-json.log" \
+                if self.docker_root else ""
+            link = asyncio.ensure_future(asyncio.to_thread(_symlink, derived, log_path)) if log_path and derived \
+                else None
             # the kubelet asks for its status at once, and its start event wants the same: one inspect for both
-            with contextlib.suppress(aiodocker.DockerError):  # removed meanwhile: each asks Docker itself
-                after.shown.set_result(await self.docker.containers.container(container_id).show())
+            try:
+                with contextlib.suppress(aiodocker.DockerError):  # removed meanwhile: each asks Docker itself
+                    after.shown.set_result(await self.docker.containers.container(container_id).show())
+            finally:
+                if link is not None:
+                    await asyncio.shield(link)
         finally:
             if not after.shown.done():
                 after.shown.set_result(None)
                 if self._after_start.get(container_id) is after:
                     del self._after_start[container_id]
-        log_path = ((data.get("Config") or {}).get("Labels") or {}).get(tr.LABEL_LOG_PATH, "")
-        if log_path:
-            # Docker names the file only when the container first starts
-            docker_log = (after.shown.result() or {}).get("LogPath") or (
-                f"{self.docker_root}/containers/{container_id}/{container_id}-json.log" if self.docker_root else "")
-            await asyncio.to_thread(_symlink, docker_log, log_path)
+        if log_path and link is None:
+            await asyncio.to_thread(_symlink, (after.shown.result() or {}).get("LogPath") or "", log_path)
         return cri.StartContainerResponse()
 
     async def _stop(self, ident: str, timeout: int) -> None:
