@@ -17,6 +17,7 @@ import itertools
 import json
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,7 @@ SANDBOX_STOP_GRACE = 2  # seconds: the pause container ends on SIGTERM at once
 EXEC_SYNC_MAX_OUTPUT = 16 * 1024 * 1024  # upstream's maxExecSyncSize
 SANDBOX_CACHE_SIZE = 1000  # sandbox inspects kept for container events
 CREATED_CACHE_SIZE = 1000  # containers created and not yet started
+IMAGE_CACHE_SIZE = 256  # image names looked up (ImageStatus, PullImage) while Docker's image events are followed
 GC_PERIOD = 60.0  # seconds between garbage collections of attachments and leases of vanished sandboxes
 NETWORK_NOT_READY = "docker: network plugin is not ready: cni config uninitialized"
 
@@ -119,6 +121,14 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         self._started: dict[str, dict[str, Any]] = {}  # sandbox id → its inspect once run, until its first status
         # the event stream's answers in Docker's order, with the sandbox events RunPodSandbox sends itself
         self._ordered: asyncio.Queue[asyncio.Future[cri.ContainerEventResponse | None]] | None = None
+        # image name → the image it names, while Docker's image event stream is followed (containerd's CRI
+        # serves ImageStatus from its image store in memory too): every pod start asked Docker for its image.
+        # Any image event (pull, load, tag, untag, delete, import) empties it; a lookup that raced an event is
+        # not kept (`_image_epoch`)
+        self._images: dict[str, cri.Image] = {}
+        self._images_followed = False
+        self._image_epoch = 0
+        self._image_events_task: asyncio.Task[None] | None = None
 
     # -- lookups ----------------------------------------------------------------------------------
 
@@ -394,20 +404,27 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                     raise not_found("container", request.container_id) from None
                 raise CriError(grpc.StatusCode.UNKNOWN, f"failed to start container {request.container_id}: "
                                                         f"{e.message}") from None
+            log_path = ((data.get("Config") or {}).get("Labels") or {}).get(tr.LABEL_LOG_PATH, "")
+            # json-file's log is <root>/containers/<id>/<id>-json.log (Docker names it when the container first
+            # starts): when the root is known, the link is made while the container is inspected
+            derived = f"{self.docker_root}/containers/{container_id}/{container_id}-json.log" \
+                if self.docker_root else ""
+            link = asyncio.ensure_future(asyncio.to_thread(_symlink, derived, log_path)) if log_path and derived \
+                else None
             # the kubelet asks for its status at once, and its start event wants the same: one inspect for both
-            with contextlib.suppress(aiodocker.DockerError):  # removed meanwhile: each asks Docker itself
-                after.shown.set_result(await self.docker.containers.container(container_id).show())
+            try:
+                with contextlib.suppress(aiodocker.DockerError):  # removed meanwhile: each asks Docker itself
+                    after.shown.set_result(await self.docker.containers.container(container_id).show())
+            finally:
+                if link is not None:
+                    await asyncio.shield(link)
         finally:
             if not after.shown.done():
                 after.shown.set_result(None)
                 if self._after_start.get(container_id) is after:
                     del self._after_start[container_id]
-        log_path = ((data.get("Config") or {}).get("Labels") or {}).get(tr.LABEL_LOG_PATH, "")
-        if log_path:
-            # Docker names the file only when the container first starts
-            docker_log = (after.shown.result() or {}).get("LogPath") or (
-                f"{self.docker_root}/containers/{container_id}/{container_id}-json.log" if self.docker_root else "")
-            await asyncio.to_thread(_symlink, docker_log, log_path)
+        if log_path and link is None:
+            await asyncio.to_thread(_symlink, (after.shown.result() or {}).get("LogPath") or "", log_path)
         return cri.StartContainerResponse()
 
     async def _stop(self, ident: str, timeout: int) -> None:
@@ -610,11 +627,13 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
 
     def start_events(self) -> None:
         self._events_task = asyncio.create_task(self._events_loop(), name="docker-events")
+        self._image_events_task = asyncio.create_task(self._image_events_loop(), name="docker-image-events")
 
     async def stop_events(self) -> None:
-        if self._events_task is not None:
-            self._events_task.cancel()
-            await asyncio.gather(self._events_task, return_exceptions=True)
+        for task in (self._events_task, self._image_events_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         for queue in list(self._subscribers):
             with contextlib.suppress(asyncio.QueueFull):
                 queue.put_nowait(None)
@@ -654,6 +673,35 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
             self._ordered = None
             sender.cancel()
             await asyncio.gather(sender, return_exceptions=True)
+
+    async def _image_events_loop(self) -> None:
+        """Docker's image events, reconnected when the stream breaks: each empties the image cache, which is
+        used only while the stream is followed. A (re)connection asks for the events since just before it, so
+        none between that moment and Docker's answer is missed."""
+        delay = 0.5
+        while True:
+            since = int(time.time()) - 1  # Docker's `since` has whole seconds: a few events come twice
+            events = DockerEvents(self.docker)  # type: ignore[no-untyped-call]
+            subscriber = events.subscribe(create_task=False)  # type: ignore[no-untyped-call]
+            runner = asyncio.create_task(events.run(filters=json.dumps({"type": ["image"]}), since=str(since)))
+            self._forget_images()
+            self._images_followed = True
+            try:
+                while (await subscriber.get()) is not None:
+                    delay = 0.5
+                    self._forget_images()
+            finally:
+                self._images_followed = False
+                self._forget_images()
+                runner.cancel()
+                await asyncio.gather(runner, return_exceptions=True)
+            log.warning("docker image event stream ended; reconnecting in %.1fs", delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10)
+
+    def _forget_images(self) -> None:
+        self._images.clear()
+        self._image_epoch += 1
 
     async def _send_events(self, ordered: asyncio.Queue[asyncio.Future[cri.ContainerEventResponse | None]]) -> None:
         while True:
@@ -765,12 +813,23 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
     async def _image(self, name: str) -> cri.Image | None:
         if not name:
             raise CriError(grpc.StatusCode.INVALID_ARGUMENT, "image name must not be empty")
+        cached = self._images.get(name)
+        if cached is not None:
+            found = cri.Image()
+            found.CopyFrom(cached)  # the caller's to change
+            return found
+        epoch = self._image_epoch
         try:
-            return tr.image_from_inspect(await self.docker.images.inspect(name))
+            found = tr.image_from_inspect(await self.docker.images.inspect(name))
         except aiodocker.DockerError as e:
             if e.status == 404:
                 return None
             raise
+        if self._images_followed and epoch == self._image_epoch:  # no image event since the lookup began
+            kept = cri.Image()
+            kept.CopyFrom(found)
+            _put_bounded(self._images, name, kept, IMAGE_CACHE_SIZE)
+        return found
 
     @rpc
     async def ImageStatus(self, request: cri.ImageStatusRequest, context: Any) -> cri.ImageStatusResponse:
@@ -798,6 +857,8 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
         except aiodocker.DockerError as e:
             if e.status != 404:
                 raise docker_error(e, f"removing image {name}") from None
+        finally:
+            self._forget_images()  # at once: its events follow
         return cri.RemoveImageResponse()
 
     # -- housekeeping -----------------------------------------------------------------------------

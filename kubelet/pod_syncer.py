@@ -167,6 +167,8 @@ class KubeletPodSyncer:
                               "network is not ready: container runtime network not ready: the node has no podCIDR yet")
             await self.update_status(pod)
             return None
+        # the pod's cgroup (upstream makes it before the volumes) is made in a thread while the volumes are set up
+        cgroup = asyncio.ensure_future(self._ensure_pod_cgroup(pod))
         try:
             objects = self.helper.pod_objects[uid] = await self.objects.fetch(pod)
             objects.tokens = await self._tokens(pod)
@@ -178,14 +180,19 @@ class KubeletPodSyncer:
             if not claims or volume_pvc.report_now(failures):
                 self.recorder(pod, "Warning", "FailedMount", message)
             if uid not in self.helper.pod_volumes:
+                with contextlib.suppress(OSError):  # its event is out; the retry makes it again
+                    await cgroup
                 await self.update_status(pod)
                 return volume_pvc.retry_after(failures) if claims else min(2.0 * 2 ** (failures - 1), 30.0)
             # mounted before: the volumes keep what they hold (a ConfigMap deleted under a running pod, a token
             # that cannot be refreshed yet) and the pod's containers are still looked after, as upstream's
             # volume manager leaves a mounted volume mounted when a remount fails
+        except BaseException:
+            cgroup.add_done_callback(_looked_at)
+            raise
         else:
             self._mount_failures.pop(uid, None)
-        await self._ensure_pod_cgroup(pod)
+        await cgroup
         self.probes.add_pod(pod)
         result = await self.runtime.sync_pod(pod)
         status = await self.update_status(self.status_manager.latest(pod))
@@ -268,3 +275,9 @@ class KubeletPodSyncer:
         except ApiError as e:
             if not (e.is_not_found or e.is_conflict):
                 raise
+
+
+def _looked_at(task: asyncio.Future[None]) -> None:
+    """A task nobody awaits any more: its failure is not logged as never retrieved."""
+    if not task.cancelled():
+        task.exception()

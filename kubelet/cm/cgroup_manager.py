@@ -27,6 +27,10 @@ class CgroupManager:
     def __init__(self, mount: Path = CGROUP_MOUNT) -> None:
         self.mount = mount
         self.unified = (mount / "cgroup.controllers").is_file()
+        # the hierarchies, resolved once they are found: mounts do not move under a running kubelet, and every
+        # pod's start and removal looked them up again (a resolve() and a stat per controller, per call)
+        self._managed: list[Path] | None = None
+        self._all: list[Path] | None = None
 
     @property
     def version(self) -> int:
@@ -36,6 +40,8 @@ class CgroupManager:
 
     def _managed_roots(self) -> list[Path]:
         """The hierarchies the kubelet makes its cgroups in (co-mounted controllers, cpu,cpuacct, once)."""
+        if self._managed is not None:
+            return self._managed
         if self.unified:
             return [self.mount]
         roots: list[Path] = []
@@ -43,10 +49,14 @@ class CgroupManager:
             path = self.mount / controller
             if path.is_dir() and path.resolve() not in roots:
                 roots.append(path.resolve())
+        if roots:  # none (yet): looked for again next time
+            self._managed = roots
         return roots
 
     def _all_roots(self) -> list[Path]:
         """Every hierarchy mounted here: the runtime makes a pod's parents in all of them."""
+        if self._all is not None:
+            return self._all
         if self.unified:
             return [self.mount]
         roots: list[Path] = []
@@ -54,6 +64,8 @@ class CgroupManager:
             resolved = entry.resolve()
             if (resolved / "cgroup.procs").is_file() and resolved not in roots:
                 roots.append(resolved)
+        if roots:
+            self._all = roots
         return roots
 
     @staticmethod
@@ -69,6 +81,11 @@ class CgroupManager:
 
     def exists(self, name: str) -> bool:
         return all(self._under(root, name).is_dir() for root in self._managed_roots())
+
+    def exists_anywhere(self, name: str) -> bool:
+        """The cgroup is there in at least one hierarchy (one left in a single hierarchy, as a removal cut short
+        leaves it, counts)."""
+        return any(self._under(root, name).is_dir() for root in self._all_roots())
 
     def children(self, name: str) -> list[str]:
         """The names of the cgroup's child cgroups in any hierarchy (one left in a single hierarchy, as a

@@ -87,7 +87,10 @@ class ContainerManager:
     def destroy_pod(self, uid: str) -> bool:
         """Remove the pod's cgroups (its containers must be gone: OSError EBUSY otherwise); True if any was
         there."""
-        names = self.pod_cgroups().get(uid, [])
+        # its cgroup under each tier, looked up by name: listing every pod's cgroups in every hierarchy made each
+        # removal cost as much as the node had pods
+        names = [name for tier in dict.fromkeys(self.tiers.values())
+                 if self.cgroups.exists_anywhere(name := posixpath.join(tier, POD_PREFIX + uid))]
         for name in names:
             self.cgroups.destroy(name)
         return bool(names)

@@ -231,6 +231,8 @@ class KubeGenericRuntimeManager(Runtime):
             for c in first:
                 if c.image and c.image not in state.image_checks:
                     state.image_checks[c.image] = asyncio.ensure_future(self.get_image_ref(c.image))
+            if state.image_checks:
+                await asyncio.sleep(0)  # the lookups go out first: they are answered while the sandbox is made
             try:
                 sandbox_id = await self.create_sandbox(pod, sandbox_config)
             except BaseException:
@@ -291,16 +293,23 @@ class KubeGenericRuntimeManager(Runtime):
 
     async def _create_sandbox(self, pod: Pod, config: pb.PodSandboxConfig) -> str:
         """RunPodSandbox (upstream createPodSandbox); the IP is in its status; /etc/hosts follows it."""
-        await asyncio.to_thread(os.makedirs, config.log_directory, 0o755, True)
+        # the log directory is the containers' (the runtime links their logs there): it is made while the runtime
+        # makes the sandbox, which does not use it, so the start waits for the thread once, not twice
+        log_dir = asyncio.ensure_future(asyncio.to_thread(os.makedirs, config.log_directory, 0o755, True))
         try:
-            sandbox_id = await self.runtime_service.run_pod_sandbox(config)
-        except CriError as e:
-            self._event(pod, "Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {e.message}")
+            try:
+                sandbox_id = await self.runtime_service.run_pod_sandbox(config)
+            except CriError as e:
+                self._event(pod, "Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {e.message}")
+                raise
+            sandbox = await self.pleg.refresh_sandbox(sandbox_id)  # known before anything can fail: a retry uses it
+            ip = self.helper.pod_ip_for_host_network() if pod.spec and pod.spec.host_network else \
+                (sandbox.ip if sandbox else "")
+            await asyncio.to_thread(self.helper.write_hosts, pod, ip)
+            await log_dir  # (its failure fails the sync before any container)
+        except BaseException:
+            log_dir.add_done_callback(_looked_at)
             raise
-        sandbox = await self.pleg.refresh_sandbox(sandbox_id)
-        ip = self.helper.pod_ip_for_host_network() if pod.spec and pod.spec.host_network else \
-            (sandbox.ip if sandbox else "")
-        await asyncio.to_thread(self.helper.write_hosts, pod, ip)
         return sandbox_id
 
     async def _start_if_due(self, pod: Pod, c: Container, sandbox_id: str, sandbox_config: pb.PodSandboxConfig,
@@ -411,8 +420,15 @@ class KubeGenericRuntimeManager(Runtime):
         """upstream startContainer: config, CreateContainer, StartContainer, postStart hook."""
         uid = pod.metadata.uid or ""
         state = self._state(uid)
+        log_dir = os.path.join(sandbox_config.log_directory, c.name)
+
+        def options_and_log_dir() -> RunContainerOptions:  # one trip to a thread for both
+            options = self.helper.generate_run_container_options(pod, c, pod_ip)
+            os.makedirs(log_dir, 0o755, True)
+            return options
+
         try:
-            options = await asyncio.to_thread(self.helper.generate_run_container_options, pod, c, pod_ip)
+            options = await asyncio.to_thread(options_and_log_dir)
         except ConfigError as e:
             state.waiting[c.name] = ("CreateContainerConfigError", str(e))
             self._event(pod, "Warning", "Failed", f"Error: {e}")
@@ -432,7 +448,6 @@ class KubeGenericRuntimeManager(Runtime):
                 return
             target_id = target[0].id
         config = generate_container_config(pod, c, attempt, options, target_id)
-        await asyncio.to_thread(os.makedirs, os.path.join(sandbox_config.log_directory, c.name), 0o755, True)
         try:
             with tracing.span("kubelet.create_container", attributes={"k8s.container.name": c.name}) as span:
                 cid = await self.runtime_service.create_container(sandbox_id, config, sandbox_config)
@@ -655,6 +670,12 @@ def _all_containers(pod: Pod) -> list[Container]:
     if spec is None:
         return []
     return [*spec.containers, *(spec.init_containers or []), *(spec.ephemeral_containers or [])]
+
+
+def _looked_at(task: asyncio.Future[None]) -> None:
+    """A task nobody awaits any more: its failure is not logged as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _read_file(path: str) -> str:

@@ -15,6 +15,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import grpc
@@ -727,6 +728,48 @@ async def test_images_present_locally_and_an_absent_one_is_a_clear_error(shim: S
     await rt.images.RemoveImage(cri.RemoveImageRequest(image=cri.ImageSpec(image=absent)))  # idempotent
     await expect_error(rt.images.PullImage(cri.PullImageRequest(image=cri.ImageSpec(image=""))),
                        grpc.StatusCode.INVALID_ARGUMENT)
+
+
+async def test_an_image_tagged_or_removed_behind_the_shims_back_is_seen_as_it_is(shim: Shim, rt: Client) -> None:
+    """ImageStatus is answered from what the shim looked up while it follows Docker's image events: a tag
+    added, moved or removed with docker itself shows in the next lookups, as RemoveImage does at once."""
+    client = _docker()
+    name = f"minik8s/imgcache-{uuid.uuid4().hex[:6]}:1"
+
+    async def status(image: str = name) -> str:
+        found = await rt.images.ImageStatus(cri.ImageStatusRequest(image=cri.ImageSpec(image=image)))
+        return found.image.id if found.HasField("image") else ""
+
+    pause, busybox = client.images.get(PAUSE), client.images.get(BUSYBOX)
+    try:
+        assert await status() == ""
+        pause.tag(name)
+        await async_wait_for(lambda: status(), lambda found: found == pause.id, "the new tag seen")
+        assert await status() == pause.id  # the same answer again (from the shim's cache)
+        busybox.tag(name)  # the tag moves to another image, behind the shim's back
+        await async_wait_for(lambda: status(), lambda found: found == busybox.id, "the moved tag seen")
+        client.images.remove(name)  # and goes
+        await async_wait_for(lambda: status(), lambda found: found == "", "the removed tag seen")
+        pause.tag(name)
+        await async_wait_for(lambda: status(), lambda found: found == pause.id, "the tag back")
+        await rt.images.RemoveImage(cri.RemoveImageRequest(image=cri.ImageSpec(image=name)))
+        assert await status() == ""  # the shim's own removal: at once
+        assert await status(PAUSE) == pause.id  # the image itself stays (the tag was one of two)
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            client.images.remove(name)
+        client.close()
+
+
+async def async_wait_for(get: Any, done: Any, what: str, timeout: float = 30) -> None:
+    """Ask `get()` again until `done(answer)` (the shim learns Docker's image events asynchronously)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        answer = await get()
+        if done(answer):
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}: last {answer!r}"
+        await asyncio.sleep(0.05)
 
 
 # -- bad input ------------------------------------------------------------------------------------------------

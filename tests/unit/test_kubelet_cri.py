@@ -19,6 +19,7 @@ from kubelet.kuberuntime.container_config import (
     RunContainerOptions,
     generate_container_config,
     generate_pod_sandbox_config,
+    pod_log_directory,
 )
 from kubelet.kuberuntime.pod_actions import KillRequest, compute_pod_actions
 from machinery.api.core_v1 import EphemeralContainer
@@ -306,6 +307,25 @@ async def test_a_new_pods_images_are_looked_up_while_its_sandbox_is_made(kubelet
     assert calls[:5] == ["ImageStatus", "RunPodSandbox", "ImageStatus", "RunPodSandbox", "CreateContainer"], calls
     assert calls[5:] == ["ImageStatus", "CreateContainer"], calls
     assert any(r == "FailedCreatePodSandBox" for _, r, _m in kubelet.events)
+
+
+async def test_a_log_directory_that_cannot_be_made_beside_the_sandbox_fails_the_sync_before_any_container(
+        kubelet: FakeKubelet, tmp_path: Path) -> None:
+    """The pod's log directory is made while the runtime makes the sandbox: when it cannot be (a file in its
+    place), the sync fails before any container is created, and the retry, once it can, starts the pod in the
+    sandbox made before."""
+    pod = make_pod()
+    blocker = Path(pod_log_directory(kubelet.runtime.logs_root, pod))
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("not a directory")
+    kubelet.add(pod)
+    await eventually(lambda: (worker := kubelet.workers.get("uid-p")) is not None and worker.failures > 0,
+                     what="the sync failed")
+    assert "RunPodSandbox" in kubelet.fake.calls and "CreateContainer" not in kubelet.fake.calls
+    blocker.unlink()
+    await eventually(lambda: kubelet.fake.running_containers("c"), what="started on a retry")
+    assert kubelet.fake.calls.count("RunPodSandbox") == 1 and blocker.is_dir()
+    assert kubelet.volumes.hosts_file("uid-p") is not None  # the sandbox's /etc/hosts was written all the same
 
 
 async def test_a_failed_image_lookup_beside_the_sandbox_fails_the_sync_and_is_retried(kubelet: FakeKubelet) -> None:

@@ -191,3 +191,51 @@ async def test_the_syncer_makes_the_pod_cgroup_hands_it_to_the_sandbox_and_remov
         assert not (cgroupfs / "cpu" / "n1" / "kubepods" / "burstable" / "poduid-p").exists()
     finally:
         await kubelet.stop()
+
+
+def test_destroy_pod_finds_a_cgroup_left_in_one_hierarchy_only(tmp_path: Path) -> None:
+    """The pod's cgroup is looked up by name under each tier: one that a removal cut short left in a single
+    hierarchy (and in no other) is found and removed, and another pod's cgroup beside it stays."""
+    _v1_tree(tmp_path)
+    manager = ContainerManager("/n", CgroupManager(tmp_path))
+    left = tmp_path / "memory" / "n" / "kubepods" / "besteffort" / "podgone"
+    other = tmp_path / "cpu" / "n" / "kubepods" / "besteffort" / "podother"
+    left.mkdir(parents=True)
+    other.mkdir(parents=True)
+    assert manager.destroy_pod("gone") is True
+    assert not left.exists() and other.is_dir()
+    assert manager.pod_cgroups() == {"other": ["/n/kubepods/besteffort/podother"]}
+    assert manager.destroy_pod("gone") is False
+
+
+class _FailingCgroups(ContainerManager):
+    """A container manager whose pod cgroups cannot be made (cgroupfs refuses)."""
+
+    def ensure_pod(self, pod: Pod) -> bool:
+        self.tried = getattr(self, "tried", 0) + 1
+        raise OSError(28, "No space left on device")
+
+
+async def test_a_pod_cgroup_that_cannot_be_made_fails_the_sync_beside_its_volumes(tmp_path: Path) -> None:
+    """The pod's cgroup is made while its volumes are set up: when it cannot be, the pod gets
+    FailedCreatePodContainer and no sandbox; when its volumes fail too, the sync reports FailedMount and waits
+    for its retry as before (the cgroup's failure, with its event, does not replace it)."""
+    kubelet = FakeKubelet(tmp_path / "kubelet")
+    manager = _FailingCgroups("/n1", CgroupManager(tmp_path / "cgroup"))
+    kubelet.helper.container_manager = manager
+    await kubelet.start()
+    try:
+        missing = tmp_path / "absent"
+        kubelet.add(make_pod(name="vol", volumes=[{"name": "data", "hostPath": {"path": str(missing),
+                                                                                  "type": "Directory"}}]))
+        await eventually(lambda: {r for _, r, _m in kubelet.events} >= {"FailedMount", "FailedCreatePodContainer"},
+                         what="both failures reported")
+        worker = kubelet.workers.get("uid-vol")
+        assert worker is not None and worker.failures == 0  # the volume's retry, not a failed sync
+        kubelet.add(make_pod(name="plain"))
+        await eventually(lambda: (w := kubelet.workers.get("uid-plain")) is not None and w.failures > 0,
+                         what="the plain pod's sync failed")
+        assert "RunPodSandbox" not in kubelet.fake.calls
+        assert sum(r == "FailedCreatePodContainer" for _, r, _m in kubelet.events) >= 2
+    finally:
+        await kubelet.stop()
