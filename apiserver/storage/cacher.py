@@ -208,7 +208,12 @@ class Cacher:
                 held = self.store.get(ev.kv.key)
                 return CacheEvent("DELETED", ev.kv.mod_revision, held, None) if held is not None else None
             return CacheEvent("DELETED", ev.kv.mod_revision, self.cached(ev.prev, ev.kv.mod_revision), None)
-        prev = self.cached(ev.prev) if ev.prev is not None else None
+        prev = None
+        if ev.prev is not None:
+            # the version the store holds is that very etcd value: one copy for the store, the window's previous
+            # event and this event's prev, and no decode and re-encode per event (issue 19)
+            held = self.store.get(ev.prev.key)
+            prev = held if held is not None and held.rv == ev.prev.mod_revision else self.cached(ev.prev)
         return CacheEvent("MODIFIED" if prev else "ADDED", ev.kv.mod_revision, self.cached(ev.kv), prev)
 
     # -- feeding the cache -------------------------------------------------------------------
