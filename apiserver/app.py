@@ -56,7 +56,7 @@ from apiserver.storage.etcd import EtcdStorage, EtcdTLS, StorageError, Transform
 from apiserver.storage.predicate import Predicate
 from apiserver.tracing import RequestTracing, TracedAuthenticator, TracedAuthorizer
 from apiserver.warning import WarningRecorder
-from machinery import tracing
+from machinery import memtrim, tracing
 from machinery.api.resources import RESOURCES, group_versions
 from machinery.api.scheduling_v1 import SYSTEM_PRIORITY_CLASSES
 from machinery.podutil import pod_configmap_names, pod_secret_names
@@ -411,6 +411,7 @@ class ApiServer:
         self._tasks.append(asyncio.create_task(self._ensure_system_priority_classes()))
         self._tasks.append(asyncio.create_task(self._ensure_bootstrap_policy()))
         self._tasks.append(asyncio.create_task(self._bookmarks()))
+        self._tasks.append(asyncio.create_task(memtrim.run()))  # freed cache versions back to the system
         self._tasks.append(asyncio.create_task(self.kubernetes_service.run()))
         if self.config.service_repair_interval > 0:
             self._tasks.append(asyncio.create_task(self._repair_service_ranges()))

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controllers.clientbuilder import DynamicClientBuilder
-from machinery import delegated_auth, leaderelection, tracing
+from machinery import delegated_auth, leaderelection, memtrim, tracing
 from machinery.client import KUBE_VERSION, ApiClient
 from machinery.informer import SharedInformerFactory, strip_managed_fields
 from machinery.kubeconfig import ClientConfig, KubeconfigError, load_kubeconfig
@@ -556,6 +556,7 @@ async def run_controllers(args: argparse.Namespace, config: ClientConfig, stop: 
     tasks: dict[asyncio.Task[object], str] = {
         asyncio.create_task(c.run(), name=f"controller:{name}"): name for name, c in controllers}
     stopper: asyncio.Task[object] = asyncio.create_task(stop.wait())
+    trimmer = asyncio.create_task(memtrim.run())  # freed cache versions back to the system (issue 19)
     code = 0
     try:
         done, _ = await asyncio.wait({*tasks, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -567,9 +568,10 @@ async def run_controllers(args: argparse.Namespace, config: ClientConfig, stop: 
             code = 1
     finally:
         stopper.cancel()
+        trimmer.cancel()
         for task in tasks:
             task.cancel()
-        await asyncio.gather(stopper, *tasks, return_exceptions=True)
+        await asyncio.gather(stopper, trimmer, *tasks, return_exceptions=True)
         for _, c in controllers:
             recorder = getattr(c, "recorder", None)
             if recorder is not None:

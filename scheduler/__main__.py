@@ -26,7 +26,7 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
-from machinery import delegated_auth, leaderelection, tracing
+from machinery import delegated_auth, leaderelection, memtrim, tracing
 from machinery.client import ApiClient
 from machinery.kubeconfig import ClientConfig, build_config_from_flags
 from scheduler.queue import DEFAULT_POD_INITIAL_BACKOFF, DEFAULT_POD_MAX_BACKOFF
@@ -110,12 +110,14 @@ async def run(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     # serving starts first, on a standby too (upstream's healthz and metrics do not wait for the lease)
     server, _ = await delegated_auth.start_serving(args, client)
+    trimmer = asyncio.create_task(memtrim.run())  # freed cache versions back to the system (issue 19)
     try:
         if args.leader_elect:
             await _run_elected(args, config, scheduler, stop)
         else:
             await _until_stopped(scheduler.run(), stop)
     finally:
+        trimmer.cancel()
         await scheduler.factory.shutdown()  # a standby that never led still runs its informers
         if server is not None:
             await server.stop()

@@ -46,6 +46,9 @@ _MAX_CAS_RETRIES = 16
 # upstream Store.ReturnDeletedObject: a DELETE that removed one of these at once answers the object
 # itself (pods, namespaces, services); every other resource answers a Status naming what went (finalizeDelete)
 _RETURNS_DELETED_OBJECT = frozenset({("", "pods"), ("", "namespaces"), ("", "services")})
+# upstream DefaultWatchCacheSizes: no watch cache for events (one per pod scheduled, created, started, ...: at
+# 30,000 pods the largest cache of all, which no controller watches); their lists and watches read etcd
+UNCACHED = frozenset({("", "events"), ("events.k8s.io", "events")})
 
 
 def loc_to_path(loc: tuple[Any, ...]) -> str:
@@ -143,7 +146,8 @@ class Store:
         self.storage = storage
         # custom resources live under their group (/registry/<group>/<plural>/), as upstream keeps them
         self.root = root or f"/registry/{info.plural}/"
-        self.cacher = Cacher(storage, self.root, self.attrs_of, window=watch_window)
+        self.cacher = Cacher(storage, self.root, self.attrs_of, window=watch_window,
+                             enabled=(info.group, info.plural) not in UNCACHED)
         # the field selector may test exactly what the strategy exposes (upstream GetAttrs)
         self.selectable_fields = frozenset(strategy.field_values({"metadata": {}}))
         # "Active", "Terminating" or None (missing): lets creates honour namespace lifecycle
@@ -285,7 +289,7 @@ class Store:
         _parse_rv(resource_version)  # a malformed one is a 400, as for a watch
         if resource_version and resource_version != "0" and not continue_token and not limit:
             pass  # served consistently from etcd below: at least as new as asked for
-        if resource_version == "0" and not continue_token:
+        if resource_version == "0" and not continue_token and self.cacher.enabled:
             await self.cacher.ready.wait()
             objs, rv = self.cacher.snapshot(predicate)
             return ListResult([], str(rv), raw=[o.raw for o in objs])

@@ -185,8 +185,11 @@ class Watcher:
 
 class Cacher:
     def __init__(self, storage: EtcdStorage, prefix: str, attrs_of: Callable[[dict[str, Any]], Attrs],
-                 window: int = 4096, watcher_capacity: int = 2048):
+                 window: int = 4096, watcher_capacity: int = 2048, enabled: bool = True):
         self.storage = storage
+        # disabled (upstream's watch cache size 0, events' default): no store, no window; every watch is a
+        # private etcd watch and lists read etcd (the store's list does)
+        self.enabled = enabled
         self.prefix = prefix
         self.attrs_of = attrs_of
         self.window: deque[CacheEvent] = deque(maxlen=window)
@@ -208,12 +211,20 @@ class Cacher:
                 held = self.store.get(ev.kv.key)
                 return CacheEvent("DELETED", ev.kv.mod_revision, held, None) if held is not None else None
             return CacheEvent("DELETED", ev.kv.mod_revision, self.cached(ev.prev, ev.kv.mod_revision), None)
-        prev = self.cached(ev.prev) if ev.prev is not None else None
+        prev = None
+        if ev.prev is not None:
+            # the version the store holds is that very etcd value: one copy for the store, the window's previous
+            # event and this event's prev, and no decode and re-encode per event (issue 19)
+            held = self.store.get(ev.prev.key)
+            prev = held if held is not None and held.rv == ev.prev.mod_revision else self.cached(ev.prev)
         return CacheEvent("MODIFIED" if prev else "ADDED", ev.kv.mod_revision, self.cached(ev.kv), prev)
 
     # -- feeding the cache -------------------------------------------------------------------
 
     def start(self) -> None:
+        if not self.enabled:
+            self.ready.set()
+            return
         self._task = asyncio.create_task(self._run(), name=f"cacher {self.prefix}")
 
     async def stop(self) -> None:
@@ -299,6 +310,8 @@ class Cacher:
         """A watcher from rv on; None (or 0) first replays the current state as ADDED events.
         `encoded`: its consumer wants JSON lines (not objects, as a table does)."""
         await self.ready.wait()
+        if not self.enabled:
+            return await self._watch_etcd(predicate, rv or 0, bookmarks, encoded)
         if rv is None or rv == 0:
             objs, at = self.snapshot(predicate)
             w = Watcher(predicate, at, bookmarks, max(self.watcher_capacity, len(objs) + 64), encoded)
@@ -319,12 +332,19 @@ class Cacher:
         w._on_close = self.watchers.discard
 
     async def _watch_etcd(self, predicate: Predicate, rv: int, bookmarks: bool, encoded: bool) -> Watcher:
-        """A private etcd watch for a resourceVersion older than the window."""
-        w = Watcher(predicate, rv, bookmarks, self.watcher_capacity, encoded)
-        try:  # does etcd still have that history? (a watch would only say so in a later message)
-            await self.storage.list(self.prefix, revision=rv, limit=1)
-        except Compacted as e:
-            raise TooOld(str(e)) from e
+        """A private etcd watch for a resourceVersion older than the window (or any, the cache disabled);
+        rv 0: the current state first, as ADDED events, then what follows (upstream's etcd3 watcher)."""
+        if rv == 0:
+            kvs, rv, _ = await self.storage.list(self.prefix, skip_untransformable=True)
+            objs = [o for o in map(self.cached, kvs) if predicate.matches(o.attrs)]
+            w = Watcher(predicate, rv, bookmarks, max(self.watcher_capacity, len(objs) + 64), encoded)
+            w.queue.extend(("ADDED", obj) for obj in objs)
+        else:
+            w = Watcher(predicate, rv, bookmarks, self.watcher_capacity, encoded)
+            try:  # does etcd still have that history? (a watch would only say so in a later message)
+                await self.storage.list(self.prefix, revision=rv, limit=1)
+            except Compacted as e:
+                raise TooOld(str(e)) from e
 
         async def pump() -> None:
             try:

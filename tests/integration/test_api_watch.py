@@ -59,6 +59,38 @@ def test_watch_from_zero_replays_existing_objects_first(apiserver: ApiServer, ap
         watch.close()
 
 
+def _event(name: str, reason: str, namespace: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Event", "metadata": {"name": name}, "reason": reason, "type": "Normal",
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": namespace, "apiVersion": "v1"},
+            "message": f"{reason} p"}
+
+
+def test_events_uncached_as_upstream_are_listed_and_watched_from_etcd(apiserver: ApiServer, api: httpx.Client,
+                                                                      namespace: str) -> None:
+    """Events have no watch cache (upstream's default): a list at resourceVersion 0, a watch from 0 (the
+    current state, then what follows), from a resourceVersion, and with a field selector are served from etcd."""
+    base = f"/api/v1/namespaces/{namespace}/events"
+    for name, reason in (("e1", "Scheduled"), ("e2", "Pulled")):
+        created = api.post(base, json=_event(name, reason, namespace))
+        assert created.status_code == 201, created.text
+    listed = api.get(base, params={"resourceVersion": "0"}).json()
+    assert sorted(i["metadata"]["name"] for i in listed["items"]) == ["e1", "e2"]
+    start = listed["metadata"]["resourceVersion"]
+    from_zero = WatchStream(apiserver.url, base, resourceVersion="0", fieldSelector="reason=Scheduled")
+    from_rv = WatchStream(apiserver.url, base, resourceVersion=start)
+    try:
+        assert _names(from_zero.take(1)) == [("ADDED", "e1")]
+        assert api.post(base, json=_event("e3", "Scheduled", namespace)).status_code == 201
+        api.patch(f"{base}/e2", content=b'{"count":2}', headers={"content-type": "application/merge-patch+json"})
+        assert _names(from_zero.take(1)) == [("ADDED", "e3")]
+        events = from_rv.take(2)
+        assert _names(events) == [("ADDED", "e3"), ("MODIFIED", "e2")]
+        assert events[1]["object"]["count"] == 2
+    finally:
+        from_zero.close()
+        from_rv.close()
+
+
 def test_watch_by_name_and_label_selector_transitions(apiserver: ApiServer, api: httpx.Client,
                                                       namespace: str) -> None:
     base = f"/api/v1/namespaces/{namespace}/pods"

@@ -114,3 +114,16 @@ def test_the_store_holds_each_object_in_a_block_of_its_own_size() -> None:
     # orjson answers its bytes in a buffer of at least 4 KiB: kept as it is, 200 small pods would take 800 KB
     assert cacher_bytes < 4 * held + 200 * 1024, (cacher_bytes, held)
     assert all(o.obj()["metadata"]["resourceVersion"] == str(o.rv) for o in c.store.values())
+
+
+def test_a_modification_shares_the_stored_version_as_its_prev() -> None:
+    c = cacher()
+    c._apply(EtcdEvent("PUT", pod_kv("p", 2, "web"), None))
+    stored = c.store[f"{PREFIX}ns/p"]
+    c._apply(EtcdEvent("PUT", pod_kv("p", 3, "db"), pod_kv("p", 2, "web")))
+    assert c.window[-1].prev is stored  # one copy for the store's old version, the window's and this prev
+    # a prev the store does not hold at that version (history before a relist, say) is decoded from etcd's value
+    c._apply(EtcdEvent("PUT", pod_kv("p", 5, "web"), pod_kv("p", 4, "db")))
+    prev = c.window[-1].prev
+    assert prev is not None and prev.rv == 4 and prev is not c.window[-2].obj
+    assert orjson.loads(prev.raw)["metadata"]["resourceVersion"] == "4"
