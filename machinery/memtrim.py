@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import logging
 from collections.abc import Callable
 
@@ -28,11 +27,9 @@ INTERVAL = 10.0  # seconds between trims
 
 
 def _load_malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+    # the symbols the interpreter is linked with (libc among them): ctypes.util.find_library would run ldconfig
     try:
-        fn = ctypes.CDLL(name).malloc_trim
+        fn = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):  # not glibc: nothing to call
         return None
     fn.argtypes = [ctypes.c_size_t]

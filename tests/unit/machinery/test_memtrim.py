@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import ctypes.util
+import ctypes
 
 import pytest
 
@@ -20,11 +20,6 @@ def test_without_malloc_trim_trim_says_so_and_the_task_ends_at_once(monkeypatch:
     monkeypatch.setattr(memtrim, "_malloc_trim", None)
     assert memtrim.trim() is False
     assert asyncio.run(asyncio.wait_for(memtrim.run(interval=3600), 5)) is None
-
-
-def test_no_c_library_found_means_no_malloc_trim(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
-    assert memtrim._load_malloc_trim() is None
 
 
 def test_a_c_library_without_malloc_trim_means_none(monkeypatch: pytest.MonkeyPatch) -> None:
