@@ -56,6 +56,26 @@ def node_resources_fit(pod: PodInfo, node: NodeInfo) -> Status:
     return Status.unschedulable(*reasons) if reasons else SUCCESS
 
 
+def node_resources_fit_nodes(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[tuple[int, Status]]:
+    """node_resources_fit's failures among nodes: node_resources_fit's common case inline, the rest through it."""
+    want = pod.requests
+    if want.ephemeral_storage or want.scalar:
+        return [(i, status) for i, node in enumerate(nodes)
+                if (status := node_resources_fit(pod, node)) is not SUCCESS]
+    cpu, memory = want.milli_cpu, want.memory
+    out = []
+    for i, node in enumerate(nodes):
+        allocatable, requested = node.allocatable, node.requested
+        if (len(node.pods) < allocatable.allowed_pod_number
+                and (cpu <= 0 or cpu <= allocatable.milli_cpu - requested.milli_cpu)
+                and (memory <= 0 or memory <= allocatable.memory - requested.memory)):
+            continue
+        status = node_resources_fit(pod, node)
+        if status is not SUCCESS:
+            out.append((i, status))
+    return out
+
+
 def _least_requested(requested: int, capacity: int) -> int:
     if capacity == 0 or requested > capacity:
         return 0
@@ -76,17 +96,20 @@ def least_allocated_score(pod: PodInfo, node: NodeInfo) -> int:
 
 
 def least_allocated_scores(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
-    """least_allocated_score of every node."""
+    """least_allocated_score of every node (the arithmetic written out: it runs for every feasible node)."""
     cpu, memory = pod.non_zero_requests.milli_cpu, pod.non_zero_requests.memory
-    out = []
+    out: list[int] = []
+    append = out.append
     for node in nodes:
         alloc, used = node.allocatable, node.non_zero_requested
-        total = weights = 0
-        for requested, capacity in ((used.milli_cpu + cpu, alloc.milli_cpu), (used.memory + memory, alloc.memory)):
-            if capacity:
-                total += 0 if requested > capacity else (capacity - requested) * MAX_NODE_SCORE // capacity
-                weights += 1
-        out.append(total // weights if weights else 0)
+        cpu_cap, memory_cap = alloc.milli_cpu, alloc.memory
+        if cpu_cap and memory_cap:
+            cpu_req, memory_req = used.milli_cpu + cpu, used.memory + memory
+            append(((0 if cpu_req > cpu_cap else (cpu_cap - cpu_req) * MAX_NODE_SCORE // cpu_cap)
+                    + (0 if memory_req > memory_cap else (memory_cap - memory_req) * MAX_NODE_SCORE // memory_cap))
+                   // 2)
+        else:
+            append(least_allocated_score(pod, node))
     return out
 
 
@@ -100,15 +123,21 @@ def balanced_allocation_score(pod: PodInfo, node: NodeInfo) -> int:
 
 
 def balanced_allocation_scores(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
-    """balanced_allocation_score of every node."""
+    """balanced_allocation_score of every node (the arithmetic written out: it runs for every feasible node)."""
     cpu, memory = pod.requests.milli_cpu, pod.requests.memory
-    out = []
+    out: list[int] = []
+    append = out.append
     for node in nodes:
         alloc, used = node.allocatable, node.requested
-        if alloc.milli_cpu > 0 and alloc.memory > 0:
-            std = abs(min((used.milli_cpu + cpu) / alloc.milli_cpu, 1.0)
-                      - min((used.memory + memory) / alloc.memory, 1.0)) / 2
-            out.append(int((1 - std) * MAX_NODE_SCORE))
+        cpu_cap, memory_cap = alloc.milli_cpu, alloc.memory
+        if cpu_cap > 0 and memory_cap > 0:
+            cpu_fraction = (used.milli_cpu + cpu) / cpu_cap
+            memory_fraction = (used.memory + memory) / memory_cap
+            if cpu_fraction > 1.0:
+                cpu_fraction = 1.0
+            if memory_fraction > 1.0:
+                memory_fraction = 1.0
+            append(int((1 - abs(cpu_fraction - memory_fraction) / 2) * MAX_NODE_SCORE))
         else:
-            out.append(MAX_NODE_SCORE)
+            append(MAX_NODE_SCORE)
     return out
