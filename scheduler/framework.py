@@ -366,8 +366,9 @@ def node_ready_status(node: Node) -> str | None:
 class NodeInfo:
     """One node, the pods on it (bound or assumed) and the running totals plugins read."""
 
-    __slots__ = ("allocatable", "generation", "labels", "name", "node", "non_zero_requested",
-                 "owner_counts", "pods", "ready", "requested", "taints", "unschedulable", "used_ports", "zone")
+    __slots__ = ("allocatable", "free_memory", "free_milli_cpu", "free_pods", "generation", "labels", "name", "node",
+                 "non_zero_requested", "owner_counts", "pods", "ready", "requested", "taints", "unschedulable",
+                 "used_ports", "zone")
 
     def __init__(self, name: str, node: Node | None = None) -> None:
         self.name = name
@@ -383,6 +384,9 @@ class NodeInfo:
         self.unschedulable = False
         self.ready: str | None = None
         self.zone = ""  # region and zone labels as one key (utilnode.GetZoneKey), "" without either
+        # allocatable minus requested (cpu, memory) and pods the node still takes: NodeResourcesFit's common
+        # case reads these on hundreds of nodes a cycle (kept by set_node and _account)
+        self.free_milli_cpu = self.free_memory = self.free_pods = 0
         self.generation = 0
         if node is not None:
             self.set_node(node)
@@ -407,7 +411,13 @@ class NodeInfo:
         region = self.labels.get(LABEL_REGION, "")
         zone = self.labels.get(LABEL_ZONE, "")
         self.zone = f"{region}:\x00:{zone}" if region or zone else ""  # utilnode.GetZoneKey
+        self._update_free()
         self.generation += 1
+
+    def _update_free(self) -> None:
+        self.free_milli_cpu = self.allocatable.milli_cpu - self.requested.milli_cpu
+        self.free_memory = self.allocatable.memory - self.requested.memory
+        self.free_pods = self.allocatable.allowed_pod_number - len(self.pods)
 
     def add_pod(self, pod: PodInfo) -> None:
         if pod.key in self.pods:
@@ -436,6 +446,7 @@ class NodeInfo:
             self.owner_counts[owner] += sign
             if self.owner_counts[owner] <= 0:
                 del self.owner_counts[owner]
+        self._update_free()
         self.generation += 1
 
     def __repr__(self) -> str:

@@ -62,18 +62,19 @@ def node_resources_fit_nodes(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[tu
     if want.ephemeral_storage or want.scalar:
         return [(i, status) for i, node in enumerate(nodes)
                 if (status := node_resources_fit(pod, node)) is not SUCCESS]
-    cpu, memory = want.milli_cpu, want.memory
+    # a request of 0 (or less) fits whatever is free, even on an overcommitted node
+    cpu = want.milli_cpu if want.milli_cpu > 0 else _NO_LIMIT
+    memory = want.memory if want.memory > 0 else _NO_LIMIT
     out = []
-    for i, node in enumerate(nodes):
-        allocatable, requested = node.allocatable, node.requested
-        if (len(node.pods) < allocatable.allowed_pod_number
-                and (cpu <= 0 or cpu <= allocatable.milli_cpu - requested.milli_cpu)
-                and (memory <= 0 or memory <= allocatable.memory - requested.memory)):
-            continue
-        status = node_resources_fit(pod, node)
+    for i in [i for i, node in enumerate(nodes)
+              if node.free_pods <= 0 or cpu > node.free_milli_cpu or memory > node.free_memory]:
+        status = node_resources_fit(pod, nodes[i])
         if status is not SUCCESS:
             out.append((i, status))
     return out
+
+
+_NO_LIMIT = -(1 << 100)
 
 
 def _least_requested(requested: int, capacity: int) -> int:

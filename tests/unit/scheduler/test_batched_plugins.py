@@ -154,3 +154,18 @@ def test_a_score_plugin_that_scores_too_few_nodes_is_an_error() -> None:
     framework = Framework([], [short])
     with pytest.raises(ValueError, match="plugin Short scored 1 of 2 nodes"):
         framework.prioritize_nodes(varied_pods()[0], varied_nodes(2))
+
+
+def test_node_info_keeps_what_is_free_as_pods_come_and_go_and_the_node_changes() -> None:
+    info = node_info(make_node(cpu="2", memory="1Gi", pods="3"))
+    assert (info.free_milli_cpu, info.free_memory, info.free_pods) == (2000, 1 << 30, 3)
+    pod = make_pod("a", cpu="1500m", memory="512Mi")
+    info.add_pod(pod)
+    assert (info.free_milli_cpu, info.free_memory, info.free_pods) == (500, 512 << 20, 2)
+    info.set_node(make_node(cpu="1", memory="1Gi", pods="1"))  # shrunk under its pod: overcommitted
+    assert (info.free_milli_cpu, info.free_pods) == (-500, 0)
+    assert node_resources.node_resources_fit_nodes(make_pod("zero"), [info]) == [
+        (0, Status.unschedulable(node_resources.TOO_MANY_PODS))]
+    info.remove_pod(pod)
+    assert (info.free_milli_cpu, info.free_memory, info.free_pods) == (1000, 1 << 30, 1)
+    assert node_resources.node_resources_fit_nodes(make_pod("zero"), [info]) == []
