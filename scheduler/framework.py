@@ -367,8 +367,8 @@ class NodeInfo:
     """One node, the pods on it (bound or assumed) and the running totals plugins read."""
 
     __slots__ = ("allocatable", "free_memory", "free_milli_cpu", "free_pods", "generation", "labels", "name", "node",
-                 "non_zero_requested", "owner_counts", "pods", "ready", "requested", "taints", "unschedulable",
-                 "used_ports", "zone")
+                 "non_zero_requested", "owner_counts", "pods", "ready", "requested", "score_memo", "taints",
+                 "unschedulable", "used_ports", "zone")
 
     def __init__(self, name: str, node: Node | None = None) -> None:
         self.name = name
@@ -387,6 +387,8 @@ class NodeInfo:
         # allocatable minus requested (cpu, memory) and pods the node still takes: NodeResourcesFit's common
         # case reads these on hundreds of nodes a cycle (kept by set_node and _account)
         self.free_milli_cpu = self.free_memory = self.free_pods = 0
+        # plugin name -> (generation, the pod's requests, score): see memoized_scores
+        self.score_memo: dict[str, tuple[int, Resource, int]] = {}
         self.generation = 0
         if node is not None:
             self.set_node(node)
@@ -565,6 +567,24 @@ class Score:
     def normalize_score(self, pod: PodInfo, nodes: Sequence[NodeInfo], scores: list[int]) -> None:
         if self.normalize is not None:
             self.normalize(pod, nodes, scores)
+
+
+def memoized_scores(name: str, requests: Resource, nodes: Sequence[NodeInfo],
+                    score: Callable[[NodeInfo], int]) -> list[int]:
+    """`[score(node) for node in nodes]` for a score that depends only on the node (its pods and allocatable,
+    which bump its generation) and on the pod's requests: each node remembers its last such score per plugin.
+    Pods of one template share one requests object (shared_resource) and a cycle changes one node, so a burst
+    scores the hundreds of nodes it did not change from memory."""
+    out = []
+    for node in nodes:
+        memo = node.score_memo.get(name)
+        if memo is not None and memo[0] == node.generation and memo[1] is requests:
+            out.append(memo[2])
+        else:
+            value = score(node)
+            node.score_memo[name] = (node.generation, requests, value)
+            out.append(value)
+    return out
 
 
 def default_normalize_score(scores: list[int], reverse: bool = False, max_priority: int = MAX_NODE_SCORE) -> None:

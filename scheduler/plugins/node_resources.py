@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.framework import MAX_NODE_SCORE, SUCCESS, NodeInfo, PodInfo, Status
+from scheduler.framework import MAX_NODE_SCORE, SUCCESS, NodeInfo, PodInfo, Status, memoized_scores
 
 NAME = "NodeResourcesFit"
 BALANCED_ALLOCATION = "NodeResourcesBalancedAllocation"
@@ -97,21 +97,8 @@ def least_allocated_score(pod: PodInfo, node: NodeInfo) -> int:
 
 
 def least_allocated_scores(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
-    """least_allocated_score of every node (the arithmetic written out: it runs for every feasible node)."""
-    cpu, memory = pod.non_zero_requests.milli_cpu, pod.non_zero_requests.memory
-    out: list[int] = []
-    append = out.append
-    for node in nodes:
-        alloc, used = node.allocatable, node.non_zero_requested
-        cpu_cap, memory_cap = alloc.milli_cpu, alloc.memory
-        if cpu_cap and memory_cap:
-            cpu_req, memory_req = used.milli_cpu + cpu, used.memory + memory
-            append(((0 if cpu_req > cpu_cap else (cpu_cap - cpu_req) * MAX_NODE_SCORE // cpu_cap)
-                    + (0 if memory_req > memory_cap else (memory_cap - memory_req) * MAX_NODE_SCORE // memory_cap))
-                   // 2)
-        else:
-            append(least_allocated_score(pod, node))
-    return out
+    """least_allocated_score of every node (remembered per node until it changes: see memoized_scores)."""
+    return memoized_scores(NAME, pod.non_zero_requests, nodes, lambda node: least_allocated_score(pod, node))
 
 
 def balanced_allocation_score(pod: PodInfo, node: NodeInfo) -> int:
@@ -124,21 +111,6 @@ def balanced_allocation_score(pod: PodInfo, node: NodeInfo) -> int:
 
 
 def balanced_allocation_scores(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
-    """balanced_allocation_score of every node (the arithmetic written out: it runs for every feasible node)."""
-    cpu, memory = pod.requests.milli_cpu, pod.requests.memory
-    out: list[int] = []
-    append = out.append
-    for node in nodes:
-        alloc, used = node.allocatable, node.requested
-        cpu_cap, memory_cap = alloc.milli_cpu, alloc.memory
-        if cpu_cap > 0 and memory_cap > 0:
-            cpu_fraction = (used.milli_cpu + cpu) / cpu_cap
-            memory_fraction = (used.memory + memory) / memory_cap
-            if cpu_fraction > 1.0:
-                cpu_fraction = 1.0
-            if memory_fraction > 1.0:
-                memory_fraction = 1.0
-            append(int((1 - abs(cpu_fraction - memory_fraction) / 2) * MAX_NODE_SCORE))
-        else:
-            append(MAX_NODE_SCORE)
-    return out
+    """balanced_allocation_score of every node (remembered per node until it changes: see memoized_scores)."""
+    return memoized_scores(BALANCED_ALLOCATION, pod.requests, nodes,
+                           lambda node: balanced_allocation_score(pod, node))

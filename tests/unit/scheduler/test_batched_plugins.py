@@ -169,3 +169,18 @@ def test_node_info_keeps_what_is_free_as_pods_come_and_go_and_the_node_changes()
     info.remove_pod(pod)
     assert (info.free_milli_cpu, info.free_memory, info.free_pods) == (1000, 1 << 30, 1)
     assert node_resources.node_resources_fit_nodes(make_pod("zero"), [info]) == []
+
+
+@pytest.mark.parametrize(("one", "many"), SCORES[:2], ids=lambda f: getattr(f, "__name__", ""))
+def test_remembered_scores_follow_the_nodes_and_the_pods_requests(one: Callable[..., int],
+                                                                  many: Callable[..., list[int]]) -> None:
+    nodes = varied_nodes(20)
+    small, big = make_pod("small", cpu="100m", memory="64Mi"), make_pod("big", cpu="1", memory="1Gi")
+    first = many(small, nodes)
+    assert first == [one(small, node) for node in nodes]
+    nodes[0].add_pod(make_pod("more", cpu="400m", memory="900Mi"))  # a pod comes: the node's score moves
+    nodes[1].set_node(make_node(nodes[1].name, cpu="16", memory="64Gi"))  # the node grows
+    second = many(small, nodes)
+    assert second == [one(small, node) for node in nodes]
+    assert second[:2] != first[:2] and second[2:] == first[2:]
+    assert many(big, nodes) == [one(big, node) for node in nodes] != second  # other requests, other scores
