@@ -1,11 +1,14 @@
 """Scheduler throughput: pending pods bound per second by the real `python -m scheduler` process.
 
-    python -m bench.scheduler_bench [--quick] [--config NODESxPODS ...] [--repeat N] [--output FILE] [--keep]
+    python -m bench.scheduler_bench [--quick] [--config NODESxPODS ...] [--existing-per-node N] [--repeat N]
+                                    [--output FILE] [--keep] [--profile FILE]
 
 For each configuration (default: 10x100, 10x1000 and the issue's 100x1000), a fresh etcd and
 apiserver are started (tests/cluster.py helpers), NODES hollow Node objects are registered (what a
 kubelet would report: allocatable, Ready condition; nothing runs on them) and PODS pending pods are
-created, each requesting 100m cpu / 64Mi memory, owned by one ReplicaSet-like owner. Then the
+created, each requesting 100m cpu / 64Mi memory, owned by one ReplicaSet-like owner. With
+--existing-per-node N every node already runs N pods (created bound, spec.nodeName set, of another
+owner), as in density (30 a node) and upstream's scheduler_perf (init pods). Then the
 scheduler starts; this process watches the pods and stamps the moment each one's spec.nodeName
 appears. Printed per configuration:
 
@@ -64,6 +67,7 @@ class Result:
     rss_mb: float
     scheduler_cpu_s: float
     apiserver_cpu_s: float
+    existing_per_node: int = 0
 
     @property
     def window_rate(self) -> float:
@@ -99,15 +103,26 @@ def hollow_node(i: int) -> dict[str, Any]:
     }
 
 
-def pending_pod(i: int, owner_uid: str) -> dict[str, Any]:
+def pending_pod(i: int, owner_uid: str, prefix: str = "bench") -> dict[str, Any]:
     return {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"bench-{i:05d}", "labels": {"app": "bench"},
+        "metadata": {"name": f"{prefix}-{i:05d}", "labels": {"app": prefix},
                      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "bench",
                                           "uid": owner_uid, "controller": True}]},
         "spec": {"containers": [{"name": "main", "image": "nginx:1.25",
                                  "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
     }
+
+
+def existing_pods(nodes: int, per_node: int) -> list[dict[str, Any]]:
+    """`per_node` pods already bound to each node (spec.nodeName), of an owner other than the pending pods'."""
+    owner_uid = "00000000-0000-0000-0000-0000000e1157"
+    bodies = []
+    for i in range(nodes * per_node):
+        body = pending_pod(i, owner_uid, "existing")
+        body["spec"]["nodeName"] = hollow_node(i % nodes)["metadata"]["name"]
+        bodies.append(body)
+    return bodies
 
 
 async def create_all(client: httpx.AsyncClient, path: str, bodies: list[dict[str, Any]], concurrency: int = 32) -> None:
@@ -137,11 +152,19 @@ async def watch_bindings(client: httpx.AsyncClient, resource_version: str, want:
             obj = event.get("object") or {}
             node = (obj.get("spec") or {}).get("nodeName")
             name = (obj.get("metadata") or {}).get("name")
-            if node and name and name not in stamps:
+            if node and name and name.startswith("bench-") and name not in stamps:
                 stamps[name] = (time.monotonic(), node)
                 if len(stamps) >= want:
                     done.set()
                     return
+
+
+def py_spy() -> str:
+    """py-spy next to this interpreter, else on PATH, else where the helpers install it (/tmp/pyspy)."""
+    beside = Path(sys.executable).with_name("py-spy")
+    if beside.exists():
+        return str(beside)
+    return shutil.which("py-spy") or "/tmp/pyspy/bin/py-spy"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -163,7 +186,8 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-async def run_config(nodes: int, pods: int, keep: bool, timeout: float, profile: Path | None = None) -> Result:
+async def run_config(nodes: int, pods: int, keep: bool, timeout: float, profile: Path | None = None,
+                     existing_per_node: int = 0) -> Result:
     workdir = make_workdir("minik8s-sched-bench-")
     etcd = Etcd(workdir)
     apiserver: ApiServer | None = None
@@ -178,11 +202,14 @@ async def run_config(nodes: int, pods: int, keep: bool, timeout: float, profile:
                                                               "metadata": {"name": NAMESPACE}})
             r.raise_for_status()
             await create_all(client, "/api/v1/nodes", [hollow_node(i) for i in range(nodes)])
+            if existing_per_node:
+                await create_all(client, f"/api/v1/namespaces/{NAMESPACE}/pods",
+                                 existing_pods(nodes, existing_per_node))
             owner_uid = "00000000-0000-0000-0000-00000000be7c"
             await create_all(client, f"/api/v1/namespaces/{NAMESPACE}/pods",
                              [pending_pod(i, owner_uid) for i in range(pods)])
             listed = (await client.get(f"/api/v1/namespaces/{NAMESPACE}/pods", params={"limit": 1})).json()
-            stamps: dict[str, tuple[float, str]] = {}
+            stamps: dict[str, tuple[float, str]] = {}  # the pending pods' bindings (the existing are bound)
             done = asyncio.Event()
             watcher = asyncio.create_task(watch_bindings(client, listed["metadata"]["resourceVersion"], pods,
                                                          stamps, done))
@@ -197,7 +224,7 @@ async def run_config(nodes: int, pods: int, keep: bool, timeout: float, profile:
             profiler = None
             if profile is not None:
                 assert scheduler.proc is not None
-                profiler = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "--pid",
+                profiler = subprocess.Popen([py_spy(), "record", "--pid",
                                              str(scheduler.proc.pid), "-r", "250", "-f", "raw", "-o", str(profile)],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
@@ -222,6 +249,7 @@ async def run_config(nodes: int, pods: int, keep: bool, timeout: float, profile:
             total_s=(times[-1] - started) if times else float("inf"),
             max_per_node=max(per_node.values(), default=0), min_per_node=min(per_node.values(), default=0),
             rss_mb=rss, scheduler_cpu_s=scheduler_cpu, apiserver_cpu_s=apiserver_cpu,
+            existing_per_node=existing_per_node,
         )
     finally:
         if scheduler is not None:
@@ -235,7 +263,7 @@ async def run_config(nodes: int, pods: int, keep: bool, timeout: float, profile:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def algorithm_rate(nodes: int, pods: int) -> float:
+def algorithm_rate(nodes: int, pods: int, existing_per_node: int = 0) -> float:
     """Scheduling cycles alone, in this process (no API): filter, score, select, assume; pods/s of CPU."""
     from machinery.api.core_v1 import Node, Pod
     from scheduler.cache import Cache
@@ -245,6 +273,9 @@ def algorithm_rate(nodes: int, pods: int) -> float:
     cache = Cache()
     for i in range(nodes):
         cache.add_node(Node.from_dict(hollow_node(i)))
+    for i, body in enumerate(existing_pods(nodes, existing_per_node)):
+        body["metadata"].update(namespace=NAMESPACE, uid=f"existing-{i}")
+        cache.add_pod(PodInfo(Pod.from_dict(body)))
     infos = []
     for i in range(pods):
         body = pending_pod(i, "owner")
@@ -270,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", action="append", type=parse_config, metavar="NODESxPODS",
                    help="nodes x pending pods (repeatable; default 10x100, 10x1000, 100x1000)")
     p.add_argument("--quick", action="store_true", help="100x10 and 100x100 once each (unless --config is given)")
+    p.add_argument("--existing-per-node", type=int, default=0, metavar="N",
+                   help="pods already bound to every node before the pending ones (density: 30)")
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="runs per configuration; the median is shown")
     p.add_argument("--output", type=Path, default=OUTPUT / "scheduler.json", help="JSON results (%(default)s)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for all bindings per config")
@@ -287,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.repeat):
             print(f"scheduling {pods} pending pods onto {nodes} hollow nodes"
                   f"{f' (run {i + 1}/{args.repeat})' if args.repeat > 1 else ''} ...", flush=True)
-            runs.append(asyncio.run(run_config(nodes, pods, args.keep, args.timeout, args.profile)))
+            runs.append(asyncio.run(run_config(nodes, pods, args.keep, args.timeout, args.profile,
+                                               args.existing_per_node)))
         all_runs.append(runs)
     results = [median_run(runs) for runs in all_runs]
     print()
@@ -303,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         ok = ok and r.bound == r.pods
     algorithm = {}
     for nodes, pods in configs:
-        algorithm[f"{nodes}x{pods}"] = rate = algorithm_rate(nodes, pods)
+        algorithm[f"{nodes}x{pods}"] = rate = algorithm_rate(nodes, pods, args.existing_per_node)
         print(f"scheduling cycles alone (no API calls), {nodes} nodes x {pods} pods: {rate:,.0f} pods/s of one core")
     print(f"\npods/s: over the binding window (first to last binding) and from scheduler start to last binding;"
           f"\ntarget (issue 3, 100 nodes x 1000 pods): >= {TARGET_PODS_PER_SECOND:.0f} pods/s bound, RSS <= 100 MB")
@@ -311,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps({
         "benchmark": "scheduler", "quick": args.quick, "repeat": args.repeat,
+        "existing_per_node": args.existing_per_node,
         "duration_s": round(time.time() - started, 1), "cpus": os.cpu_count(),
         "target_pods_per_s": TARGET_PODS_PER_SECOND, "target_config": "100x1000",
         "configs": [{"nodes": nodes, "pods": pods, "median": median.as_json(),

@@ -30,13 +30,14 @@ from scheduler.plugins import (
 
 def default_filters() -> list[Filter]:
     return [
-        Filter(node_unschedulable.NAME, node_unschedulable.node_unschedulable),
+        Filter(node_unschedulable.NAME, node_unschedulable.node_unschedulable, None,
+               node_unschedulable.node_unschedulable_nodes),
         Filter(node_name.NAME, node_name.node_name, node_name.skip),
-        Filter(taint_toleration.NAME, taint_toleration.taint_toleration),
-        Filter(node_ready.NAME, node_ready.node_ready),
+        Filter(taint_toleration.NAME, taint_toleration.taint_toleration, None, taint_toleration.taint_toleration_nodes),
+        Filter(node_ready.NAME, node_ready.node_ready, None, node_ready.node_ready_nodes),
         Filter(node_affinity.NAME, node_affinity.node_affinity, node_affinity.skip),
         Filter(node_ports.NAME, node_ports.node_ports, node_ports.skip),
-        Filter(node_resources.NAME, node_resources.node_resources_fit),
+        Filter(node_resources.NAME, node_resources.node_resources_fit, None, node_resources.node_resources_fit_nodes),
     ]
 
 

@@ -10,6 +10,8 @@ still fits, and the failure reads exactly as the taint's would.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from machinery.api.core_v1 import Taint
 from machinery.taints import TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE, tolerates_taint
 from scheduler.framework import SUCCESS, NodeInfo, PodInfo, Status
@@ -33,3 +35,14 @@ def node_ready(pod: PodInfo, node: NodeInfo) -> Status:
     if taint is None or tolerates_taint(pod.tolerations, taint):
         return SUCCESS
     return Status.unschedulable(f"node(s) had untolerated taint {{{taint.key}: }}", unresolvable=True)
+
+
+def node_ready_nodes(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[tuple[int, Status]]:
+    """node_ready's failures among nodes (only nodes not Ready can fail)."""
+    out = []
+    for i, node in enumerate(nodes):
+        if node.ready != "True":
+            status = node_ready(pod, node)
+            if status is not SUCCESS:
+                out.append((i, status))
+    return out

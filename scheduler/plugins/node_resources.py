@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.framework import MAX_NODE_SCORE, SUCCESS, NodeInfo, PodInfo, Status
+from scheduler.framework import MAX_NODE_SCORE, SUCCESS, NodeInfo, PodInfo, Status, memoized_scores
 
 NAME = "NodeResourcesFit"
 BALANCED_ALLOCATION = "NodeResourcesBalancedAllocation"
@@ -56,6 +56,27 @@ def node_resources_fit(pod: PodInfo, node: NodeInfo) -> Status:
     return Status.unschedulable(*reasons) if reasons else SUCCESS
 
 
+def node_resources_fit_nodes(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[tuple[int, Status]]:
+    """node_resources_fit's failures among nodes: node_resources_fit's common case inline, the rest through it."""
+    want = pod.requests
+    if want.ephemeral_storage or want.scalar:
+        return [(i, status) for i, node in enumerate(nodes)
+                if (status := node_resources_fit(pod, node)) is not SUCCESS]
+    # a request of 0 (or less) fits whatever is free, even on an overcommitted node
+    cpu = want.milli_cpu if want.milli_cpu > 0 else _NO_LIMIT
+    memory = want.memory if want.memory > 0 else _NO_LIMIT
+    out = []
+    for i in [i for i, node in enumerate(nodes)
+              if node.free_pods <= 0 or cpu > node.free_milli_cpu or memory > node.free_memory]:
+        status = node_resources_fit(pod, nodes[i])
+        if status is not SUCCESS:
+            out.append((i, status))
+    return out
+
+
+_NO_LIMIT = -(1 << 100)
+
+
 def _least_requested(requested: int, capacity: int) -> int:
     if capacity == 0 or requested > capacity:
         return 0
@@ -76,18 +97,8 @@ def least_allocated_score(pod: PodInfo, node: NodeInfo) -> int:
 
 
 def least_allocated_scores(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
-    """least_allocated_score of every node."""
-    cpu, memory = pod.non_zero_requests.milli_cpu, pod.non_zero_requests.memory
-    out = []
-    for node in nodes:
-        alloc, used = node.allocatable, node.non_zero_requested
-        total = weights = 0
-        for requested, capacity in ((used.milli_cpu + cpu, alloc.milli_cpu), (used.memory + memory, alloc.memory)):
-            if capacity:
-                total += 0 if requested > capacity else (capacity - requested) * MAX_NODE_SCORE // capacity
-                weights += 1
-        out.append(total // weights if weights else 0)
-    return out
+    """least_allocated_score of every node (remembered per node until it changes: see memoized_scores)."""
+    return memoized_scores(NAME, pod.non_zero_requests, nodes, lambda node: least_allocated_score(pod, node))
 
 
 def balanced_allocation_score(pod: PodInfo, node: NodeInfo) -> int:
@@ -100,15 +111,6 @@ def balanced_allocation_score(pod: PodInfo, node: NodeInfo) -> int:
 
 
 def balanced_allocation_scores(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
-    """balanced_allocation_score of every node."""
-    cpu, memory = pod.requests.milli_cpu, pod.requests.memory
-    out = []
-    for node in nodes:
-        alloc, used = node.allocatable, node.requested
-        if alloc.milli_cpu > 0 and alloc.memory > 0:
-            std = abs(min((used.milli_cpu + cpu) / alloc.milli_cpu, 1.0)
-                      - min((used.memory + memory) / alloc.memory, 1.0)) / 2
-            out.append(int((1 - std) * MAX_NODE_SCORE))
-        else:
-            out.append(MAX_NODE_SCORE)
-    return out
+    """balanced_allocation_score of every node (remembered per node until it changes: see memoized_scores)."""
+    return memoized_scores(BALANCED_ALLOCATION, pod.requests, nodes,
+                           lambda node: balanced_allocation_score(pod, node))

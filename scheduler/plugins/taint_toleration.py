@@ -19,6 +19,17 @@ def taint_toleration(pod: PodInfo, node: NodeInfo) -> Status:
     return SUCCESS
 
 
+def taint_toleration_nodes(pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[tuple[int, Status]]:
+    """taint_toleration's failures among nodes (only tainted nodes can fail)."""
+    out = []
+    for i, node in enumerate(nodes):
+        if node.taints:
+            status = taint_toleration(pod, node)
+            if status is not SUCCESS:
+                out.append((i, status))
+    return out
+
+
 def taint_toleration_score(pod: PodInfo, node: NodeInfo) -> int:
     """How many PreferNoSchedule taints the pod does not tolerate (normalized in reverse)."""
     if not node.taints:
