@@ -198,6 +198,9 @@ class Cacher:
         self.rv = 0  # every event up to rv is in the store
         self.window_start = 0  # every event after window_start is in the window
         self.watchers: set[Watcher] = set()
+        # private etcd watches (a resourceVersion older than the window, or the cache disabled) and the revision
+        # each has delivered up to: they get bookmarks too, as upstream's etcd3 watcher turns progress into them
+        self.etcd_watchers: dict[Watcher, list[int]] = {}
         self.ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -232,7 +235,7 @@ class Cacher:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        for w in list(self.watchers):
+        for w in [*self.watchers, *self.etcd_watchers]:
             w.stop()
 
     async def _relist(self) -> None:
@@ -291,6 +294,8 @@ class Cacher:
     def send_bookmarks(self) -> None:
         for w in list(self.watchers):
             w.bookmark(self.rv)
+        for w, progress in list(self.etcd_watchers.items()):  # each at the revision its own etcd watch reached
+            w.bookmark(progress[0])
 
     # -- serving -----------------------------------------------------------------------------
 
@@ -346,16 +351,20 @@ class Cacher:
             except Compacted as e:
                 raise TooOld(str(e)) from e
 
+        progress = self.etcd_watchers[w] = [rv]
+
         async def pump() -> None:
             try:
-                async for batch, _ in self.storage.watch(self.prefix, rv + 1):
+                async for batch, revision in self.storage.watch(self.prefix, rv + 1):
                     for ev in batch:
                         event = self.to_event(ev)
                         if event is not None:
                             w.deliver(event)
+                    progress[0] = max(progress[0], revision)  # delivered up to here (or a progress notify)
             except StorageError:
                 pass
             finally:
+                self.etcd_watchers.pop(w, None)
                 w.stop()
 
         w._pump = asyncio.create_task(pump())
