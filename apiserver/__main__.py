@@ -28,7 +28,7 @@ from apiserver.serving import Listener, run
 from apiserver.storage.encryptionconfig import EncryptionConfigError
 from apiserver.storage.encryptionconfig import load as load_encryption_config
 from apiserver.storage.etcd import EtcdTLS
-from machinery import tracing
+from machinery import logs, tracing
 from machinery.timeutil import duration_flag, parse_go_duration
 from machinery.tls import server_ssl_context
 
@@ -154,7 +154,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="key=value pairs of feature gates; known: AggregatedDiscoveryEndpoint (default true: "
                         "/api and /apis answer aggregated discovery to clients that ask for it)")
     tracing.add_flag(p)
-    p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
+    logs.add_flags(p)
     args = p.parse_args(argv)
     args.feature_gates = _feature_gates(args.feature_gates)
     if args.pki_dir:
@@ -243,8 +243,7 @@ def _feature_gates(value: str) -> dict[str, bool]:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(args.v)
     disabled = set(_names(args.disable_admission_plugins))
     try:
         load_admission_config(args.admission_control_config_file)

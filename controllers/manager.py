@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controllers.clientbuilder import DynamicClientBuilder
-from machinery import delegated_auth, leaderelection, memtrim, tracing
+from machinery import delegated_auth, leaderelection, logs, memtrim, tracing
 from machinery.client import KUBE_VERSION, ApiClient
 from machinery.informer import SharedInformerFactory, strip_managed_fields
 from machinery.kubeconfig import ClientConfig, KubeconfigError, load_kubeconfig
@@ -466,7 +466,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--horizontal-pod-autoscaler-initial-readiness-delay", type=parse_duration, default=30.0)
     delegated_auth.add_serving_flags(p, SECURE_PORT)
     tracing.add_flag(p)
-    p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
+    logs.add_flags(p)
     args = p.parse_args(argv)
     try:
         args.enabled = enabled_controllers(args.controllers.split(","))
@@ -587,9 +587,7 @@ async def run_controllers(args: argparse.Namespace, config: ClientConfig, stop: 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logs.setup(args.v)
     tracing.setup_or_exit(args.tracing_config_file, "kube-controller-manager")
     try:
         return asyncio.run(run(args))

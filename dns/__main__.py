@@ -34,6 +34,7 @@ from dns.forward import Forwarder, Upstream, load_upstreams
 from dns.kube_dns_service import DEFAULT_DNS_PORT, DEFAULT_METRICS_PORT, DEFAULT_SERVICE_IP, KubeDNSService
 from dns.kubernetes import DEFAULT_TTL, ClusterZone
 from dns.server import ClusterDNSServer, ClusterResolver, Metrics
+from machinery import logs
 from machinery.api.core_v1 import Service
 from machinery.api.discovery_v1 import EndpointSlice
 from machinery.client import ApiClient, ApiError, ClientError, default_user_agent
@@ -69,7 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--service-ip", default=DEFAULT_SERVICE_IP, help="the kube-dns clusterIP (default %(default)s)")
     p.add_argument("--advertise-address", default=None,
                    help="the address pods reach this server on, for the kube-dns endpoints (default: the node IP)")
-    p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
+    logs.add_flags(p)
     args = p.parse_args(argv)
     if not args.kubeconfig and not args.master:
         p.error("one of --kubeconfig or --master is required")
@@ -225,8 +226,7 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(args.v)
     try:
         asyncio.run(run(args))
     except OSError as e:  # the port is taken, the resolv.conf is missing...

@@ -22,7 +22,7 @@ from dockershim.cleanup import cleanup_host_rules_if_unused
 from dockershim.network import PodNetwork
 from dockershim.service import DockerService
 from dockershim.streaming import StreamingServer
-from machinery import tracing
+from machinery import logs, tracing
 from machinery.cri import api_pb2_grpc as cri_grpc
 
 log = logging.getLogger("dockershim")
@@ -62,7 +62,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="address of the exec streaming server (default %(default)s)")
     p.add_argument("--streaming-port", type=int, default=0, help="its port (default: any free one)")
     tracing.add_flag(p)
-    p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
+    logs.add_flags(p)
     args = p.parse_args(argv)
     endpoint = args.container_runtime_endpoint or default_endpoint(args.node_name)
     if not endpoint.startswith("unix://"):
@@ -151,8 +151,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(args.v)
     tracing.setup_or_exit(args.tracing_config_file, "dockershim", attributes={"k8s.node.name": args.node_name})
     use_pidfd_child_watcher()
     asyncio.run(serve(args))

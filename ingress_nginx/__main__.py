@@ -33,6 +33,7 @@ from cryptography.x509.oid import NameOID
 from ingress_nginx.controller import IngressController, Options
 from ingress_nginx.nginx import Nginx, NginxError
 from ingress_nginx.template import Settings
+from machinery import logs
 from machinery.client import ApiClient, default_user_agent
 from machinery.events import EventRecorder
 from machinery.kubeconfig import build_config_from_flags
@@ -74,7 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sync-period-min", type=duration_flag, default=0.1,
                    help="least time between two reloads (default 100ms)")
     p.add_argument("--no-access-log", action="store_true", help="turn nginx's access log off")
-    p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
+    logs.add_flags(p)
     args = p.parse_args(argv)
     if not args.kubeconfig and not args.master:
         p.error("one of --kubeconfig or --master is required")
@@ -224,8 +225,7 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(args.v)
     sys.exit(asyncio.run(run(args)))
 
 

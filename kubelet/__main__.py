@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import socket
 from pathlib import Path
 
 from kubelet.kubelet import Kubelet, KubeletConfig, default_runtime_endpoint, run_kubelet
-from machinery import tracing
+from machinery import logs, tracing
 from machinery.nodelabels import KUBELET_LABEL_NAMESPACES, KUBELET_LABELS, unknown_kubernetes_labels
 from machinery.timeutil import duration_flag
 
@@ -91,7 +90,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cgroup-driver", default="cgroupfs", choices=["cgroupfs"],
                    help="how the kubelet manages cgroups: cgroupfs, as the container runtime (default %(default)s)")
     tracing.add_flag(p)
-    p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
+    logs.add_flags(p)
     args = p.parse_args(argv)
     unknown = unknown_kubernetes_labels(args.node_labels)
     if unknown:  # NodeRestriction would refuse the registration: say so now, as upstream's kubelet does
@@ -140,9 +139,7 @@ def config_from_args(args: argparse.Namespace) -> KubeletConfig:
 
 def main(argv: list[str] | None = None, kubelet_class: type[Kubelet] = Kubelet) -> None:
     args = parse_args(argv)
-    level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logs.setup(args.v)
     tracing.setup_or_exit(args.tracing_config_file, "kubelet", attributes={"k8s.node.name": args.node_name})
     asyncio.run(run_kubelet(config_from_args(args), kubelet_class))
 

@@ -25,7 +25,7 @@ from aiohttp import web
 
 from local_path_provisioner import manifests
 from local_path_provisioner.provisioner import Config, LocalPathProvisioner
-from machinery import leaderelection
+from machinery import leaderelection, logs
 from machinery.api.core_v1 import ConfigMap
 from machinery.client import ApiClient, ApiError, default_user_agent
 from machinery.informer import SharedInformerFactory
@@ -50,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--master", default=None, help="apiserver URL; overrides the kubeconfig's server")
     p.add_argument("--namespace", default=manifests.NAMESPACE, help="where helper pods run (default %(default)s)")
     p.add_argument("--path", default=None, help="base directory of the volumes on every node")
-    p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
+    logs.add_flags(p)
     if command == "install":
         p.add_argument("--no-default-class", action="store_true",
                        help="do not mark the StorageClass local-path as the cluster's default")
@@ -183,9 +183,7 @@ async def start(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logs.setup(args.v)
     return asyncio.run(install(args) if args.command == "install" else start(args))
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
+from machinery import logs
 from machinery.api.core_v1 import Node, Pod
 from machinery.client import ApiClient, default_user_agent
 from machinery.informer import SharedInformerFactory
@@ -64,7 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kubelet-client-key", default=None)
     p.add_argument("--kubelet-certificate-authority", default=None)
     p.add_argument("--kubelet-insecure-tls", action="store_true", help="do not verify the kubelets' certificates")
-    p.add_argument("-v", "--v", type=int, default=1)
+    logs.add_flags(p)
     args = p.parse_args(argv)
     if not args.kubeconfig and not args.master:
         p.error("one of --kubeconfig or --master is required")
@@ -180,8 +181,7 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(args.v)
     try:
         asyncio.run(run(args))
     except OSError as e:

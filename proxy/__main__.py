@@ -27,6 +27,7 @@ import socket
 import sys
 from pathlib import Path
 
+from machinery import logs
 from machinery.client import KUBE_VERSION, ApiClient
 from machinery.kubeconfig import ClientConfig, build_config_from_flags
 from machinery.timeutil import duration_flag
@@ -75,7 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--healthz-bind-address", default="0.0.0.0:10256",
                    help="host:port of /healthz; empty to disable (default %(default)s)")
     p.add_argument("--cleanup", action="store_true", help="remove this proxy's rules and chains, then exit")
-    p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
+    logs.add_flags(p)
     args = p.parse_args(argv)
     if not args.cleanup and not args.kubeconfig and not args.master:
         p.error("one of --kubeconfig or --master is required")
@@ -148,8 +149,7 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(args.v)
     return asyncio.run(run(args))
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from machinery import logs
 from machinery.api.apps_v1 import Deployment, ReplicaSet
 from machinery.api.core_v1 import Event, Pod
 from machinery.api.resources import ResourceInfo
@@ -60,7 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="roads kept; the one updated longest ago goes first")
     p.add_argument("--max-steps-per-object", type=int, default=500,
                    help="steps kept per object; the oldest received goes first")
-    p.add_argument("-v", "--v", type=int, default=1)
+    logs.add_flags(p)
     args = p.parse_args(argv)
     if not args.kubeconfig and not args.master:
         p.error("one of --kubeconfig or --master is required")
@@ -198,8 +199,7 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(args.v)
     try:
         asyncio.run(run(args))
     except OSError as e:

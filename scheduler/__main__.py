@@ -26,7 +26,7 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
-from machinery import delegated_auth, leaderelection, memtrim, tracing
+from machinery import delegated_auth, leaderelection, logs, memtrim, tracing
 from machinery.client import ApiClient
 from machinery.kubeconfig import ClientConfig, build_config_from_flags
 from scheduler.queue import DEFAULT_POD_INITIAL_BACKOFF, DEFAULT_POD_MAX_BACKOFF
@@ -51,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="bindings in flight at once (default %(default)s)")
     delegated_auth.add_serving_flags(p, SECURE_PORT)
     tracing.add_flag(p)
-    p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-4)")
+    logs.add_flags(p)
     args = p.parse_args(argv)
     if not args.kubeconfig and not args.master:
         p.error("one of --kubeconfig or --master is required")
@@ -128,9 +128,7 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    level = logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logs.setup(args.v)
     tracing.setup_or_exit(args.tracing_config_file, "kube-scheduler")
     asyncio.run(run(args))
     return 0
