@@ -237,17 +237,18 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
             await self.docker.containers.container(sandbox_id).start()
             changes = self._sandbox_changes.get(sandbox_id)
             data = await self.docker.containers.container(sandbox_id).show()
-            await self._write_resolv_conf(data, config)
-            if not host_network:
-                pid = int((data.get("State") or {}).get("Pid") or 0)
-                try:
-                    with tracing.span("cni.add", attributes={"k8s.sandbox.id": sandbox_id}) as span:
-                        ip = await self.network.setup(sandbox_id, pid, config.metadata,
-                                                      port_mappings(config.port_mappings))
-                        tracing.set_attributes(span, {"k8s.pod.ip": ip})
-                except CniError as e:
-                    raise CriError(grpc.StatusCode.UNKNOWN,
-                                   f"failed to set up the network of sandbox {config.metadata.name}: {e}") from None
+            # the resolv.conf is rewritten (in a thread) while the CNI plugins run: neither uses the other, and the
+            # pod's start waits for the longer of the two, not for both in turn; both are done (or failed) before
+            # an error of either is raised, so the teardown below finds whatever was made
+            resolv = asyncio.ensure_future(self._write_resolv_conf(data, config))
+            try:
+                if not host_network:
+                    await self._set_up_network(sandbox_id, data, config)
+            finally:
+                await asyncio.wait([resolv])
+                if not resolv.cancelled():
+                    resolv.exception()  # looked at: the network's error, if any, is the one raised
+            await resolv
             self._ran(data, changes)
         except BaseException:
             # nothing half-done: no network, no container
@@ -257,6 +258,16 @@ class DockerService(cri_grpc.RuntimeServiceServicer, cri_grpc.ImageServiceServic
                 await self._remove(sandbox_id)
             raise
         return cri.RunPodSandboxResponse(pod_sandbox_id=sandbox_id)
+
+    async def _set_up_network(self, sandbox_id: str, data: dict[str, Any], config: cri.PodSandboxConfig) -> None:
+        pid = int((data.get("State") or {}).get("Pid") or 0)
+        try:
+            with tracing.span("cni.add", attributes={"k8s.sandbox.id": sandbox_id}) as span:
+                ip = await self.network.setup(sandbox_id, pid, config.metadata, port_mappings(config.port_mappings))
+                tracing.set_attributes(span, {"k8s.pod.ip": ip})
+        except CniError as e:
+            raise CriError(grpc.StatusCode.UNKNOWN,
+                           f"failed to set up the network of sandbox {config.metadata.name}: {e}") from None
 
     def _ran(self, data: dict[str, Any], changes: int | None) -> None:
         """A sandbox RunPodSandbox set up, as its inspect taken after its start says (`changes`: the number of

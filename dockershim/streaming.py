@@ -42,6 +42,7 @@ from dockershim.portforward import (
     pump_socket,
 )
 from machinery.cri import api_pb2 as cri
+from machinery.uvicorn_server import QuietServer
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class PendingExec:
     expires: float
 
 
-class _Server(uvicorn.Server):
+class _Server(QuietServer):
     def install_signal_handlers(self) -> None:  # the shim's own handlers stay
         pass
 

@@ -53,6 +53,7 @@ from machinery.flowcontrol import Backoff
 from machinery.informer import Informer
 from machinery.kubeconfig import ClientConfig, load_kubeconfig
 from machinery.netutil import default_node_ip
+from machinery.uvicorn_server import QuietServer
 
 log = logging.getLogger(__name__)
 
@@ -426,7 +427,7 @@ class Kubelet:
         await asyncio.to_thread(manager.update_qos_cgroups)
 
 
-class _EmbeddedServer(uvicorn.Server):
+class _EmbeddedServer(QuietServer):
     """uvicorn inside the kubelet's loop: the kubelet handles signals itself."""
 
     @contextlib.contextmanager

@@ -35,6 +35,7 @@ from prometheus_client.exposition import generate_latest
 
 from machinery.authn.user import UserInfo, user_from_peercert
 from machinery.tls import server_ssl_context, tls_options
+from machinery.uvicorn_server import QuietServer
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +249,7 @@ async def _answer(send: Send, status: int, body: bytes, content_type: str) -> No
     await send({"type": "http.response.body", "body": body})
 
 
-class _EmbeddedServer(uvicorn.Server):
+class _EmbeddedServer(QuietServer):
     """uvicorn inside the component's loop: the component handles signals itself."""
 
     @contextlib.contextmanager

@@ -18,6 +18,7 @@ characters) and 2048 characters of search line, with a DNSConfigForming warning 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -83,15 +84,28 @@ class Configurer:
         self.cluster_dns = cluster_dns
         self.cluster_domain = cluster_domain.strip(".")
         self.resolver_config = resolver_config
+        self._host_dns: tuple[tuple[int, int, int, int], tuple[list[str], list[str], list[str]]] | None = None
 
     def host_dns_config(self) -> tuple[list[str], list[str], list[str]]:
+        """The host's resolv.conf (--resolv-conf), parsed again only when the file changed.
+
+        Every sandbox needs it, and the kubelet asks on its event loop: a stat, instead of an open, a read and a
+        parse per pod. The key is the file's identity and its modification (inode, size, mtime in ns), so an
+        edit in place and a replacement (a DHCP client's or resolvconf's rename over it) are both seen at the
+        next sandbox, as upstream's reading of the file each time sees them."""
         if not self.resolver_config:
             return [], [], []
         try:
-            return parse_resolv_conf(Path(self.resolver_config).read_text())
+            st = os.stat(self.resolver_config)
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            if self._host_dns is None or self._host_dns[0] != key:
+                self._host_dns = (key, parse_resolv_conf(Path(self.resolver_config).read_text()))
         except OSError as e:
+            self._host_dns = None
             log.warning("could not read the resolv.conf %s: %s", self.resolver_config, e)
             return [], [], []
+        servers, searches, options = self._host_dns[1]
+        return list(servers), list(searches), list(options)  # the caller's to change
 
     def pod_dns_type(self, pod: Pod) -> str:
         """"cluster", "host" or "none" (upstream getPodDNSType)."""

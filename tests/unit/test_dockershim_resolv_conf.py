@@ -4,6 +4,7 @@ rewrite is a CRI error (RunPodSandbox then removes the sandbox: nothing half-mad
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import grpc
@@ -40,3 +41,118 @@ def test_a_failed_rewrite_is_a_cri_error(tmp_path: Path) -> None:
         asyncio.run(DockerService._write_resolv_conf({"ResolvConfPath": str(missing)},
                                                      config(servers=["10.96.0.10"])))
     assert e.value.code == grpc.StatusCode.UNKNOWN and "rewrite resolv.conf failed for pod 'web'" in str(e.value)
+
+
+class _Container:
+    def __init__(self, docker: _Docker, ident: str) -> None:
+        self.docker, self.id = docker, ident
+
+    async def start(self) -> None:
+        self.docker.calls.append("start")
+
+    async def show(self) -> dict[str, object]:
+        return {"Id": SANDBOX, "ResolvConfPath": str(self.docker.resolv), "State": {"Pid": 4242}}
+
+    async def delete(self, **kwargs: object) -> None:
+        self.docker.calls.append("remove")
+
+
+class _Containers:
+    def __init__(self, docker: _Docker) -> None:
+        self.docker = docker
+
+    async def create(self, body: dict[str, object], name: str) -> _Container:
+        self.docker.calls.append("create")
+        return _Container(self.docker, SANDBOX)
+
+    def container(self, ident: str) -> _Container:
+        return _Container(self.docker, ident)
+
+
+class _Docker:
+    def __init__(self, resolv: Path) -> None:
+        self.resolv = resolv
+        self.calls: list[str] = []
+        self.containers = _Containers(self)
+
+
+class _Network:
+    """The pod network's calls, recorded; its ADD waits until the test lets it finish."""
+
+    ready = True
+
+    def __init__(self, docker: _Docker, fail: bool = False) -> None:
+        self.docker, self.fail = docker, fail
+        self.release = asyncio.Event()
+        self.adding = threading.Event()
+
+    async def setup(self, sandbox_id: str, pid: int, meta: object, mappings: object) -> str:
+        self.docker.calls.append("cni add")
+        self.adding.set()
+        await self.release.wait()
+        if self.fail:
+            from cni.invoke import CniError
+            raise CniError("no address left", 11)
+        return "10.244.0.9"
+
+    async def teardown(self, sandbox_id: str, pid: int = 0) -> None:
+        self.docker.calls.append("cni del")
+
+
+SANDBOX = "d" * 64
+
+
+def shim(docker: _Docker, network: _Network) -> DockerService:
+    return DockerService(docker, node="n1", network=network,  # type: ignore[arg-type]
+                         pause_image="pause", streaming=None)  # type: ignore[arg-type]
+
+
+async def test_the_rewrite_is_done_while_the_network_is_set_up(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.11\n")
+    docker = _Docker(resolv)
+    network = _Network(docker)
+    write_text = Path.write_text
+
+    def write_once_the_add_runs(self: Path, data: str) -> int:
+        # the rewrite (in its thread) goes on only once the ADD has begun: done one after the other, it never would
+        assert network.adding.wait(5), "the resolv.conf was rewritten before the network's ADD began"
+        return write_text(self, data)
+
+    monkeypatch.setattr(Path, "write_text", write_once_the_add_runs)
+    run = asyncio.create_task(DockerService.RunPodSandbox.__wrapped__(  # type: ignore[attr-defined]
+        shim(docker, network), cri.RunPodSandboxRequest(config=config(servers=["10.96.0.10"])), None))
+    async with asyncio.timeout(5):
+        while resolv.read_text() != "nameserver 10.96.0.10\n":  # written while the ADD has not finished
+            assert not run.done()
+            await asyncio.sleep(0.01)
+    assert not run.done()
+    network.release.set()
+    async with asyncio.timeout(5):
+        assert (await run).pod_sandbox_id == SANDBOX
+    assert docker.calls == ["create", "start", "cni add"]
+
+
+async def test_a_failed_rewrite_during_the_network_set_up_removes_everything(tmp_path: Path) -> None:
+    docker = _Docker(tmp_path / "gone" / "resolv.conf")
+    network = _Network(docker)
+    network.release.set()
+    with pytest.raises(CriError) as e:
+        async with asyncio.timeout(5):
+            await DockerService.RunPodSandbox.__wrapped__(  # type: ignore[attr-defined]
+                shim(docker, network), cri.RunPodSandboxRequest(config=config(servers=["10.96.0.10"])), None)
+    assert "rewrite resolv.conf failed" in e.value.message
+    assert docker.calls == ["create", "start", "cni add", "cni del", "remove"]
+
+
+async def test_a_failed_network_is_the_error_when_both_fail(tmp_path: Path) -> None:
+    docker = _Docker(tmp_path / "gone" / "resolv.conf")
+    network = _Network(docker, fail=True)
+    network.release.set()
+    with pytest.raises(CriError) as e:
+        async with asyncio.timeout(5):
+            await DockerService.RunPodSandbox.__wrapped__(  # type: ignore[attr-defined]
+                shim(docker, network), cri.RunPodSandboxRequest(config=config(servers=["10.96.0.10"])), None)
+    assert "failed to set up the network of sandbox web" in e.value.message
+    assert docker.calls == ["create", "start", "cni add", "cni del", "remove"]

@@ -105,6 +105,29 @@ def test_a_missing_resolv_conf_is_empty_not_an_error(tmp_path: Path) -> None:
     assert list(got.searches) == ["prod.svc.cluster.local", "svc.cluster.local", "cluster.local"]
 
 
+def test_the_hosts_resolv_conf_is_read_again_only_when_it_changed(host_resolv: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import kubelet.network.dns as dns
+
+    parsed: list[str] = []
+    monkeypatch.setattr(dns, "parse_resolv_conf", lambda text: parsed.append(text) or parse_resolv_conf(text))
+    c = configurer(host_resolv, Events())
+    first = c.host_dns_config()
+    first[0].append("changed by the caller")  # the caller's copy: the cached one stays as read
+    assert c.host_dns_config() == (["192.0.2.1", "192.0.2.2"], ["corp.example", "lab.example"],
+                                   ["timeout:2", "ndots:1"])
+    assert len(parsed) == 1
+    host_resolv.write_text("nameserver 192.0.2.9\n")  # edited in place (another size)
+    assert c.host_dns_config()[0] == ["192.0.2.9"]
+    replacement = host_resolv.with_name("resolv.conf.new")
+    replacement.write_text("nameserver 192.0.2.8\n")  # the same size, another file renamed over it
+    replacement.replace(host_resolv)
+    assert c.host_dns_config()[0] == ["192.0.2.8"]
+    assert len(parsed) == 3
+    host_resolv.unlink()
+    assert c.host_dns_config() == ([], [], [])
+
+
 def test_limits_cut_nameservers_and_searches_with_dns_config_forming(host_resolv: Path) -> None:
     events = Events()
     c = configurer(host_resolv, events)
