@@ -46,8 +46,13 @@ def _config(app: Any, listener: Listener, lifespan: bool) -> uvicorn.Config:
             http = type("ApiserverHttpProtocol", (ApiserverHttpProtocol,),
                         {"http2_max_streams": listener.http2_max_streams})
         kwargs.update(tls_options(listener.ssl_context, http))
+    # proxy_headers off: uvicorn would otherwise take the scheme and the client's address from X-Forwarded-Proto
+    # and X-Forwarded-For of any client on 127.0.0.1 or ::1, and the gate reads the scheme to tell the plain port
+    # (system:unsecured, in system:masters) from the secure one, where a local client sending
+    # `X-Forwarded-Proto: http` without credentials was served as system:unsecured. Upstream's server trusts
+    # neither header for either (the peer is the connection's; X-Forwarded-For only adds to audit's sourceIPs).
     return uvicorn.Config(app, host=listener.host, port=listener.port, log_level="warning", access_log=False,
-                          timeout_graceful_shutdown=2, lifespan="on" if lifespan else "off",
+                          proxy_headers=False, timeout_graceful_shutdown=2, lifespan="on" if lifespan else "off",
                           timeout_keep_alive=idle_timeout(),  # type: ignore[arg-type]  # call_later takes a float
                           **kwargs)
 

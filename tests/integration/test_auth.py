@@ -115,6 +115,17 @@ def test_static_tokens(secure: SecureApiServer) -> None:
         assert nobody.get("/apis").status_code == 200  # discovery is for every authenticated user
 
 
+def test_forwarded_headers_do_not_make_the_secure_port_the_plain_one(secure: SecureApiServer) -> None:
+    """The secure port's client on 127.0.0.1 without credentials stays anonymous whatever X-Forwarded-Proto and
+    X-Forwarded-For it sends (uvicorn's proxy-headers middleware, on by default for 127.0.0.1, made it the plain
+    port's system:unsecured, in system:masters)."""
+    with secure.client() as anonymous:
+        for headers in ({"X-Forwarded-Proto": "http"}, {"X-Forwarded-Proto": "http", "X-Forwarded-For": "10.0.0.1"},
+                        {"X-Forwarded-Proto": "ws"}):
+            r = anonymous.get("/api/v1/namespaces/kube-system/secrets", headers=headers)
+            assert r.status_code == 401, (headers, r.status_code, r.text[:200])
+
+
 def test_identities_reach_the_audit_log(secure: SecureApiServer) -> None:
     expected = {
         "admin": ("kubernetes-admin", ["system:masters", "system:authenticated"]),
