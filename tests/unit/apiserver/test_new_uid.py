@@ -18,3 +18,20 @@ def test_new_uid_is_a_canonical_version_4_uuid() -> None:
         assert parsed.version == 4 and parsed.variant == uuid.RFC_4122 and str(parsed) == text
         variants.add(text[19])
     assert variants == set("89ab")  # all four variant nibbles occur: the random bits beneath are kept
+
+
+def test_a_forked_child_draws_its_own_uids() -> None:
+    import os
+
+    new_uid()  # the parent has random bytes in hand
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover — the child
+        os.write(write, "".join(new_uid() for _ in range(4)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 4096).decode()
+    os.close(read)
+    parent = "".join(new_uid() for _ in range(4))
+    assert len(child) == len(parent) == 4 * 36 and child != parent
