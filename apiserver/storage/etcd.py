@@ -179,8 +179,9 @@ class _Member:
             self.lease = rpc.LeaseStub(self.channel)
         return self.channel
 
-    def track(self, call: grpc.aio.Call) -> None:
-        self.inflight[call] = [asyncio.get_running_loop().time(), None]
+    def track(self, call: grpc.aio.Call, now: float) -> None:
+        """`now`: the loop's time."""
+        self.inflight[call] = [now, None]
         if self._watchdog is None or self._watchdog.done():
             self._watchdog = asyncio.ensure_future(self._watch_inflight())
 
@@ -339,7 +340,7 @@ class EtcdStorage:
         while True:
             member = self._member()
             try:
-                return await self._attempt(member, service, method, request, deadline), ambiguous
+                return await self._attempt(member, service, method, request, deadline, loop), ambiguous
             except _Stalled as e:
                 error: Exception = e
                 ambiguous = True
@@ -362,19 +363,21 @@ class EtcdStorage:
                 pause = min(0.0125 * 2**rounds, _BACKOFF_MAX) * random.uniform(0.5, 1.0)
                 await asyncio.sleep(min(pause, max(deadline - loop.time(), 0)))
 
-    async def _attempt(self, member: _Member, service: str, method: str, request: Any, deadline: float) -> Any:
+    async def _attempt(self, member: _Member, service: str, method: str, request: Any, deadline: float,
+                       loop: asyncio.AbstractEventLoop) -> Any:
         """One call on one member. A call that takes long is checked by the member's watchdog, which gives it
         up when the member no longer follows the same leader (it waits on a proposal or a read index that a
-        dead leader dropped); it is then retried elsewhere."""
-        loop = asyncio.get_running_loop()
+        dead leader dropped); it is then retried elsewhere. `loop`: the running loop (each asking for it is a
+        getpid(2) on Python 3.11)."""
         stub = getattr(member, service)
-        timeout = max(deadline - loop.time(), 0.001)
+        now = loop.time()
+        timeout = max(deadline - now, 0.001)
         if not self._retry:  # the old client: one call that waits as long as etcd makes it
             return await getattr(stub, method)(request, timeout=timeout)
         # a serializable read is the member's own view: it needs no leader
         metadata = () if getattr(request, "serializable", False) else _REQUIRE_LEADER
         call = getattr(stub, method)(request, timeout=timeout, metadata=metadata)
-        member.track(call)
+        member.track(call, now)
         try:
             return await call
         except asyncio.CancelledError:
