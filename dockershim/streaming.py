@@ -101,7 +101,7 @@ class StreamingServer:
         sock.bind((self.address, self.port))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
-                                ws="websockets-sansio", timeout_graceful_shutdown=1)
+                                ws="websockets-sansio", proxy_headers=False, timeout_graceful_shutdown=1)
         self._server = _Server(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="streaming-server")
         while not self._server.started:

@@ -258,7 +258,7 @@ class Kubelet:
 
     async def _start_server(self) -> None:
         config = uvicorn.Config(self.server.app, host=self.config.address or self.config.node_ip, port=self.config.port,
-                                log_level="warning", access_log=False, lifespan="off",
+                                log_level="warning", access_log=False, lifespan="off", proxy_headers=False,
                                 timeout_graceful_shutdown=1, **self.server.uvicorn_options())
         server = _EmbeddedServer(config)
         self._uvicorn = server

@@ -224,7 +224,7 @@ class ComponentServer:
     async def start(self, host: str, port: int, context: ssl.SSLContext) -> int:
         """Serve on host:port (0: any free port); the port it listens on."""
         config = uvicorn.Config(self, host=host, port=port, log_level="warning", access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=1, **tls_options(context))
+                                proxy_headers=False, timeout_graceful_shutdown=1, **tls_options(context))
         server = _EmbeddedServer(config)
         self._server = server
         self._task = asyncio.create_task(server.serve(), name="secure-port")
