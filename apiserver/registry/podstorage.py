@@ -9,7 +9,6 @@ pod, operation CREATE of pods/binding; apiserver/admission/chain.py) and the bou
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from apiserver import errors
@@ -50,39 +49,64 @@ class BindingREST:
         self.pods = pods
 
     async def create(self, namespace: str | None, name: str, binding: Binding, opts: WriteOptions) -> None:
+        """Upstream's GuaranteedUpdate with the watch cache's copy of the pod as its first state (the cacher's
+        cachedExistingObject): a binding is one etcd transaction, not a read and a transaction. A stale copy
+        fails the compare-and-swap, whose answer carries the stored pod, or fails a check (already bound,
+        another uid), and then the pod is read from etcd and the binding tried on what is stored; only a
+        verdict on the stored pod is the answer (origStateIsCurrent)."""
         node = validate_binding(name, binding)
         pods = self.pods
         key = pods.key(namespace, name)
+        cached = pods.cached(namespace, name) if pods.cacher.enabled else None
+        # (the pod's JSON, its mod revision, whether that is what etcd holds as far as we know)
+        state: tuple[bytes, int, bool] | None = (cached.raw, cached.rv, False) if cached is not None else None
         for _ in range(_MAX_CAS_RETRIES):
-            kv = await pods.storage.get(key)
-            if kv is None:
-                raise errors.not_found(pods.info, name)
-            old = codec.decode(kv.value, kv.mod_revision)
-            new = self._assign(copy.deepcopy(old), name, binding, node)
-            admission = pods.admission if opts.user is not None else None
-            if admission is not None:
-                attrs = AdmissionAttributes("UPDATE", pods, namespace, name, SUBRESOURCE, new, old, opts.user,
-                                            opts.dry_run)
-                new = await admission.mutate(attrs)
-            errs = validate_object_meta(new["metadata"], pods.info.namespaced, pods.info.kind)
-            errs += pods.strategy.validate(new)
-            if errs:
-                raise errors.invalid(pods.info, name, errs)
-            # a new spec is a new generation, as for every write of the pod store
-            new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
-            if admission is not None:
-                attrs.obj = new
-                await admission.validate(attrs)
+            if state is None:
+                kv = await pods.storage.get(key)
+                if kv is None:
+                    raise errors.not_found(pods.info, name)
+                state = (kv.value, kv.mod_revision, True)
+            value, revision, current = state
+            old = codec.decode(value, revision)
+            try:
+                new = await self._bound(namespace, name, binding, node, old, codec.decode(value, revision), opts)
+            except errors.ApiError:
+                if current:
+                    raise
+                state = None  # a verdict on a stale copy: try again on the stored pod
+                continue
             if opts.dry_run:
                 return
             try:
-                await pods.storage.update(key, codec.encode(new), kv.mod_revision)
-            except RevisionConflict:
+                await pods.storage.update(key, codec.encode(new), revision)
+            except RevisionConflict as e:
+                state = (e.current.value, e.current.mod_revision, True) if e.current is not None else None
                 continue
             except KeyNotFound:
                 raise errors.not_found(pods.info, name) from None
             return
         raise errors.conflict(pods.info, name, "too many concurrent writers; try again")
+
+    async def _bound(self, namespace: str | None, name: str, binding: Binding, node: str, old: Obj, pod: Obj,
+                     opts: WriteOptions) -> Obj:
+        """`pod` (a copy of `old`) bound to `node`, through admission and validation."""
+        pods = self.pods
+        new = self._assign(pod, name, binding, node)
+        admission = pods.admission if opts.user is not None else None
+        if admission is not None:
+            attrs = AdmissionAttributes("UPDATE", pods, namespace, name, SUBRESOURCE, new, old, opts.user,
+                                        opts.dry_run)
+            new = await admission.mutate(attrs)
+        errs = validate_object_meta(new["metadata"], pods.info.namespaced, pods.info.kind)
+        errs += pods.strategy.validate(new)
+        if errs:
+            raise errors.invalid(pods.info, name, errs)
+        # a new spec is a new generation, as for every write of the pod store
+        new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
+        if admission is not None:
+            attrs.obj = new
+            await admission.validate(attrs)
+        return new
 
     def _assign(self, pod: Obj, name: str, binding: Binding, node: str) -> Obj:
         """Upstream setPodHostAndAnnotations: the node, the binding's annotations, PodScheduled=True."""

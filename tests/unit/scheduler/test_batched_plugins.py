@@ -156,6 +156,33 @@ def test_a_score_plugin_that_scores_too_few_nodes_is_an_error() -> None:
         framework.prioritize_nodes(varied_pods()[0], varied_nodes(2))
 
 
+def weighted_sums(framework: Framework, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[int]:
+    """Every plugin's normalized scores times its weight, summed node by node: what prioritize_nodes must give."""
+    totals = [0] * len(nodes)
+    for plugin in framework.scores:
+        scores = [plugin.score(pod, node) for node in nodes]
+        plugin.normalize_score(pod, nodes, scores)
+        totals = [t + s * plugin.weight for t, s in zip(totals, scores, strict=True)]
+    return totals
+
+
+def test_totals_are_the_weighted_sums_whether_plugins_score_every_node_alike_or_not() -> None:
+    """Plugins that give every node one score (no node tainted, no preferred affinity, no sibling anywhere) are
+    added once at the end: the totals are the same."""
+    alike = Score("Alike", lambda pod, node: 7, 5)
+    framework = Framework([], [*default_framework().scores, alike])
+    untainted = [n for n in varied_nodes(120) if not n.taints]
+    for nodes in (varied_nodes(120), untainted, untainted[:1]):
+        for pod in varied_pods():
+            assert framework.prioritize_nodes(pod, nodes) == weighted_sums(framework, pod, nodes)
+    assert Framework([], [alike]).prioritize_nodes(varied_pods()[0], untainted[:3]) == [35] * 3
+    assert Framework([], []).prioritize_nodes(varied_pods()[0], untainted[:3]) == [0] * 3
+    assert Framework([], [alike]).prioritize_nodes(varied_pods()[0], []) == []
+    too_high = Score("TooHigh", lambda pod, node: 101, 1)
+    with pytest.raises(ValueError, match=r"plugin TooHigh scored node node-\d+ 101, out of 0\.\.100"):
+        Framework([], [too_high]).prioritize_nodes(varied_pods()[0], untainted[:3])
+
+
 def test_node_info_keeps_what_is_free_as_pods_come_and_go_and_the_node_changes() -> None:
     info = node_info(make_node(cpu="2", memory="1Gi", pods="3"))
     assert (info.free_milli_cpu, info.free_memory, info.free_pods) == (2000, 1 << 30, 3)
