@@ -391,14 +391,19 @@ def _share_model(model: BaseModel) -> BaseModel:
 
 
 # A model's fields are its `__dict__`, a dict of its own: a combined table, keys and hashes and values, 472 bytes
-# for ObjectMeta's 15 fields (pydantic builds it anew for every model). CPython's instance dicts share one table
-# of keys among every instance of a class and keep only the values ("split" dicts, PEP 412): 221 bytes for the
-# same 15 fields. A cached model (one object alone: a pod's metadata, status, container status) gets such a dict,
-# equal to the one it replaces, in the same order, a plain dict to every reader; its keys are shared with every
-# cached model of its class, through the instances of a class of its own (`_FIELD_HOLDERS`), whose dicts CPython
-# splits. A change to it (or its copy's) that adds a key only turns it back into a combined dict. Where the dict
-# would not be smaller (too many fields to share their keys: CPython shares up to 30), it is left alone.
+# for ObjectMeta's 15 fields, 192 for a PodIP's one (pydantic builds it anew for every model). CPython's instance
+# dicts share one table of keys among every instance of a class and keep only the values ("split" dicts, PEP 412):
+# 221 bytes for ObjectMeta's fields, 100 for a PodIP's. A cached model (one object alone: a pod, its metadata,
+# status, IP, container status) gets such a dict, equal to the one it replaces, in the same order, a plain dict to
+# every reader; its keys are shared with every cached model of its class, through the instances of a class of its
+# own (`_FIELD_HOLDERS`), whose dicts CPython splits. A change to it (or its copy's) that adds a key only turns it
+# back into a combined dict. CPython shares up to 30 keys (a PodSpec's 41 fields are left alone), and sizes the
+# values of a class's first instances for 30 keys, then less instance by instance: whether a class's split dicts
+# are smaller is judged at its `_SPLIT_JUDGED_AT`th (a class for which they are not is left alone from then on).
 _FIELD_HOLDERS: dict[type[BaseModel], type | None] = {}
+_split_seen: dict[type[BaseModel], int] = {}  # models of a class made split so far, until it is judged
+_SPLIT_MAX_KEYS = 30  # CPython's SHARED_KEYS_MAX_SIZE
+_SPLIT_JUDGED_AT = 64
 _split_fields = True  # the informer memory benchmark's rows before this step turn it off
 
 
@@ -410,16 +415,25 @@ def _compact_fields(model: BaseModel) -> BaseModel:
         return model
     values = model.__dict__
     if holder is _NONE:
-        holder = type(f"{cls.__name__}Fields", (), {"__module__": __name__, "__qualname__": f"{cls.__name__}Fields"})
+        if len(values) > _SPLIT_MAX_KEYS:
+            _FIELD_HOLDERS[cls] = None
+            return model
+        holder = _FIELD_HOLDERS[cls] = type(f"{cls.__name__}Fields", (), {
+            "__module__": __name__, "__qualname__": f"{cls.__name__}Fields"})
+        _split_seen[cls] = 0
     instance = holder()
     for key, value in values.items():
         setattr(instance, key, value)
     split = instance.__dict__
-    if cls not in _FIELD_HOLDERS:  # the first of its class: is the split dict smaller at all?
-        if sys.getsizeof(split) >= sys.getsizeof(values) or builtins.list(split) != builtins.list(values):
-            _FIELD_HOLDERS[cls] = None
-            return model
-        _FIELD_HOLDERS[cls] = holder
+    seen = _split_seen.get(cls)
+    if seen is not None:  # not judged yet
+        if seen + 1 < _SPLIT_JUDGED_AT:
+            _split_seen[cls] = seen + 1
+        else:
+            del _split_seen[cls]
+            if sys.getsizeof(split) >= sys.getsizeof(values) or builtins.list(split) != builtins.list(values):
+                _FIELD_HOLDERS[cls] = None
+                return model
     object.__setattr__(model, "__dict__", split)
     return model
 
