@@ -20,8 +20,9 @@ Variants: `as decoded` (the baseline: the informer before issue 19's work), `man
 (compaction with string interning and sub-object sharing off), `+ interned strings` (sub-object sharing off),
 `+ shared sub-objects` (equal sub-objects of cached pods are one object), `+ unique values left alone` (the values
 of one pod alone, its uid, resourceVersion, name, IP and container ID, neither interned nor their parts entered in
-the table of shared sub-objects: the informer as the controller-manager and the scheduler run it), and
-`compacted, managedFields kept` (every other component's informers).
+the table of shared sub-objects), `+ split field dicts` (each cached model's fields in a dict whose keys are
+shared with every cached model of its class: the informer as the controller-manager and the scheduler run it),
+and `compacted, managedFields kept` (every other component's informers).
 """
 
 from __future__ import annotations
@@ -139,25 +140,28 @@ class _AsDecoded(Informer[Any]):
 
 
 @contextmanager
-def _compaction(*, interning: bool = True, sharing: bool = True, unique: bool = False) -> Iterator[None]:
+def _compaction(*, interning: bool = True, sharing: bool = True, unique: bool = False,
+                split: bool = False) -> Iterator[None]:
     """The informer's compaction with string interning and/or sub-object sharing turned off (the informer
     before those steps), its table of shared sub-objects empty (every variant starts from nothing). Without
     `unique`, the values of one object alone are interned and their parts entered in the table as any other
-    (the informer before that step: only an ObjectMeta, by its resourceVersion, was kept out of the table)."""
+    (the informer before that step: only an ObjectMeta, by its resourceVersion, was kept out of the table). Without
+    `split`, cached models keep the `__dict__` pydantic built (the informer before that step)."""
     saved = (informer_module._intern, informer_module._share_parts, informer_module._UNIQUE_FIELDS,
-             informer_module._intern_unique)
+             informer_module._intern_unique, informer_module._split_fields)
     if not interning:
         informer_module._intern = lambda s: s
     informer_module._share_parts = sharing
     if not unique:
         informer_module._UNIQUE_FIELDS = {ObjectMeta: frozenset({"resource_version"})}
         informer_module._intern_unique = True
+    informer_module._split_fields = split
     informer_module._SHARED.clear()
     try:
         yield
     finally:
         (informer_module._intern, informer_module._share_parts, informer_module._UNIQUE_FIELDS,
-         informer_module._intern_unique) = saved
+         informer_module._intern_unique, informer_module._split_fields) = saved
         informer_module._SHARED.clear()
 
 
@@ -172,9 +176,12 @@ VARIANTS: dict[str, tuple[Callable[[], Informer[Any]], Callable[[], Any]]] = {
     "+ shared sub-objects": (lambda: Informer(cast(Any, None), Pod, transform=strip_managed_fields), _compaction),
     "+ unique values left alone": (lambda: Informer(cast(Any, None), Pod, transform=strip_managed_fields),
                                    lambda: _compaction(unique=True)),
-    "compacted, managedFields kept": (lambda: Informer(cast(Any, None), Pod), lambda: _compaction(unique=True)),
+    "+ split field dicts": (lambda: Informer(cast(Any, None), Pod, transform=strip_managed_fields),
+                            lambda: _compaction(unique=True, split=True)),
+    "compacted, managedFields kept": (lambda: Informer(cast(Any, None), Pod),
+                                      lambda: _compaction(unique=True, split=True)),
 }
-BASELINE, FULL = "as decoded", "+ unique values left alone"
+BASELINE, FULL = "as decoded", "+ split field dicts"
 
 
 def _index(informer: Informer[Any]) -> None:

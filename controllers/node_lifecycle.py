@@ -209,12 +209,15 @@ class NodeLifecycleController(Controller):
         self.monitor_period = node_monitor_period
         self.recorder = EventRecorder(client, "node-controller")
         self.nodes = informers.informer_for(Node)
-        self.leases = informers.informer_for(Lease, namespace=NODE_LEASE_NAMESPACE)
+        # every namespace's Leases, as upstream's (the shared informer the garbage collector watches too: one cache
+        # of a thousand nodes' Leases, not two); only kube-node-lease's name a node
+        self.leases = informers.informer_for(Lease)
         self.pods = informers.informer_for(Pod)
         with contextlib.suppress(ValueError):  # another controller of this process registered it already
             self.pods.store.add_indexers({NODE_NAME_INDEX: node_name_index})
         self.watch(self.nodes)
-        self.watch(self.leases, lambda lease: [lease.metadata.name] if lease.metadata.name else [])
+        self.watch(self.leases, lambda lease: [lease.metadata.name] if lease.metadata.name
+                   and lease.metadata.namespace == NODE_LEASE_NAMESPACE else [])
         self.watch(self.pods, self._node_of_pod)
         self._health: dict[str, _Health] = {}
         self._taint_seen: dict[tuple[str, str, str], dt.datetime] = {}  # taints without timeAdded: first seen

@@ -293,6 +293,9 @@ _UNIQUE_FIELDS: dict[type[BaseModel], frozenset[str]] = {
 }
 _unique_parts = 0  # values of _UNIQUE_FIELDS met so far: a part during whose sharing it grew holds one
 _intern_unique = False  # the informer memory benchmark's rows before this step turn it on
+# The values of one object alone met while compacting it (`compact` empties it): such a value given twice in one
+# object (a pod's IP, as status.podIP and status.podIPs[0].ip) is one string, not one per field.
+_own_values: dict[str, str] = {}
 
 
 def compact(obj: Any) -> Any:
@@ -301,12 +304,16 @@ def compact(obj: Any) -> Any:
     object alone (`_UNIQUE_FIELDS`), every model's
     fields set shared (`_SharedFieldsSet`), and every sub-object equal to one already cached replaced by that
     one (`_SHARED`). Values are unchanged: equal, dumped the same. `obj` itself is never shared."""
+    global _own_values
+    _own_values = {}
     if isinstance(obj, BaseModel):
         _share_model_parts(obj)
+        _compact_fields(obj)
     elif isinstance(obj, dict):
         _share_dict_parts(obj)
     elif isinstance(obj, list):
         _share_list_parts(obj)
+    _own_values = {}
     if len(_SHARED) > _sweep_at:
         _sweep()
     return obj
@@ -366,21 +373,69 @@ def _share_model(model: BaseModel) -> BaseModel:
     unique_before = _unique_parts
     _share_model_parts(model)
     if not _share_parts or model.__pydantic_extra__ or model.__pydantic_private__:
-        return model  # extra fields (a custom object's) or private state: not shared
+        return _compact_fields(model)  # extra fields (a custom object's) or private state: not shared
     if _unique_parts != unique_before:
-        return model  # it holds a value of one object alone: never equal to another's, not worth an entry
+        return _compact_fields(model)  # it holds a value of one object alone: never equal to another's
     values = model.__dict__
     fields_set = model.__pydantic_fields_set__
     key = hash((model.__class__, id(fields_set), *map(id, values.values())))
     other = _SHARED.get(key)
     if other is None:
         _SHARED[key] = model
-        return model
+        return _compact_fields(model)
     if (other.__class__ is model.__class__ and other.__pydantic_fields_set__ is fields_set
             and not other.__pydantic_extra__ and not other.__pydantic_private__
             and all(map(is_, values.values(), other.__dict__.values()))):
         return other
-    return model  # a hash collision: kept as it is
+    return _compact_fields(model)  # a hash collision: kept as it is
+
+
+# A model's fields are its `__dict__`, a dict of its own: a combined table, keys and hashes and values, 472 bytes
+# for ObjectMeta's 15 fields, 192 for a PodIP's one (pydantic builds it anew for every model). CPython's instance
+# dicts share one table of keys among every instance of a class and keep only the values ("split" dicts, PEP 412):
+# 221 bytes for ObjectMeta's fields, 100 for a PodIP's. A cached model (one object alone: a pod, its metadata,
+# status, IP, container status) gets such a dict, equal to the one it replaces, in the same order, a plain dict to
+# every reader; its keys are shared with every cached model of its class, through the instances of a class of its
+# own (`_FIELD_HOLDERS`), whose dicts CPython splits. A change to it (or its copy's) that adds a key only turns it
+# back into a combined dict. CPython shares up to 30 keys (a PodSpec's 41 fields are left alone), and sizes the
+# values of a class's first instances for 30 keys, then less instance by instance: whether a class's split dicts
+# are smaller is judged at its `_SPLIT_JUDGED_AT`th (a class for which they are not is left alone from then on).
+_FIELD_HOLDERS: dict[type[BaseModel], type | None] = {}
+_split_seen: dict[type[BaseModel], int] = {}  # models of a class made split so far, until it is judged
+_SPLIT_MAX_KEYS = 30  # CPython's SHARED_KEYS_MAX_SIZE
+_SPLIT_JUDGED_AT = 64
+_split_fields = True  # the informer memory benchmark's rows before this step turn it off
+
+
+def _compact_fields(model: BaseModel) -> BaseModel:
+    """`model` with its `__dict__` made a split dict of equal items in the same order (see `_FIELD_HOLDERS`)."""
+    cls = model.__class__
+    holder = _FIELD_HOLDERS.get(cls, _NONE)
+    if holder is None or not _split_fields:
+        return model
+    values = model.__dict__
+    if holder is _NONE:
+        if len(values) > _SPLIT_MAX_KEYS:
+            _FIELD_HOLDERS[cls] = None
+            return model
+        holder = _FIELD_HOLDERS[cls] = type(f"{cls.__name__}Fields", (), {
+            "__module__": __name__, "__qualname__": f"{cls.__name__}Fields"})
+        _split_seen[cls] = 0
+    instance = holder()
+    for key, value in values.items():
+        setattr(instance, key, value)
+    split = instance.__dict__
+    seen = _split_seen.get(cls)
+    if seen is not None:  # not judged yet
+        if seen + 1 < _SPLIT_JUDGED_AT:
+            _split_seen[cls] = seen + 1
+        else:
+            del _split_seen[cls]
+            if sys.getsizeof(split) >= sys.getsizeof(values) or builtins.list(split) != builtins.list(values):
+                _FIELD_HOLDERS[cls] = None
+                return model
+    object.__setattr__(model, "__dict__", split)
+    return model
 
 
 def _share_value(v: Any) -> Any:
@@ -414,8 +469,10 @@ def _share_values_but(values: dict[str, Any], unique: frozenset[str]) -> None:
         if key in unique:
             if v is not None:
                 _unique_parts += 1
-                if _intern_unique and v.__class__ is str:
-                    values[key] = _intern(v)
+                if v.__class__ is str:
+                    v2 = _intern(v) if _intern_unique else _own_values.setdefault(v, v)
+                    if v2 is not v:
+                        values[key] = v2
             continue
         v2 = _share_value(v)
         if v2 is not v:

@@ -4,9 +4,13 @@ opaque to clients: "9" is not older than "10" because nine is less than ten)."""
 
 from __future__ import annotations
 
-from controllers.node_lifecycle import CACHE_CATCH_UP_SECONDS, _Health
+from typing import Any, cast
+
+from controllers.node_lifecycle import CACHE_CATCH_UP_SECONDS, NodeLifecycleController, _Health
+from machinery.api.coordination_v1 import Lease
 from machinery.api.core_v1 import Node
 from machinery.api.meta import ObjectMeta
+from machinery.informer import SharedInformerFactory
 
 
 def node(rv: str) -> Node:
@@ -62,3 +66,20 @@ def test_nothing_awaited_the_informer_leads() -> None:
     h = health("a")
     cached = node("b")
     assert h.newest(cached, now=0.0) is cached
+
+
+async def test_leases_come_from_the_shared_informer_of_every_namespace_and_only_node_leases_count() -> None:
+    """As upstream's: the Lease informer is the factory's cluster-wide one (which the garbage collector watches
+    too), not a second cache of kube-node-lease; a Lease elsewhere (a leader election's) names no node."""
+    factory = SharedInformerFactory(cast(Any, None))
+    ctl = NodeLifecycleController(cast(Any, None), factory)
+    assert ctl.leases is factory.informer_for(Lease)
+    assert len(factory.informers()) == 3  # nodes, leases, pods: nothing of its own
+    for listener in ctl.leases._listeners:
+        listener.start()
+    for namespace, name in (("kube-system", "kube-controller-manager"), ("kube-node-lease", "node-1")):
+        ctl.leases.handle_event("ADDED", Lease(metadata=ObjectMeta(name=name, namespace=namespace, uid=name,
+                                                                   resource_version="1")), "1")
+    await ctl.leases.wait_for_handlers()
+    assert ctl.queue._dirty == {"node-1"}
+    assert ctl.leases.store.get("kube-node-lease/node-1") is not None
