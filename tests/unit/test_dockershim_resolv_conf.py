@@ -134,25 +134,18 @@ async def test_the_rewrite_is_done_while_the_network_is_set_up(tmp_path: Path,
     assert docker.calls == ["create", "start", "cni add"]
 
 
-async def test_a_failed_rewrite_during_the_network_set_up_removes_everything(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("network_fails", "message"), [
+    (False, "rewrite resolv.conf failed"),  # the rewrite alone fails: everything made is removed
+    (True, "failed to set up the network of sandbox web"),  # both fail: the network's error is the one raised
+])
+async def test_a_failure_during_the_network_set_up_removes_everything(tmp_path: Path, network_fails: bool,
+                                                                      message: str) -> None:
     docker = _Docker(tmp_path / "gone" / "resolv.conf")
-    network = _Network(docker)
+    network = _Network(docker, fail=network_fails)
     network.release.set()
     with pytest.raises(CriError) as e:
         async with asyncio.timeout(5):
             await DockerService.RunPodSandbox.__wrapped__(  # type: ignore[attr-defined]
                 shim(docker, network), cri.RunPodSandboxRequest(config=config(servers=["10.96.0.10"])), None)
-    assert "rewrite resolv.conf failed" in e.value.message
-    assert docker.calls == ["create", "start", "cni add", "cni del", "remove"]
-
-
-async def test_a_failed_network_is_the_error_when_both_fail(tmp_path: Path) -> None:
-    docker = _Docker(tmp_path / "gone" / "resolv.conf")
-    network = _Network(docker, fail=True)
-    network.release.set()
-    with pytest.raises(CriError) as e:
-        async with asyncio.timeout(5):
-            await DockerService.RunPodSandbox.__wrapped__(  # type: ignore[attr-defined]
-                shim(docker, network), cri.RunPodSandboxRequest(config=config(servers=["10.96.0.10"])), None)
-    assert "failed to set up the network of sandbox web" in e.value.message
+    assert message in e.value.message
     assert docker.calls == ["create", "start", "cni add", "cni del", "remove"]
