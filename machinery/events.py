@@ -101,6 +101,16 @@ def object_reference(obj: BaseModel) -> ObjectReference:
                            name=meta.name, uid=meta.uid, resource_version=meta.resource_version)
 
 
+class _EventWrites:
+    """The writes of one Event under way or waiting, one at a time."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
 class EventRecorder:
     def __init__(self, client: ApiClient, component: str, host: str | None = None, *,
                  workers: int = 4, max_pending: int = 1000, correlator: EventCorrelator | None = None):
@@ -113,6 +123,9 @@ class EventRecorder:
         self._worker_count = workers
         self._max_pending = max_pending
         self._workers: list[asyncio.Task[None]] = []
+        # one Event's writes in the order they were recorded: its count and message are the last one's, as
+        # upstream's broadcaster writes them one after the other; different Events are written in parallel
+        self._writing: dict[str, _EventWrites] = {}
         self.dropped = 0
 
     def event(self, obj: BaseModel, type_: str, reason: str, message: str) -> None:
@@ -137,9 +150,18 @@ class EventRecorder:
     async def _work(self) -> None:
         while True:
             item = await self._pending.get()
+            name = item[4]
+            writing = self._writing.get(name)
+            if writing is None:
+                writing = self._writing[name] = _EventWrites()
+            writing.users += 1
             try:
-                await self._record(*item)
+                async with writing.lock:  # at once unless an earlier write of this Event is under way (FIFO)
+                    await self._record(*item)
             finally:
+                writing.users -= 1
+                if not writing.users:
+                    del self._writing[name]
                 self._pending.task_done()
 
     async def flush(self) -> None:

@@ -3,8 +3,13 @@ clock (pure logic)."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+from machinery.api.apps_v1 import ReplicaSet
 from machinery.api.core_v1 import ObjectReference
-from machinery.events import AGGREGATE_INTERVAL_S, COMBINED_PREFIX, SPAM_BURST, EventCorrelator
+from machinery.api.meta import ObjectMeta
+from machinery.events import AGGREGATE_INTERVAL_S, COMBINED_PREFIX, SPAM_BURST, EventCorrelator, EventRecorder
 
 SOURCE = ("replicaset-controller", None)
 
@@ -74,3 +79,39 @@ def test_a_source_writes_a_burst_about_one_object_then_one_every_five_minutes() 
     late = c.correlate(ref(), SOURCE, "Normal", "SuccessfulCreate", "Created pod: later")
     assert late is not None and late[1] == COMBINED_PREFIX + "Created pod: later" and late[2] == 42 - 9
     assert c.correlate(ref(), SOURCE, "Normal", "SuccessfulCreate", "Created pod: again") is None
+
+
+class _SlowFirstClient:
+    """Event writes that take less time the higher their count: written in parallel, an earlier write of one
+    Event would land after a later one."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, dict[str, object]] = {}
+        self.counts: dict[str, list[int]] = {}  # each Event's counts in the order they landed
+
+    async def create(self, event: Any) -> None:
+        await asyncio.sleep(0.02)
+        self.stored[event.metadata.name] = {"count": event.count, "message": event.message}
+        self.counts.setdefault(event.metadata.name, []).append(event.count)
+
+    async def patch(self, kind: Any, name: str, bump: dict[str, Any], patch_type: str, namespace: str) -> None:
+        await asyncio.sleep(max(0.0, 0.02 - 0.001 * bump["count"]))
+        if name not in self.stored:
+            raise AssertionError(f"a count of {name} was written before the Event")
+        self.stored[name].update(count=bump["count"], message=bump["message"])
+        self.counts[name].append(bump["count"])
+
+
+async def test_one_events_writes_land_in_the_order_they_were_recorded() -> None:
+    client = _SlowFirstClient()
+    recorder = EventRecorder(client, "deployment-controller")  # type: ignore[arg-type]
+    rs = ReplicaSet(metadata=ObjectMeta(name="web", namespace="ns", uid="u1"))
+    for i in range(15):  # the 10th and later are one combined Event, its count written 6 times
+        recorder.event(rs, "Normal", "ScalingReplicaSet", f"Scaled up replica set web-1 to {i}")
+    async with asyncio.timeout(5):
+        await recorder.flush()
+    recorder.close()
+    combined = [v for v in client.stored.values() if str(v["message"]).startswith(COMBINED_PREFIX)]
+    assert combined == [{"count": 6, "message": COMBINED_PREFIX + "Scaled up replica set web-1 to 14"}]
+    assert sorted(client.counts.values()) == [[1]] * 9 + [[1, 2, 3, 4, 5, 6]]
+    assert recorder._writing == {}  # nothing kept once written
